@@ -1,0 +1,42 @@
+# The README's two commands: `make demo` and `make test`. Each sets up .venv on first use.
+# torch==2.13.0 is installed before the project: a bare torch requirement in a fresh venv
+# pulls a multi-GB CUDA build, while this pin takes the CPU build.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
+
+.PHONY: demo test bench lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.core: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP) torch==2.13.0
+	$(PIP) -e .
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.core
+	$(PIP) -e '.[dev]'
+	touch $@
+
+$(VENV)/.bench: $(VENV)/.core
+	$(PIP) -e '.[bench]'
+	touch $@
+
+demo: $(VENV)/.core
+	$(BIN)/python examples/memory_demo.py
+
+test: $(VENV)/.dev
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.bench
+	$(BIN)/python benchmarks/memory.py
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check expcli tests benchmarks examples
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

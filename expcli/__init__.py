@@ -1,0 +1,73 @@
+"""expcli: collect, inspect and convert reinforcement-learning experience datasets.
+
+The public API is re-exported lazily: ``import expcli`` loads no torch, gymnasium, h5py
+or ray; each name is imported from its module on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from expcli._version import __version__
+
+if TYPE_CHECKING:
+    from expcli.errors import (
+        ConfigError,
+        EnvError,
+        ExpcliError,
+        FormatError,
+        MissingDependencyError,
+        OutputExistsError,
+        SchemaError,
+    )
+    from expcli.formats import read_dataset, write_dataset
+    from expcli.formats.dataset import Dataset
+    from expcli.memory import Memory, RandomMemory
+
+_EXPORTS: dict[str, str] = {
+    # memories
+    "Memory": "expcli.memory",
+    "RandomMemory": "expcli.memory",
+    # datasets on disk
+    "Dataset": "expcli.formats.dataset",
+    "read_dataset": "expcli.formats",
+    "write_dataset": "expcli.formats",
+    # errors
+    "ExpcliError": "expcli.errors",
+    "FormatError": "expcli.errors",
+    "SchemaError": "expcli.errors",
+    "EnvError": "expcli.errors",
+    "ConfigError": "expcli.errors",
+    "MissingDependencyError": "expcli.errors",
+    "OutputExistsError": "expcli.errors",
+}
+
+__all__ = [
+    "ConfigError",
+    "Dataset",
+    "EnvError",
+    "ExpcliError",
+    "FormatError",
+    "Memory",
+    "MissingDependencyError",
+    "OutputExistsError",
+    "RandomMemory",
+    "read_dataset",
+    "SchemaError",
+    "__version__",
+    "write_dataset",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'expcli' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

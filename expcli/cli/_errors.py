@@ -1,0 +1,39 @@
+"""One place that turns library errors into one red line and an exit code."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+import typer
+
+from expcli.errors import ExpcliError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+__all__ = ["reports_errors"]
+
+
+def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Wrap a command: an ``ExpcliError`` becomes ``error: message`` on stderr and its exit
+    code; Ctrl-C exits 130. ``EXPCLI_DEBUG=1`` re-raises with the full traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except ExpcliError as e:
+            if os.environ.get("EXPCLI_DEBUG") == "1":
+                raise
+            from rich.console import Console
+            from rich.markup import escape
+
+            Console(stderr=True).print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(e.exit_code) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+
+    return wrapper

@@ -1,0 +1,43 @@
+"""The Typer application, its global options and the entry point."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from expcli._version import __version__
+
+app = typer.Typer(
+    name="expcli",
+    help="Collect, inspect and convert reinforcement-learning experience datasets.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"expcli {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Collect, inspect and convert reinforcement-learning experience datasets."""
+
+
+def main() -> None:
+    """Entry point of the ``expcli`` console script and of ``python -m expcli``."""
+    app(prog_name="expcli")

@@ -1,0 +1,106 @@
+"""The one exception hierarchy of expcli (standard library only).
+
+* ExpcliError                       exit 1   base class; never raised directly
+  + FormatError                     exit 1   unknown, corrupt, truncated or unsafe file
+  + SchemaError                     exit 1   missing tensor, shape or dtype mismatch
+  + EnvError                        exit 1   an env or worker failed (index, remote traceback)
+  + ConfigError                     exit 2   bad flags, option combination or config file
+  + MissingDependencyError          exit 1   an optional extra is not installed (also ImportError)
+  + OutputExistsError               exit 1   refusing to overwrite (also FileExistsError)
+
+Errors carry their data as attributes (``path``, ``key``, ``index``) so that callers and
+tests need not parse messages; the message itself names the file, the key and what was
+expected. The CLI turns any of them into one red line and ``exit_code``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import ClassVar
+
+__all__ = [
+    "ConfigError",
+    "EnvError",
+    "ExpcliError",
+    "FormatError",
+    "MissingDependencyError",
+    "OutputExistsError",
+    "SchemaError",
+]
+
+
+class ExpcliError(Exception):
+    """Base class of every error expcli raises on purpose."""
+
+    exit_code: ClassVar[int] = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        key: str | None = None,
+    ) -> None:
+        self.path = os.fspath(path) if path is not None else None
+        self.key = key
+        self.message = message
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = []
+        if self.path is not None:
+            parts.append(f"{self.path}")
+        if self.key is not None:
+            parts.append(f"{self.key!r}")
+        prefix = ": ".join(parts)
+        return f"{prefix}: {self.message}" if prefix else self.message
+
+
+class FormatError(ExpcliError):
+    """A file is of an unknown format, corrupt, truncated or unsafe to read."""
+
+
+class SchemaError(ExpcliError):
+    """A dataset lacks a tensor, or a tensor has the wrong shape or dtype."""
+
+
+class EnvError(ExpcliError):
+    """An environment or a worker hosting environments failed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        index: int | None = None,
+        remote_traceback: str | None = None,
+    ) -> None:
+        self.index = index
+        self.remote_traceback = remote_traceback
+        where = f"env {index}: " if index is not None else ""
+        super().__init__(f"{where}{message}")
+        if remote_traceback:
+            self.add_note(remote_traceback)
+
+
+class ConfigError(ExpcliError):
+    """An option, a combination of options or a config file is invalid."""
+
+    exit_code: ClassVar[int] = 2
+
+
+class MissingDependencyError(ExpcliError, ImportError):
+    """An optional dependency is needed but not installed."""
+
+    def __init__(self, module: str, extra: str, purpose: str) -> None:
+        self.module = module
+        self.extra = extra
+        super().__init__(
+            f'{module} is required for {purpose}; install it with: pip install "expcli[{extra}]"'
+        )
+
+
+class OutputExistsError(ExpcliError, FileExistsError):
+    """The output file exists and overwriting was not asked for."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__("already exists; pass --overwrite to replace it", path=path)

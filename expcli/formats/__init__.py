@@ -1,0 +1,27 @@
+"""Dataset files: read and write pt, npz and csv (HDF5 to come) through one interchange type.
+
+``read_dataset`` tells a file's format by its bytes (then its suffix), ``write_dataset`` by
+the target's suffix; both convert any failure of the underlying library into an expcli
+error naming the file. Importing this package loads numpy only: torch is imported when a
+``.pt`` file is read or written.
+"""
+
+from __future__ import annotations
+
+from expcli.formats.dataset import Dataset
+from expcli.formats.registry import (
+    FORMATS,
+    detect_format,
+    format_from_suffix,
+    read_dataset,
+    write_dataset,
+)
+
+__all__ = [
+    "FORMATS",
+    "Dataset",
+    "detect_format",
+    "format_from_suffix",
+    "read_dataset",
+    "write_dataset",
+]

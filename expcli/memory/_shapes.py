@@ -1,0 +1,120 @@
+"""Feature shapes and dtypes for memory tensors, from ints, sequences or gymnasium spaces."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from gymnasium import spaces
+
+__all__ = ["feature_shape", "torch_dtype"]
+
+
+def feature_shape(size: Any, keep_dimensions: bool = False) -> tuple[int, ...]:
+    """Shape of one sample of a tensor created with ``create_tensor(size=...)``.
+
+    Without ``keep_dimensions`` the sample is flattened to one dimension of the number of
+    elements it occupies (skrl's rule: a ``Discrete`` occupies 1, a ``MultiDiscrete`` one
+    per sub-space, ``Dict``/``Tuple`` the sum of their parts). With it, the dimensions of a
+    sequence or of a Box/MultiBinary/MultiDiscrete space are kept.
+
+    Raises:
+        ValueError: The size is not positive, or composite spaces with ``keep_dimensions``.
+        TypeError: The size is neither an int, a sequence of ints nor a gymnasium space.
+    """
+    if isinstance(size, bool):
+        raise TypeError(
+            f"size must be an int, a sequence of ints or a gymnasium space, got {size!r}"
+        )
+    if isinstance(size, (int, np.integer)) or (isinstance(size, float) and size.is_integer()):
+        return (_positive(int(size)),)
+    if isinstance(size, (list, tuple)):
+        dims = tuple(_positive(_as_int(d)) for d in size)
+        return dims if keep_dimensions else (math.prod(dims),)
+    from gymnasium import spaces
+
+    if isinstance(size, spaces.Space):
+        if keep_dimensions:
+            return _kept_space_shape(size)
+        return (_positive(occupied_size(size)),)
+    raise TypeError(f"size must be an int, a sequence of ints or a gymnasium space, got {size!r}")
+
+
+def occupied_size(space: spaces.Space[Any]) -> int:
+    """Number of scalars a sample of ``space`` occupies once flattened."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Discrete):
+        return 1
+    if isinstance(space, spaces.MultiDiscrete):
+        return int(np.prod(space.nvec.shape))
+    if isinstance(space, spaces.Tuple):
+        return sum(occupied_size(s) for s in space.spaces)
+    if isinstance(space, spaces.Dict):
+        return sum(occupied_size(s) for s in space.spaces.values())
+    return int(spaces.flatdim(space))
+
+
+def _kept_space_shape(space: spaces.Space[Any]) -> tuple[int, ...]:
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Discrete):
+        return (1,)
+    if isinstance(space, (spaces.Dict, spaces.Tuple)):
+        raise ValueError(
+            f"keep_dimensions=True cannot keep the dimensions of a composite space ({space}); "
+            "create one tensor per sub-space or flatten it"
+        )
+    if space.shape is None:
+        raise ValueError(f"space {space} has no shape to keep")
+    return tuple(_positive(int(d)) for d in space.shape)
+
+
+def _as_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"size dimensions must be ints, got {value!r}")
+    return int(value)
+
+
+def _positive(n: int) -> int:
+    if n < 1:
+        raise ValueError(f"size dimensions must be positive, got {n}")
+    return n
+
+
+_NUMPY_TO_TORCH: dict[str, torch.dtype] = {
+    "bool": torch.bool,
+    "uint8": torch.uint8,
+    "int8": torch.int8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "float16": torch.float16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+}
+
+
+def torch_dtype(dtype: Any) -> torch.dtype:
+    """A ``torch.dtype`` from a torch dtype, a numpy dtype or a dtype name; None -> default.
+
+    Raises:
+        TypeError: The dtype has no torch equivalent that expcli stores.
+    """
+    if dtype is None:
+        return torch.get_default_dtype()
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        name = np.dtype(dtype).name
+    except TypeError as e:
+        raise TypeError(f"unknown dtype {dtype!r}") from e
+    if name not in _NUMPY_TO_TORCH:
+        raise TypeError(
+            f"dtype {name} is not supported; expected one of {', '.join(_NUMPY_TO_TORCH)}"
+        )
+    return _NUMPY_TO_TORCH[name]

@@ -1,0 +1,612 @@
+"""Memory: skrl's circular buffer of torch tensors, written through numpy views.
+
+Each tensor is shaped ``(memory_size, num_envs, *feature)``. Two integers locate the next
+write: ``memory_index`` (row) and ``env_index`` (column within the row); ``filled`` says
+whether the rows have wrapped. On the CPU every tensor is paired with a zero-copy numpy
+view, so ``add_samples`` and sampling cost a numpy assignment or gather instead of torch's
+per-call dispatch.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from expcli.errors import SchemaError
+from expcli.memory._shapes import feature_shape, torch_dtype
+from expcli.spec import CircularState, chronological_rows
+
+__all__ = ["Memory"]
+
+EXPORT_FORMATS = ("pt", "npz", "csv")
+
+Batch = list[list[torch.Tensor | None]]
+
+
+class Memory:
+    """Circular memory with skrl's API; subclasses implement ``sample``.
+
+    Args:
+        memory_size: Rows of every tensor (first dimension).
+        num_envs: Columns of every tensor (second dimension): parallel environments.
+        device: Where tensors live; None means ``cuda:0`` when available, else the CPU.
+        export: Save the memory to a file each time it fills, before it wraps.
+        export_format: ``"pt"``, ``"npz"`` or ``"csv"``.
+        export_directory: Folder for exports (a ``memories/`` folder is made inside it).
+
+    Raises:
+        ValueError: A size is not a positive integer or the export format is unknown.
+    """
+
+    def __init__(
+        self,
+        memory_size: int,
+        num_envs: int = 1,
+        device: str | torch.device | None = None,
+        export: bool = False,
+        export_format: str = "pt",
+        export_directory: str = "",
+    ) -> None:
+        for label, value in (("memory_size", memory_size), ("num_envs", num_envs)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{label} must be a positive integer, got {value!r}")
+        if export_format not in EXPORT_FORMATS:
+            raise ValueError(
+                f"Unsupported export format: {export_format!r}; expected one of {EXPORT_FORMATS}"
+            )
+        self.memory_size = int(memory_size)
+        self.num_envs = int(num_envs)
+        self.device = _parse_device(device)
+        self.filled = False
+        self.env_index = 0
+        self.memory_index = 0
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.tensors_view: dict[str, torch.Tensor] = {}
+        self.sampling_indexes: torch.Tensor | np.ndarray | Sequence[int] | None = None
+        self.export = export
+        self.export_format = export_format
+        self.export_directory = export_directory
+        self.metadata: dict[str, Any] = {}
+        # numpy views of the CPU tensors: (T, N, *f) and flattened (T * N, *f)
+        self._arrays: dict[str, np.ndarray] = {}
+        self._flat: dict[str, np.ndarray] = {}
+        self._features: dict[str, tuple[int, ...]] = {}
+        self._row_shapes: dict[str, tuple[int, ...]] = {}
+        self._fast: dict[str, tuple[tuple[int, ...], np.ndarray]] = {}
+
+    # ------------------------------------------------------------------ state
+
+    def __len__(self) -> int:
+        """Number of valid transitions: every slot once filled, else those written so far."""
+        if self.filled:
+            return self.memory_size * self.num_envs
+        return self.memory_index * self.num_envs + self.env_index
+
+    @property
+    def state(self) -> CircularState:
+        """The circular state (``memory_index``, ``env_index``, ``filled``)."""
+        return CircularState(self.memory_index, self.env_index, self.filled)
+
+    def reset(self) -> None:
+        """Forget what was written: indexes to 0, ``filled`` False; the data stays in place."""
+        self.filled = False
+        self.env_index = 0
+        self.memory_index = 0
+
+    def share_memory(self) -> None:
+        """Move the CPU tensors to shared memory so that other processes see the writes."""
+        for name, tensor in self.tensors.items():
+            if tensor.device.type == "cpu":
+                tensor.share_memory_()  # type: ignore[no-untyped-call]
+                self._bind(name, tensor)
+
+    # ---------------------------------------------------------------- tensors
+
+    def create_tensor(
+        self,
+        name: str,
+        size: Any,
+        dtype: Any = None,
+        keep_dimensions: bool = False,
+    ) -> bool:
+        """Allocate a tensor shaped ``(memory_size, num_envs, *feature)``.
+
+        Float tensors start filled with NaN, so that reading unwritten rows shows at once.
+
+        Args:
+            name: Tensor name; also reachable as the attribute ``_tensor_<name>``.
+            size: An int, a sequence of ints or a gymnasium space (flattened unless
+                ``keep_dimensions``). None creates nothing.
+            dtype: torch (or numpy) dtype; None means torch's default dtype.
+            keep_dimensions: Keep the dimensions of a sequence or Box-like space.
+
+        Returns:
+            True if the tensor was created, False if it existed already (or size is None).
+
+        Raises:
+            ValueError: A tensor of that name exists with another size or dtype.
+        """
+        if size is None:
+            return False
+        if not isinstance(name, str) or not name or name.startswith("__"):
+            raise ValueError(
+                f"tensor name must be a non-empty string not starting with '__', got {name!r}"
+            )
+        shape = feature_shape(size, keep_dimensions)
+        if name in self.tensors:
+            existing = self.tensors[name]
+            if tuple(existing.shape[2:]) != shape:
+                raise ValueError(
+                    f"Tensor size ({shape}) doesn't match the existing one "
+                    f"({tuple(existing.shape[2:])}): {name!r}"
+                )
+            if dtype is not None and existing.dtype != torch_dtype(dtype):
+                raise ValueError(
+                    f"Tensor dtype ({torch_dtype(dtype)}) doesn't match the existing one "
+                    f"({existing.dtype}): {name!r}"
+                )
+            return False
+        tensor = torch.zeros(
+            (self.memory_size, self.num_envs, *shape), device=self.device, dtype=torch_dtype(dtype)
+        )
+        if tensor.is_floating_point():
+            tensor.fill_(float("nan"))
+        self._install(name, tensor)
+        return True
+
+    def get_tensor_names(self) -> tuple[str, ...]:
+        """Names of the tensors, in alphabetical order."""
+        return tuple(sorted(self.tensors))
+
+    def get_tensor_by_name(self, name: str, keepdim: bool = True) -> torch.Tensor:
+        """The tensor itself, or with ``keepdim=False`` its ``(memory_size * num_envs, *f)`` view.
+
+        Raises:
+            KeyError: No tensor has that name.
+        """
+        return self.tensors[name] if keepdim else self.tensors_view[name]
+
+    def set_tensor_by_name(self, name: str, tensor: torch.Tensor | np.ndarray) -> None:
+        """Copy ``tensor`` into the tensor of that name (broadcasting as torch does).
+
+        Raises:
+            KeyError: No tensor has that name.
+        """
+        target = self.tensors[name]
+        with torch.no_grad():
+            target.copy_(torch.as_tensor(tensor))
+
+    def _install(self, name: str, tensor: torch.Tensor) -> None:
+        setattr(self, f"_tensor_{name}", tensor)
+        self.tensors[name] = tensor
+        shape = tuple(tensor.shape[2:])
+        self._features[name] = shape
+        self._row_shapes[name] = (self.num_envs, *shape)
+        self._bind(name, tensor)
+
+    def _bind(self, name: str, tensor: torch.Tensor) -> None:
+        self.tensors_view[name] = tensor.view(-1, *tensor.shape[2:])
+        if tensor.device.type == "cpu" and tensor.dtype in _NUMPY_DTYPES:
+            array = tensor.numpy()
+            self._arrays[name] = array
+            self._flat[name] = array.reshape(-1, *array.shape[2:])
+            self._fast[name] = (self._row_shapes[name], array)
+        else:
+            self._arrays.pop(name, None)
+            self._flat.pop(name, None)
+            self._fast.pop(name, None)
+
+    # ---------------------------------------------------------------- writing
+
+    def add_samples(self, **tensors: Any) -> None:
+        """Store one step of samples for some or all envs; numpy arrays or torch tensors.
+
+        The number of samples ``n`` comes from ``observations`` (or the first tensor): a
+        tensor with one dimension more than its feature holds ``n`` samples, one with the
+        feature's dimensions holds the sample of one env. Then:
+
+        * ``n == num_envs``: fill row ``memory_index`` and move to the next row;
+        * ``n < num_envs``: fill ``n`` columns from ``env_index`` and move ``env_index``;
+        * ``num_envs == 1`` and ``n > 1``: store ``n`` consecutive rows, wrapping around.
+
+        Names without a tensor, and None values, are skipped. When the last row is written
+        the memory is ``filled`` and, with ``export``, saved before it wraps.
+
+        Raises:
+            ValueError: No samples, or shapes that do not fit the tensors or the free slots.
+        """
+        if self.env_index == 0:
+            # Fast path: a full row of every named tensor, as arrays of the exact row shape.
+            fast = self._fast
+            pending: list[tuple[np.ndarray, np.ndarray]] = []
+            for name, value in tensors.items():
+                entry = fast.get(name)
+                if entry is None:
+                    break
+                if type(value) is not np.ndarray:
+                    if type(value) is not torch.Tensor:
+                        break
+                    try:
+                        value = value.numpy()  # refuses grad, GPU and bfloat16 tensors
+                    except (RuntimeError, TypeError):
+                        break
+                if value.shape != entry[0]:
+                    break
+                pending.append((entry[1], value))
+            else:
+                if pending:
+                    memory_index = self.memory_index
+                    for dst, value in pending:
+                        dst[memory_index] = value
+                    if memory_index + 1 >= self.memory_size:
+                        self.memory_index = 0
+                        self._wrap()
+                    else:
+                        self.memory_index = memory_index + 1
+                    return
+        self._add_samples(tensors)
+
+    def _add_samples(self, tensors: dict[str, Any]) -> None:
+        """add_samples for every case: partial rows, reshaping, conversions, torch writes."""
+        if not tensors:
+            raise ValueError(
+                "There are no samples. Provide samples as key-value arguments, "
+                "where keys are the tensor names"
+            )
+        n, single = self._count_samples(tensors)
+        num_envs, memory_index, env_index = self.num_envs, self.memory_index, self.env_index
+        full_row = n == num_envs and env_index == 0 and not single
+        if not full_row and n > num_envs - env_index and num_envs > 1:
+            raise ValueError(
+                f"Got {n} samples but row {memory_index} has only {num_envs - env_index} free "
+                f"env slots (env_index={env_index}, num_envs={num_envs})"
+            )
+        arrays = self._arrays
+        shapes = self._row_shapes if full_row else None
+        todo: list[tuple[str, np.ndarray]] = []
+        for name, value in tensors.items():
+            if value is None or name not in self.tensors:
+                continue
+            if type(value) is not np.ndarray:
+                value = _as_numpy(value, name)
+            if shapes is None or value.shape != shapes[name]:
+                value = self._conform(name, value, n, single)
+            todo.append((name, value))
+
+        if full_row:
+            for name, value in todo:
+                dst = arrays.get(name)
+                if dst is not None:
+                    dst[memory_index] = value
+                else:
+                    self._write_torch(name, (memory_index,), value)
+            self.memory_index = memory_index + 1
+        elif num_envs == 1 and n > 1:
+            rows = (memory_index + np.arange(n)) % self.memory_size
+            if n > self.memory_size:
+                rows = rows[-self.memory_size :]
+            for name, value in todo:
+                value = value[-len(rows) :]
+                dst = arrays.get(name)
+                if dst is not None:
+                    dst[rows, 0] = value
+                else:
+                    self._write_torch(name, (torch.from_numpy(rows), 0), value)
+            if memory_index + n >= self.memory_size:
+                self._wrap()
+            self.memory_index = (memory_index + n) % self.memory_size
+            return
+        else:
+            where: tuple[Any, ...] = (
+                (memory_index, env_index)
+                if single
+                else (memory_index, slice(env_index, env_index + n))
+            )
+            for name, value in todo:
+                dst = arrays.get(name)
+                if dst is not None:
+                    dst[where] = value
+                else:
+                    self._write_torch(name, where, value)
+            self.env_index = env_index + n
+            if self.env_index >= num_envs:
+                self.env_index = 0
+                self.memory_index = memory_index + 1
+        if self.memory_index >= self.memory_size:
+            self.memory_index = 0
+            self._wrap()
+
+    def _wrap(self) -> None:
+        self.filled = True
+        if self.export:
+            self.save(directory=self.export_directory, format=self.export_format)
+
+    def _count_samples(self, tensors: dict[str, Any]) -> tuple[int, bool]:
+        """How many env samples a call carries, and whether it is a single unbatched sample."""
+        name = "observations" if tensors.get("observations") is not None else None
+        if name is None:
+            name = next(
+                (k for k, v in tensors.items() if v is not None and k in self.tensors), None
+            )
+        if name is None:
+            name = next((k for k, v in tensors.items() if v is not None), None)
+        if name is None:
+            raise ValueError("There are no samples: every value is None")
+        value = tensors[name]
+        shape = tuple(value.shape) if hasattr(value, "shape") else np.shape(value)
+        feature = self._features.get(name)
+        if feature is None:  # not stored: skrl's rule on dimensions alone
+            if len(shape) == 1:
+                return 1, True
+            if len(shape) == 2:
+                return shape[0], False
+        elif len(shape) == len(feature) + 1:
+            return shape[0], False
+        elif shape == feature:
+            return 1, True
+        elif feature == (1,) and len(shape) == 1:
+            return shape[0], False
+        elif len(shape) >= 2 and math.prod(shape[1:]) == math.prod(feature):
+            return shape[0], False
+        elif len(shape) >= 1 and math.prod(shape) == math.prod(feature):
+            return 1, True
+        raise ValueError(
+            f"Expected {name!r} shaped (n, {', '.join(map(str, feature or ('size',)))}) with "
+            f"n <= {self.num_envs}, or one sample shaped {feature}; got {shape}"
+        )
+
+    def _conform(self, name: str, value: np.ndarray, n: int, single: bool) -> np.ndarray:
+        feature = self._features[name]
+        expected = feature if single else (n, *feature)
+        if value.shape == expected:
+            return value
+        if value.size == int(np.prod(expected)) and (
+            single or (value.ndim >= 1 and value.shape[0] == n)
+        ):
+            return value.reshape(expected)
+        raise ValueError(
+            f"Tensor {name!r} has shape {tuple(value.shape)}; expected {expected} "
+            f"({n} sample{'s' if n != 1 else ''} of feature shape {feature})"
+        )
+
+    def _write_torch(self, name: str, where: tuple[Any, ...], value: np.ndarray) -> None:
+        target = self.tensors[name]
+        with torch.no_grad():
+            target[where] = torch.as_tensor(value).to(device=target.device, dtype=target.dtype)
+
+    # --------------------------------------------------------------- sampling
+
+    def sample(
+        self,
+        names: Sequence[str],
+        batch_size: int,
+        mini_batches: int = 1,
+        sequence_length: int = 1,
+    ) -> Batch:
+        """Draw a batch; implemented by subclasses such as ``RandomMemory``.
+
+        Raises:
+            NotImplementedError: Always, on the base class.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement sample()")
+
+    def sample_by_index(
+        self,
+        names: Sequence[str],
+        indexes: Sequence[int] | np.ndarray | torch.Tensor,
+        mini_batches: int = 1,
+    ) -> Batch:
+        """Gather the rows at flat ``indexes`` (``t * num_envs + env``) of each named tensor.
+
+        Returns:
+            One list per mini-batch (``np.array_split`` of the indexes), each holding a
+            ``(len(batch), *feature)`` tensor per name (None for unknown names).
+        """
+        index = _as_index_array(indexes)
+        if mini_batches > 1:
+            return [self._gather(names, part) for part in np.array_split(index, mini_batches)]
+        return [self._gather(names, index)]
+
+    def sample_all(
+        self, names: Sequence[str], mini_batches: int = 1, sequence_length: int = 1
+    ) -> Batch:
+        """Every slot of every named tensor, as ``(memory_size * num_envs, *feature)``.
+
+        With ``sequence_length > 1`` the slots come env by env, each env's rows in
+        chronological order (oldest first), so consecutive rows form sequences that never
+        mix envs nor jump across the write head. Without it they come in storage order,
+        split into ``mini_batches`` equal slices (the remainder dropped, as skrl does).
+        """
+        if sequence_length > 1:
+            order = self._chronological_index()
+            if mini_batches > 1:
+                return [self._gather(names, part) for part in np.array_split(order, mini_batches)]
+            return [self._gather(names, order)]
+        views = [self.tensors_view.get(name) for name in names]
+        if mini_batches > 1:
+            size = (self.memory_size * self.num_envs) // mini_batches
+            return [
+                [None if v is None else v[i * size : (i + 1) * size] for v in views]
+                for i in range(mini_batches)
+            ]
+        return [views]
+
+    def get_sampling_indexes(self) -> torch.Tensor | np.ndarray | Sequence[int] | None:
+        """The flat indexes of the last ``sample`` call."""
+        return self.sampling_indexes
+
+    def _chronological_index(self) -> np.ndarray:
+        rows = chronological_rows(self.state, self.memory_size, self.num_envs)
+        envs = np.arange(self.num_envs, dtype=np.int64)[:, None]
+        return np.asarray((rows * self.num_envs + envs).reshape(-1))
+
+    def _gather(self, names: Sequence[str], index: np.ndarray) -> list[torch.Tensor | None]:
+        flat = self._flat
+        out: list[torch.Tensor | None] = []
+        for name in names:
+            array = flat.get(name)
+            if array is not None:
+                out.append(torch.from_numpy(array.take(index, axis=0)))
+            elif name in self.tensors_view:
+                view = self.tensors_view[name]
+                out.append(view[torch.from_numpy(index).to(view.device)])
+            else:
+                out.append(None)
+        return out
+
+    # ------------------------------------------------------------ save / load
+
+    def save(self, directory: str | os.PathLike[str] = "", format: str | None = None) -> str:
+        """Write the memory to a file atomically and return its path.
+
+        As in skrl, the file goes to ``<directory>/memories/<timestamp>_memory_<id>.<format>``
+        (``export_directory`` when ``directory`` is empty). A ``directory`` that ends in
+        ``.pt``, ``.npz`` or ``.csv`` is taken as the file path itself. The file follows
+        the expcli dataset schema: tensors, circular state and metadata.
+
+        Raises:
+            ValueError: The format is not one of pt, npz, csv.
+            SchemaError: A tensor's dtype cannot be stored (bfloat16, complex).
+        """
+        from expcli.formats import write_dataset
+
+        target = Path(directory or self.export_directory)
+        suffix = target.suffix.lower().lstrip(".")
+        if suffix in EXPORT_FORMATS and not target.is_dir():
+            if format is not None and format != suffix:
+                raise ValueError(
+                    f"format {format!r} contradicts the file suffix of {str(target)!r}"
+                )
+            format = suffix
+        else:
+            format = format or "pt"
+            if format not in EXPORT_FORMATS:
+                raise ValueError(
+                    f"Unsupported export format: {format!r}; expected one of {EXPORT_FORMATS}"
+                )
+            stamp = datetime.datetime.now().strftime("%y-%m-%d_%H-%M-%S-%f")
+            target = target / "memories" / f"{stamp}_memory_{hex(id(self))}.{format}"
+            target.parent.mkdir(parents=True, exist_ok=True)
+        return str(write_dataset(self.to_dataset(), target, format=format))
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Replace tensors, sizes, circular state and metadata with those of a saved file.
+
+        Reads pt, npz and csv (skrl's own exports too) without ever unpickling.
+
+        Raises:
+            FormatError: The file is unknown, corrupt or unsafe.
+            SchemaError: Its tensors disagree in shape or dtype.
+        """
+        from expcli.formats import read_dataset
+
+        dataset = read_dataset(path, num_envs=self.num_envs)
+        self.from_dataset(dataset)
+
+    @classmethod
+    def from_file(
+        cls, path: str | os.PathLike[str], device: str | torch.device | None = None
+    ) -> Memory:
+        """A new memory holding what ``path`` holds (sizes taken from the file)."""
+        from expcli.formats import read_dataset
+
+        dataset = read_dataset(path)
+        memory = cls(max(dataset.memory_size, 1), max(dataset.num_envs, 1), device=device)
+        memory.from_dataset(dataset)
+        return memory
+
+    def to_dataset(self) -> Any:
+        """The memory as a ``formats.Dataset``: zero-copy numpy views on the CPU.
+
+        Raises:
+            SchemaError: A tensor's dtype has no numpy equivalent that expcli stores.
+        """
+        from expcli.formats.dataset import Dataset
+
+        tensors: dict[str, np.ndarray] = {}
+        for name in self.get_tensor_names():
+            array = self._arrays.get(name)
+            if array is None:
+                tensor = self.tensors[name]
+                if tensor.dtype not in _NUMPY_DTYPES:
+                    raise SchemaError(
+                        f"dtype {tensor.dtype} cannot be saved; expected one of "
+                        f"{', '.join(str(d) for d in _NUMPY_DTYPES)}",
+                        key=name,
+                    )
+                array = tensor.detach().cpu().numpy()
+            tensors[name] = array
+        return Dataset(tensors, self.state, dict(self.metadata))
+
+    def from_dataset(self, dataset: Any) -> None:
+        """Adopt a ``formats.Dataset``'s tensors (copied to ``device``), sizes and state."""
+        if dataset.tensors:
+            self.memory_size, self.num_envs = dataset.memory_size, dataset.num_envs
+        for name in list(self.tensors):
+            delattr(self, f"_tensor_{name}")
+        self.tensors, self.tensors_view = {}, {}
+        self._arrays, self._flat, self._features, self._row_shapes, self._fast = {}, {}, {}, {}, {}
+        for name, array in dataset.tensors.items():
+            tensor = torch.from_numpy(np.array(array, copy=True, order="C")).to(self.device)
+            self._install(name, tensor)
+        state = dataset.state
+        self.memory_index, self.env_index, self.filled = (
+            state.memory_index,
+            state.env_index,
+            state.filled,
+        )
+        self.metadata = dict(dataset.metadata)
+
+
+_NUMPY_DTYPES = frozenset(
+    {
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.float32,
+        torch.float64,
+    }
+)
+
+
+def _parse_device(device: str | torch.device | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def _as_numpy(value: Any, name: str) -> np.ndarray:
+    """A numpy view of a torch tensor (detached, on the CPU) or ``np.asarray`` of anything else."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach()
+        if value.device.type != "cpu":
+            value = value.cpu()
+        if value.dtype == torch.bfloat16:
+            value = value.float()
+        return np.asarray(value.numpy())
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"Tensor {name!r}: cannot read {type(value).__name__} as an array") from e
+
+
+def _as_index_array(indexes: Sequence[int] | np.ndarray | torch.Tensor) -> np.ndarray:
+    if isinstance(indexes, torch.Tensor):
+        indexes = indexes.detach().cpu().numpy()
+    index = np.asarray(indexes)
+    if index.dtype.kind not in "iu":
+        if index.size == 0:
+            return index.astype(np.int64)
+        raise TypeError(f"indexes must be integers, got dtype {index.dtype}")
+    return index

@@ -1,0 +1,133 @@
+"""Dataset schema v1: names, dtypes, circular state and metadata (numpy only).
+
+Every format carries the same thing: named tensors shaped ``(T, N, *feature)`` (``T`` rows =
+memory size, ``N`` columns = envs), the circular state of the memory that wrote them, and a
+JSON metadata object. This module is the single place that knows the keys of that object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "METADATA_KEY",
+    "SCHEMA",
+    "STANDARD_NAMES",
+    "SUPPORTED_DTYPES",
+    "CircularState",
+    "TensorSpec",
+    "chronological_rows",
+]
+
+SCHEMA = "expcli/1"
+"""Value of the ``schema`` key of every metadata object expcli writes."""
+
+METADATA_KEY = "__expcli__"
+"""Key under which ``.pt`` and ``.npz`` files keep the metadata JSON string."""
+
+STANDARD_NAMES = (
+    "observations",
+    "next_observations",
+    "actions",
+    "rewards",
+    "terminated",
+    "truncated",
+)
+
+SUPPORTED_DTYPES = frozenset(
+    {
+        "bool",
+        "uint8",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "float16",
+        "float32",
+        "float64",
+    }
+)
+"""Dtypes that every format stores losslessly."""
+
+
+@dataclass(frozen=True, slots=True)
+class CircularState:
+    """Where a circular memory writes next, and whether it has wrapped.
+
+    Attributes:
+        memory_index: Row (first index) that the next sample goes to.
+        env_index: Column (second index) that the next sample goes to within that row.
+        filled: True once every row has been written at least once.
+    """
+
+    memory_index: int = 0
+    env_index: int = 0
+    filled: bool = False
+
+    def valid_length(self, memory_size: int, num_envs: int) -> int:
+        """Number of transitions written (skrl's ``len(memory)``)."""
+        if self.filled:
+            return memory_size * num_envs
+        return self.memory_index * num_envs + self.env_index
+
+    def check(self, memory_size: int, num_envs: int) -> None:
+        """Raise ValueError when the state cannot belong to a memory of this size."""
+        if not 0 <= self.memory_index < max(memory_size, 1):
+            raise ValueError(f"memory_index {self.memory_index} is outside 0..{memory_size - 1}")
+        if not 0 <= self.env_index < max(num_envs, 1):
+            raise ValueError(f"env_index {self.env_index} is outside 0..{num_envs - 1}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The three keys as they appear in the metadata object."""
+        return {
+            "memory_index": self.memory_index,
+            "env_index": self.env_index,
+            "filled": self.filled,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> CircularState:
+        """Read the three keys back; raises KeyError, TypeError or ValueError when malformed."""
+        memory_index, env_index, filled = obj["memory_index"], obj["env_index"], obj["filled"]
+        if not (isinstance(memory_index, int) and isinstance(env_index, int)):
+            raise TypeError("memory_index and env_index must be integers")
+        if not isinstance(filled, bool):
+            raise TypeError("filled must be true or false")
+        return cls(memory_index, env_index, filled)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSpec:
+    """Name, dtype (numpy's name) and feature shape of one stored tensor."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @classmethod
+    def of(cls, name: str, array: np.ndarray) -> TensorSpec:
+        """The spec of an array shaped ``(T, N, *feature)``."""
+        return cls(name, array.dtype.name, tuple(int(d) for d in array.shape[2:]))
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"dtype": ..., "shape": [...]}`` as stored under ``tensors`` in the metadata."""
+        return {"dtype": self.dtype, "shape": list(self.shape)}
+
+
+def chronological_rows(state: CircularState, memory_size: int, num_envs: int) -> np.ndarray:
+    """Row order, oldest first, of every env column: an int64 array shaped ``(N, T)``.
+
+    A column's oldest row is where its next write goes once the memory has wrapped (one row
+    further on for the columns already written in the current row); before that, row 0.
+    Unwritten rows, if any, come last, so ``[:, :valid]`` is the chronological data.
+    """
+    offsets = np.zeros(num_envs, dtype=np.int64)
+    if state.filled:
+        offsets += state.memory_index
+        offsets[: state.env_index] += 1
+    rows = offsets[:, None] + np.arange(memory_size, dtype=np.int64)[None, :]
+    return np.asarray(rows % max(memory_size, 1))

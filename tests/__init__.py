@@ -1,0 +1,1 @@
+"""expcli test suite."""

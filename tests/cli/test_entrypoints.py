@@ -1,0 +1,56 @@
+"""`expcli --help`, `--version`, `python -m expcli`, and a light start-up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+import expcli
+from expcli.cli import app
+
+HEAVY = {"torch", "gymnasium", "h5py", "ray"}
+
+
+def test_help_and_version_in_process() -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0 and "Usage" in result.output
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"expcli {expcli.__version__}"
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "expcli", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == f"expcli {expcli.__version__}"
+
+
+def test_help_imports_no_heavy_module() -> None:
+    code = (
+        "import json, sys\n"
+        "from expcli.cli import main\n"
+        "sys.argv = ['expcli', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = {m.split(".")[0] for m in json.loads(out.stdout.splitlines()[-1])}
+    assert "typer" in loaded  # the harness really ran the CLI
+    assert not loaded & HEAVY, loaded & HEAVY
+
+
+def test_importing_expcli_is_light_until_a_name_is_used() -> None:
+    code = (
+        "import json, sys, expcli\n"
+        "before = sorted(sys.modules)\n"
+        "expcli.Memory\n"
+        "print(json.dumps([before, sorted(sys.modules)]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after = ({m.split(".")[0] for m in mods} for mods in json.loads(out.stdout))
+    assert not before & HEAVY
+    assert "torch" in after

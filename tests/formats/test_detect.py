@@ -1,0 +1,182 @@
+"""Format names, suffixes and sniffing: a file is read by what it holds, not what it is called."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from expcli.errors import FormatError
+from expcli.formats import (
+    FORMATS,
+    Dataset,
+    detect_format,
+    format_from_suffix,
+    read_dataset,
+    write_dataset,
+)
+from expcli.spec import CircularState
+
+HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+
+
+def sample() -> Dataset:
+    return Dataset(
+        {
+            "observations": np.arange(12, dtype=np.float32).reshape(3, 2, 2),
+            "terminated": np.zeros((3, 2), bool),
+        },
+        CircularState(1, 1, False),
+        {"env_id": "CartPole-v1"},
+    )
+
+
+def test_formats() -> None:
+    assert FORMATS == ("pt", "npz", "csv")
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("a.pt", "pt"),
+        ("a.PT", "pt"),
+        ("a.pth", "pt"),
+        ("dir.v2/a.npz", "npz"),
+        ("a.csv", "csv"),
+        ("a.h5", "hdf5"),
+        ("a.hdf5", "hdf5"),
+        ("a.csv.meta.json", None),
+        ("a.txt", None),
+        ("a", None),
+    ],
+)
+def test_format_from_suffix(name: str, expected: str | None) -> None:
+    assert format_from_suffix(name) == expected
+    assert format_from_suffix(Path(name)) == expected
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("suffix", [".pt", ".npz", ".csv", ".bin", ""])
+def test_content_wins_over_the_suffix(tmp_path: Path, fmt: str, suffix: str) -> None:
+    path = write_dataset(sample(), tmp_path / f"data{suffix}", format=fmt)
+    assert detect_format(path) == fmt
+    back = read_dataset(path)
+    np.testing.assert_array_equal(back.tensors["observations"], sample().tensors["observations"])
+    assert back.state == sample().state and back.metadata["env_id"] == "CartPole-v1"
+
+
+@pytest.mark.parametrize("fmt", ["pt", "npz"])
+def test_truncated_zip_is_still_recognised(tmp_path: Path, fmt: str) -> None:
+    path = write_dataset(sample(), tmp_path / "whole", format=fmt)
+    cut = tmp_path / "cut.bin"
+    cut.write_bytes(path.read_bytes()[:200])
+    assert detect_format(cut) == fmt
+    with pytest.raises(FormatError):
+        read_dataset(cut)
+
+
+def test_single_column_csv_without_commas_is_csv(tmp_path: Path) -> None:
+    path = tmp_path / "one"
+    path.write_text("rewards.0\n1.5\n-2.0\n")
+    assert detect_format(path) == "csv"
+    assert read_dataset(path).tensors["rewards"].tolist() == [[[1.5]], [[-2.0]]]
+
+
+def test_torch_legacy_format_is_read_without_mmap(tmp_path: Path) -> None:
+    path = tmp_path / "legacy.bin"
+    torch.save(
+        {"x": torch.arange(6.0).reshape(3, 2, 1)}, path, _use_new_zipfile_serialization=False
+    )
+    assert detect_format(path) == "pt"
+    assert read_dataset(path).tensors["x"].ravel().tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def test_hdf5_is_reported_but_not_supported_yet(tmp_path: Path) -> None:
+    path = tmp_path / "data.bin"
+    path.write_bytes(HDF5_MAGIC + bytes(100))
+    assert detect_format(path) == "hdf5"
+    with pytest.raises(FormatError, match="HDF5 support is not available yet") as info:
+        read_dataset(path)
+    assert info.value.path == str(path)
+    with pytest.raises(FormatError, match="HDF5 support is not available yet"):
+        write_dataset(sample(), tmp_path / "out.h5")
+    with pytest.raises(FormatError, match="HDF5 support is not available yet"):
+        read_dataset(tmp_path / "data.bin", format="hdf5")
+    assert not (tmp_path / "out.h5").exists()
+
+
+def test_unknown_format_name_lists_the_valid_ones(tmp_path: Path) -> None:
+    with pytest.raises(FormatError, match="unknown format 'parquet'; expected one of pt, npz, csv"):
+        write_dataset(sample(), tmp_path / "x.pt", format="parquet")
+    (tmp_path / "x.pt").write_bytes(b"x")
+    with pytest.raises(FormatError, match="expected one of pt, npz, csv"):
+        read_dataset(tmp_path / "x.pt", format="json")
+
+
+def test_format_names_are_case_insensitive(tmp_path: Path) -> None:
+    path = write_dataset(sample(), tmp_path / "x.data", format="NPZ")
+    assert detect_format(path) == "npz"
+    assert read_dataset(path, format=".npz").num_envs == 2
+
+
+def test_writing_needs_a_format_or_a_known_suffix(tmp_path: Path) -> None:
+    with pytest.raises(FormatError, match=r"cannot tell the format from the suffix '\.dat'") as e:
+        write_dataset(sample(), tmp_path / "x.dat")
+    assert e.value.path == str(tmp_path / "x.dat")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "empty.npz"
+    path.touch()
+    with pytest.raises(FormatError, match="empty") as info:
+        detect_format(path)
+    assert info.value.path == str(path)
+
+
+def test_garbage_without_a_known_suffix(tmp_path: Path) -> None:
+    path = tmp_path / "noise.bin"
+    path.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(FormatError, match="unrecognised content; expected a dataset: pt") as info:
+        read_dataset(path)
+    assert str(path) in str(info.value)
+
+
+def test_garbage_with_a_known_suffix_is_left_to_that_reader(tmp_path: Path) -> None:
+    path = tmp_path / "noise.pt"
+    path.write_bytes(bytes(range(256)) * 4)
+    assert detect_format(path) == "pt"
+    with pytest.raises(FormatError, match="not a PyTorch file"):
+        read_dataset(path)
+
+
+def test_missing_file_is_an_os_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        read_dataset(tmp_path / "missing.pt")
+
+
+def test_importing_and_using_numpy_formats_never_loads_torch(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import numpy as np
+        import expcli.formats as f
+        heavy = ("torch", "h5py", "gymnasium", "ray")
+        assert not [m for m in heavy if m in sys.modules], sys.modules.keys()
+        d = f.Dataset({{"x": np.zeros((2, 1, 3), np.float32)}})
+        for name in ("a.npz", "a.csv"):
+            f.read_dataset(f.write_dataset(d, {str(tmp_path)!r} + "/" + name))
+        assert not [m for m in heavy if m in sys.modules], sys.modules.keys()
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=False
+    )
+    assert result.returncode == 0, result.stderr

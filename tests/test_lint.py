@@ -1,0 +1,24 @@
+"""The layering rules hold: ruff's TID253 bans heavy imports at module level outside their owners."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ruff_finds_nothing() -> None:
+    if shutil.which("ruff") is None and not (Path(sys.executable).parent / "ruff").exists():
+        pytest.skip("ruff is not installed (dev extra)")
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "expcli", "tests", "benchmarks", "examples"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
