@@ -1,4 +1,4 @@
-"""The layering rules hold: ruff's TID253 bans heavy imports at module level outside their owners."""
+"""Layering holds: ruff (TID253) bans heavy module-level imports outside their owners."""
 
 from __future__ import annotations
 
