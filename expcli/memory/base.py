@@ -29,6 +29,8 @@ EXPORT_FORMATS = ("pt", "npz", "csv")
 
 Batch = list[list[torch.Tensor | None]]
 
+_ndarray = np.ndarray
+
 
 class Memory:
     """Circular memory with skrl's API; subclasses implement ``sample``.
@@ -226,20 +228,16 @@ class Memory:
             # Fast path: a full row of every named tensor, as arrays of the exact row shape.
             fast = self._fast
             pending: list[tuple[np.ndarray, np.ndarray]] = []
-            for name, value in tensors.items():
-                entry = fast.get(name)
-                if entry is None:
-                    break
-                if type(value) is not np.ndarray:
-                    if type(value) is not torch.Tensor:
-                        break
-                    try:
-                        value = value.numpy()  # refuses grad, GPU and bfloat16 tensors
-                    except (RuntimeError, TypeError):
-                        break
-                if value.shape != entry[0]:
-                    break
-                pending.append((entry[1], value))
+            try:
+                for name, value in tensors.items():
+                    shape, dst = fast[name]
+                    if type(value) is not _ndarray:
+                        value = value.numpy()  # a CPU tensor's view; grad, GPU, bfloat16 refuse
+                    if value.shape != shape:
+                        raise LookupError
+                    pending.append((dst, value))
+            except (LookupError, AttributeError, RuntimeError, TypeError):
+                pass
             else:
                 if pending:
                     memory_index = self.memory_index
@@ -485,6 +483,7 @@ class Memory:
                     f"format {format!r} contradicts the file suffix of {str(target)!r}"
                 )
             format = suffix
+            target.parent.mkdir(parents=True, exist_ok=True)
         else:
             format = format or "pt"
             if format not in EXPORT_FORMATS:

@@ -98,6 +98,12 @@ def test_skrl_style_save_into_a_directory(tmp_path: Path, fmt: str) -> None:
     assert [p.name for p in path.parent.iterdir() if p.name.startswith(".")] == []
 
 
+def test_save_to_a_file_path_makes_its_folder(tmp_path: Path) -> None:
+    m = filled_memory()
+    path = m.save(tmp_path / "a" / "b" / "run.csv")
+    assert Path(path).is_file() and Path(path + ".meta.json").is_file()
+
+
 def test_save_defaults_to_pt_and_the_export_directory(tmp_path: Path) -> None:
     m = Memory(2, export_directory=str(tmp_path), device="cpu")
     m.create_tensor("x", 1)
