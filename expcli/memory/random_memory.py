@@ -19,12 +19,8 @@ class RandomMemory(Memory):
     sampling reproducible, as in skrl.
 
     Args:
-        memory_size: Rows of every tensor (first dimension).
-        num_envs: Columns of every tensor (second dimension): parallel environments.
-        device: Where tensors live; None means ``cuda:0`` when available, else the CPU.
-        export: Save the memory to a file each time it fills, before it wraps.
-        export_format: ``"pt"``, ``"npz"`` or ``"csv"``.
-        export_directory: Folder for exports (a ``memories/`` folder is made inside it).
+        memory_size, num_envs, device, export, export_format, export_directory: As for
+            ``Memory``.
         replacement: Draw with replacement (the batch size is always met), or without
             (a batch holds at most as many items as there are to draw).
 
