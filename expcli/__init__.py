@@ -23,12 +23,15 @@ if TYPE_CHECKING:
     )
     from expcli.formats import read_dataset, write_dataset
     from expcli.formats.dataset import Dataset
+    from expcli.envs import ParallelEnv
     from expcli.memory import Memory, RandomMemory
 
 _EXPORTS: dict[str, str] = {
     # memories
     "Memory": "expcli.memory",
     "RandomMemory": "expcli.memory",
+    # environments
+    "ParallelEnv": "expcli.envs",
     # datasets on disk
     "Dataset": "expcli.formats.dataset",
     "read_dataset": "expcli.formats",
@@ -52,6 +55,7 @@ __all__ = [
     "Memory",
     "MissingDependencyError",
     "OutputExistsError",
+    "ParallelEnv",
     "RandomMemory",
     "read_dataset",
     "SchemaError",

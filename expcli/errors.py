@@ -4,7 +4,7 @@
   + FormatError                     exit 1   unknown, corrupt, truncated or unsafe file
   + SchemaError                     exit 1   missing tensor, shape or dtype mismatch
   + EnvError                        exit 1   an env or worker failed (index, remote traceback)
-  + ConfigError                     exit 2   bad flags, option combination or config file
+  + ConfigError                     exit 2   bad flags, option combination or config file (also ValueError)
   + MissingDependencyError          exit 1   an optional extra is not installed (also ImportError)
   + OutputExistsError               exit 1   refusing to overwrite (also FileExistsError)
 
@@ -82,7 +82,7 @@ class EnvError(ExpcliError):
             self.add_note(remote_traceback)
 
 
-class ConfigError(ExpcliError):
+class ConfigError(ExpcliError, ValueError):
     """An option, a combination of options or a config file is invalid."""
 
     exit_code: ClassVar[int] = 2

@@ -1,0 +1,6 @@
+"""Parallel gymnasium environments (this package owns gymnasium, and ray lazily)."""
+
+from expcli.envs.factories import EnvFactory
+from expcli.envs.parallel_env import ParallelEnv
+
+__all__ = ["EnvFactory", "ParallelEnv"]

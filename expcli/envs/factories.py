@@ -1,0 +1,78 @@
+"""Picklable recipes for building envs where they run (in process, in workers, in actors)."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+__all__ = ["EnvFactory", "as_factory"]
+
+Factory = Callable[[], gym.Env[Any, Any]]
+
+
+@dataclass(frozen=True)
+class EnvFactory:
+    """Builds ``gym.make(env_id, **kwargs)``: plain data, so it pickles anywhere."""
+
+    env_id: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self) -> gym.Env[Any, Any]:
+        return gym.make(self.env_id, **self.kwargs)
+
+
+class _Cloudpickled:
+    """A callable that crosses process boundaries through cloudpickle (lambdas, closures)."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self) -> Any:
+        return self.fn()
+
+    def __getstate__(self) -> bytes:
+        import cloudpickle
+
+        return cloudpickle.dumps(self.fn)
+
+    def __setstate__(self, state: bytes) -> None:
+        self.fn = pickle.loads(state)  # the user's own factory, sent by this process
+
+
+class _Given(_Cloudpickled):
+    """An env instance handed over by the user: itself in process, a pickled copy elsewhere."""
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        super().__init__(lambda: env)
+        self.env = env
+
+    def __getstate__(self) -> bytes:
+        import cloudpickle
+
+        return cloudpickle.dumps(self.env)
+
+    def __setstate__(self, state: bytes) -> None:
+        env = pickle.loads(state)
+        self.env = env
+        self.fn = lambda: env
+
+
+def as_factory(env: gym.Env[Any, Any] | Callable[[], gym.Env[Any, Any]]) -> Factory:
+    """A picklable zero-argument factory for an env instance or a factory.
+
+    Raises:
+        TypeError: ``env`` is neither a ``gymnasium.Env`` nor callable.
+    """
+    if isinstance(env, EnvFactory):
+        return env
+    if isinstance(env, gym.Env):
+        return _Given(env)
+    if callable(env):
+        return _Cloudpickled(env)
+    raise TypeError(
+        f"expected a gymnasium.Env or a zero-argument factory, got {type(env).__name__}"
+    )
