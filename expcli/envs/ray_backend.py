@@ -1,0 +1,424 @@
+"""The ray and ray-subproc backends: a Ray actor per contiguous slice of the envs.
+
+Each actor hosts its slice the way the other backends do: a ``DummyBackend`` (ray mode)
+or a ``SubprocBackend`` (ray-subproc: several machines times several cores). The driver
+sends one call per actor per command and merges the replies in the order of the ids.
+Env failures come back from the actors as values and are raised here as ``EnvError``; a
+dead actor is reported the same way, or replaced with ``restart_on_error``.
+
+Ray is imported lazily (the ``ray`` extra). The backend starts a local Ray when none is
+running and no cluster address is given, and shuts it down when its last user closes; a
+Ray the user started (``ray.init``) is used as is and left running. On a cluster, the
+nodes need expcli and the envs' packages installed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from expcli.envs.backend import StepBatch
+from expcli.envs.dummy_backend import DummyBackend, take
+from expcli.envs.env_group import Slots
+from expcli.errors import EnvError, MissingDependencyError
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+__all__ = ["RayBackend"]
+
+Factory = Callable[[], "gym.Env[Any, Any]"]
+
+_START_TIMEOUT = 300.0  # seconds for the actors to be placed and to build their envs
+_CLOSE_TIMEOUT = 5.0  # seconds for the actors to close their envs before being killed
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """An ``EnvError`` raised in an actor, as plain data with a backend-wide env index."""
+
+    index: int | None
+    message: str
+    traceback: str | None
+
+    @classmethod
+    def of(cls, error: EnvError, offset: int) -> _Failure:
+        """The failure of ``error``, whose index counts from ``offset``."""
+        message = error.message.removeprefix(f"env {error.index}: ")
+        index = None if error.index is None else error.index + offset
+        return cls(index, message, error.remote_traceback)
+
+    def to_error(self) -> EnvError:
+        return EnvError(self.message, index=self.index, remote_traceback=self.traceback)
+
+
+class _Host:
+    """The body of an actor: envs ``offset ..`` in a dummy or subproc backend.
+
+    Every method answers ``(value, restarts so far)`` or a ``_Failure``, never raises for
+    an env, so that the driver can tell env errors from a dead actor.
+    """
+
+    def __init__(self, factories: Sequence[Factory], offset: int, subproc: bool,
+                 num_workers: int | None, restart_on_error: bool, no_warning: bool) -> None:
+        self.offset = offset
+        self.inner: Any = None
+        self.failure: _Failure | None = None
+        try:
+            if subproc:
+                from expcli.envs.subproc_backend import SubprocBackend
+
+                self.inner = SubprocBackend(factories, num_workers, restart_on_error, no_warning)
+            else:
+                self.inner = DummyBackend(factories, restart_on_error, no_warning)
+        except EnvError as e:
+            self.failure = _Failure.of(e, offset)
+
+    def ready(self) -> tuple[Any, int] | _Failure:
+        """The observation and action spaces, once the envs are built."""
+        if self.failure is not None:
+            return self.failure
+        return (self.inner.observation_space, self.inner.action_space), 0
+
+    def run(self, method: str, ids: np.ndarray, *args: Any) -> tuple[Any, int] | _Failure:
+        """``Backend.<method>`` on backend-wide ``ids``."""
+        try:
+            value = getattr(self.inner, method)(ids - self.offset, *args)
+        except EnvError as e:
+            return _Failure.of(e, self.offset)
+        if isinstance(value, StepBatch):
+            value.restarted = [i + self.offset for i in value.restarted]
+        return value, int(self.inner.restarts)
+
+    def pid(self) -> int:
+        """The actor's process id (tests kill it)."""
+        return os.getpid()
+
+    def close(self) -> None:
+        if self.inner is not None:
+            self.inner.close()
+
+
+class RayBackend:
+    """Envs spread over Ray actors, each hosting a contiguous slice.
+
+    Args:
+        factories: One picklable zero-argument env factory per env.
+        num_cpus: ray: actors (default: the cluster's CPUs). ray-subproc: worker
+            processes in all (default: every core of each actor's node). Also the CPUs
+            of a local Ray this backend starts.
+        num_gpus: GPUs reserved for the actors, shared among them.
+        no_warning: Silence env warnings.
+        restart_on_error: Rebuild failing envs, and replace dead actors, in ``step``.
+        address: Ray cluster to join when Ray is not initialized (default: ``RAY_ADDRESS``,
+            else a local Ray).
+        subproc: Run a ``SubprocBackend`` in each actor (ray-subproc): one actor per
+            node by default.
+        num_actors: Overrides the number of actors.
+
+    Raises:
+        MissingDependencyError: Ray is not installed.
+        EnvError: Ray could not start, or an env could not be built.
+    """
+
+    def __init__(
+        self,
+        factories: Sequence[Factory],
+        num_cpus: int | None = None,
+        num_gpus: int | float = 0,
+        no_warning: bool = True,
+        restart_on_error: bool = False,
+        address: str | None = None,
+        subproc: bool = False,
+        num_actors: int | None = None,
+    ) -> None:
+        self._ray, self._counted = _connect(address, num_cpus, num_gpus)
+        self._closed = False
+        self._base_restarts = 0  # envs of replaced actors, and the restarts those had made
+        self.actors: list[Any] = []
+        self.factories = list(factories)
+        self.num_envs = len(self.factories)
+        self.restart_on_error, self.no_warning, self.subproc = restart_on_error, no_warning, subproc
+        try:
+            self._plan(num_cpus, num_gpus, num_actors)
+            self.actors = [self._spawn(a) for a in range(len(self._bounds) - 1)]
+            refs = {a: actor.ready.remote() for a, actor in enumerate(self.actors)}
+            replies, _ = self._collect("make", refs, deadline=time.monotonic() + _START_TIMEOUT)
+        except BaseException:
+            self.close()
+            raise
+        self.observation_space, self.action_space = replies[0]
+
+    def _plan(self, num_cpus: int | None, num_gpus: int | float, num_actors: int | None) -> None:
+        """Choose the actors, their slices and what each reserves."""
+        ray = self._ray
+        total = max(1.0, float(ray.cluster_resources().get("CPU", 1.0)))
+        if num_actors is None and self.subproc:
+            nodes = sum(1 for n in ray.nodes() if n.get("Alive") and n["Resources"].get("CPU"))
+            num_actors = min(max(1, nodes), num_cpus or nodes or 1)
+        elif num_actors is None:
+            num_actors = num_cpus or int(total)
+        count = max(1, min(num_actors, self.num_envs))
+        self._bounds = np.linspace(0, self.num_envs, count + 1).round().astype(int)
+        self._workers = -(-num_cpus // count) if self.subproc and num_cpus else None
+        self._options = {
+            "num_cpus": min(float(self._workers or 1), total / count),
+            "num_gpus": num_gpus / count if num_gpus else 0,
+            "scheduling_strategy": "SPREAD",
+            "max_restarts": 0,
+        }
+        self._host = ray.remote(_Host)
+        self._restarts = [0] * count
+
+    def _spawn(self, a: int) -> Any:
+        lo, hi = int(self._bounds[a]), int(self._bounds[a + 1])
+        return self._host.options(**self._options).remote(
+            self.factories[lo:hi], lo, self.subproc, self._workers, self.restart_on_error,
+            self.no_warning,
+        )
+
+    @property
+    def restarts(self) -> int:
+        """Envs rebuilt after an error so far (each env of a replaced actor counts)."""
+        return self._base_restarts + sum(self._restarts)
+
+    # ------------------------------------------------------------ commands
+
+    def step(
+        self, ids: np.ndarray, actions: Sequence[Any] | np.ndarray, autoreset: bool
+    ) -> StepBatch:
+        """Step the envs ``ids``; see ``Backend.step``."""
+        parts, replies, dead = self._run(
+            "step", ids, lambda pos: (_pick(actions, pos), autoreset), revive=self.restart_on_error
+        )
+        for a, error in dead.items():
+            replies[a] = self._replace(a, error, ids[parts[a]])
+        if len(parts) == 1:
+            return next(iter(replies.values()))  # type: ignore[no-any-return]
+        n = len(ids)
+        slots = Slots.allocate(n, self.observation_space)
+        infos: list[dict[str, Any]] = [{} for _ in range(n)]
+        restarted: list[int] = []
+        for a, pos in parts.items():
+            batch = replies[a]
+            for dst, values in ((slots.obs, batch.obs), (slots.rewards, batch.rewards),
+                                (slots.terminated, batch.terminated),
+                                (slots.truncated, batch.truncated), (infos, batch.infos)):
+                _scatter(dst, pos, values)
+            restarted.extend(batch.restarted)
+        return StepBatch(slots.obs, slots.rewards, slots.terminated, slots.truncated, infos,
+                         restarted)
+
+    def reset(
+        self, ids: np.ndarray, seeds: Sequence[int | None], options: dict[str, Any] | None
+    ) -> tuple[np.ndarray | list[Any], list[dict[str, Any]]]:
+        """Reset the envs ``ids``; see ``Backend.reset``."""
+        parts, replies, _ = self._run("reset", ids, lambda pos: (_pick(seeds, pos), options))
+        obs = Slots.allocate(len(ids), self.observation_space).obs
+        infos: list[dict[str, Any]] = [{} for _ in ids]
+        for a, pos in parts.items():
+            _scatter(obs, pos, replies[a][0])
+            _scatter(infos, pos, replies[a][1])
+        return obs, infos
+
+    def get_attr(self, ids: np.ndarray, key: str) -> list[Any]:
+        """See ``Backend.get_attr``."""
+        return self._ordered("get_attr", ids, lambda pos: (key,))
+
+    def set_attr(self, ids: np.ndarray, key: str, values: Sequence[Any]) -> None:
+        """See ``Backend.set_attr``."""
+        self._run("set_attr", ids, lambda pos: (key, _pick(values, pos)))
+
+    def call(self, ids: np.ndarray, method: str, kwargs: Sequence[dict[str, Any]]) -> list[Any]:
+        """See ``Backend.call``."""
+        return self._ordered("call", ids, lambda pos: (method, _pick(kwargs, pos)))
+
+    def close(self) -> None:
+        """Close the envs, kill the actors (dead ones too) and release Ray; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        ray, actors, self.actors = self._ray, self.actors, []
+        if ray.is_initialized() and actors:
+            refs = []
+            for actor in actors:
+                try:
+                    refs.append(actor.close.remote())
+                except Exception:  # noqa: S112 - a dead actor: nothing to close politely
+                    continue
+            if refs:
+                ray.wait(refs, num_returns=len(refs), timeout=_CLOSE_TIMEOUT)
+            for actor in actors:
+                _kill(ray, actor)
+        if self._counted:
+            _disconnect(ray)
+
+    # ------------------------------------------------------------- plumbing
+
+    def _run(
+        self, method: str, ids: np.ndarray, args: Callable[[np.ndarray], tuple[Any, ...]],
+        revive: bool = False,
+    ) -> tuple[dict[int, np.ndarray], dict[int, Any], dict[int, EnvError]]:
+        """Send ``method`` to each actor holding some of ``ids``, with ``args(positions)``.
+
+        Returns:
+            The positions in ``ids`` of each actor's envs, the replies, and the actors
+            that died when ``revive`` (the others raise).
+        """
+        if self._closed:
+            raise EnvError("the Ray backend is closed")
+        ids = np.asarray(ids, dtype=np.int64)
+        owners = np.searchsorted(self._bounds, ids, side="right") - 1
+        parts = {int(a): np.flatnonzero(owners == a) for a in np.unique(owners)}
+        refs = {
+            a: self.actors[a].run.remote(method, ids[pos], *args(pos)) for a, pos in parts.items()
+        }
+        replies, dead = self._collect(method, refs, revive)
+        return parts, replies, dead
+
+    def _ordered(
+        self, method: str, ids: np.ndarray, args: Callable[[np.ndarray], tuple[Any, ...]]
+    ) -> list[Any]:
+        parts, replies, _ = self._run(method, ids, args)
+        results: list[Any] = [None] * len(ids)
+        for a, pos in parts.items():
+            _scatter(results, pos, replies[a])
+        return results
+
+    def _collect(
+        self, method: str, refs: dict[int, Any], revive: bool = False, deadline: float | None = None
+    ) -> tuple[dict[int, Any], dict[int, EnvError]]:
+        """Wait for the replies as they come; the first failure closes everything and raises.
+
+        Returns:
+            The values by actor, and (when ``revive``) the errors of actors that died.
+        """
+        exceptions = self._ray.exceptions
+        pending = {ref: a for a, ref in refs.items()}
+        replies: dict[int, Any] = {}
+        dead: dict[int, EnvError] = {}
+        while pending:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _ = self._ray.wait(list(pending), num_returns=1, timeout=timeout)
+            if not ready:
+                lo = int(self._bounds[pending[next(iter(pending))]])
+                raise self._fail(EnvError(
+                    f"{method}() failed: Ray actors not ready after {_START_TIMEOUT:.0f} s "
+                    "(not enough free CPUs or GPUs in the cluster?)", index=lo))
+            a = pending.pop(ready[0])
+            lo, hi = int(self._bounds[a]), int(self._bounds[a + 1]) - 1
+            try:
+                reply = self._ray.get(ready[0])
+            except exceptions.RayActorError as e:
+                error = EnvError(f"{method}() failed: the Ray actor of envs {lo}..{hi} died",
+                                 index=lo, remote_traceback=str(e))
+                if not revive:
+                    raise self._fail(error) from None
+                dead[a] = error
+                continue
+            except exceptions.RayError as e:
+                raise self._fail(EnvError(f"{method}() failed in the Ray actor of envs {lo}..{hi}",
+                                          index=lo, remote_traceback=str(e))) from None
+            if isinstance(reply, _Failure):
+                raise self._fail(reply.to_error()) from None
+            replies[a], self._restarts[a] = reply
+        return replies, dead
+
+    def _fail(self, error: EnvError) -> EnvError:
+        self.close()
+        return error
+
+    def _replace(self, a: int, error: EnvError, stepped: np.ndarray) -> StepBatch:
+        """A new actor for a dead one's envs, reset; the stepped ones end truncated."""
+        lo, hi = int(self._bounds[a]), int(self._bounds[a + 1])
+        _kill(self._ray, self.actors[a])
+        self._base_restarts += self._restarts[a] + (hi - lo)
+        self.actors[a] = actor = self._spawn(a)
+        deadline = time.monotonic() + _START_TIMEOUT
+        self._collect("restart", {a: actor.ready.remote()}, deadline=deadline)
+        everything = np.arange(lo, hi)
+        replies, _ = self._collect(
+            "restart", {a: actor.run.remote("reset", everything, [None] * (hi - lo), None)}
+        )
+        obs, reset_infos = replies[a]
+        local = stepped - lo
+        return StepBatch(
+            take(obs, local),
+            np.zeros(len(local)),
+            np.zeros(len(local), bool),
+            np.ones(len(local), bool),
+            [{**reset_infos[i], "env_error": str(error), "reset": True} for i in local],
+            [int(i) for i in stepped],
+        )
+
+
+def _pick(values: Sequence[Any] | np.ndarray, positions: np.ndarray) -> Any:
+    """``values[positions]``: an array stays an array, anything else becomes a list."""
+    if isinstance(values, np.ndarray):
+        return values[positions]
+    return [values[p] for p in positions.tolist()]
+
+
+def _scatter(dst: np.ndarray | list[Any], positions: np.ndarray, values: Any) -> None:
+    """``dst[positions] = values`` for an array or a list."""
+    if isinstance(dst, np.ndarray):
+        dst[positions] = values
+    else:
+        for p, value in zip(positions.tolist(), values, strict=True):
+            dst[p] = value
+
+
+def _kill(ray: Any, actor: Any) -> None:
+    try:
+        ray.kill(actor, no_restart=True)
+    except Exception:  # noqa: S110 - already dead, or Ray already shut down
+        pass
+
+
+# ------------------------------------------------------------ the Ray session
+
+_lock = threading.Lock()
+_owned = False  # this module called ray.init
+_users = 0  # live backends on that Ray
+
+
+def _connect(address: str | None, num_cpus: int | None, num_gpus: int | float) -> tuple[Any, bool]:
+    """The ``ray`` module, initialized (the running Ray, a cluster, or a new local Ray), and
+    whether this module started it (then the caller must ``_disconnect``)."""
+    global _owned, _users
+    try:
+        import ray
+    except ImportError as e:
+        raise MissingDependencyError("ray", "ray", "the ray modes") from e
+    with _lock:
+        if not ray.is_initialized():
+            target = address or os.environ.get("RAY_ADDRESS")
+            kwargs: dict[str, Any] = {"address": target} if target else {
+                "num_cpus": num_cpus, "num_gpus": num_gpus or None, "include_dashboard": False
+            }
+            try:
+                ray.init(**kwargs, log_to_driver=False, ignore_reinit_error=True)
+            except Exception as e:
+                where = f"join the Ray cluster at {target}" if target else "start a local Ray"
+                raise EnvError(f"could not {where}: {e}") from e
+            _owned, _users = True, 0
+        if _owned:
+            _users += 1
+        return ray, _owned
+
+
+def _disconnect(ray: Any) -> None:
+    """Shut down the Ray this module started once its last backend is closed."""
+    global _owned, _users
+    with _lock:
+        _users -= 1
+        if _users <= 0:
+            _owned, _users = False, 0
+            if ray.is_initialized():
+                ray.shutdown()

@@ -1,0 +1,473 @@
+"""The subproc backend: worker processes, each hosting a slice of the envs.
+
+Actions, observations, rewards and done flags travel through shared memory (one
+``RawArray`` per buffer, each worker viewing its own rows); the pipe carries one short
+command per worker per step and the rare infos. Peers run one process per env, which
+wastes cheap envs on small machines; here the default is one worker per core.
+"""
+
+from __future__ import annotations
+
+import enum
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from expcli.envs.backend import StepBatch
+from expcli.envs.dummy_backend import take
+from expcli.envs.env_group import EnvGroup, ErrorRecord, GroupError, Slots, fixed_shape
+from expcli.errors import EnvError
+
+__all__ = ["SubprocBackend"]
+
+Factory = Callable[[], gym.Env[Any, Any]]
+
+_CLOSE_TIMEOUT = 5.0
+# Messages are bytes: one byte for the common step, else a tag and a pickle.
+_STEP_ALL, _STEP_ALL_RESET, _PICKLED = b"s", b"S", b"P"
+
+
+class Command(enum.IntEnum):
+    """What the parent asks of a worker."""
+
+    STEP = 0
+    RESET = 1
+    GET_ATTR = 2
+    SET_ATTR = 3
+    CALL = 4
+    CLOSE = 5
+    START = 6  # never sent: names the wait for a new worker's first message
+
+
+@dataclass
+class _Shared:
+    """Shared-memory buffers for all envs, and how to view them as numpy arrays."""
+
+    obs: Any
+    obs_layout: tuple[tuple[int, ...], str] | None
+    actions: Any
+    action_layout: tuple[tuple[int, ...], str] | None
+    rewards: Any
+    terminated: Any
+    truncated: Any
+    num_envs: int
+
+    @classmethod
+    def allocate(cls, ctx: Any, n: int, obs_space: gym.Space[Any], act_space: gym.Space[Any]) -> _Shared:
+        def raw(shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+            return ctx.RawArray("b", max(1, int(np.prod((n, *shape))) * dtype.itemsize))
+
+        obs_fixed, act_fixed = fixed_shape(obs_space), fixed_shape(act_space)
+        return cls(
+            raw(*obs_fixed) if obs_fixed else None,
+            (obs_fixed[0], obs_fixed[1].str) if obs_fixed else None,
+            raw(*act_fixed) if act_fixed else None,
+            (act_fixed[0], act_fixed[1].str) if act_fixed else None,
+            raw((), np.dtype(np.float64)),
+            raw((), np.dtype(bool)),
+            raw((), np.dtype(bool)),
+            n,
+        )
+
+    def view(self, name: str) -> np.ndarray | None:
+        """The numpy view of a buffer over all envs (None when it is not shared)."""
+        buffer = getattr(self, name)
+        if buffer is None:
+            return None
+        layout = {"obs": self.obs_layout, "actions": self.action_layout}.get(name)
+        shape, dtype = layout if layout else ((), {"rewards": "<f8"}.get(name, "|b1"))
+        return np.frombuffer(buffer, dtype=np.dtype(dtype), count=self.num_envs * int(np.prod(shape))).reshape(
+            self.num_envs, *shape
+        )
+
+
+class _Worker:
+    """The parent's handle on one worker process: its slice, pipe and process."""
+
+    def __init__(self, ctx: Any, index: int, start: int, factories: Sequence[Factory],
+                 shared: _Shared, restart_on_error: bool, no_warning: bool) -> None:
+        self.index, self.start, self.stop = index, start, start + len(factories)
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(
+            target=_worker_main,
+            args=(child, list(factories), start, shared, restart_on_error, no_warning),
+            name=f"expcli-env-worker-{index}",
+            daemon=True,
+        )
+        self.process.start()
+        child.close()
+
+    def send(self, command: Command, payload: Any) -> None:
+        self._send(_PICKLED + pickle.dumps((command, payload), pickle.HIGHEST_PROTOCOL), command)
+
+    def send_step_all(self, autoreset: bool) -> None:
+        """The common step, as one byte: every env of the slice, actions in shared memory."""
+        self._send(_STEP_ALL_RESET if autoreset else _STEP_ALL, Command.STEP)
+
+    def _send(self, message: bytes, command: Command) -> None:
+        try:
+            self.conn.send_bytes(message)
+        except (BrokenPipeError, ConnectionResetError, OSError) as e:
+            raise self.died(command) from e
+
+    def receive(self, command: Command) -> Any:
+        """The worker's answer; None for a step with nothing to report."""
+        try:
+            message = self.conn.recv_bytes()
+        except (EOFError, ConnectionResetError, OSError) as e:
+            raise self.died(command) from e
+        if not message:
+            return None
+        ok, result = pickle.loads(message)  # our own worker's reply
+        if not ok:
+            raise result.to_error()
+        return result
+
+    def died(self, command: Command) -> EnvError:
+        """The error for a worker that vanished, naming how (exit code or signal)."""
+        self.process.join(timeout=1.0)
+        code = self.process.exitcode
+        if code is not None and code < 0:
+            how = f"was killed by {signal.Signals(-code).name}"
+        elif code is not None:
+            how = f"exited with code {code}"
+        else:
+            how = "stopped answering"
+        return EnvError(
+            f"worker process {self.index} (envs {self.start}..{self.stop - 1}) {how} during "
+            f"{command.name.lower()}",
+            index=self.start,
+        )
+
+    def shutdown(self) -> None:
+        if self.process.is_alive():
+            try:
+                self.conn.send_bytes(_PICKLED + pickle.dumps((Command.CLOSE, None)))
+                if self.conn.poll(_CLOSE_TIMEOUT):
+                    self.conn.recv_bytes()
+            except (OSError, EOFError):
+                pass
+            self.process.join(timeout=_CLOSE_TIMEOUT)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join()
+        self.conn.close()
+
+
+class SubprocBackend:
+    """Envs spread over worker processes talking through shared memory.
+
+    Args:
+        factories: One zero-argument env factory per env (picklable; see ``factories.py``).
+        num_workers: Worker processes; default one per core, at most one per env.
+        restart_on_error: Rebuild failing envs (in the worker) or dead workers instead
+            of raising.
+        no_warning: Silence env warnings.
+
+    Raises:
+        EnvError: An env could not be built, or a worker failed to start.
+    """
+
+    def __init__(
+        self,
+        factories: Sequence[Factory],
+        num_workers: int | None = None,
+        restart_on_error: bool = False,
+        no_warning: bool = True,
+    ) -> None:
+        self.num_envs = len(factories)
+        self.factories = list(factories)
+        self.restart_on_error, self.no_warning = restart_on_error, no_warning
+        self.restarts = 0
+        self._autoreset = False
+        self._workers: list[_Worker] = []
+        self._closed = False
+        probe = EnvGroup(self.factories[:1], 0, None, False, no_warning) if factories else None
+        try:
+            assert probe is not None
+            self.observation_space = probe.envs[0].observation_space
+            self.action_space = probe.envs[0].action_space
+        except GroupError as e:
+            raise e.record.to_error() from None
+        finally:
+            if probe is not None:
+                probe.close()
+        count = max(1, min(num_workers or os.cpu_count() or 1, self.num_envs))
+        bounds = np.linspace(0, self.num_envs, count + 1).round().astype(int)
+        self._ctx = mp.get_context("spawn")
+        self._shared = _Shared.allocate(self._ctx, self.num_envs, self.observation_space, self.action_space)
+        self._obs = self._shared.view("obs")
+        self._actions = self._shared.view("actions")
+        self._rewards = self._shared.view("rewards")
+        self._terminated = self._shared.view("terminated")
+        self._truncated = self._shared.view("truncated")
+        self._slices = list(zip(bounds[:-1], bounds[1:], strict=True))
+        self._owner = np.repeat(np.arange(count), np.diff(bounds))
+        self._obs_list: list[Any] = [None] * self.num_envs
+        self._arange = np.arange(self.num_envs)
+        self._all = {w: (list(range(stop - start)), list(range(start, stop)))
+                     for w, (start, stop) in enumerate(self._slices)}
+        try:
+            for index in range(count):
+                self._workers.append(self._start(index))
+            for worker in self._workers:
+                worker.receive(Command.START)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, index: int) -> _Worker:
+        start, stop = self._slices[index]
+        return _Worker(self._ctx, index, int(start), self.factories[start:stop], self._shared,
+                       self.restart_on_error, self.no_warning)
+
+    # ------------------------------------------------------------ commands
+
+    def step(self, ids: np.ndarray, actions: Sequence[Any] | np.ndarray, autoreset: bool) -> StepBatch:
+        """Step the envs ``ids``; see ``Backend.step``."""
+        per_worker = self._split(ids)
+        if self._actions is not None:
+            self._actions[ids] = np.asarray(actions).reshape(len(ids), *self._actions.shape[1:])
+            payloads = {w: (local, autoreset, None) for w, (local, _) in per_worker.items()}
+            if per_worker is self._all:
+                self._autoreset = autoreset
+                payloads = {w: _STEP_ALL for w in payloads}
+        else:
+            payloads = {
+                w: (local, autoreset, [actions[p] for p in positions])
+                for w, (local, positions) in per_worker.items()
+            }
+        replies, dead = self._broadcast(Command.STEP, payloads)
+        infos: dict[int, dict[str, Any]] = {}
+        restarted: list[int] = []
+        for w, reply in replies.items():
+            if reply is None:
+                continue
+            local_infos, local_restarted, obs = reply
+            start = self._workers[w].start
+            infos.update({start + i: info for i, info in local_infos.items()})
+            restarted.extend(start + i for i in local_restarted)
+            self.restarts += len(local_restarted)
+            if obs is not None:
+                for i, value in obs.items():
+                    self._obs_list[start + i] = value
+        for w, error in dead.items():
+            restarted.extend(self._replace(w, error, per_worker[w][0], infos))
+        obs_all = self._obs if self._obs is not None else self._obs_list
+        return StepBatch(
+            take(obs_all, ids),
+            self._rewards[ids],
+            self._terminated[ids],
+            self._truncated[ids],
+            [infos.get(int(i), {}) for i in ids],
+            restarted,
+        )
+
+    def reset(
+        self, ids: np.ndarray, seeds: Sequence[int | None], options: dict[str, Any] | None
+    ) -> tuple[np.ndarray | list[Any], list[dict[str, Any]]]:
+        """Reset the envs ``ids``; see ``Backend.reset``."""
+        per_worker = self._split(ids)
+        payloads = {w: (local, [seeds[p] for p in pos], options) for w, (local, pos) in per_worker.items()}
+        replies = self._command(Command.RESET, payloads)
+        infos: list[dict[str, Any]] = [{} for _ in ids]
+        for w, (local_infos, obs) in replies.items():
+            for p, info in zip(per_worker[w][1], local_infos, strict=True):
+                infos[p] = info
+            if obs is not None:
+                start = self._workers[w].start
+                for i, value in obs.items():
+                    self._obs_list[start + i] = value
+        obs_all = self._obs if self._obs is not None else self._obs_list
+        return take(obs_all, ids), infos
+
+    def get_attr(self, ids: np.ndarray, key: str) -> list[Any]:
+        """See ``Backend.get_attr``."""
+        return self._ordered(ids, Command.GET_ATTR, lambda local, pos: (local, key))
+
+    def set_attr(self, ids: np.ndarray, key: str, values: Sequence[Any]) -> None:
+        """See ``Backend.set_attr``."""
+        per_worker = self._split(ids)
+        self._command(Command.SET_ATTR, {w: (local, key, [values[p] for p in pos])
+                                         for w, (local, pos) in per_worker.items()})
+
+    def call(self, ids: np.ndarray, method: str, kwargs: Sequence[dict[str, Any]]) -> list[Any]:
+        """See ``Backend.call``."""
+        return self._ordered(ids, Command.CALL, lambda local, pos: (local, method, [kwargs[p] for p in pos]))
+
+    def close(self) -> None:
+        """Stop every worker (politely, then by force) and release the pipes; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for worker in self._workers:
+            worker.shutdown()
+        self._workers = []
+
+    # ------------------------------------------------------------- plumbing
+
+    def _split(self, ids: np.ndarray) -> dict[int, tuple[list[int], list[int]]]:
+        """For each worker involved: local ids, and their positions in ``ids``."""
+        if len(ids) == self.num_envs and (ids == self._arange).all():
+            return self._all
+        per_worker: dict[int, tuple[list[int], list[int]]] = {}
+        for p, i in enumerate(ids.tolist()):
+            w = int(self._owner[i])
+            local, positions = per_worker.setdefault(w, ([], []))
+            local.append(i - int(self._slices[w][0]))
+            positions.append(p)
+        return per_worker
+
+    def _broadcast(self, command: Command, payloads: dict[int, Any]) -> tuple[dict[int, Any], dict[int, EnvError]]:
+        """Send then collect; errors of envs raise, dead workers are returned."""
+        dead: dict[int, EnvError] = {}
+        for w, payload in payloads.items():
+            try:
+                if payload is _STEP_ALL:
+                    self._workers[w].send_step_all(self._autoreset)
+                else:
+                    self._workers[w].send(command, payload)
+            except EnvError as e:
+                dead[w] = e
+        replies: dict[int, Any] = {}
+        failure: EnvError | None = None
+        for w in payloads:
+            if w in dead:
+                continue
+            try:
+                replies[w] = self._workers[w].receive(command)
+            except EnvError as e:
+                if self._workers[w].process.is_alive():
+                    failure = failure or e  # an env raised: keep collecting, then raise
+                else:
+                    dead[w] = e
+        if failure is not None:
+            raise failure
+        if dead and (command != Command.STEP or not self.restart_on_error):
+            raise next(iter(dead.values()))
+        return replies, dead
+
+    def _command(self, command: Command, payloads: dict[int, Any]) -> dict[int, Any]:
+        replies, _ = self._broadcast(command, payloads)
+        return replies
+
+    def _ordered(self, ids: np.ndarray, command: Command, payload: Callable[[list[int], list[int]], Any]) -> list[Any]:
+        per_worker = self._split(ids)
+        replies = self._command(command, {w: payload(local, pos) for w, (local, pos) in per_worker.items()})
+        results: list[Any] = [None] * len(ids)
+        for w, values in replies.items():
+            for p, value in zip(per_worker[w][1], values, strict=True):
+                results[p] = value
+        return results
+
+    def _replace(self, w: int, error: EnvError, stepped: list[int], infos: dict[int, dict[str, Any]]) -> list[int]:
+        """Start a new worker for a dead one's envs; their episodes end truncated."""
+        old = self._workers[w]
+        old.shutdown()
+        self._workers[w] = new = self._start(w)
+        new.receive(Command.START)
+        local = list(range(new.stop - new.start))
+        new.send(Command.RESET, (local, [None] * len(local), None))
+        reset_infos, obs = new.receive(Command.START)
+        if obs is not None:
+            for i, value in obs.items():
+                self._obs_list[new.start + i] = value
+        self.restarts += len(local)
+        for i in stepped:
+            g = new.start + i
+            self._rewards[g], self._terminated[g], self._truncated[g] = 0.0, False, True
+            infos[g] = {**reset_infos[i], "env_error": str(error), "reset": True}
+        return [new.start + i for i in stepped]
+
+
+# ----------------------------------------------------------------- worker side
+
+
+def _worker_main(conn: Connection, factories: list[Factory], offset: int, shared: _Shared,
+                 restart_on_error: bool, no_warning: bool) -> None:
+    """Body of a worker process: build the envs, then serve commands until CLOSE or EOF."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    if no_warning:
+        warnings.simplefilter("ignore")
+    n = len(factories)
+    rows = slice(offset, offset + n)
+    obs, actions = shared.view("obs"), shared.view("actions")
+    rewards, terminated, truncated = shared.view("rewards"), shared.view("terminated"), shared.view("truncated")
+    assert rewards is not None and terminated is not None and truncated is not None
+    slots = Slots(obs[rows] if obs is not None else [None] * n, rewards[rows], terminated[rows], truncated[rows])
+    group: EnvGroup | None = None
+    try:
+        try:
+            group = EnvGroup(factories, offset, slots, restart_on_error, no_warning=False)
+        except GroupError as e:
+            conn.send_bytes(_reply(False, e.record))
+            return
+        conn.send_bytes(_reply(True, None))
+        local_actions = actions[rows] if actions is not None else None
+        everyone = list(range(n))
+        obs_shared = obs is not None
+        while True:
+            try:
+                message = conn.recv_bytes()
+            except (EOFError, OSError):
+                return  # the parent is gone
+            command = Command.STEP
+            try:
+                if message in (_STEP_ALL, _STEP_ALL_RESET):
+                    infos, restarted = group.step(everyone, local_actions, message == _STEP_ALL_RESET)  # type: ignore[arg-type]
+                    if not (infos or restarted or not obs_shared):
+                        conn.send_bytes(b"")
+                        continue
+                    result: Any = (infos, restarted, None if obs_shared else dict(enumerate(slots.obs)))
+                else:
+                    command, payload = pickle.loads(message[1:])  # from our own parent
+                    if command == Command.CLOSE:
+                        conn.send_bytes(_reply(True, None))
+                        return
+                    result = _HANDLERS[command](group, payload, slots, obs_shared, local_actions)
+                conn.send_bytes(_reply(True, result))
+            except GroupError as e:
+                conn.send_bytes(_reply(False, e.record))
+            except Exception as e:  # a bug of ours or an unpicklable result: report, go on
+                conn.send_bytes(_reply(False, ErrorRecord.capture(offset, command.name.lower(), e)))
+    finally:
+        if group is not None:
+            group.close()
+        conn.close()
+
+
+def _reply(ok: bool, result: Any) -> bytes:
+    return pickle.dumps((ok, result), pickle.HIGHEST_PROTOCOL)
+
+
+def _observations(slots: Slots, local: list[int], obs_shared: bool) -> dict[int, Any] | None:
+    return None if obs_shared else {i: slots.obs[i] for i in local}
+
+
+def _do_step(group: EnvGroup, payload: Any, slots: Slots, obs_shared: bool, local_actions: Any) -> Any:
+    local, autoreset, sent = payload
+    infos, restarted = group.step(local, sent if sent is not None else local_actions[local], autoreset)
+    return infos, restarted, _observations(slots, local, obs_shared)
+
+
+def _do_reset(group: EnvGroup, payload: Any, slots: Slots, obs_shared: bool, local_actions: Any) -> Any:
+    local, seeds, options = payload
+    return group.reset(local, seeds, options), _observations(slots, local, obs_shared)
+
+
+_HANDLERS: dict[Command, Callable[..., Any]] = {
+    Command.STEP: _do_step,
+    Command.RESET: _do_reset,
+    Command.GET_ATTR: lambda group, payload, *_: group.get_attr(*payload),
+    Command.SET_ATTR: lambda group, payload, *_: group.set_attr(*payload),
+    Command.CALL: lambda group, payload, *_: group.call(*payload),
+}

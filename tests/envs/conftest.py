@@ -1,0 +1,34 @@
+"""Fixtures for the env tests: a ParallelEnv that is always closed."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from expcli import ParallelEnv
+from tests.envs.toy_envs import counting
+
+LOCAL_MODES = ["dummy", "subproc"]
+
+
+@pytest.fixture
+def make_penv() -> Iterator[Callable[..., ParallelEnv]]:
+    """Build ParallelEnvs that are closed at the end of the test, whatever happens."""
+    made: list[ParallelEnv] = []
+
+    def make(*args: Any, **kwargs: Any) -> ParallelEnv:
+        penv = ParallelEnv(*args, **kwargs)
+        made.append(penv)
+        return penv
+
+    yield make
+    for penv in made:
+        penv.close()
+
+
+def counting_factories(n: int, horizons: list[int] | None = None, **kwargs: Any) -> list[Any]:
+    horizons = horizons or [3 + i for i in range(n)]
+    return [functools.partial(counting, horizon=horizons[i], tag=i, **kwargs) for i in range(n)]
