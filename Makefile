@@ -18,7 +18,7 @@ $(VENV)/.core: $(BIN)/python pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.core
-	$(PIP) -e '.[dev]'
+	$(PIP) -e '.[dev,ray]'
 	touch $@
 
 $(VENV)/.bench: $(VENV)/.core

@@ -4,7 +4,7 @@
   + FormatError                     exit 1   unknown, corrupt, truncated or unsafe file
   + SchemaError                     exit 1   missing tensor, shape or dtype mismatch
   + EnvError                        exit 1   an env or worker failed (index, remote traceback)
-  + ConfigError                     exit 2   bad flags, option combination or config file (also ValueError)
+  + ConfigError                     exit 2   bad options or config file (also ValueError)
   + MissingDependencyError          exit 1   an optional extra is not installed (also ImportError)
   + OutputExistsError               exit 1   refusing to overwrite (also FileExistsError)
 

@@ -43,7 +43,9 @@ class Backend(Protocol):
 
     num_envs: int
 
-    def step(self, ids: np.ndarray, actions: Sequence[Any] | np.ndarray, autoreset: bool) -> StepBatch:
+    def step(
+        self, ids: np.ndarray, actions: Sequence[Any] | np.ndarray, autoreset: bool
+    ) -> StepBatch:
         """Step the envs ``ids`` with ``actions[i]`` for ``ids[i]``; with ``autoreset`` a
         finished env is reset at once (its last observation in ``info["ended_state"]``)."""
         ...

@@ -43,7 +43,9 @@ class DummyBackend:
         """Envs rebuilt after an error so far."""
         return self.group.restarts
 
-    def step(self, ids: np.ndarray, actions: Sequence[Any] | np.ndarray, autoreset: bool) -> StepBatch:
+    def step(
+        self, ids: np.ndarray, actions: Sequence[Any] | np.ndarray, autoreset: bool
+    ) -> StepBatch:
         """Step the envs ``ids``; see ``Backend.step``."""
         try:
             infos, restarted = self.group.step(ids, actions, autoreset)
@@ -60,7 +62,7 @@ class DummyBackend:
 
     def get_attr(self, ids: np.ndarray, key: str) -> list[Any]:
         """See ``Backend.get_attr``."""
-        return self._run(self.group.get_attr, ids, key)
+        return list(self._run(self.group.get_attr, ids, key))
 
     def set_attr(self, ids: np.ndarray, key: str, values: Sequence[Any]) -> None:
         """See ``Backend.set_attr``."""
@@ -68,7 +70,7 @@ class DummyBackend:
 
     def call(self, ids: np.ndarray, method: str, kwargs: Sequence[dict[str, Any]]) -> list[Any]:
         """See ``Backend.call``."""
-        return self._run(self.group.call, ids, method, kwargs)
+        return list(self._run(self.group.call, ids, method, kwargs))
 
     def close(self) -> None:
         """Close the envs; idempotent."""

@@ -24,8 +24,10 @@ __all__ = ["EnvGroup", "ErrorRecord", "GroupError", "Slots", "fixed_shape"]
 
 def fixed_shape(space: gym.Space[Any]) -> tuple[tuple[int, ...], np.dtype[Any]] | None:
     """Shape and dtype of a space whose samples are fixed-shape numeric arrays, else None."""
-    if isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
-                          gym.spaces.MultiBinary)):
+    if isinstance(
+        space,
+        (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary),
+    ):
         if space.shape is not None and space.dtype is not None and space.dtype.kind in "biuf":
             return tuple(space.shape), np.dtype(space.dtype)
     return None
@@ -44,9 +46,7 @@ class Slots:
     def allocate(cls, n: int, observation_space: gym.Space[Any]) -> Slots:
         """Fresh private slots for ``n`` envs."""
         fixed = fixed_shape(observation_space)
-        obs: np.ndarray | list[Any] = (
-            np.zeros((n, *fixed[0]), fixed[1]) if fixed else [None] * n
-        )
+        obs: np.ndarray | list[Any] = np.zeros((n, *fixed[0]), fixed[1]) if fixed else [None] * n
         return cls(obs, np.zeros(n), np.zeros(n, bool), np.zeros(n, bool))
 
 
@@ -123,15 +123,23 @@ class EnvGroup:
             raise GroupError(ErrorRecord.capture(self.offset + i, "make", e)) from e
         if not isinstance(env, gym.Env):
             raise GroupError(
-                ErrorRecord(self.offset + i, "make", "TypeError",
-                            f"the factory returned {type(env).__name__}, not a gymnasium.Env", "")
+                ErrorRecord(
+                    self.offset + i,
+                    "make",
+                    "TypeError",
+                    f"the factory returned {type(env).__name__}, not a gymnasium.Env",
+                    "",
+                )
             )
         return env
 
     # ------------------------------------------------------------------ step
 
     def step(
-        self, local: Sequence[int], actions: Sequence[Any] | np.ndarray, autoreset: bool
+        self,
+        local: Sequence[int] | np.ndarray,
+        actions: Sequence[Any] | np.ndarray,
+        autoreset: bool,
     ) -> tuple[dict[int, dict[str, Any]], list[int]]:
         """Step the local envs ``local[j]`` with ``actions[j]``, writing into the slots.
 
@@ -143,7 +151,10 @@ class EnvGroup:
         """
         slots, envs = self.slots, self.envs
         obs_slots, rewards, terminated, truncated = (
-            slots.obs, slots.rewards, slots.terminated, slots.truncated
+            slots.obs,
+            slots.rewards,
+            slots.terminated,
+            slots.truncated,
         )
         infos: dict[int, dict[str, Any]] = {}
         restarted: list[int] = []
@@ -188,35 +199,47 @@ class EnvGroup:
     # ----------------------------------------------------------------- other
 
     def reset(
-        self, local: Sequence[int], seeds: Sequence[int | None], options: dict[str, Any] | None
+        self,
+        local: Sequence[int] | np.ndarray,
+        seeds: Sequence[int | None],
+        options: dict[str, Any] | None,
     ) -> list[dict[str, Any]]:
         """Reset local envs, observations into the slots; their infos."""
         infos = []
         with self._silence():
             for j, i in enumerate(local):
-                obs, info = self._guard(i, "reset", self.envs[i].reset, seed=seeds[j], options=options)
+                obs, info = self._guard(
+                    i, "reset", self.envs[i].reset, seed=seeds[j], options=options
+                )
                 self.slots.obs[i] = obs
                 infos.append(info)
         return infos
 
-    def get_attr(self, local: Sequence[int], key: str) -> list[Any]:
+    def get_attr(self, local: Sequence[int] | np.ndarray, key: str) -> list[Any]:
         """``getattr(env, key, None)`` for local envs, looked up through wrappers."""
         return [_lookup(self.envs[i], key) for i in local]
 
-    def set_attr(self, local: Sequence[int], key: str, values: Sequence[Any]) -> None:
+    def set_attr(self, local: Sequence[int] | np.ndarray, key: str, values: Sequence[Any]) -> None:
         """Set ``key`` on the env (the innermost wrapper or env that has it)."""
         for j, i in enumerate(local):
             _assign(self.envs[i], key, values[j])
 
-    def call(self, local: Sequence[int], method: str, kwargs: Sequence[dict[str, Any]]) -> list[Any]:
+    def call(
+        self, local: Sequence[int] | np.ndarray, method: str, kwargs: Sequence[dict[str, Any]]
+    ) -> list[Any]:
         """Call ``env.<method>(**kwargs[j])`` on local envs."""
         results = []
         for j, i in enumerate(local):
             fn = _lookup(self.envs[i], method)
             if not callable(fn):
                 raise GroupError(
-                    ErrorRecord(self.offset + i, method, "AttributeError",
-                                f"the env has no method {method!r}", "")
+                    ErrorRecord(
+                        self.offset + i,
+                        method,
+                        "AttributeError",
+                        f"the env has no method {method!r}",
+                        "",
+                    )
                 )
             results.append(self._guard(i, method, fn, **kwargs[j]))
         return results

@@ -37,7 +37,7 @@ class _Cloudpickled:
     def __getstate__(self) -> bytes:
         import cloudpickle
 
-        return cloudpickle.dumps(self.fn)
+        return bytes(cloudpickle.dumps(self.fn))
 
     def __setstate__(self, state: bytes) -> None:
         self.fn = pickle.loads(state)  # the user's own factory, sent by this process
@@ -53,7 +53,7 @@ class _Given(_Cloudpickled):
     def __getstate__(self) -> bytes:
         import cloudpickle
 
-        return cloudpickle.dumps(self.env)
+        return bytes(cloudpickle.dumps(self.env))
 
     def __setstate__(self, state: bytes) -> None:
         env = pickle.loads(state)

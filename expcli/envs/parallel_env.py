@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import difflib
+import functools
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
@@ -72,7 +73,9 @@ class ParallelEnv:
         address: str | None = None,
     ) -> None:
         if para_mode not in PARA_MODES:
-            raise ConfigError(f"unknown para_mode {para_mode!r}; expected one of {', '.join(PARA_MODES)}")
+            raise ConfigError(
+                f"unknown para_mode {para_mode!r}; expected one of {', '.join(PARA_MODES)}"
+            )
         if isinstance(asynchronous, str) and asynchronous.lower() == "none":
             asynchronous = None
         if asynchronous not in ASYNC_MODES:
@@ -80,7 +83,9 @@ class ParallelEnv:
                 f"unknown asynchronous mode {asynchronous!r}; expected None, 'idle', 'restart' "
                 "or 'continue'"
             )
-        if num_cpus is not None and (isinstance(num_cpus, bool) or not isinstance(num_cpus, int) or num_cpus < 1):
+        if num_cpus is not None and (
+            isinstance(num_cpus, bool) or not isinstance(num_cpus, int) or num_cpus < 1
+        ):
             raise ConfigError(f"num_cpus must be a positive integer, got {num_cpus!r}")
         try:
             factories = [as_factory(env) for env in envs]
@@ -101,8 +106,7 @@ class ParallelEnv:
         self._done = np.zeros(self.num_envs, dtype=bool)
         self._pending_seeds: list[int | None] = [None] * self.num_envs
         self._obs: Any = None
-        ref = weakref.ref(self)
-        self._atexit = lambda: (env := ref()) is not None and env.close()
+        self._atexit = functools.partial(_close_at_exit, weakref.ref(self))
         atexit.register(self._atexit)
 
     @classmethod
@@ -184,7 +188,10 @@ class ParallelEnv:
     # ------------------------------------------------------------ stepping
 
     def reset(
-        self, id: Ids = None, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None
+        self,
+        id: Ids = None,
+        seed: int | Sequence[int] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> tuple[Any, Any]:
         """Reset all envs, or those in ``id``; returns ``(observations, infos)``.
 
@@ -249,7 +256,13 @@ class ParallelEnv:
             live = np.ones(len(ids), dtype=bool)
         if live.all():
             batch = self._guard(self._backend.step, ids, actions, mode == "restart")
-            result: StepResult = (batch.obs, batch.rewards, batch.terminated, batch.truncated, batch.infos)
+            result: StepResult = (
+                batch.obs,
+                batch.rewards,
+                batch.terminated,
+                batch.truncated,
+                batch.infos,
+            )
         else:
             batch, result = self._step_some(ids, actions, live)
         finished = batch.terminated | batch.truncated
@@ -269,7 +282,9 @@ class ParallelEnv:
             return list(zip(*result, strict=True))
         return result
 
-    def _step_some(self, ids: np.ndarray, actions: Any, live: np.ndarray) -> tuple[StepBatch, StepResult]:
+    def _step_some(
+        self, ids: np.ndarray, actions: Any, live: np.ndarray
+    ) -> tuple[StepBatch, StepResult]:
         """Step only the live envs; the others get None results, terminated and empty infos."""
         positions = np.flatnonzero(live)
         if len(positions):
@@ -308,8 +323,15 @@ class ParallelEnv:
         if self._obs is None or self.asynchronous in (None, "idle"):
             self._obs = self.reset()[0]
         records: dict[str, list[Any]] = {
-            k: [] for k in ("observations", "actions", "rewards", "terminated", "truncated",
-                            "next_observations")
+            k: []
+            for k in (
+                "observations",
+                "actions",
+                "rewards",
+                "terminated",
+                "truncated",
+                "next_observations",
+            )
         }
         obs = self._obs
         for _ in range(steps):
@@ -324,13 +346,16 @@ class ParallelEnv:
             for i, info in enumerate(infos):
                 if "ended_state" in info:
                     final[i] = info["ended_state"]
-            for key, value in zip(records, (obs, actions, rewards, terminated, truncated, final),
-                                  strict=True):
+            for key, value in zip(
+                records, (obs, actions, rewards, terminated, truncated, final), strict=True
+            ):
                 records[key].append(_stackable(value))
             obs = next_obs
         self._obs = obs
-        return {key: np.stack(values) if values else np.zeros((0, self.num_envs))
-                for key, values in records.items()}
+        return {
+            key: np.stack(values) if values else np.zeros((0, self.num_envs))
+            for key, values in records.items()
+        }
 
     def has_done(self) -> bool:
         """True if any env is done (in the sense of the asynchronous mode)."""
@@ -426,17 +451,29 @@ class ParallelEnv:
             return [self._pending_seeds[i] for i in ids]
         if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
             return [int(seed) + k for k in range(len(ids))]
-        seeds = list(seed)
+        seeds = list(seed)  # type: ignore[arg-type]  # ints are handled above
         if len(seeds) != len(ids):
             raise ConfigError(f"expected {len(ids)} seeds, one per env, got {len(seeds)}")
-        if not all(s is None or (isinstance(s, (int, np.integer)) and not isinstance(s, bool)) for s in seeds):
+        if not all(
+            s is None or (isinstance(s, (int, np.integer)) and not isinstance(s, bool))
+            for s in seeds
+        ):
             raise ConfigError(f"seeds must be integers, got {seed!r}")
         return [None if s is None else int(s) for s in seeds]
 
 
+def _close_at_exit(ref: weakref.ref[ParallelEnv]) -> None:
+    penv = ref()
+    if penv is not None:
+        penv.close()
+
+
 def _stackable(value: Any) -> Any:
-    return value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object if any(
-        v is None for v in value) else None)
+    return (
+        value
+        if isinstance(value, np.ndarray)
+        else np.asarray(value, dtype=object if any(v is None for v in value) else None)
+    )
 
 
 def check_env_id(env_id: str) -> None:

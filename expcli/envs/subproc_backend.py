@@ -62,7 +62,9 @@ class _Shared:
     num_envs: int
 
     @classmethod
-    def allocate(cls, ctx: Any, n: int, obs_space: gym.Space[Any], act_space: gym.Space[Any]) -> _Shared:
+    def allocate(
+        cls, ctx: Any, n: int, obs_space: gym.Space[Any], act_space: gym.Space[Any]
+    ) -> _Shared:
         def raw(shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
             return ctx.RawArray("b", max(1, int(np.prod((n, *shape))) * dtype.itemsize))
 
@@ -85,16 +87,24 @@ class _Shared:
             return None
         layout = {"obs": self.obs_layout, "actions": self.action_layout}.get(name)
         shape, dtype = layout if layout else ((), {"rewards": "<f8"}.get(name, "|b1"))
-        return np.frombuffer(buffer, dtype=np.dtype(dtype), count=self.num_envs * int(np.prod(shape))).reshape(
-            self.num_envs, *shape
-        )
+        return np.frombuffer(
+            buffer, dtype=np.dtype(dtype), count=self.num_envs * int(np.prod(shape))
+        ).reshape(self.num_envs, *shape)
 
 
 class _Worker:
     """The parent's handle on one worker process: its slice, pipe and process."""
 
-    def __init__(self, ctx: Any, index: int, start: int, factories: Sequence[Factory],
-                 shared: _Shared, restart_on_error: bool, no_warning: bool) -> None:
+    def __init__(
+        self,
+        ctx: Any,
+        index: int,
+        start: int,
+        factories: Sequence[Factory],
+        shared: _Shared,
+        restart_on_error: bool,
+        no_warning: bool,
+    ) -> None:
         self.index, self.start, self.stop = index, start, start + len(factories)
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
@@ -204,18 +214,22 @@ class SubprocBackend:
         count = max(1, min(num_workers or os.cpu_count() or 1, self.num_envs))
         bounds = np.linspace(0, self.num_envs, count + 1).round().astype(int)
         self._ctx = mp.get_context("spawn")
-        self._shared = _Shared.allocate(self._ctx, self.num_envs, self.observation_space, self.action_space)
+        self._shared = _Shared.allocate(
+            self._ctx, self.num_envs, self.observation_space, self.action_space
+        )
         self._obs = self._shared.view("obs")
         self._actions = self._shared.view("actions")
-        self._rewards = self._shared.view("rewards")
-        self._terminated = self._shared.view("terminated")
-        self._truncated = self._shared.view("truncated")
+        self._rewards, self._terminated, self._truncated = (
+            _required(self._shared.view(name)) for name in ("rewards", "terminated", "truncated")
+        )
         self._slices = list(zip(bounds[:-1], bounds[1:], strict=True))
         self._owner = np.repeat(np.arange(count), np.diff(bounds))
         self._obs_list: list[Any] = [None] * self.num_envs
         self._arange = np.arange(self.num_envs)
-        self._all = {w: (list(range(stop - start)), list(range(start, stop)))
-                     for w, (start, stop) in enumerate(self._slices)}
+        self._all = {
+            w: (list(range(stop - start)), list(range(start, stop)))
+            for w, (start, stop) in enumerate(self._slices)
+        }
         try:
             for index in range(count):
                 self._workers.append(self._start(index))
@@ -227,20 +241,31 @@ class SubprocBackend:
 
     def _start(self, index: int) -> _Worker:
         start, stop = self._slices[index]
-        return _Worker(self._ctx, index, int(start), self.factories[start:stop], self._shared,
-                       self.restart_on_error, self.no_warning)
+        return _Worker(
+            self._ctx,
+            index,
+            int(start),
+            self.factories[start:stop],
+            self._shared,
+            self.restart_on_error,
+            self.no_warning,
+        )
 
     # ------------------------------------------------------------ commands
 
-    def step(self, ids: np.ndarray, actions: Sequence[Any] | np.ndarray, autoreset: bool) -> StepBatch:
+    def step(
+        self, ids: np.ndarray, actions: Sequence[Any] | np.ndarray, autoreset: bool
+    ) -> StepBatch:
         """Step the envs ``ids``; see ``Backend.step``."""
         per_worker = self._split(ids)
         if self._actions is not None:
             self._actions[ids] = np.asarray(actions).reshape(len(ids), *self._actions.shape[1:])
-            payloads = {w: (local, autoreset, None) for w, (local, _) in per_worker.items()}
+            payloads: dict[int, Any] = {
+                w: (local, autoreset, None) for w, (local, _) in per_worker.items()
+            }
             if per_worker is self._all:
                 self._autoreset = autoreset
-                payloads = {w: _STEP_ALL for w in payloads}
+                payloads = dict.fromkeys(payloads, _STEP_ALL)
         else:
             payloads = {
                 w: (local, autoreset, [actions[p] for p in positions])
@@ -277,7 +302,9 @@ class SubprocBackend:
     ) -> tuple[np.ndarray | list[Any], list[dict[str, Any]]]:
         """Reset the envs ``ids``; see ``Backend.reset``."""
         per_worker = self._split(ids)
-        payloads = {w: (local, [seeds[p] for p in pos], options) for w, (local, pos) in per_worker.items()}
+        payloads = {
+            w: (local, [seeds[p] for p in pos], options) for w, (local, pos) in per_worker.items()
+        }
         replies = self._command(Command.RESET, payloads)
         infos: list[dict[str, Any]] = [{} for _ in ids]
         for w, (local_infos, obs) in replies.items():
@@ -297,12 +324,16 @@ class SubprocBackend:
     def set_attr(self, ids: np.ndarray, key: str, values: Sequence[Any]) -> None:
         """See ``Backend.set_attr``."""
         per_worker = self._split(ids)
-        self._command(Command.SET_ATTR, {w: (local, key, [values[p] for p in pos])
-                                         for w, (local, pos) in per_worker.items()})
+        self._command(
+            Command.SET_ATTR,
+            {w: (local, key, [values[p] for p in pos]) for w, (local, pos) in per_worker.items()},
+        )
 
     def call(self, ids: np.ndarray, method: str, kwargs: Sequence[dict[str, Any]]) -> list[Any]:
         """See ``Backend.call``."""
-        return self._ordered(ids, Command.CALL, lambda local, pos: (local, method, [kwargs[p] for p in pos]))
+        return self._ordered(
+            ids, Command.CALL, lambda local, pos: (local, method, [kwargs[p] for p in pos])
+        )
 
     def close(self) -> None:
         """Stop every worker (politely, then by force) and release the pipes; idempotent."""
@@ -327,7 +358,9 @@ class SubprocBackend:
             positions.append(p)
         return per_worker
 
-    def _broadcast(self, command: Command, payloads: dict[int, Any]) -> tuple[dict[int, Any], dict[int, EnvError]]:
+    def _broadcast(
+        self, command: Command, payloads: dict[int, Any]
+    ) -> tuple[dict[int, Any], dict[int, EnvError]]:
         """Send then collect; errors of envs raise, dead workers are returned."""
         dead: dict[int, EnvError] = {}
         for w, payload in payloads.items():
@@ -360,16 +393,22 @@ class SubprocBackend:
         replies, _ = self._broadcast(command, payloads)
         return replies
 
-    def _ordered(self, ids: np.ndarray, command: Command, payload: Callable[[list[int], list[int]], Any]) -> list[Any]:
+    def _ordered(
+        self, ids: np.ndarray, command: Command, payload: Callable[[list[int], list[int]], Any]
+    ) -> list[Any]:
         per_worker = self._split(ids)
-        replies = self._command(command, {w: payload(local, pos) for w, (local, pos) in per_worker.items()})
+        replies = self._command(
+            command, {w: payload(local, pos) for w, (local, pos) in per_worker.items()}
+        )
         results: list[Any] = [None] * len(ids)
         for w, values in replies.items():
             for p, value in zip(per_worker[w][1], values, strict=True):
                 results[p] = value
         return results
 
-    def _replace(self, w: int, error: EnvError, stepped: list[int], infos: dict[int, dict[str, Any]]) -> list[int]:
+    def _replace(
+        self, w: int, error: EnvError, stepped: list[int], infos: dict[int, dict[str, Any]]
+    ) -> list[int]:
         """Start a new worker for a dead one's envs; their episodes end truncated."""
         old = self._workers[w]
         old.shutdown()
@@ -392,8 +431,14 @@ class SubprocBackend:
 # ----------------------------------------------------------------- worker side
 
 
-def _worker_main(conn: Connection, factories: list[Factory], offset: int, shared: _Shared,
-                 restart_on_error: bool, no_warning: bool) -> None:
+def _worker_main(
+    conn: Connection,
+    factories: list[Factory],
+    offset: int,
+    shared: _Shared,
+    restart_on_error: bool,
+    no_warning: bool,
+) -> None:
     """Body of a worker process: build the envs, then serve commands until CLOSE or EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     if no_warning:
@@ -401,9 +446,18 @@ def _worker_main(conn: Connection, factories: list[Factory], offset: int, shared
     n = len(factories)
     rows = slice(offset, offset + n)
     obs, actions = shared.view("obs"), shared.view("actions")
-    rewards, terminated, truncated = shared.view("rewards"), shared.view("terminated"), shared.view("truncated")
+    rewards, terminated, truncated = (
+        shared.view("rewards"),
+        shared.view("terminated"),
+        shared.view("truncated"),
+    )
     assert rewards is not None and terminated is not None and truncated is not None
-    slots = Slots(obs[rows] if obs is not None else [None] * n, rewards[rows], terminated[rows], truncated[rows])
+    slots = Slots(
+        obs[rows] if obs is not None else [None] * n,
+        rewards[rows],
+        terminated[rows],
+        truncated[rows],
+    )
     group: EnvGroup | None = None
     try:
         try:
@@ -423,11 +477,17 @@ def _worker_main(conn: Connection, factories: list[Factory], offset: int, shared
             command = Command.STEP
             try:
                 if message in (_STEP_ALL, _STEP_ALL_RESET):
-                    infos, restarted = group.step(everyone, local_actions, message == _STEP_ALL_RESET)  # type: ignore[arg-type]
+                    infos, restarted = group.step(
+                        everyone, _required(local_actions), message == _STEP_ALL_RESET
+                    )
                     if not (infos or restarted or not obs_shared):
                         conn.send_bytes(b"")
                         continue
-                    result: Any = (infos, restarted, None if obs_shared else dict(enumerate(slots.obs)))
+                    result: Any = (
+                        infos,
+                        restarted,
+                        None if obs_shared else dict(enumerate(slots.obs)),
+                    )
                 else:
                     command, payload = pickle.loads(message[1:])  # from our own parent
                     if command == Command.CLOSE:
@@ -445,6 +505,11 @@ def _worker_main(conn: Connection, factories: list[Factory], offset: int, shared
         conn.close()
 
 
+def _required(array: np.ndarray | None) -> np.ndarray:
+    assert array is not None
+    return array
+
+
 def _reply(ok: bool, result: Any) -> bytes:
     return pickle.dumps((ok, result), pickle.HIGHEST_PROTOCOL)
 
@@ -453,13 +518,19 @@ def _observations(slots: Slots, local: list[int], obs_shared: bool) -> dict[int,
     return None if obs_shared else {i: slots.obs[i] for i in local}
 
 
-def _do_step(group: EnvGroup, payload: Any, slots: Slots, obs_shared: bool, local_actions: Any) -> Any:
+def _do_step(
+    group: EnvGroup, payload: Any, slots: Slots, obs_shared: bool, local_actions: Any
+) -> Any:
     local, autoreset, sent = payload
-    infos, restarted = group.step(local, sent if sent is not None else local_actions[local], autoreset)
+    infos, restarted = group.step(
+        local, sent if sent is not None else local_actions[local], autoreset
+    )
     return infos, restarted, _observations(slots, local, obs_shared)
 
 
-def _do_reset(group: EnvGroup, payload: Any, slots: Slots, obs_shared: bool, local_actions: Any) -> Any:
+def _do_reset(
+    group: EnvGroup, payload: Any, slots: Slots, obs_shared: bool, local_actions: Any
+) -> Any:
     local, seeds, options = payload
     return group.reset(local, seeds, options), _observations(slots, local, obs_shared)
 

@@ -119,12 +119,19 @@ def test_a_factory_that_fails_is_reported_at_construction(para_mode: str) -> Non
     factories.append(broken)
     with pytest.raises(EnvError) as caught:
         ParallelEnv(factories, para_mode, num_cpus=2)
-    assert caught.value.index == 2 and "make()" in str(caught.value) and "no such robot" in str(caught.value)
+    assert (
+        caught.value.index == 2
+        and "make()" in str(caught.value)
+        and "no such robot" in str(caught.value)
+    )
     assert not child_pids()
 
 
 def test_a_missing_method_is_an_env_error() -> None:
-    with ParallelEnv(counting_factories(2), "subproc") as penv, pytest.raises(EnvError, match="no method"):
+    with (
+        ParallelEnv(counting_factories(2), "subproc") as penv,
+        pytest.raises(EnvError, match="no method"),
+    ):
         penv.customized_method("fly")
 
 
@@ -141,19 +148,29 @@ def test_close_leaves_no_process_nor_shared_memory() -> None:
 
 def test_workers_end_when_the_program_exits_without_close(tmp_path: Path) -> None:
     script = tmp_path / "leave.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import multiprocessing, sys
         from expcli import ParallelEnv
         if __name__ == "__main__":
             penv = ParallelEnv.from_id("CartPole-v1", 2, "subproc", num_cpus=2)
             penv.reset()
             print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
-    """))
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
-                         cwd=Path(__file__).resolve().parents[2])
+    """)
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert out.returncode == 0, out.stderr
     pids = [int(p) for p in out.stdout.split()]
     assert len(pids) == 2
     time.sleep(0.2)
     for pid in pids:
-        assert not Path(f"/proc/{pid}").exists() or "Z" in (Path(f"/proc/{pid}/stat").read_text().split()[2])
+        assert (
+            not Path(f"/proc/{pid}").exists()
+            or "Z" in (Path(f"/proc/{pid}/stat").read_text().split()[2])
+        )

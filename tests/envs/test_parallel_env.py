@@ -56,8 +56,9 @@ def _reference_steps(envs: list[Any], mode: str | None, actions: np.ndarray) -> 
 @pytest.mark.parametrize("asynchronous", ASYNC)
 @pytest.mark.parametrize("para_mode", LOCAL_MODES)
 @pytest.mark.parametrize(("env_id", "steps"), [("CartPole-v1", 80), ("Acrobot-v1", 30)])
-def test_modes_match_gymnasium_by_hand(para_mode: str, asynchronous: str | None, env_id: str,
-                                       steps: int) -> None:
+def test_modes_match_gymnasium_by_hand(
+    para_mode: str, asynchronous: str | None, env_id: str, steps: int
+) -> None:
     n = 4
     actions = np.random.default_rng(1).integers(0, 2, (steps, n))
     if env_id == "CartPole-v1":
@@ -165,8 +166,9 @@ def test_done_tracking_per_asynchronous_mode(para_mode: str, make_penv: Any) -> 
 
 @pytest.mark.parametrize("para_mode", LOCAL_MODES)
 def test_dict_observations(para_mode: str, make_penv: Any) -> None:
-    penv = make_penv([lambda i=i: DictEnv(tag=i, horizon=2) for i in range(3)], para_mode, "restart",
-                     num_cpus=2)
+    penv = make_penv(
+        [lambda i=i: DictEnv(tag=i, horizon=2) for i in range(3)], para_mode, "restart", num_cpus=2
+    )
     obs, _ = penv.reset(seed=1)
     assert isinstance(obs, list) and obs[2]["pos"][1] == 2.0
     obs, _, terminated, _, infos = penv.step([0, 0, 0])

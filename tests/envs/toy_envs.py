@@ -17,8 +17,9 @@ class CountingEnv(gym.Env[np.ndarray, int]):
     ``start`` is drawn from the reset seed, so seeding is visible in the observations.
     """
 
-    def __init__(self, horizon: int = 5, tag: int = 0, fail_at: int | None = None,
-                 how: str = "raise") -> None:
+    def __init__(
+        self, horizon: int = 5, tag: int = 0, fail_at: int | None = None, how: str = "raise"
+    ) -> None:
         self.observation_space = spaces.Box(-np.inf, np.inf, (3,), np.float64)
         self.action_space = spaces.Discrete(3)
         self.horizon, self.tag, self.fail_at, self.how = horizon, tag, fail_at, how
