@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from expcli._version import __version__
 
 if TYPE_CHECKING:
+    from expcli.envs import ParallelEnv
     from expcli.errors import (
         ConfigError,
         EnvError,
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     )
     from expcli.formats import read_dataset, write_dataset
     from expcli.formats.dataset import Dataset
-    from expcli.envs import ParallelEnv
     from expcli.memory import Memory, RandomMemory
 
 _EXPORTS: dict[str, str] = {

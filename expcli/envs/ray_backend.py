@@ -65,8 +65,15 @@ class _Host:
     an env, so that the driver can tell env errors from a dead actor.
     """
 
-    def __init__(self, factories: Sequence[Factory], offset: int, subproc: bool,
-                 num_workers: int | None, restart_on_error: bool, no_warning: bool) -> None:
+    def __init__(
+        self,
+        factories: Sequence[Factory],
+        offset: int,
+        subproc: bool,
+        num_workers: int | None,
+        restart_on_error: bool,
+        no_warning: bool,
+    ) -> None:
         self.offset = offset
         self.inner: Any = None
         self.failure: _Failure | None = None
@@ -179,7 +186,11 @@ class RayBackend:
     def _spawn(self, a: int) -> Any:
         lo, hi = int(self._bounds[a]), int(self._bounds[a + 1])
         return self._host.options(**self._options).remote(
-            self.factories[lo:hi], lo, self.subproc, self._workers, self.restart_on_error,
+            self.factories[lo:hi],
+            lo,
+            self.subproc,
+            self._workers,
+            self.restart_on_error,
             self.no_warning,
         )
 
@@ -207,13 +218,18 @@ class RayBackend:
         restarted: list[int] = []
         for a, pos in parts.items():
             batch = replies[a]
-            for dst, values in ((slots.obs, batch.obs), (slots.rewards, batch.rewards),
-                                (slots.terminated, batch.terminated),
-                                (slots.truncated, batch.truncated), (infos, batch.infos)):
+            for dst, values in (
+                (slots.obs, batch.obs),
+                (slots.rewards, batch.rewards),
+                (slots.terminated, batch.terminated),
+                (slots.truncated, batch.truncated),
+                (infos, batch.infos),
+            ):
                 _scatter(dst, pos, values)
             restarted.extend(batch.restarted)
-        return StepBatch(slots.obs, slots.rewards, slots.terminated, slots.truncated, infos,
-                         restarted)
+        return StepBatch(
+            slots.obs, slots.rewards, slots.terminated, slots.truncated, infos, restarted
+        )
 
     def reset(
         self, ids: np.ndarray, seeds: Sequence[int | None], options: dict[str, Any] | None
@@ -262,7 +278,10 @@ class RayBackend:
     # ------------------------------------------------------------- plumbing
 
     def _run(
-        self, method: str, ids: np.ndarray, args: Callable[[np.ndarray], tuple[Any, ...]],
+        self,
+        method: str,
+        ids: np.ndarray,
+        args: Callable[[np.ndarray], tuple[Any, ...]],
         revive: bool = False,
     ) -> tuple[dict[int, np.ndarray], dict[int, Any], dict[int, EnvError]]:
         """Send ``method`` to each actor holding some of ``ids``, with ``args(positions)``.
@@ -308,23 +327,35 @@ class RayBackend:
             ready, _ = self._ray.wait(list(pending), num_returns=1, timeout=timeout)
             if not ready:
                 lo = int(self._bounds[pending[next(iter(pending))]])
-                raise self._fail(EnvError(
-                    f"{method}() failed: Ray actors not ready after {_START_TIMEOUT:.0f} s "
-                    "(not enough free CPUs or GPUs in the cluster?)", index=lo))
+                raise self._fail(
+                    EnvError(
+                        f"{method}() failed: Ray actors not ready after {_START_TIMEOUT:.0f} s "
+                        "(not enough free CPUs or GPUs in the cluster?)",
+                        index=lo,
+                    )
+                )
             a = pending.pop(ready[0])
             lo, hi = int(self._bounds[a]), int(self._bounds[a + 1]) - 1
             try:
                 reply = self._ray.get(ready[0])
             except exceptions.RayActorError as e:
-                error = EnvError(f"{method}() failed: the Ray actor of envs {lo}..{hi} died",
-                                 index=lo, remote_traceback=str(e))
+                error = EnvError(
+                    f"{method}() failed: the Ray actor of envs {lo}..{hi} died",
+                    index=lo,
+                    remote_traceback=str(e),
+                )
                 if not revive:
                     raise self._fail(error) from None
                 dead[a] = error
                 continue
             except exceptions.RayError as e:
-                raise self._fail(EnvError(f"{method}() failed in the Ray actor of envs {lo}..{hi}",
-                                          index=lo, remote_traceback=str(e))) from None
+                raise self._fail(
+                    EnvError(
+                        f"{method}() failed in the Ray actor of envs {lo}..{hi}",
+                        index=lo,
+                        remote_traceback=str(e),
+                    )
+                ) from None
             if isinstance(reply, _Failure):
                 raise self._fail(reply.to_error()) from None
             replies[a], self._restarts[a] = reply
@@ -399,9 +430,15 @@ def _connect(address: str | None, num_cpus: int | None, num_gpus: int | float) -
     with _lock:
         if not ray.is_initialized():
             target = address or os.environ.get("RAY_ADDRESS")
-            kwargs: dict[str, Any] = {"address": target} if target else {
-                "num_cpus": num_cpus, "num_gpus": num_gpus or None, "include_dashboard": False
-            }
+            kwargs: dict[str, Any] = (
+                {"address": target}
+                if target
+                else {
+                    "num_cpus": num_cpus,
+                    "num_gpus": num_gpus or None,
+                    "include_dashboard": False,
+                }
+            )
             try:
                 ray.init(**kwargs, log_to_driver=False, ignore_reinit_error=True)
             except Exception as e:

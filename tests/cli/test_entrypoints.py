@@ -54,3 +54,15 @@ def test_importing_expcli_is_light_until_a_name_is_used() -> None:
     before, after = ({m.split(".")[0] for m in mods} for mods in json.loads(out.stdout))
     assert not before & HEAVY
     assert "torch" in after
+
+
+def test_library_packages_import_only_what_they_own() -> None:
+    code = (
+        "import json, sys\n"
+        "import expcli.envs, expcli.formats\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = {m.split(".")[0] for m in json.loads(out.stdout.splitlines()[-1])}
+    assert "gymnasium" in loaded
+    assert not loaded & {"torch", "ray", "h5py"}, loaded & {"torch", "ray", "h5py"}

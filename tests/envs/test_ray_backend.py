@@ -99,8 +99,10 @@ class Faulty(gym.Env[np.ndarray, int]):
 
 
 def faulty_envs(n: int, bad: int, **kwargs: int) -> list[Any]:
-    return [functools.partial(Faulty, **(kwargs if i == bad else {}), spare=os.getpid())
-            for i in range(n)]
+    return [
+        functools.partial(Faulty, **(kwargs if i == bad else {}), spare=os.getpid())
+        for i in range(n)
+    ]
 
 
 def same(a: Any, b: Any) -> bool:
@@ -139,8 +141,9 @@ def by_hand(make: Any, n: int, seed: int, actions: list[list[int]]) -> list[Any]
 
 
 @pytest.mark.parametrize("mode", RAY_MODES)
-@pytest.mark.parametrize("make", [functools.partial(gym.make, "CartPole-v1"), DictEnv],
-                         ids=["cartpole", "dict"])
+@pytest.mark.parametrize(
+    "make", [functools.partial(gym.make, "CartPole-v1"), DictEnv], ids=["cartpole", "dict"]
+)
 def test_same_results_as_dummy_and_gymnasium(mode: str, make: Any) -> None:
     n, steps = 3, 50
     rng = np.random.default_rng(0)
@@ -155,8 +158,18 @@ def test_same_results_as_dummy_and_gymnasium(mode: str, make: Any) -> None:
                 result = penv.step(row)
                 assert same(result, ref.step(row)), (asynchronous, row)
                 obs, rewards, terminated, truncated, infos = result
-                history.append(list(zip(obs, rewards.tolist(), terminated.tolist(),
-                                        truncated.tolist(), infos, strict=True)))
+                history.append(
+                    list(
+                        zip(
+                            obs,
+                            rewards.tolist(),
+                            terminated.tolist(),
+                            truncated.tolist(),
+                            infos,
+                            strict=True,
+                        )
+                    )
+                )
             if asynchronous == "restart":
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
@@ -165,7 +178,10 @@ def test_same_results_as_dummy_and_gymnasium(mode: str, make: Any) -> None:
 
 @pytest.mark.parametrize("mode", RAY_MODES)
 def test_every_method_matches_dummy(mode: str) -> None:
-    with ParallelEnv([DictEnv] * 4, mode) as penv, ParallelEnv([DictEnv] * 4) as ref:
+    with (
+        ParallelEnv([DictEnv] * 4, mode, "continue") as penv,
+        ParallelEnv([DictEnv] * 4, "dummy", "continue") as ref,
+    ):
         assert penv.observation_space == ref.observation_space
         assert penv.action_space == ref.action_space
         for env in (penv, ref):
@@ -178,8 +194,14 @@ def test_every_method_matches_dummy(mode: str) -> None:
         penv.set_env_attr("label", "tagged", id=[1, 3])
         assert penv.get_env_attr("label") == ["plain", "tagged", "plain", "tagged"]
         assert penv.get_env_attr("t", id=3) == 2 and penv.get_env_attr("nothing") == [None] * 4
-        assert penv.customized_method("describe", {"k": 10}, id=[3, 0]) == [("tagged", 20), ("plain", 20)]
-        assert penv.customized_method("describe", [{"k": 1}, {}], id=[1, 2]) == [("tagged", 2), ("plain", 1)]
+        assert penv.customized_method("describe", {"k": 10}, id=[3, 0]) == [
+            ("tagged", 20),
+            ("plain", 20),
+        ]
+        assert penv.customized_method("describe", [{"k": 1}, {}], id=[1, 2]) == [
+            ("tagged", 2),
+            ("plain", 1),
+        ]
         with pytest.raises(EnvError, match="no method 'missing'") as info:
             penv.customized_method("missing", id=[2, 3])
         assert info.value.index == 2 and penv.closed
@@ -193,7 +215,9 @@ def test_env_raising_in_a_worker_raises_env_error(mode: str) -> None:
     for _ in range(2):
         penv.step([0] * 4)
     started = time.monotonic()
-    with pytest.raises(EnvError, match=r"env 3: step\(\) raised RuntimeError: boom at step 3") as info:
+    with pytest.raises(
+        EnvError, match=r"env 3: step\(\) raised RuntimeError: boom at step 3"
+    ) as info:
         penv.step([0] * 4)
     assert time.monotonic() - started < 5
     assert info.value.index == 3
@@ -241,7 +265,9 @@ def test_restart_on_error_replaces_dead_actors_and_broken_envs() -> None:
 
 
 def test_ray_subproc_worker_killed_and_restarted() -> None:
-    with ParallelEnv(faulty_envs(3, bad=2, kill_at=2), "ray-subproc", restart_on_error=True) as penv:
+    with ParallelEnv(
+        faulty_envs(3, bad=2, kill_at=2), "ray-subproc", restart_on_error=True
+    ) as penv:
         penv.reset()
         penv.step([0] * 3)
         _, _, _, truncated, infos = penv.step([0] * 3)
