@@ -75,6 +75,7 @@ class EnvError(ExpcliError):
         remote_traceback: str | None = None,
     ) -> None:
         self.index = index
+        self.detail = message
         self.remote_traceback = remote_traceback
         where = f"env {index}: " if index is not None else ""
         super().__init__(f"{where}{message}")

@@ -25,7 +25,7 @@ def test_exit_codes() -> None:
 
 def test_env_error_keeps_index_and_remote_traceback() -> None:
     e = errors.EnvError("worker died", index=3, remote_traceback="Traceback ...\nBoom")
-    assert str(e) == "env 3: worker died" and e.index == 3
+    assert str(e) == "env 3: worker died" and e.index == 3 and e.detail == "worker died"
     assert e.__notes__ == ["Traceback ...\nBoom"]
 
 

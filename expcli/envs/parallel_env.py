@@ -48,7 +48,8 @@ class ParallelEnv:
             a done env is reset at once; its observation is the first after the reset,
             the last one before it is in ``info["ended_state"]`` and ``info["reset"]`` is
             True. ``"continue"``: every env steps whatever its state.
-        num_cpus: Worker processes (subproc) or Ray actors (ray); default: every core.
+        num_cpus: Worker processes (subproc), Ray actors (ray), or worker processes in
+            all (ray-subproc); default: every core.
         num_gpus: GPUs for Ray to reserve (ray modes).
         no_warning: Silence the warnings envs emit.
         restart_on_error: Rebuild an env (or a dead worker's envs) that fails in ``step``

@@ -6,6 +6,9 @@ sends one call per actor per command and merges the replies in the order of the 
 Env failures come back from the actors as values and are raised here as ``EnvError``; a
 dead actor is reported the same way, or replaced with ``restart_on_error``.
 
+Each actor reserves a CPU, or its share of the free CPUs when fewer are free, so that
+several backends on one Ray never wait for each other.
+
 Ray is imported lazily (the ``ray`` extra). The backend starts a local Ray when none is
 running and no cluster address is given, and shuts it down when its last user closes; a
 Ray the user started (``ray.init``) is used as is and left running. On a cluster, the
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["RayBackend"]
 
 Factory = Callable[[], "gym.Env[Any, Any]"]
+ArgsFor = Callable[[np.ndarray], tuple[Any, ...]]  # an actor's arguments, from its positions
 
 _START_TIMEOUT = 300.0  # seconds for the actors to be placed and to build their envs
 _CLOSE_TIMEOUT = 5.0  # seconds for the actors to close their envs before being killed
@@ -50,7 +54,7 @@ class _Failure:
     @classmethod
     def of(cls, error: EnvError, offset: int) -> _Failure:
         """The failure of ``error``, whose index counts from ``offset``."""
-        message = error.message.removeprefix(f"env {error.index}: ")
+        message = error.detail
         index = None if error.index is None else error.index + offset
         return cls(index, message, error.remote_traceback)
 
@@ -166,6 +170,7 @@ class RayBackend:
         """Choose the actors, their slices and what each reserves."""
         ray = self._ray
         total = max(1.0, float(ray.cluster_resources().get("CPU", 1.0)))
+        free = float(ray.available_resources().get("CPU", 0.0))
         if num_actors is None and self.subproc:
             nodes = sum(1 for n in ray.nodes() if n.get("Alive") and n["Resources"].get("CPU"))
             num_actors = min(max(1, nodes), num_cpus or nodes or 1)
@@ -175,7 +180,8 @@ class RayBackend:
         self._bounds = np.linspace(0, self.num_envs, count + 1).round().astype(int)
         self._workers = -(-num_cpus // count) if self.subproc and num_cpus else None
         self._options = {
-            "num_cpus": min(float(self._workers or 1), total / count),
+            # never more than is free: two backends on one Ray must not wait for each other
+            "num_cpus": min(float(self._workers or 1), free / count),
             "num_gpus": num_gpus / count if num_gpus else 0,
             "scheduling_strategy": "SPREAD",
             "max_restarts": 0,
@@ -185,14 +191,8 @@ class RayBackend:
 
     def _spawn(self, a: int) -> Any:
         lo, hi = int(self._bounds[a]), int(self._bounds[a + 1])
-        return self._host.options(**self._options).remote(
-            self.factories[lo:hi],
-            lo,
-            self.subproc,
-            self._workers,
-            self.restart_on_error,
-            self.no_warning,
-        )
+        args = (self.subproc, self._workers, self.restart_on_error, self.no_warning)
+        return self._host.options(**self._options).remote(self.factories[lo:hi], lo, *args)
 
     @property
     def restarts(self) -> int:
@@ -210,26 +210,16 @@ class RayBackend:
         )
         for a, error in dead.items():
             replies[a] = self._replace(a, error, ids[parts[a]])
-        if len(parts) == 1:
-            return next(iter(replies.values()))  # type: ignore[no-any-return]
-        n = len(ids)
-        slots = Slots.allocate(n, self.observation_space)
-        infos: list[dict[str, Any]] = [{} for _ in range(n)]
-        restarted: list[int] = []
+        slots = Slots.allocate(len(ids), self.observation_space)  # Ray's arrays are read-only
+        merged = StepBatch(
+            slots.obs, slots.rewards, slots.terminated, slots.truncated, [{} for _ in ids]
+        )
         for a, pos in parts.items():
             batch = replies[a]
-            for dst, values in (
-                (slots.obs, batch.obs),
-                (slots.rewards, batch.rewards),
-                (slots.terminated, batch.terminated),
-                (slots.truncated, batch.truncated),
-                (infos, batch.infos),
-            ):
-                _scatter(dst, pos, values)
-            restarted.extend(batch.restarted)
-        return StepBatch(
-            slots.obs, slots.rewards, slots.terminated, slots.truncated, infos, restarted
-        )
+            for name in ("obs", "rewards", "terminated", "truncated", "infos"):
+                _scatter(getattr(merged, name), pos, getattr(batch, name))
+            merged.restarted.extend(batch.restarted)
+        return merged
 
     def reset(
         self, ids: np.ndarray, seeds: Sequence[int | None], options: dict[str, Any] | None
@@ -262,14 +252,8 @@ class RayBackend:
         self._closed = True
         ray, actors, self.actors = self._ray, self.actors, []
         if ray.is_initialized() and actors:
-            refs = []
-            for actor in actors:
-                try:
-                    refs.append(actor.close.remote())
-                except Exception:  # noqa: S112 - a dead actor: nothing to close politely
-                    continue
-            if refs:
-                ray.wait(refs, num_returns=len(refs), timeout=_CLOSE_TIMEOUT)
+            refs = [actor.close.remote() for actor in actors]  # a dead one's fails at once
+            ray.wait(refs, num_returns=len(refs), timeout=_CLOSE_TIMEOUT)
             for actor in actors:
                 _kill(ray, actor)
         if self._counted:
@@ -278,11 +262,7 @@ class RayBackend:
     # ------------------------------------------------------------- plumbing
 
     def _run(
-        self,
-        method: str,
-        ids: np.ndarray,
-        args: Callable[[np.ndarray], tuple[Any, ...]],
-        revive: bool = False,
+        self, method: str, ids: np.ndarray, args: ArgsFor, revive: bool = False
     ) -> tuple[dict[int, np.ndarray], dict[int, Any], dict[int, EnvError]]:
         """Send ``method`` to each actor holding some of ``ids``, with ``args(positions)``.
 
@@ -301,9 +281,7 @@ class RayBackend:
         replies, dead = self._collect(method, refs, revive)
         return parts, replies, dead
 
-    def _ordered(
-        self, method: str, ids: np.ndarray, args: Callable[[np.ndarray], tuple[Any, ...]]
-    ) -> list[Any]:
+    def _ordered(self, method: str, ids: np.ndarray, args: ArgsFor) -> list[Any]:
         parts, replies, _ = self._run(method, ids, args)
         results: list[Any] = [None] * len(ids)
         for a, pos in parts.items():
@@ -326,40 +304,30 @@ class RayBackend:
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready, _ = self._ray.wait(list(pending), num_returns=1, timeout=timeout)
             if not ready:
-                lo = int(self._bounds[pending[next(iter(pending))]])
-                raise self._fail(
-                    EnvError(
-                        f"{method}() failed: Ray actors not ready after {_START_TIMEOUT:.0f} s "
-                        "(not enough free CPUs or GPUs in the cluster?)",
-                        index=lo,
-                    )
-                )
+                what = "was not ready in time (not enough free CPUs or GPUs in the cluster?)"
+                raise self._fail(self._error(method, pending[next(iter(pending))], what))
             a = pending.pop(ready[0])
-            lo, hi = int(self._bounds[a]), int(self._bounds[a + 1]) - 1
             try:
                 reply = self._ray.get(ready[0])
             except exceptions.RayActorError as e:
-                error = EnvError(
-                    f"{method}() failed: the Ray actor of envs {lo}..{hi} died",
-                    index=lo,
-                    remote_traceback=str(e),
-                )
+                dead[a] = self._error(method, a, "died", e)
                 if not revive:
-                    raise self._fail(error) from None
-                dead[a] = error
+                    raise self._fail(dead[a]) from None
                 continue
             except exceptions.RayError as e:
-                raise self._fail(
-                    EnvError(
-                        f"{method}() failed in the Ray actor of envs {lo}..{hi}",
-                        index=lo,
-                        remote_traceback=str(e),
-                    )
-                ) from None
+                raise self._fail(self._error(method, a, "failed", e)) from None
             if isinstance(reply, _Failure):
                 raise self._fail(reply.to_error()) from None
             replies[a], self._restarts[a] = reply
         return replies, dead
+
+    def _error(self, method: str, a: int, what: str, cause: Exception | None = None) -> EnvError:
+        lo, hi = int(self._bounds[a]), int(self._bounds[a + 1]) - 1
+        return EnvError(
+            f"{method}() failed: the Ray actor of envs {lo}..{hi} {what}",
+            index=lo,
+            remote_traceback=None if cause is None else str(cause),
+        )
 
     def _fail(self, error: EnvError) -> EnvError:
         self.close()
@@ -430,15 +398,8 @@ def _connect(address: str | None, num_cpus: int | None, num_gpus: int | float) -
     with _lock:
         if not ray.is_initialized():
             target = address or os.environ.get("RAY_ADDRESS")
-            kwargs: dict[str, Any] = (
-                {"address": target}
-                if target
-                else {
-                    "num_cpus": num_cpus,
-                    "num_gpus": num_gpus or None,
-                    "include_dashboard": False,
-                }
-            )
+            local = {"num_cpus": num_cpus, "num_gpus": num_gpus or None, "include_dashboard": False}
+            kwargs: dict[str, Any] = {"address": target} if target else local
             try:
                 ray.init(**kwargs, log_to_driver=False, ignore_reinit_error=True)
             except Exception as e:

@@ -8,15 +8,18 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import subprocess
+import sys
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from expcli import EnvError, ParallelEnv
+from expcli import EnvError, MissingDependencyError, ParallelEnv
 from expcli.envs.parallel_env import ASYNC_MODES
 
 ray = pytest.importorskip("ray")
@@ -196,11 +199,11 @@ def test_every_method_matches_dummy(mode: str) -> None:
         assert penv.get_env_attr("t", id=3) == 2 and penv.get_env_attr("nothing") == [None] * 4
         assert penv.customized_method("describe", {"k": 10}, id=[3, 0]) == [
             ("tagged", 20),
-            ("plain", 20),
+            ("plain", 10),
         ]
-        assert penv.customized_method("describe", [{"k": 1}, {}], id=[1, 2]) == [
-            ("tagged", 2),
-            ("plain", 1),
+        assert penv.customized_method("describe", [{"k": 5}, {}], id=[1, 2]) == [
+            ("tagged", 10),
+            ("plain", 2),
         ]
         with pytest.raises(EnvError, match="no method 'missing'") as info:
             penv.customized_method("missing", id=[2, 3])
@@ -208,9 +211,9 @@ def test_every_method_matches_dummy(mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", RAY_MODES)
-def test_env_raising_in_a_worker_raises_env_error(mode: str) -> None:
-    penv = ParallelEnv(faulty_envs(4, bad=3, fail_at=3), mode)
-    handles = list(penv._backend.actors)  # type: ignore[attr-defined]
+def test_env_raising_in_a_worker_raises_env_error(mode: str, make_penv: Any) -> None:
+    penv = make_penv(faulty_envs(4, bad=3, fail_at=3), mode)
+    pids = _processes(ray.get([actor.pid.remote() for actor in penv._backend.actors]))
     penv.reset()
     for _ in range(2):
         penv.step([0] * 4)
@@ -224,34 +227,28 @@ def test_env_raising_in_a_worker_raises_env_error(mode: str) -> None:
     notes = "\n".join(info.value.__notes__)
     assert "Traceback" in notes and "boom at step 3" in notes and "in step" in notes
     assert penv.closed
-    for handle in handles:
-        with pytest.raises(ray.exceptions.RayActorError):
-            ray.get(handle.pid.remote(), timeout=10)
-    penv.close()
+    _assert_gone(pids)
 
 
-def test_killed_actor_raises_env_error() -> None:
-    penv = ParallelEnv([Faulty] * 4, "ray")
+def test_killed_actor_raises_env_error(make_penv: Any) -> None:
+    penv = make_penv([Faulty] * 4, "ray")
     penv.reset()
-    actors = penv._backend.actors  # type: ignore[attr-defined]
-    pids = ray.get([actor.pid.remote() for actor in actors])
+    pids = ray.get([actor.pid.remote() for actor in penv._backend.actors])
+    family = _processes(pids)
     os.kill(pids[1], signal.SIGKILL)
     started = time.monotonic()
     with pytest.raises(EnvError, match=r"env 2: step\(\) failed: the Ray actor of envs 2..3 died"):
         penv.step([0] * 4)
     assert time.monotonic() - started < 5
     assert penv.closed
-    deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(_alive(pid) for pid in pids), "an actor process outlived close()"
+    _assert_gone(family)
 
 
-def test_restart_on_error_replaces_dead_actors_and_broken_envs() -> None:
-    penv = ParallelEnv(faulty_envs(4, bad=0, fail_at=2), "ray", restart_on_error=True)
+def test_restart_on_error_replaces_dead_actors_and_broken_envs(make_penv: Any) -> None:
+    penv = make_penv(faulty_envs(4, bad=0, fail_at=2), "ray", "continue", restart_on_error=True)
     penv.reset()
     penv.step([0] * 4)
-    os.kill(ray.get(penv._backend.actors[1].pid.remote()), signal.SIGKILL)  # type: ignore[attr-defined]
+    os.kill(ray.get(penv._backend.actors[1].pid.remote()), signal.SIGKILL)
     obs, rewards, terminated, truncated, infos = penv.step([0, 1, 0, 1])
     assert truncated.tolist() == [True, False, True, True]
     assert not terminated.any() and rewards.tolist() == [0.0, 1.0, 0.0, 0.0]
@@ -260,8 +257,8 @@ def test_restart_on_error_replaces_dead_actors_and_broken_envs() -> None:
     assert obs[2:].tolist() == [[0.0] * 3] * 2  # the reset observation
     assert penv.restarts == 3
     obs, *_ = penv.step([0] * 4)
+    assert obs.flags.writeable
     assert np.allclose(obs[:, 0], [0.01, 0.03, 0.01, 0.01])
-    penv.close()
 
 
 def test_ray_subproc_worker_killed_and_restarted() -> None:
@@ -289,9 +286,61 @@ def test_close_twice_and_use_after_close() -> None:
         penv.step([0, 0])
 
 
+def test_a_ray_started_by_the_backends_stops_with_the_last_one() -> None:
+    script = """
+import ray
+from expcli import ParallelEnv
+a = ParallelEnv.from_id("CartPole-v1", 2, "ray", num_cpus=1)
+b = ParallelEnv.from_id("CartPole-v1", 1, "ray")
+a.close()
+b.reset()
+assert ray.is_initialized() and b.step([0])[1].tolist() == [1.0]
+b.close()
+assert not ray.is_initialized()
+"""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        _, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)  # lets Ray's atexit stop its processes
+        _, stderr = process.communicate(timeout=30)
+        pytest.fail(f"the script hung:\n{stderr[-3000:]}")
+    assert process.returncode == 0, stderr[-3000:]
+
+
+def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(MissingDependencyError, match=r"expcli\[ray\]"):
+        ParallelEnv([Faulty], "ray")
+
+
+def _processes(roots: list[int]) -> set[int]:
+    """The processes ``roots`` and all their descendants (from Linux's /proc)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    family = set(roots)
+    while grown := {pid for pid, parent in parents.items() if parent in family} - family:
+        family |= grown
+    return family
+
+
+def _assert_gone(pids: set[int]) -> None:
+    """Every process in ``pids`` exits (or is a zombie) within 10 seconds."""
+    deadline = time.monotonic() + 10
+    while (alive := {pid for pid in pids if _alive(pid)}) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive, f"processes outlived close(): {sorted(alive)}"
+
+
 def _alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
         return False
-    return True
