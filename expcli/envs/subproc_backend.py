@@ -13,6 +13,7 @@ import multiprocessing as mp
 import os
 import pickle
 import signal
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ __all__ = ["SubprocBackend"]
 Factory = Callable[[], gym.Env[Any, Any]]
 
 _CLOSE_TIMEOUT = 5.0
+_PARENT_SPIN = 0.002  # seconds to poll for the other answers once the first came
 # Messages are bytes: one byte for the common step, else a tag and a pickle.
 _STEP_ALL, _STEP_ALL_RESET, _PICKLED = b"s", b"S", b"P"
 
@@ -129,9 +131,13 @@ class _Worker:
         except (BrokenPipeError, ConnectionResetError, OSError) as e:
             raise self.died(command) from e
 
-    def receive(self, command: Command) -> Any:
-        """The worker's answer; None for a step with nothing to report."""
+    def receive(self, command: Command, spin: float = 0.0) -> Any:
+        """The worker's answer; None for a step with nothing to report.
+
+        ``spin``: seconds to poll before blocking, when the answer is due any moment.
+        """
         try:
+            _spin_until_readable(self.conn, spin)
             message = self.conn.recv_bytes()
         except (EOFError, ConnectionResetError, OSError) as e:
             raise self.died(command) from e
@@ -373,11 +379,13 @@ class SubprocBackend:
                 dead[w] = e
         replies: dict[int, Any] = {}
         failure: EnvError | None = None
+        spin = 0.0  # block for the first answer, poll briefly for the others
         for w in payloads:
             if w in dead:
                 continue
             try:
-                replies[w] = self._workers[w].receive(command)
+                replies[w] = self._workers[w].receive(command, spin)
+                spin = _PARENT_SPIN
             except EnvError as e:
                 if self._workers[w].process.is_alive():
                     failure = failure or e  # an env raised: keep collecting, then raise
@@ -443,32 +451,14 @@ def _worker_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     if no_warning:
         warnings.simplefilter("ignore")
-    n = len(factories)
-    rows = slice(offset, offset + n)
-    obs, actions = shared.view("obs"), shared.view("actions")
-    rewards, terminated, truncated = (
-        shared.view("rewards"),
-        shared.view("terminated"),
-        shared.view("truncated"),
-    )
-    assert rewards is not None and terminated is not None and truncated is not None
-    slots = Slots(
-        obs[rows] if obs is not None else [None] * n,
-        rewards[rows],
-        terminated[rows],
-        truncated[rows],
-    )
-    group: EnvGroup | None = None
+    host: _Host | None = None
     try:
         try:
-            group = EnvGroup(factories, offset, slots, restart_on_error, no_warning=False)
+            host = _Host.build(factories, offset, shared, restart_on_error, no_warning=False)
         except GroupError as e:
             conn.send_bytes(_reply(False, e.record))
             return
         conn.send_bytes(_reply(True, None))
-        local_actions = actions[rows] if actions is not None else None
-        everyone = list(range(n))
-        obs_shared = obs is not None
         while True:
             try:
                 message = conn.recv_bytes()
@@ -477,32 +467,98 @@ def _worker_main(
             command = Command.STEP
             try:
                 if message in (_STEP_ALL, _STEP_ALL_RESET):
-                    infos, restarted = group.step(
-                        everyone, _required(local_actions), message == _STEP_ALL_RESET
-                    )
-                    if not (infos or restarted or not obs_shared):
-                        conn.send_bytes(b"")
-                        continue
-                    result: Any = (
-                        infos,
-                        restarted,
-                        None if obs_shared else dict(enumerate(slots.obs)),
-                    )
-                else:
-                    command, payload = pickle.loads(message[1:])  # from our own parent
-                    if command == Command.CLOSE:
-                        conn.send_bytes(_reply(True, None))
-                        return
-                    result = _HANDLERS[command](group, payload, slots, obs_shared, local_actions)
-                conn.send_bytes(_reply(True, result))
+                    result = host.step_all(message == _STEP_ALL_RESET)
+                    conn.send_bytes(b"" if result is None else _reply(True, result))
+                    continue
+                command, payload = pickle.loads(message[1:])  # from our own parent
+                if command == Command.CLOSE:
+                    conn.send_bytes(_reply(True, None))
+                    return
+                conn.send_bytes(_reply(True, host.run(command, payload)))
             except GroupError as e:
                 conn.send_bytes(_reply(False, e.record))
             except Exception as e:  # a bug of ours or an unpicklable result: report, go on
                 conn.send_bytes(_reply(False, ErrorRecord.capture(offset, command.name.lower(), e)))
     finally:
-        if group is not None:
-            group.close()
+        if host is not None:
+            host.group.close()
         conn.close()
+
+
+class _Host:
+    """Runs a worker's commands on its slice of envs, results into shared memory."""
+
+    def __init__(self, group: EnvGroup, actions: np.ndarray | None) -> None:
+        self.group, self.slots, self.actions = group, group.slots, actions
+        self.everyone = list(range(len(group.envs)))
+        self.obs_shared = isinstance(group.slots.obs, np.ndarray)
+
+    @classmethod
+    def build(
+        cls,
+        factories: Sequence[Factory],
+        offset: int,
+        shared: _Shared,
+        restart_on_error: bool,
+        no_warning: bool,
+    ) -> _Host:
+        """Build the slice's envs over its rows of the shared buffers.
+
+        Raises:
+            GroupError: A factory failed.
+        """
+        rows = slice(offset, offset + len(factories))
+        obs, actions = shared.view("obs"), shared.view("actions")
+        rewards, terminated, truncated = (
+            _required(shared.view(name))[rows] for name in ("rewards", "terminated", "truncated")
+        )
+        slots = Slots(
+            obs[rows] if obs is not None else [None] * len(factories),
+            rewards,
+            terminated,
+            truncated,
+        )
+        group = EnvGroup(factories, offset, slots, restart_on_error, no_warning)
+        return cls(group, actions[rows] if actions is not None else None)
+
+    def step_all(self, autoreset: bool) -> Any:
+        """Step every env with its shared action; None when there is nothing to report."""
+        infos, restarted = self.group.step(self.everyone, _required(self.actions), autoreset)
+        if not (infos or restarted or not self.obs_shared):
+            return None
+        return infos, restarted, self._observations(self.everyone)
+
+    def run(self, command: Command, payload: Any) -> Any:
+        """Any other command; see ``SubprocBackend`` for the payloads."""
+        group = self.group
+        if command == Command.STEP:
+            local, autoreset, sent = payload
+            actions = sent if sent is not None else _required(self.actions)[local]
+            infos, restarted = group.step(local, actions, autoreset)
+            return infos, restarted, self._observations(local)
+        if command == Command.RESET:
+            local, seeds, options = payload
+            return group.reset(local, seeds, options), self._observations(local)
+        if command == Command.GET_ATTR:
+            return group.get_attr(*payload)
+        if command == Command.SET_ATTR:
+            return group.set_attr(*payload)
+        if command == Command.CALL:
+            return group.call(*payload)
+        raise ValueError(f"unknown command {command!r}")
+
+    def _observations(self, local: list[int]) -> dict[int, Any] | None:
+        return None if self.obs_shared else {i: self.slots.obs[i] for i in local}
+
+
+def _spin_until_readable(conn: Connection, seconds: float) -> None:
+    """Poll for up to ``seconds`` before blocking: a process that sleeps is slow to wake
+    on small virtual machines, and the answer is often a moment away."""
+    if seconds <= 0:
+        return
+    deadline = time.perf_counter() + seconds
+    while not conn.poll(0) and time.perf_counter() < deadline:
+        pass
 
 
 def _required(array: np.ndarray | None) -> np.ndarray:
@@ -512,33 +568,3 @@ def _required(array: np.ndarray | None) -> np.ndarray:
 
 def _reply(ok: bool, result: Any) -> bytes:
     return pickle.dumps((ok, result), pickle.HIGHEST_PROTOCOL)
-
-
-def _observations(slots: Slots, local: list[int], obs_shared: bool) -> dict[int, Any] | None:
-    return None if obs_shared else {i: slots.obs[i] for i in local}
-
-
-def _do_step(
-    group: EnvGroup, payload: Any, slots: Slots, obs_shared: bool, local_actions: Any
-) -> Any:
-    local, autoreset, sent = payload
-    infos, restarted = group.step(
-        local, sent if sent is not None else local_actions[local], autoreset
-    )
-    return infos, restarted, _observations(slots, local, obs_shared)
-
-
-def _do_reset(
-    group: EnvGroup, payload: Any, slots: Slots, obs_shared: bool, local_actions: Any
-) -> Any:
-    local, seeds, options = payload
-    return group.reset(local, seeds, options), _observations(slots, local, obs_shared)
-
-
-_HANDLERS: dict[Command, Callable[..., Any]] = {
-    Command.STEP: _do_step,
-    Command.RESET: _do_reset,
-    Command.GET_ATTR: lambda group, payload, *_: group.get_attr(*payload),
-    Command.SET_ATTR: lambda group, payload, *_: group.set_attr(*payload),
-    Command.CALL: lambda group, payload, *_: group.call(*payload),
-}
