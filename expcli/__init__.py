@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from expcli._version import __version__
 
 if TYPE_CHECKING:
+    from expcli.convert import convert, load, save
     from expcli.envs import ParallelEnv
     from expcli.errors import (
         ConfigError,
@@ -33,6 +34,9 @@ _EXPORTS: dict[str, str] = {
     # environments
     "ParallelEnv": "expcli.envs",
     # datasets on disk
+    "load": "expcli.convert",
+    "save": "expcli.convert",
+    "convert": "expcli.convert",
     "Dataset": "expcli.formats.dataset",
     "read_dataset": "expcli.formats",
     "write_dataset": "expcli.formats",
@@ -48,16 +52,19 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "ConfigError",
+    "convert",
     "Dataset",
     "EnvError",
     "ExpcliError",
     "FormatError",
+    "load",
     "Memory",
     "MissingDependencyError",
     "OutputExistsError",
     "ParallelEnv",
     "RandomMemory",
     "read_dataset",
+    "save",
     "SchemaError",
     "__version__",
     "write_dataset",

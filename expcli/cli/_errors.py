@@ -28,10 +28,11 @@ def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except ExpcliError as e:
             if os.environ.get("EXPCLI_DEBUG") == "1":
                 raise
-            from rich.console import Console
             from rich.markup import escape
 
-            Console(stderr=True).print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+            from expcli.cli._console import err_console
+
+            err_console().print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt:
             raise typer.Exit(130) from None

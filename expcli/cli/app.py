@@ -38,6 +38,15 @@ def root(
     """Collect, inspect and convert reinforcement-learning experience datasets."""
 
 
+def _register() -> None:
+    from expcli.cli.convert_cmd import convert_cmd
+
+    app.command("convert")(convert_cmd)
+
+
+_register()
+
+
 def main() -> None:
     """Entry point of the ``expcli`` console script and of ``python -m expcli``."""
     app(prog_name="expcli")

@@ -79,7 +79,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
             parts = [dataset.tensors[s.name][start : start + step] for s in specs]
             count = parts[0].shape[0] * num_envs
             flat = [
-                p.reshape(count, math.prod(s.shape)).astype(object)
+                _cells(p.reshape(count, math.prod(s.shape)))
                 for p, s in zip(parts, specs, strict=True)
             ]
             writer.writerows(np.concatenate(flat, axis=1).tolist())
@@ -254,6 +254,9 @@ def _chunks(path: Path, reader: _Reader, width: int) -> Iterator[tuple[list[int]
         yield lines, np.array(rows, dtype=str).reshape(len(rows), width)
 
 
+_NAN_BITS = "nan:"
+
+
 @dataclass(frozen=True, slots=True)
 class _Where:
     """Locates the cells of one tensor for error messages: file, line numbers, header."""
@@ -295,6 +298,10 @@ def _parse(cells: np.ndarray, dtype: np.dtype[Any], where: _Where) -> np.ndarray
         if ((ints < info.min) | (ints > info.max)).any():
             raise where.error(cells, expected, lambda s: _int_in(s, info.min, info.max))
         return np.asarray(ints.astype(dtype))
+    payloads = np.char.startswith(cells, _NAN_BITS) if cells.size else np.zeros(cells.shape, bool)
+    bits = cells[payloads]
+    if bits.size:
+        cells = np.where(payloads, "nan", cells)
     try:
         floats = cells.astype(np.float64)
     except ValueError as e:
@@ -303,7 +310,40 @@ def _parse(cells: np.ndarray, dtype: np.dtype[Any], where: _Where) -> np.ndarray
         values = floats.astype(dtype)
         if (np.isinf(values) & np.isfinite(floats)).any():
             raise where.error(cells, f"a number within {dtype.name}'s range", _fits(dtype))
+    if bits.size:
+        values.view(f"u{dtype.itemsize}")[payloads] = _nan_bits(bits, dtype, where)
     return values
+
+
+def _cells(values: np.ndarray) -> np.ndarray:
+    """Values as Python objects for the csv writer; a NaN that is not numpy's own NaN
+    (another sign or payload) becomes ``nan:0x<bits>`` so that it reads back bit for bit."""
+    cells = values.astype(object)
+    if values.dtype.kind == "f":
+        raw = values.view(f"u{values.dtype.itemsize}")
+        canonical = np.array(np.nan, dtype=values.dtype).view(raw.dtype)
+        odd = np.isnan(values) & (raw != canonical)
+        if odd.any():
+            cells[odd] = [f"{_NAN_BITS}{int(b):#x}" for b in raw[odd]]
+    return cells
+
+
+def _nan_bits(texts: np.ndarray, dtype: np.dtype[Any], where: _Where) -> np.ndarray:
+    """The raw bits written as ``nan:0x...``, checked to be NaNs of ``dtype``."""
+    unsigned = np.dtype(f"u{dtype.itemsize}")
+
+    def valid(text: str) -> bool:
+        try:
+            value = int(text[len(_NAN_BITS) :], 16)
+        except ValueError:
+            return not text.startswith(_NAN_BITS)
+        if not 0 <= value <= np.iinfo(unsigned).max:
+            return False
+        return bool(np.isnan(np.array(value, dtype=unsigned).view(dtype)))
+
+    if not all(valid(str(t)) for t in texts):
+        raise where.error(texts.reshape(1, -1), f"nan:0x<bits of a {dtype.name} NaN>", valid)
+    return np.array([int(str(t)[len(_NAN_BITS) :], 16) for t in texts], dtype=unsigned)
 
 
 def _infer(cells: np.ndarray, where: _Where) -> np.ndarray:

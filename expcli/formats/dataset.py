@@ -67,6 +67,14 @@ class Dataset:
         """Number of valid transitions, as ``len(memory)``."""
         return self.state.valid_length(self.memory_size, self.num_envs)
 
+    def to_memory(self, device: Any = None) -> Any:
+        """A ``RandomMemory`` holding this data (imports torch; the one way up the layers)."""
+        from expcli.memory import RandomMemory
+
+        memory = RandomMemory(max(self.memory_size, 1), max(self.num_envs, 1), device=device)
+        memory.from_dataset(self)
+        return memory
+
     def specs(self) -> list[TensorSpec]:
         """One spec per tensor, in name order."""
         return [TensorSpec.of(name, self.tensors[name]) for name in sorted(self.tensors)]

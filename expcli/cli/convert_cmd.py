@@ -1,0 +1,87 @@
+"""``expcli convert``: a thin layer over ``expcli.convert.convert``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from expcli.cli._console import err_console, out_console
+from expcli.cli._errors import reports_errors
+
+PROGRESS_MIN_BYTES = 8 * 1024 * 1024
+
+
+@reports_errors
+def convert_cmd(
+    src: Annotated[
+        Path, typer.Argument(help="Dataset to read (.pt, .npz, .csv, .h5, or a Minari folder).")
+    ],
+    dst: Annotated[Path, typer.Argument(help="File to write; its suffix names the format.")],
+    to: Annotated[
+        str | None, typer.Option("--to", help="Output format: pt, npz, csv or hdf5.")
+    ] = None,
+    compression: Annotated[
+        str, typer.Option("--compression", help="HDF5 compression: none, gzip or lzf.")
+    ] = "none",
+    layout: Annotated[
+        str,
+        typer.Option(
+            "--layout", help="Write for another library: expcli, skrl, tianshou, minari, d4rl."
+        ),
+    ] = "expcli",
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace DST if it exists.")
+    ] = False,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Read the output back and compare every tensor first.")
+    ] = False,
+) -> None:
+    """Convert a dataset between pt, npz, csv and HDF5 (and foreign layouts), losslessly."""
+    from expcli.convert import convert
+    from expcli.errors import FormatError
+
+    if not src.exists():
+        raise FormatError("no such file or folder", path=src)
+    if src.is_file() and src.stat().st_size >= PROGRESS_MIN_BYTES:
+        from rich.progress import Progress
+
+        with Progress(console=err_console(), transient=True) as bar:
+            task = bar.add_task("converting", total=2.0)
+            phases = {"read": 0.0, "write": 1.0, "verify": 1.0}
+            result = convert(
+                src,
+                dst,
+                to=to,
+                compression=compression,
+                layout=layout,
+                overwrite=overwrite,
+                verify=verify,
+                progress=lambda phase, done: bar.update(
+                    task, completed=phases[phase] + done, description=phase
+                ),
+            )
+    else:
+        result = convert(
+            src,
+            dst,
+            to=to,
+            compression=compression,
+            layout=layout,
+            overwrite=overwrite,
+            verify=verify,
+        )
+    out_console().print(
+        f"converted {result.src} ({_mb(result.bytes_read)}, {result.src_format}) -> "
+        f"{result.dst} ({_mb(result.bytes_written)}, {result.dst_format}"
+        f"{'' if result.layout == 'expcli' else ', ' + result.layout + ' layout'}): "
+        f"{result.tensors} tensors, {result.transitions:,} transitions in {result.seconds:.2f} s"
+        f"{', verified' if result.verified else ''}",
+        soft_wrap=True,
+        highlight=False,
+    )
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f} MB" if size >= 100_000 else f"{size / 1e3:.1f} kB"

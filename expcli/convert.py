@@ -1,0 +1,284 @@
+"""load, save and convert: datasets between files, formats and layouts.
+
+Every write lands atomically: the data goes to a temporary file beside the target, is
+optionally read back and checked, and only then renamed into place, so a failed or
+interrupted conversion leaves no output (or, with ``overwrite``, the old file intact).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.errors import ConfigError, FormatError, OutputExistsError
+from expcli.formats import detect_format, format_from_suffix, read_dataset, write_dataset
+from expcli.formats.dataset import Dataset
+
+__all__ = ["COMPRESSIONS", "LAYOUTS", "ConvertResult", "convert", "load", "save"]
+
+LAYOUTS = ("expcli", "skrl", "tianshou", "minari", "d4rl")
+COMPRESSIONS = ("none", "gzip", "lzf")
+
+Progress = Callable[[str, float], None]
+"""Called with a phase ("read", "write", "verify") and the fraction done (0 to 1)."""
+
+
+@dataclass(frozen=True)
+class ConvertResult:
+    """What a conversion did, for the one-line summary."""
+
+    src: Path
+    dst: Path
+    src_format: str
+    dst_format: str
+    layout: str
+    tensors: int
+    transitions: int
+    bytes_read: int
+    bytes_written: int
+    seconds: float
+    verified: bool
+
+
+def load(
+    path: str | os.PathLike[str], format: str | None = None, *, num_envs: int | None = None
+) -> Dataset:
+    """Read any dataset file expcli knows (foreign layouts included) as a ``Dataset``.
+
+    Raises:
+        FormatError: Unknown, corrupt, truncated or unsafe file.
+        SchemaError: Tensors that disagree with each other or with the metadata.
+    """
+    source = Path(path)
+    if not source.exists():
+        raise FormatError("no such file or folder", path=source)
+    if source.is_dir():
+        return _load_folder(source)
+    return read_dataset(source, format, num_envs=num_envs)
+
+
+def save(
+    data: Any,
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    *,
+    overwrite: bool = True,
+    compression: str | None = None,
+    layout: str = "expcli",
+    verify: bool = False,
+) -> Path:
+    """Write a ``Dataset`` or a ``Memory`` (anything with ``to_dataset()``) atomically.
+
+    Args:
+        data: What to write.
+        path: Target file; its suffix names the format unless ``format`` does.
+        format: pt, npz, csv or hdf5.
+        overwrite: Replace an existing file.
+        compression: none, gzip or lzf (HDF5 only).
+        layout: expcli's own schema, or a foreign layout for other libraries to read.
+        verify: Read the written file back and compare every tensor before renaming it
+            into place.
+
+    Raises:
+        ConfigError: An unknown layout or compression, or one the format cannot take.
+        OutputExistsError: The target exists and ``overwrite`` is false.
+        FormatError, SchemaError: The data cannot be written in that format.
+    """
+    dataset = data.to_dataset() if hasattr(data, "to_dataset") else data
+    if not isinstance(dataset, Dataset):
+        raise ConfigError(f"expected a Dataset or a Memory, got {type(data).__name__}")
+    target = Path(path)
+    _check_options(layout, compression)
+    if target.exists() and not overwrite:
+        raise OutputExistsError(target)
+    fmt = _target_format(target, format, layout)
+    checksums = _checksums(dataset) if verify else None
+    _write_then_rename(dataset, target, fmt, layout, compression, checksums)
+    return target
+
+
+def convert(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    to: str | None = None,
+    compression: str | None = None,
+    layout: str = "expcli",
+    overwrite: bool = False,
+    verify: bool = False,
+    progress: Progress | None = None,
+) -> ConvertResult:
+    """Convert a dataset file to another format or layout, losslessly.
+
+    Raises:
+        ConfigError: An unknown format, layout or compression.
+        OutputExistsError: ``dst`` exists and ``overwrite`` is false.
+        FormatError, SchemaError: The source cannot be read or the target not written.
+    """
+    started = time.perf_counter()
+    source, target = Path(src), Path(dst)
+    _check_options(layout, compression)
+    if target.exists() and not overwrite:
+        raise OutputExistsError(target)
+    if source.resolve() == target.resolve():
+        raise ConfigError(f"source and destination are the same file: {source}")
+    fmt = _target_format(target, to, layout)
+    report = progress or (lambda phase, done: None)
+    report("read", 0.0)
+    dataset = load(source)
+    src_format = "minari" if source.is_dir() else detect_format(source)
+    report("read", 1.0)
+    checksums = _checksums(dataset) if verify else None
+    report("write", 0.0)
+    _write_then_rename(dataset, target, fmt, layout, compression, checksums)
+    report("write", 1.0)
+    return ConvertResult(
+        source,
+        target,
+        src_format,
+        fmt,
+        layout,
+        len(dataset.tensors),
+        len(dataset),
+        _size(source),
+        _size(target),
+        time.perf_counter() - started,
+        verify,
+    )
+
+
+# ----------------------------------------------------------------- internals
+
+
+def _check_options(layout: str, compression: str | None) -> None:
+    if layout not in LAYOUTS:
+        raise ConfigError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
+    if compression is not None and compression not in COMPRESSIONS:
+        raise ConfigError(
+            f"unknown compression {compression!r}; expected one of {', '.join(COMPRESSIONS)}"
+        )
+
+
+def _target_format(target: Path, to: str | None, layout: str) -> str:
+    if layout == "minari":
+        return "minari"
+    if layout in ("tianshou", "d4rl"):
+        return "hdf5"
+    if layout == "skrl":
+        return to or format_from_suffix(target) or "pt"
+    fmt = to or format_from_suffix(target)
+    if fmt is None:
+        raise ConfigError(
+            f"cannot tell the output format from {target.name!r}; name a suffix "
+            "(.pt, .npz, .csv, .h5) or pass a format"
+        )
+    return fmt
+
+
+def _write_then_rename(
+    dataset: Dataset,
+    target: Path,
+    fmt: str,
+    layout: str,
+    compression: str | None,
+    checksums: dict[str, str] | None,
+) -> None:
+    """Write beside the target under a temporary name, check, then rename into place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.partial")
+    written: list[Path] = []
+    try:
+        if layout == "expcli":
+            options = {} if compression in (None, "none") else {"compression": compression}
+            write_dataset(dataset, partial, fmt, **options)
+            written = [partial] + ([_sidecar(partial)] if fmt == "csv" else [])
+        else:
+            from expcli.formats.layouts import write_layout
+
+            write_layout(dataset, partial, layout, overwrite=False)
+            written = [partial]
+        if checksums is not None:
+            _verify(partial, fmt, layout, checksums)
+        if fmt == "csv":
+            os.replace(_sidecar(partial), _sidecar(target))
+        os.replace(partial, target)
+        _fsync_dir(target.parent)
+    except BaseException:
+        for path in [*written, partial, _sidecar(partial)]:
+            _remove(path)
+        raise
+
+
+def _verify(partial: Path, fmt: str, layout: str, checksums: dict[str, str]) -> None:
+    if layout != "expcli":
+        return  # foreign layouts reshape the data; their own tests check them
+    again = read_dataset(partial, fmt)
+    for name, digest in checksums.items():
+        if name not in again.tensors or _digest(again.tensors[name]) != digest:
+            raise FormatError(
+                "verification failed: the written tensor differs from the source",
+                path=partial,
+                key=name,
+            )
+
+
+def _checksums(dataset: Dataset) -> dict[str, str]:
+    return {name: _digest(array) for name, array in dataset.tensors.items()}
+
+
+def _digest(array: np.ndarray) -> str:
+    """A checksum of dtype, shape and bytes."""
+    data = np.ascontiguousarray(array)
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{data.dtype.str}{data.shape}".encode())
+    h.update(data.tobytes())
+    return h.hexdigest()
+
+
+def _load_folder(folder: Path) -> Dataset:
+    from expcli.formats.layouts import is_minari_folder, read_minari_folder
+
+    if is_minari_folder(folder):
+        return read_minari_folder(folder)
+    raise FormatError("a folder, but not a Minari dataset (no data/main_data.hdf5)", path=folder)
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".meta.json")
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size if path.exists() else 0
+
+
+def _remove(path: Path) -> None:
+    try:
+        if path.is_dir():
+            import shutil
+
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

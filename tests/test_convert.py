@@ -1,0 +1,171 @@
+"""load/save/convert and `expcli convert`: formats, atomicity, overwrite, verify, errors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from expcli import ConfigError, FormatError, OutputExistsError
+from expcli.cli import app
+from expcli.convert import convert, load, save
+from expcli.formats.dataset import Dataset
+from expcli.spec import CircularState
+
+FORMATS = ["pt", "npz", "csv"]
+
+
+def sample_dataset() -> Dataset:
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(6, 2, 3)).astype(np.float32)
+    obs[0, 0, 0], obs[1, 1, 1], obs[2, 0, 2] = np.nan, -0.0, np.inf
+    return Dataset(
+        {
+            "observations": obs,
+            "actions": rng.integers(0, 4, (6, 2, 1)),
+            "terminated": rng.random((6, 2, 1)) < 0.3,
+        },
+        CircularState(2, 1, True),
+        {"env_id": "Toy-v0"},
+    )
+
+
+def same(a: Dataset, b: Dataset) -> None:
+    assert a.state == b.state and sorted(a.tensors) == sorted(b.tensors)
+    for name, x in a.tensors.items():
+        y = b.tensors[name]
+        assert x.dtype == y.dtype and x.shape == y.shape
+        assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
+    assert b.metadata["env_id"] == a.metadata["env_id"]
+
+
+@pytest.mark.parametrize("src", FORMATS)
+@pytest.mark.parametrize("dst", FORMATS)
+def test_every_pair_converts_without_loss(tmp_path: Path, src: str, dst: str) -> None:
+    original = sample_dataset()
+    source = save(original, tmp_path / f"a.{src}")
+    result = convert(source, tmp_path / f"b.{dst}", verify=True)
+    assert (result.src_format, result.dst_format, result.transitions) == (src, dst, 12)
+    same(original, load(tmp_path / f"b.{dst}"))
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+
+
+def test_refuses_to_overwrite_without_permission(tmp_path: Path) -> None:
+    save(sample_dataset(), tmp_path / "a.npz")
+    (tmp_path / "b.pt").write_bytes(b"precious")
+    with pytest.raises(OutputExistsError):
+        convert(tmp_path / "a.npz", tmp_path / "b.pt")
+    assert (tmp_path / "b.pt").read_bytes() == b"precious"
+    convert(tmp_path / "a.npz", tmp_path / "b.pt", overwrite=True)
+    same(sample_dataset(), load(tmp_path / "b.pt"))
+
+
+def test_a_failed_conversion_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save(sample_dataset(), tmp_path / "a.npz")
+    (tmp_path / "b.csv").write_text("old")
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("expcli.convert.write_dataset", broken)
+    for target in ("c.csv", "b.csv"):
+        with pytest.raises(OSError):
+            convert(tmp_path / "a.npz", tmp_path / target, overwrite=True)
+    assert sorted(os.listdir(tmp_path)) == ["a.npz", "b.csv"]
+    assert (tmp_path / "b.csv").read_text() == "old"
+
+
+def test_verify_catches_a_writer_that_changes_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save(sample_dataset(), tmp_path / "a.npz")
+    import expcli.convert as module
+
+    real = module.read_dataset
+
+    def corrupting(path: object, *args: object, **kwargs: object) -> Dataset:
+        dataset = real(path, *args, **kwargs)  # type: ignore[arg-type]
+        dataset.tensors["actions"] = dataset.tensors["actions"] + 1
+        return dataset
+
+    monkeypatch.setattr(module, "read_dataset", corrupting)
+    with pytest.raises(FormatError, match="verification failed") as caught:
+        convert(tmp_path / "a.npz", tmp_path / "b.pt", verify=True)
+    assert caught.value.key == "actions"
+    assert not (tmp_path / "b.pt").exists()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"layout": "parquet"}, "unknown layout"),
+        ({"compression": "zstd"}, "unknown compression"),
+        ({"to": None}, "cannot tell"),
+    ],
+)
+def test_bad_options(tmp_path: Path, kwargs: dict[str, object], match: str) -> None:
+    save(sample_dataset(), tmp_path / "a.npz")
+    with pytest.raises(ConfigError, match=match):
+        convert(tmp_path / "a.npz", tmp_path / "b.unknown", **kwargs)  # type: ignore[arg-type]
+
+
+def test_memory_saves_through_save(tmp_path: Path) -> None:
+    from expcli import Memory
+
+    memory = Memory(3, 2, "cpu")
+    memory.create_tensor("x", 2)
+    memory.add_samples(x=np.ones((2, 2)))
+    path = save(memory, tmp_path / "m.npz")
+    assert load(path).tensors["x"].shape == (3, 2, 2) and len(load(path)) == 2
+
+
+def test_cli_convert_prints_one_summary_line(tmp_path: Path) -> None:
+    save(sample_dataset(), tmp_path / "a.npz")
+    result = CliRunner().invoke(
+        app, ["convert", str(tmp_path / "a.npz"), str(tmp_path / "b.csv"), "--verify"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("\n") == 1 and "3 tensors, 12 transitions" in result.stdout
+    assert "verified" in result.stdout
+    same(sample_dataset(), load(tmp_path / "b.csv"))
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "message"),
+    [
+        (b"", [], "empty"),
+        (b"\x00garbage\xff" * 10, [], "b.pt"),
+        (None, ["--compression", "zstd"], "unknown compression"),
+    ],
+)
+def test_cli_errors_are_one_line_and_exit_nonzero(
+    tmp_path: Path, content: bytes | None, args: list[str], message: str
+) -> None:
+    src = tmp_path / "b.pt"
+    if content is None:
+        save(sample_dataset(), src)
+    else:
+        src.write_bytes(content)
+    result = CliRunner().invoke(app, ["convert", str(src), str(tmp_path / "c.npz"), *args])
+    assert result.exit_code in (1, 2)
+    assert message in result.stderr and result.stderr.strip().count("\n") == 0
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "c.npz").exists()
+
+
+def test_cli_missing_source(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["convert", str(tmp_path / "none.pt"), str(tmp_path / "x.npz")]
+    )
+    assert result.exit_code == 1 and "no such file" in result.stderr
+
+
+def test_dataset_to_memory(tmp_path: Path) -> None:
+    memory = load(save(sample_dataset(), tmp_path / "a.npz")).to_memory(device="cpu")
+    assert (memory.memory_index, memory.env_index, memory.filled) == (2, 1, True)
+    assert memory.tensors["actions"].shape == (6, 2, 1) and len(memory) == 12
