@@ -197,8 +197,7 @@ def _write_then_rename(
     written: list[Path] = []
     try:
         if layout == "expcli":
-            options = {} if compression in (None, "none") else {"compression": compression}
-            write_dataset(dataset, partial, fmt, **options)
+            write_dataset(dataset, partial, fmt, compression=compression)
             written = [partial] + ([_sidecar(partial)] if fmt == "csv" else [])
         else:
             from expcli.formats.layouts import write_layout

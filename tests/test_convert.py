@@ -15,7 +15,7 @@ from expcli.convert import convert, load, save
 from expcli.formats.dataset import Dataset
 from expcli.spec import CircularState
 
-FORMATS = ["pt", "npz", "csv"]
+FORMATS = ["pt", "npz", "csv", "h5"]
 
 
 def sample_dataset() -> Dataset:
@@ -48,7 +48,12 @@ def test_every_pair_converts_without_loss(tmp_path: Path, src: str, dst: str) ->
     original = sample_dataset()
     source = save(original, tmp_path / f"a.{src}")
     result = convert(source, tmp_path / f"b.{dst}", verify=True)
-    assert (result.src_format, result.dst_format, result.transitions) == (src, dst, 12)
+    name = {"h5": "hdf5"}
+    assert (result.src_format, result.dst_format, result.transitions) == (
+        name.get(src, src),
+        name.get(dst, dst),
+        12,
+    )
     same(original, load(tmp_path / f"b.{dst}"))
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
 

@@ -1,4 +1,4 @@
-"""Dataset files: read and write pt, npz and csv (HDF5 to come) through one interchange type.
+"""Dataset files: read and write pt, npz, csv and HDF5 through one interchange type.
 
 ``read_dataset`` tells a file's format by its bytes (then its suffix), ``write_dataset`` by
 the target's suffix; both convert any failure of the underlying library into an expcli

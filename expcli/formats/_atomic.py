@@ -16,7 +16,7 @@ from typing import IO, Any, Literal, overload
 
 from expcli.errors import OutputExistsError
 
-__all__ = ["atomic_write", "check_writable"]
+__all__ = ["atomic_path", "atomic_write", "check_writable"]
 
 
 def check_writable(path: str | os.PathLike[str], *, overwrite: bool) -> None:
@@ -85,6 +85,46 @@ def _atomic(target: Path, mode: str, overwrite: bool) -> Iterator[IO[Any]]:
             yield file
             file.flush()
             os.fsync(file.fileno())
+        _commit(tmp, target, overwrite)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    _fsync_dir(folder)
+
+
+def atomic_path(
+    path: str | os.PathLike[str], *, overwrite: bool = True
+) -> contextlib.AbstractContextManager[Path]:
+    """The path of a temporary file to write ``path`` atomically, for writers that want a name.
+
+    For libraries that open files themselves (h5py). The same as ``atomic_write`` except
+    that the temporary file (created empty, with the final permissions) is not opened: the
+    caller writes it by name and must have closed it when the ``with`` block ends. Then it
+    is fsynced and renamed over ``path``; when the block raises anything, it is deleted and
+    the exception propagates.
+
+    Raises:
+        OutputExistsError: ``path`` exists and ``overwrite`` is false.
+    """
+    return _atomic_path(Path(path), overwrite)
+
+
+@contextlib.contextmanager
+def _atomic_path(target: Path, overwrite: bool) -> Iterator[Path]:
+    check_writable(target, overwrite=overwrite)
+    folder = target.parent
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    tmp = Path(tmp_name)
+    try:
+        os.close(fd)
+        os.chmod(tmp, _final_mode(target))
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         _commit(tmp, target, overwrite)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -46,13 +46,14 @@ class _Entry:
     suffixes: tuple[str, ...]
     holds: str
     module: str | None  # None: recognised, but not supported yet
+    compresses: bool = False  # whether its writer takes a ``compression`` option
 
 
 _REGISTRY: dict[str, _Entry] = {
     "pt": _Entry((".pt", ".pth"), "a torch.save zip archive", "expcli.formats.pt_format"),
     "npz": _Entry((".npz",), "a zip archive of .npy members", "expcli.formats.npz_format"),
     "csv": _Entry((".csv",), "comma-separated text", "expcli.formats.csv_format"),
-    "hdf5": _Entry((".h5", ".hdf5"), "an HDF5 file", None),
+    "hdf5": _Entry((".h5", ".hdf5"), "an HDF5 file", "expcli.formats.hdf5_format", True),
 }
 
 FORMATS: tuple[str, ...] = tuple(name for name, entry in _REGISTRY.items() if entry.module)
@@ -71,7 +72,7 @@ _ADVICE = re.compile(r"weights_only|Weights only load failed|documentation of to
 class _FormatModule(Protocol):
     def read(self, path: Path, *, num_envs: int | None = None) -> Dataset: ...
 
-    def write(self, dataset: Dataset, path: Path, *, overwrite: bool) -> None: ...
+    def write(self, dataset: Dataset, path: Path, *, overwrite: bool, **options: Any) -> None: ...
 
 
 def format_from_suffix(path: str | os.PathLike[str]) -> str | None:
@@ -135,6 +136,7 @@ def write_dataset(
     format: str | None = None,
     *,
     overwrite: bool = True,
+    compression: str | None = None,
 ) -> Path:
     """Write a dataset atomically: the target is either the complete new file or untouched.
 
@@ -143,6 +145,8 @@ def write_dataset(
         path: Target file (a CSV also gets a ``PATH.meta.json`` sidecar).
         format: One of ``FORMATS``; by default the suffix of ``path`` tells.
         overwrite: Whether an existing file may be replaced.
+        compression: ``"gzip"`` or ``"lzf"`` for HDF5; None or ``"none"`` (the default)
+            for no compression, the only choice for the other formats.
 
     Returns:
         The path written.
@@ -152,6 +156,7 @@ def write_dataset(
         SchemaError: The dataset is inconsistent, uses a reserved name or its metadata is
             not JSON-serialisable.
         OutputExistsError: The file exists and ``overwrite`` is false.
+        ConfigError: An unknown compression, or one the format cannot take.
         OSError: The folder does not exist or cannot be written.
     """
     target = Path(path)
@@ -166,11 +171,20 @@ def write_dataset(
                 path=path,
             )
         fmt = found
+    options: dict[str, Any] = {}
+    if _REGISTRY[fmt].compresses:
+        options["compression"] = compression
+    elif compression is not None and compression.lower() != "none":
+        compressing = ", ".join(name for name in FORMATS if _REGISTRY[name].compresses)
+        raise ConfigError(
+            f"{fmt} files cannot be compressed (got compression {compression!r}); "
+            f"compression is for {compressing}"
+        )
     module = _module(fmt, path)
     dataset.validate(path)
     if METADATA_KEY in dataset.tensors:
         raise SchemaError("this name is reserved for the metadata", path=path, key=METADATA_KEY)
-    module.write(dataset, target, overwrite=overwrite)
+    module.write(dataset, target, overwrite=overwrite, **options)
     return target
 
 

@@ -466,18 +466,18 @@ class Memory:
 
         As in skrl, the file goes to ``<directory>/memories/<timestamp>_memory_<id>.<format>``
         (``export_directory`` when ``directory`` is empty). A ``directory`` that ends in
-        ``.pt``, ``.npz`` or ``.csv`` is taken as the file path itself. The file follows
+        ``.pt``, ``.npz``, ``.csv`` or ``.h5`` is taken as the file path itself. The file follows
         the expcli dataset schema: tensors, circular state and metadata.
 
         Raises:
             ValueError: The format is not one of pt, npz, csv.
             SchemaError: A tensor's dtype cannot be stored (bfloat16, complex).
         """
-        from expcli.formats import write_dataset
+        from expcli.formats import format_from_suffix, write_dataset
 
         target = Path(directory or self.export_directory)
-        suffix = target.suffix.lower().lstrip(".")
-        if suffix in EXPORT_FORMATS and not target.is_dir():
+        suffix = format_from_suffix(target)
+        if suffix is not None and not target.is_dir():
             if format is not None and format != suffix:
                 raise ValueError(
                     f"format {format!r} contradicts the file suffix of {str(target)!r}"
@@ -498,7 +498,7 @@ class Memory:
     def load(self, path: str | os.PathLike[str]) -> None:
         """Replace tensors, sizes, circular state and metadata with those of a saved file.
 
-        Reads pt, npz and csv (skrl's own exports too) without ever unpickling.
+        Reads pt, npz, csv and HDF5 (skrl's own exports too) without ever unpickling.
 
         Raises:
             FormatError: The file is unknown, corrupt or unsafe.

@@ -48,6 +48,16 @@ def fail_midway(monkeypatch: pytest.MonkeyPatch, fmt: str, error: BaseException)
         monkeypatch.setattr(torch, "save", partial_then_raise)
     elif fmt == "npz":
         monkeypatch.setattr(np, "savez", partial_then_raise)
+    elif fmt == "hdf5":
+        import h5py
+
+        original_write = h5py.Dataset.write_direct
+
+        def write_then_raise(self: h5py.Dataset, *args: object, **kwargs: object) -> None:
+            original_write(self, *args, **kwargs)  # type: ignore[arg-type]
+            raise error
+
+        monkeypatch.setattr(h5py.Dataset, "write_direct", write_then_raise)
     else:
         original = csv.writer
 

@@ -38,7 +38,7 @@ def sample() -> Dataset:
 
 
 def test_formats() -> None:
-    assert FORMATS == ("pt", "npz", "csv")
+    assert FORMATS == ("pt", "npz", "csv", "hdf5")
 
 
 @pytest.mark.parametrize(
@@ -97,18 +97,13 @@ def test_torch_legacy_format_is_read_without_mmap(tmp_path: Path) -> None:
     assert read_dataset(path).tensors["x"].ravel().tolist() == [0, 1, 2, 3, 4, 5]
 
 
-def test_hdf5_is_reported_but_not_supported_yet(tmp_path: Path) -> None:
+def test_hdf5_is_told_by_its_signature(tmp_path: Path) -> None:
     path = tmp_path / "data.bin"
     path.write_bytes(HDF5_MAGIC + bytes(100))
     assert detect_format(path) == "hdf5"
-    with pytest.raises(FormatError, match="HDF5 support is not available yet") as info:
+    with pytest.raises(FormatError, match="corrupt or truncated HDF5 file") as info:
         read_dataset(path)
     assert info.value.path == str(path)
-    with pytest.raises(FormatError, match="HDF5 support is not available yet"):
-        write_dataset(sample(), tmp_path / "out.h5")
-    with pytest.raises(FormatError, match="HDF5 support is not available yet"):
-        read_dataset(tmp_path / "data.bin", format="hdf5")
-    assert not (tmp_path / "out.h5").exists()
 
 
 def test_unknown_format_name_lists_the_valid_ones(tmp_path: Path) -> None:

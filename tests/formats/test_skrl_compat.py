@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from expcli.formats import FORMATS, Dataset, read_dataset, write_dataset
+from expcli.formats import Dataset, read_dataset, write_dataset
 from expcli.spec import CircularState
 
 skrl_memories = pytest.importorskip("skrl.memories.torch")
+
+SKRL_FORMATS = ("pt", "npz", "csv")  # what skrl's Memory.save writes
 
 SIZES = {"observations": 4, "actions": 2, "rewards": 1, "terminated": 1, "log_prob": 1}
 DTYPES = {
@@ -59,7 +61,7 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", SKRL_FORMATS)
 def test_full_skrl_memory(tmp_path: Path, fmt: str) -> None:
     memory = skrl_memory(5, 3, steps=5)
     assert memory.filled and len(memory) == 15
@@ -109,7 +111,7 @@ def test_skrl_csv_dtype_inference(tmp_path: Path) -> None:
     }
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", SKRL_FORMATS)
 def test_skrl_automatic_export_when_full(tmp_path: Path, fmt: str) -> None:
     memory = skrl_memory(
         3, 2, steps=3, export=True, export_format=fmt, export_directory=str(tmp_path)

@@ -16,7 +16,8 @@ from hypothesis.extra import numpy as hnp
 from expcli import FormatError, Memory, RandomMemory, read_dataset
 from tests.memory.conftest import assert_same_tensor
 
-FORMATS = ["pt", "npz", "csv"]
+FORMATS = ["pt", "npz", "csv", "h5"]
+SKRL_FORMATS = ["pt", "npz", "csv"]
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
 
 
@@ -84,7 +85,7 @@ def filled_memory() -> RandomMemory:
     return m
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", SKRL_FORMATS)
 def test_skrl_style_save_into_a_directory(tmp_path: Path, fmt: str) -> None:
     m = filled_memory()
     path = Path(m.save(str(tmp_path), fmt))
@@ -174,7 +175,7 @@ def test_load_reads_skrl_exports(tmp_path: Path) -> None:
         ref.add_samples(
             observations=torch.full((2, 3), float(t)), terminated=torch.ones(2, 1, dtype=torch.bool)
         )
-    for fmt in FORMATS:
+    for fmt in SKRL_FORMATS:
         ref.save(str(tmp_path / fmt), format=fmt)
         [path] = (tmp_path / fmt / "memories").iterdir()
         m = Memory(4, 2, device="cpu")

@@ -1,0 +1,384 @@
+"""HDF5 ``.h5``/``.hdf5`` files: one chunked dataset per tensor, the metadata as a root attribute.
+
+Layout written: each tensor is a dataset named as the tensor, shaped ``(T, N, *feature)``,
+with the array's dtype (bool is HDF5's FALSE/TRUE enum, which h5py reads back as bool) in
+native byte order. A ``/`` in a name makes groups, as in D4RL's ``infos/qpos``; a nested
+dataset reads back under its full path (``infos/qpos``). Chunks hold about 1 MiB of whole
+rows (a slice of the env columns when one row is larger); gzip (level 4) or lzf
+compression is optional. Empty tensors are stored contiguous: HDF5 has no empty chunks.
+The root attribute ``expcli`` holds the metadata JSON as a variable-length UTF-8 string.
+
+Reading checks every dataset against the metadata, and its declared size against what the
+file stores, before reading any data; data kept in other files (external or virtual
+datasets) is refused. A file without the ``expcli`` attribute goes to the foreign layouts
+(``expcli.formats.layouts.read_foreign_hdf5``). ``Hdf5Reader`` and ``Hdf5Writer`` move rows
+slice by slice, so a conversion holds a few chunks in memory; ``read`` and ``write`` handle
+whole datasets on top of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, cast
+
+import h5py
+import numpy as np
+
+from expcli.errors import ConfigError, ExpcliError, FormatError, SchemaError
+from expcli.formats._atomic import atomic_path
+from expcli.formats._hdf5_checks import (
+    ATTRIBUTE,
+    check_datasets,
+    check_names,
+    check_size,
+    check_stored,
+    check_written,
+    header_text,
+    list_datasets,
+    native_dtype,
+    open_file,
+)
+from expcli.formats.dataset import Dataset
+from expcli.formats.registry import (
+    dataset_from_header,
+    encode_header,
+    error_summary,
+    header_specs,
+    parse_header,
+)
+from expcli.spec import TensorSpec
+
+__all__ = [
+    "ATTRIBUTE",
+    "CHUNK_BYTES",
+    "COMPRESSIONS",
+    "Hdf5Reader",
+    "Hdf5Writer",
+    "chunk_shape",
+    "read",
+    "write",
+]
+
+COMPRESSIONS = ("none", "gzip", "lzf")
+"""Compression names ``write`` accepts (None means "none")."""
+
+CHUNK_BYTES = 1 << 20
+"""Target size of one chunk."""
+
+_SLAB_BYTES = 16 << 20  # rows moved per call by read and write: whole chunks, about this much
+_CACHE_BYTES = 4 << 20  # chunk cache per dataset: a few chunks, for unaligned row slices
+_GZIP_LEVEL = 4
+_LAYOUTS = "tianshou, Minari, D4RL"
+_ForeignHook = Callable[[Any, Path, int | None], Dataset | None]
+
+
+def chunk_shape(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...] | None:
+    """Chunks of about ``CHUNK_BYTES``: whole rows if a row fits, else fewer columns, and so on.
+
+    Returns None for an empty shape (HDF5 chunks cannot be empty: store it contiguous).
+    """
+    if 0 in shape:
+        return None
+    chunk = list(shape)
+    for axis in range(len(shape)):
+        inner = math.prod(shape[axis + 1 :]) * itemsize
+        if inner < CHUNK_BYTES:
+            chunk[axis] = max(1, min(shape[axis], CHUNK_BYTES // inner))
+            break
+        chunk[axis] = 1
+    return tuple(chunk)
+
+
+class Hdf5Writer:
+    """Writes an expcli HDF5 file atomically, slice of rows by slice of rows.
+
+    Example::
+
+        with Hdf5Writer(path, overwrite=True, compression="lzf") as writer:
+            writer.create(dataset.header())
+            writer.write_rows("observations", 0, first_rows)
+
+    The file appears under ``path`` only when the ``with`` block ends without an exception
+    and every chunk of every tensor was written (else the block raises SchemaError).
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, overwrite: bool, compression: str | None = None
+    ) -> None:
+        """Check the options; the file is created on ``__enter__``.
+
+        Raises:
+            ConfigError: ``compression`` is not one of ``COMPRESSIONS`` (or None).
+        """
+        self.path = Path(path)
+        self.compression = _compression(compression)
+        self._overwrite = overwrite
+        self._stack = contextlib.ExitStack()
+        self._file: Any = None
+        self._datasets: dict[str, Any] = {}
+        self._specs: dict[str, TensorSpec] = {}
+
+    def __enter__(self) -> Hdf5Writer:
+        with contextlib.ExitStack() as stack:
+            tmp = stack.enter_context(atomic_path(self.path, overwrite=self._overwrite))
+            self._file = h5py.File(tmp, "w", rdcc_nbytes=_CACHE_BYTES, locking=False)
+            stack.callback(self._file.close)
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        stack, self._stack = self._stack, contextlib.ExitStack()
+        if error is not None:  # close the file and delete it; the error propagates
+            stack.__exit__(kind, error, tb)
+            return
+        with stack:  # close the file, then rename it into place (or delete it on failure)
+            for name, dataset in self._datasets.items():
+                check_written(dataset, self.path, name)
+
+    def create(self, header: Mapping[str, Any]) -> None:
+        """Create one dataset per tensor listed in ``header`` and store ``header`` as metadata.
+
+        Args:
+            header: A metadata object such as ``Dataset.header()``: its ``tensors``,
+                ``memory_size`` and ``num_envs`` give the datasets' dtypes and shapes.
+
+        Raises:
+            SchemaError: The header is not JSON-serialisable or malformed, or a tensor name
+                cannot be an HDF5 path.
+        """
+        text = encode_header(header, self.path)
+        specs = header_specs(header, self.path)
+        size = (header.get("memory_size"), header.get("num_envs"))
+        for key, value in zip(("memory_size", "num_envs"), size, strict=True):
+            if type(value) is not int or value < 0:
+                raise SchemaError(f"is {value!r}; expected a count", path=self.path, key=key)
+        check_names([spec.name for spec in specs], self.path)
+        for spec in specs:
+            dtype = np.dtype(spec.dtype)
+            shape = (*cast(tuple[int, int], size), *spec.shape)
+            chunks = chunk_shape(shape, dtype.itemsize)
+            options: dict[str, Any] = {}
+            if chunks is not None and self.compression == "gzip":
+                options = {"compression": "gzip", "compression_opts": _GZIP_LEVEL}
+            elif chunks is not None and self.compression == "lzf":
+                options = {"compression": "lzf"}
+            self._datasets[spec.name] = self._file.create_dataset(
+                spec.name, shape=shape, dtype=dtype, chunks=chunks, track_times=False, **options
+            )
+            self._specs[spec.name] = spec
+        self._file.attrs[ATTRIBUTE] = text
+
+    def write_rows(self, name: str, start: int, rows: np.ndarray) -> None:
+        """Write ``rows`` (shaped ``(k, N, *feature)``) at rows ``start`` to ``start + k``.
+
+        Raises:
+            SchemaError: No such tensor was created, or ``rows`` has another dtype or shape.
+            ValueError: The rows fall outside the dataset.
+        """
+        dataset = self._datasets.get(name)
+        if dataset is None:
+            raise SchemaError("was not created; create it first", path=self.path, key=name)
+        spec = self._specs[name]
+        if rows.dtype.name != spec.dtype or tuple(rows.shape[1:]) != dataset.shape[1:]:
+            raise SchemaError(
+                f"rows of {rows.dtype.name} shaped {tuple(rows.shape)}; expected {spec.dtype} "
+                f"shaped (rows, {', '.join(map(str, dataset.shape[1:]))})",
+                path=self.path,
+                key=name,
+            )
+        stop = start + len(rows)
+        if not 0 <= start <= stop <= dataset.shape[0]:
+            raise ValueError(f"rows {start}..{stop} outside 0..{dataset.shape[0]} of {name!r}")
+        if rows.size:
+            native = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder("="))
+            dataset.write_direct(native, dest_sel=np.s_[start:stop])
+
+    def slab_rows(self, name: str) -> int:
+        """Rows to pass per ``write_rows`` call: whole chunks, about 16 MiB."""
+        return _slab_rows(self._datasets[name])
+
+
+class Hdf5Reader:
+    """Reads an expcli HDF5 file slice of rows by slice of rows, after checking it whole.
+
+    Attributes:
+        path: The file.
+        header: Its metadata object.
+        specs: Its tensors, in name order.
+        state: The circular state of the memory that wrote it.
+        memory_size: Rows (``T``) of every tensor.
+        num_envs: Columns (``N``) of every tensor.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        """Open the file and check its datasets against the metadata; no data is read.
+
+        Raises:
+            FormatError: Not an HDF5 file, corrupt or truncated, without expcli's metadata
+                (foreign layouts are read by ``read``), declaring more data than it stores,
+                or keeping data in other files.
+            SchemaError: The datasets disagree with each other or with the metadata.
+        """
+        self.path = Path(path)
+        self._file = open_file(self.path, _CACHE_BYTES)
+        try:
+            text = header_text(self._file, self.path)
+            if text is None:
+                raise FormatError(
+                    f"has no root attribute {ATTRIBUTE!r}; expected expcli's metadata",
+                    path=self.path,
+                )
+            self.header = parse_header(text, self.path, ATTRIBUTE)
+            self.state, _ = Dataset.split_header(self.header, self.path)
+            self.specs = header_specs(self.header, self.path)
+            self._datasets = check_datasets(self._file, self.path, self.specs)
+            self.memory_size, self.num_envs = check_size(
+                self._datasets, self.header, self.state, self.path
+            )
+        except BaseException:
+            self._file.close()
+            raise
+
+    def __enter__(self) -> Hdf5Reader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+
+    def read_rows(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Rows ``start`` to ``stop`` of a tensor, in native byte order.
+
+        Raises:
+            SchemaError: No such tensor.
+            ValueError: The rows fall outside the tensor.
+            FormatError: The data cannot be read (corrupt file, unavailable filter).
+        """
+        dataset = self._datasets.get(name)
+        if dataset is None:
+            raise SchemaError("no such tensor in the file", path=self.path, key=name)
+        if not 0 <= start <= stop <= self.memory_size:
+            raise ValueError(f"rows {start}..{stop} outside 0..{self.memory_size} of {name!r}")
+        out = np.empty((stop - start, *dataset.shape[1:]), dtype=native_dtype(dataset).name)
+        if out.size:
+            try:
+                dataset.read_direct(out, source_sel=np.s_[start:stop])
+            except MemoryError:
+                raise
+            except Exception as e:  # h5py raises OSError, ValueError, ... for damaged data
+                raise FormatError(
+                    f"cannot read rows {start}..{stop} ({error_summary(e)}); the file is "
+                    f"corrupt or truncated",
+                    path=self.path,
+                    key=name,
+                ) from e
+        return out
+
+    def slab_rows(self, name: str) -> int:
+        """Rows to ask per ``read_rows`` call: whole chunks, about 16 MiB."""
+        return _slab_rows(self._datasets[name])
+
+
+def write(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None = None) -> None:
+    """Write every tensor as a chunked dataset, and the metadata as the root attribute.
+
+    Raises:
+        ConfigError: ``compression`` is not one of ``COMPRESSIONS``.
+        SchemaError: The metadata is not JSON-serialisable, or a tensor name cannot be an
+            HDF5 path (empty parts, ``.`` parts, or a tensor named as another's group).
+    """
+    with Hdf5Writer(path, overwrite=overwrite, compression=compression) as writer:
+        writer.create(dataset.header())
+        for name in sorted(dataset.tensors):
+            array = dataset.tensors[name]
+            step = writer.slab_rows(name)
+            for start in range(0, len(array), step):
+                writer.write_rows(name, start, array[start : start + step])
+
+
+def read(path: Path, *, num_envs: int | None = None) -> Dataset:
+    """Load an HDF5 file; one without expcli's metadata is read by the foreign layouts.
+
+    Args:
+        path: File to read.
+        num_envs: Passed on to the foreign layouts; expcli files record it.
+
+    Raises:
+        FormatError: Not an HDF5 file, corrupt or truncated, declaring more data than it
+            stores, or without metadata and of no known layout.
+        SchemaError: The datasets disagree with each other or with the metadata.
+    """
+    with open_file(path, _CACHE_BYTES) as file:
+        if header_text(file, path) is None:
+            return _read_foreign(file, path, num_envs)
+    with Hdf5Reader(path) as reader:
+        arrays = {s.name: reader.read_rows(s.name, 0, reader.memory_size) for s in reader.specs}
+        header = reader.header
+    return dataset_from_header(arrays, header, path)
+
+
+def _compression(compression: str | None) -> str | None:
+    name = None if compression is None else compression.lower()
+    if name is not None and name not in COMPRESSIONS:
+        raise ConfigError(
+            f"unknown compression {compression!r}; expected one of {', '.join(COMPRESSIONS)}"
+        )
+    return None if name == "none" else name
+
+
+def _slab_rows(dataset: Any) -> int:
+    """Whole chunks of rows, about ``_SLAB_BYTES`` (at least one chunk)."""
+    shape: tuple[int, ...] = dataset.shape
+    chunks: tuple[int, ...] | None = dataset.chunks
+    row_bytes = max(1, math.prod(shape[1:]) * int(dataset.dtype.itemsize))
+    step = chunks[0] if chunks else 1
+    return max(step, _SLAB_BYTES // row_bytes // step * step)
+
+
+def _read_foreign(file: Any, path: Path, num_envs: int | None) -> Dataset:
+    """Hand a file without expcli's metadata to the foreign layouts."""
+    found = list_datasets(file, path)
+    for name, item in found.items():  # so that the layouts read only what the file holds
+        check_stored(item, path, name, complete=False)
+    hook = _foreign_hook()
+    try:
+        dataset = hook(file, path, num_envs) if hook is not None else None
+    except (ExpcliError, MemoryError):
+        raise
+    except (OSError, KeyError, ValueError, TypeError, RuntimeError) as e:
+        raise FormatError(
+            f"cannot read its layout ({error_summary(e)}); the file is corrupt", path=path
+        ) from e
+    if dataset is None:
+        names = ", ".join(list(found)[:8]) or "none"
+        raise FormatError(
+            f"no expcli metadata (root attribute {ATTRIBUTE!r}) and no known layout "
+            f"({_LAYOUTS}); its datasets: {names}",
+            path=path,
+        )
+    return dataset
+
+
+def _foreign_hook() -> _ForeignHook | None:
+    """``expcli.formats.layouts.read_foreign_hdf5``, or None while there is none."""
+    try:
+        layouts = importlib.import_module("expcli.formats.layouts")
+    except ModuleNotFoundError as e:
+        if e.name != "expcli.formats.layouts":
+            raise
+        return None
+    return cast("_ForeignHook | None", getattr(layouts, "read_foreign_hdf5", None))
