@@ -1,0 +1,140 @@
+"""Foreign layouts: other libraries' experience files, recognised by their structure.
+
+* ``skrl``: skrl's memory exports (pt, npz, csv). Read by the pt, npz and csv readers
+  (a file without expcli's metadata is a full skrl memory); written by ``skrl_layout``.
+* ``tianshou``: ``ReplayBuffer.save_hdf5`` of a ReplayBuffer or a VectorReplayBuffer.
+* ``minari``: a Minari dataset folder (``data/main_data.hdf5`` with ``episode_*`` groups
+  and ``data/metadata.json``), or its ``main_data.hdf5`` alone.
+* ``d4rl``: D4RL HDF5 files (``observations``, ``actions``, ``rewards``, ``terminals``,
+  ``timeouts`` at the root).
+
+Every layout is read into expcli's schema: ``(T, N, *feature)`` tensors named
+``observations``, ``next_observations``, ``actions``, ``rewards``, ``terminated``,
+``truncated`` (plus ``infos/...`` and other extras), a circular state and metadata
+``{"layout": NAME, NAME: {...}, ...}``. Episode-wise layouts (Minari, D4RL) are one env
+column, ``N = 1``. Each module's docstring says how its layout maps, in particular where
+``next_observations`` comes from when the layout keeps it implicitly.
+
+Importing this package loads numpy only; h5py and torch are imported when used.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from expcli.errors import ConfigError
+from expcli.formats.layouts._episodes import SEAMS_KEY
+
+if TYPE_CHECKING:
+    from expcli.formats.dataset import Dataset
+
+__all__ = [
+    "LAYOUTS",
+    "SEAMS_KEY",
+    "is_minari_folder",
+    "read_foreign_hdf5",
+    "read_minari_folder",
+    "write_layout",
+]
+
+LAYOUTS: tuple[str, ...] = ("expcli", "skrl", "tianshou", "minari", "d4rl")
+"""Names accepted by ``write_layout`` (``expcli`` is expcli's own format)."""
+
+
+def read_foreign_hdf5(h5: Any, path: Path, num_envs: int | None = None) -> Dataset | None:
+    """Read an open HDF5 file of a foreign layout, or return None when none matches.
+
+    Tried in order: tianshou (a ``_meta`` group and a ``maxsize`` attribute), Minari
+    (only ``episode_<id>`` groups at the root), D4RL (``observations``, ``actions`` and
+    ``rewards`` datasets at the root).
+
+    Args:
+        h5: An ``h5py.File`` open for reading, without expcli's root attribute.
+        path: The file's path, for messages (and a Minari ``metadata.json`` beside it).
+        num_envs: For D4RL files only: split the rows into this many equal env columns,
+            env by env (as ``write_layout`` lays them out); default one column.
+
+    Raises:
+        FormatError: The file is of a recognised layout but malformed, or holds data that
+            would have to be unpickled or decoded.
+        SchemaError: Its arrays disagree in length or shape.
+        ConfigError: ``num_envs`` does not divide a D4RL file's rows.
+    """
+    from expcli.formats.layouts import d4rl_layout, minari_layout, tianshou_layout
+
+    if tianshou_layout.is_tianshou(h5):
+        return tianshou_layout.read(h5, path)
+    if minari_layout.is_minari_file(h5, path):
+        return minari_layout.read(h5, path)
+    if d4rl_layout.is_d4rl(h5):
+        return d4rl_layout.read(h5, path, num_envs)
+    return None
+
+
+def is_minari_folder(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a Minari dataset folder, or the ``data`` folder inside one."""
+    from expcli.formats.layouts import minari_layout
+
+    return minari_layout.is_minari_folder(path)
+
+
+def read_minari_folder(path: str | os.PathLike[str]) -> Dataset:
+    """Read a Minari dataset folder (hdf5 storage) into one env column.
+
+    Raises:
+        FormatError: Not a Minari folder, another storage than hdf5, or a corrupt file.
+        SchemaError: An episode's arrays disagree in length (observations must have one
+            row more than actions) or episodes disagree in feature shapes.
+    """
+    from expcli.formats.layouts import minari_layout
+
+    return minari_layout.read_folder(Path(path))
+
+
+def write_layout(
+    dataset: Dataset, path: str | os.PathLike[str], layout: str, *, overwrite: bool
+) -> Path:
+    """Write a dataset in a layout of ``LAYOUTS``, atomically.
+
+    ``d4rl`` and ``tianshou`` write one HDF5 file, ``minari`` a dataset folder
+    (``path/data/...``), ``skrl`` a ``.pt`` file (``.npz`` or ``.csv`` by suffix) and
+    ``expcli`` expcli's own format by suffix. Layouts with one row per transition (d4rl,
+    tianshou with several env columns) lay the valid rows out env column by env column,
+    oldest first.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ConfigError: Unknown layout, or a ``minari`` target that is a file or another folder.
+        SchemaError: The dataset is inconsistent or lacks a tensor the layout needs.
+        OutputExistsError: ``path`` exists and ``overwrite`` is false.
+    """
+    target = Path(path)
+    name = layout.lower()
+    if name not in LAYOUTS:
+        raise ConfigError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
+    if name == "expcli":
+        from expcli.formats.registry import write_dataset
+
+        return write_dataset(dataset, target, overwrite=overwrite)
+    dataset.validate(target)
+    if name == "skrl":
+        from expcli.formats.layouts import skrl_layout
+
+        skrl_layout.write(dataset, target, overwrite=overwrite)
+    elif name == "tianshou":
+        from expcli.formats.layouts import tianshou_layout
+
+        tianshou_layout.write(dataset, target, overwrite=overwrite)
+    elif name == "minari":
+        from expcli.formats.layouts import minari_layout
+
+        minari_layout.write(dataset, target, overwrite=overwrite)
+    else:
+        from expcli.formats.layouts import d4rl_layout
+
+        d4rl_layout.write(dataset, target, overwrite=overwrite)
+    return target

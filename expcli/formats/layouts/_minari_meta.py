@@ -1,0 +1,216 @@
+"""Minari's ``metadata.json``: read into expcli metadata, and made for a written dataset.
+
+Minari serialises spaces as JSON strings (``minari.serialization.serialize_space``) and the
+env spec as Gymnasium's ``EnvSpec.to_json()``. expcli keeps the spaces as JSON objects and
+the env spec as its string; what else the file holds goes under ``minari``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.errors import FormatError
+from expcli.formats.dataset import Dataset
+from expcli.formats.layouts._episodes import column_rows, foreign_rows
+
+__all__ = [
+    "MINARI_VERSION",
+    "expcli_metadata",
+    "jpeg_image_shape",
+    "json_object",
+    "metadata_file",
+    "minari_metadata",
+]
+
+MINARI_VERSION = "0.5.0"
+"""The Minari dataset version written: the first with ``metadata.json`` and ``data_format``."""
+
+_OWN_METADATA = frozenset({"env_spec", "observation_space", "action_space", "expcli"})
+_DESCRIPTIVE = (
+    "algorithm_name",
+    "author",
+    "author_email",
+    "code_permalink",
+    "description",
+    "requirements",
+    "ref_min_score",
+    "ref_max_score",
+    "num_episodes_average_score",
+)
+
+
+def json_object(path: Path) -> dict[str, Any]:
+    """A JSON object from a file, or ``{}`` when there is none."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def metadata_file(path: Path) -> dict[str, Any]:
+    """A dataset's ``metadata.json``.
+
+    Raises:
+        FormatError: The file is not a JSON object.
+        OSError: The file cannot be read.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except ValueError as e:
+        raise FormatError(f"not valid JSON: {e}", path=path) from e
+    if not isinstance(obj, dict):
+        raise FormatError("is not a JSON object", path=path)
+    return obj
+
+
+def _parse_space(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) and isinstance(value.get("type"), str) else None
+
+
+def jpeg_image_shape(meta: dict[str, Any]) -> tuple[int, ...] | None:
+    """The observation shape when Minari stored images JPEG-encoded, else None."""
+    space = _parse_space(meta.get("observation_space"))
+    if not meta.get("jpeg_encoding", True) or space is None or space["type"] != "Box":
+        return None
+    shape = tuple(space.get("shape", ()))
+    if len(shape) not in (2, 3) or shape[0] < 32 or shape[1] < 32 or space.get("dtype") != "uint8":
+        return None
+    low, high = np.asarray(space.get("low")), np.asarray(space.get("high"))
+    return shape if bool(np.all(low == 0)) and bool(np.all(high == 255)) else None
+
+
+def expcli_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    """expcli metadata from ``metadata.json``: env and spaces on top, the rest under minari."""
+    saved = meta.get("expcli")
+    metadata: dict[str, Any] = dict(saved) if isinstance(saved, dict) else {}
+    metadata["layout"] = "minari"
+    env_spec = meta.get("env_spec")
+    if isinstance(env_spec, str):
+        metadata["env_spec"] = env_spec
+        env_id = (_json_text(env_spec) or {}).get("id")
+        if isinstance(env_id, str):
+            metadata["env_id"] = env_id
+    for key in ("observation_space", "action_space"):
+        space = _parse_space(meta.get(key))
+        if space is not None:
+            metadata[key] = space
+    metadata["minari"] = {k: v for k, v in meta.items() if k not in _OWN_METADATA}
+    return metadata
+
+
+def minari_metadata(dataset: Dataset, path: Path, saved: dict[str, Any]) -> dict[str, Any]:
+    """``metadata.json`` for a dataset written from expcli."""
+    previous = dataset.metadata.get("minari")
+    previous = previous if isinstance(previous, dict) else {}
+    meta: dict[str, Any] = {k: previous[k] for k in _DESCRIPTIVE if k in previous}
+    observations, actions = (_valid_rows(dataset, name) for name in ("observations", "actions"))
+    meta.update(
+        {
+            "data_format": "hdf5",
+            "jpeg_encoding": False,
+            "observation_space": _space_json(
+                dataset.metadata.get("observation_space"), observations
+            ),
+            "action_space": _space_json(dataset.metadata.get("action_space"), actions),
+            "dataset_id": _dataset_id(previous.get("dataset_id"), path),
+            "minari_version": MINARI_VERSION,
+        }
+    )
+    env_spec = dataset.metadata.get("env_spec")
+    if isinstance(env_spec, dict):
+        env_spec = json.dumps(env_spec)
+    spec = _json_text(env_spec)
+    if spec is not None and "id" in spec and "entry_point" in spec:
+        meta["env_spec"] = env_spec
+    meta["expcli"] = saved
+    return meta
+
+
+def _valid_rows(dataset: Dataset, name: str) -> np.ndarray:
+    """A tensor's valid rows of every env column, as the files hold them."""
+    array = dataset.tensors[name]
+    rows = [array[r, j] for j, r in enumerate(column_rows(dataset))]
+    return foreign_rows(name, np.concatenate(rows) if rows else array[:0, 0])
+
+
+def _json_text(text: Any) -> dict[str, Any] | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _dataset_id(previous: Any, path: Path) -> str:
+    if isinstance(previous, str) and re.fullmatch(
+        r"(?:[-_\w][-_\w/]*[-_\w]+/)?[-_\w]+?-v\d+", previous
+    ):
+        return previous
+    name = re.sub(r"[^-_\w]", "_", path.name) or "dataset"
+    return name if re.search(r"-v\d+$", name) else f"{name}-v0"
+
+
+def _space_json(described: Any, rows: np.ndarray) -> str:
+    """Minari's JSON for a space: the one in the metadata if it fits the data, else one
+    made from the data (``Box`` of infinite bounds, ``Discrete`` for integer scalars)."""
+    space = _parse_space(described)
+    feature = rows.shape[1:]
+    if space is not None and _fits(space, rows):
+        return json.dumps(space)
+    if rows.dtype.kind == "f":
+        bounds = np.full(feature, np.inf)
+        return json.dumps(
+            {
+                "type": "Box",
+                "dtype": rows.dtype.name,
+                "shape": list(feature),
+                "low": (-bounds).tolist(),
+                "high": bounds.tolist(),
+            }
+        )
+    if rows.dtype.kind == "b":
+        return json.dumps({"type": "MultiBinary", "n": list(feature) if feature else 1})
+    if not feature:
+        low = int(rows.min()) if rows.size else 0
+        high = int(rows.max()) if rows.size else 0
+        return json.dumps({"type": "Discrete", "dtype": "int64", "start": low, "n": high - low + 1})
+    info = np.iinfo(rows.dtype)
+    return json.dumps(
+        {
+            "type": "Box",
+            "dtype": rows.dtype.name,
+            "shape": list(feature),
+            "low": np.full(feature, info.min).tolist(),
+            "high": np.full(feature, info.max).tolist(),
+        }
+    )
+
+
+def _fits(space: dict[str, Any], rows: np.ndarray) -> bool:
+    feature = rows.shape[1:]
+    kind = space["type"]
+    if kind == "Box":
+        return tuple(space.get("shape", ())) == feature
+    if kind == "Discrete":
+        return feature == () and rows.dtype.kind in "iu"
+    if kind == "MultiDiscrete":
+        return feature == (len(space.get("nvec", ())),)
+    if kind == "MultiBinary":
+        n = space.get("n")
+        return feature == (tuple(n) if isinstance(n, list) else (n,))
+    return False

@@ -1,0 +1,115 @@
+"""Atomic writes of a whole folder (a Minari dataset), in the manner of ``_atomic``.
+
+The folder is built as ``.NAME.XXXX.tmp`` beside the target, its files are fsynced, and it
+is renamed onto the target. An existing target (allowed by ``overwrite`` and accepted by
+the caller as safe to replace) is first renamed aside and deleted only once the new folder
+is in place. A write that fails or is interrupted leaves the target as it was and removes
+its temporary folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from expcli.errors import ConfigError, OutputExistsError
+from expcli.formats._atomic import check_writable
+
+__all__ = ["atomic_folder"]
+
+
+@contextlib.contextmanager
+def atomic_folder(
+    target: Path, *, overwrite: bool, replaceable: Callable[[Path], bool]
+) -> Iterator[Path]:
+    """Give a temporary folder whose content replaces ``target`` when the block ends.
+
+    Args:
+        target: Folder to write.
+        overwrite: Whether an existing ``target`` may be replaced.
+        replaceable: Whether an existing non-empty folder is of the kind being written (so
+            that replacing it loses nothing else); other folders and files are refused.
+
+    Raises:
+        OutputExistsError: ``target`` exists and ``overwrite`` is false.
+        ConfigError: ``target`` is a file, or a folder of another kind.
+    """
+    check_writable(target, overwrite=overwrite)
+    _check_replaceable(target, replaceable)
+    parent = target.parent
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())
+        yield tmp
+        _fsync_tree(tmp)
+        _swap(tmp, target, overwrite, replaceable)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync(parent)
+
+
+def _check_replaceable(target: Path, replaceable: Callable[[Path], bool]) -> None:
+    if not os.path.lexists(target):
+        return
+    if target.is_symlink() or not target.is_dir():
+        raise ConfigError(f"{target}: is a file; expected a folder to write the dataset into")
+    if any(target.iterdir()) and not replaceable(target):
+        raise ConfigError(
+            f"{target}: is a folder that is not a dataset of this layout; refusing to replace it"
+        )
+
+
+def _swap(tmp: Path, target: Path, overwrite: bool, replaceable: Callable[[Path], bool]) -> None:
+    if not os.path.lexists(target):
+        try:
+            os.rename(tmp, target)
+        except OSError as e:
+            if os.path.lexists(target):
+                raise OutputExistsError(target) from e
+            raise
+        return
+    if not overwrite:
+        raise OutputExistsError(target)
+    _check_replaceable(target, replaceable)
+    aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+    os.rmdir(aside)
+    os.rename(target, aside)
+    try:
+        os.rename(tmp, target)
+    except BaseException:
+        os.rename(aside, target)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _fsync_tree(folder: Path) -> None:
+    for root, _, files in os.walk(folder):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync(Path(root))
+
+
+def _fsync(folder: Path) -> None:
+    if os.name != "posix":
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _umask() -> int:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask

@@ -1,0 +1,383 @@
+"""Minari datasets (hdf5 storage): ``data/main_data.hdf5`` plus ``data/metadata.json``.
+
+``main_data.hdf5`` holds one group ``episode_<id>`` per episode with ``observations``
+(one row more than the steps: the reset observation, then each step's), ``actions``,
+``rewards``, ``terminations``, ``truncations`` (one row per step) and optionally ``infos/*``
+(one row per observation: the reset info first). ``metadata.json`` holds the dataset id,
+the spaces (Minari's JSON serialisation), the env spec and the counts
+(``minari.dataset.minari_storage.MinariStorage``).
+
+Episodes are read in id order into one env column ``(T = total steps, N = 1)``: a step's
+observation is the episode's row ``t`` and its next observation row ``t + 1``; a step's
+infos are the episode's info row ``t + 1`` (the reset info is dropped). Where an episode that
+is not the last one ends with neither flag, its last step is marked ``truncated`` and listed
+under ``seams_marked_truncated``, so that episodes stay apart in expcli's view.
+
+``write`` makes a folder that ``minari.MinariDataset(folder / "data")`` loads (and
+``minari.load_dataset`` when the folder sits in the datasets path under its id): one
+episode per run of steps of each env column (valid rows, oldest first) up to a
+``terminated | truncated`` row, the final observation of each taken from
+``next_observations``. expcli does not keep reset infos, so each episode's first info row
+repeats its first step's infos. Non-standard tensors other than ``infos/*`` are kept as
+infos under their own names (read back as ``infos/<name>``). Images are stored raw
+(``jpeg_encoding`` false), and expcli's metadata is kept under the key ``expcli``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.errors import FormatError, SchemaError
+from expcli.formats.dataset import Dataset
+from expcli.formats.layouts._episodes import (
+    SEAMS_KEY,
+    column_rows,
+    done_flags,
+    episode_bounds,
+    foreign_rows,
+    load_array,
+    one_column,
+    user_metadata,
+)
+from expcli.formats.layouts._minari_meta import (
+    expcli_metadata,
+    jpeg_image_shape,
+    json_object,
+    metadata_file,
+    minari_metadata,
+)
+from expcli.formats.layouts._write import atomic_folder
+from expcli.formats.registry import encode_header, error_summary
+from expcli.spec import CircularState
+
+__all__ = ["MAIN_FILE", "is_minari_file", "is_minari_folder", "read", "read_folder", "write"]
+
+MAIN_FILE = "main_data.hdf5"
+METADATA_FILE = "metadata.json"
+_EPISODE = re.compile(r"episode_(\d+)")
+_STEP_KEYS = ("actions", "rewards", "terminations", "truncations")
+_STANDARD = frozenset(
+    {"observations", "next_observations", "actions", "rewards", "terminated", "truncated"}
+)
+
+
+def is_minari_file(h5: Any, path: Path) -> bool:
+    """Whether an open HDF5 file is a Minari ``main_data.hdf5``.
+
+    Every root member is a group named ``episode_<id>``; a file without episodes counts
+    when a ``metadata.json`` of the hdf5 storage sits beside it.
+    """
+    import h5py
+
+    keys = list(h5.keys())
+    if not keys:
+        return _sibling_metadata(path).get("data_format") == "hdf5"
+    return all(_EPISODE.fullmatch(key) and isinstance(h5.get(key), h5py.Group) for key in keys)
+
+
+def is_minari_folder(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a Minari dataset folder (or its ``data`` folder)."""
+    return _data_folder(Path(path)) is not None
+
+
+def read_folder(path: Path) -> Dataset:
+    """Read a Minari dataset folder (or its ``data`` folder).
+
+    Raises:
+        FormatError: Not a Minari folder, a storage other than hdf5, or a corrupt file.
+        SchemaError: An episode's arrays disagree in length or shape.
+    """
+    import h5py
+
+    data = _data_folder(path)
+    if data is None:
+        raise FormatError(
+            f"not a Minari dataset folder: found no data/{METADATA_FILE} naming a data_format",
+            path=path,
+        )
+    meta = metadata_file(data / METADATA_FILE)
+    storage = meta.get("data_format")
+    if storage != "hdf5":
+        raise FormatError(
+            f"Minari {storage} storage is not supported; expected hdf5",
+            path=data / METADATA_FILE,
+            key="data_format",
+        )
+    main = data / MAIN_FILE
+    if not main.is_file():
+        raise FormatError("missing from the Minari dataset folder", path=main)
+    try:
+        h5 = h5py.File(main, "r")
+    except OSError as e:
+        raise FormatError(f"not a readable HDF5 file ({error_summary(e)})", path=main) from e
+    with h5:
+        return read(h5, main, meta)
+
+
+def read(h5: Any, path: Path, meta: dict[str, Any] | None = None) -> Dataset:
+    """Read the episodes of an open ``main_data.hdf5`` into one env column.
+
+    Args:
+        h5: The open file.
+        path: Its path, for messages (``metadata.json`` beside it is read when ``meta`` is
+            not given).
+        meta: The dataset's ``metadata.json`` object.
+
+    Raises:
+        FormatError: An episode is not a group, lacks a key, or holds JPEG-encoded images.
+        SchemaError: An episode's observations are not one row longer than its actions, or
+            its arrays disagree in length, or episodes disagree in feature shapes.
+    """
+    import h5py
+
+    if meta is None:
+        meta = _sibling_metadata(path)
+    episodes = sorted((int(m.group(1)), key) for key in h5.keys() if (m := _EPISODE.fullmatch(key)))
+    image_shape = jpeg_image_shape(meta)
+    parts: dict[str, list[np.ndarray]] = {}
+    infos: dict[str, list[np.ndarray]] = {}
+    skipped: list[str] = []
+    seams: list[int] = []
+    total = 0
+    for number, (_, key) in enumerate(episodes):
+        group = h5[key]
+        if not isinstance(group, h5py.Group):
+            raise FormatError("is not a group; expected an episode", path=path, key=key)
+        steps = _episode(group, path, key, image_shape, parts)
+        _episode_infos(group, path, key, steps, infos, skipped)
+        total += steps
+        last_flags = parts["terminated"][-1][-1:] | parts["truncated"][-1][-1:]
+        if number < len(episodes) - 1 and steps and not last_flags.any():
+            parts["truncated"][-1] = parts["truncated"][-1].copy()
+            parts["truncated"][-1][-1] = True
+            seams.append(total - 1)
+    for name, pieces in infos.items():
+        if len(pieces) == len(episodes):
+            parts[name] = pieces
+        else:
+            skipped.append(f"{name} (not in every episode)")
+    tensors = {name: _concatenate(name, pieces, path) for name, pieces in parts.items()}
+    metadata = expcli_metadata(meta)
+    if skipped:
+        metadata["minari"]["skipped"] = sorted(set(skipped))
+    if seams:
+        metadata[SEAMS_KEY] = seams
+    state = CircularState(0, 0, filled=True) if tensors else CircularState()
+    dataset = Dataset(tensors, state, metadata)
+    dataset.validate(path)
+    return dataset
+
+
+def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
+    """Write a Minari dataset folder (``path/data/main_data.hdf5`` and ``metadata.json``).
+
+    Raises:
+        SchemaError: ``observations``, ``actions`` or ``rewards`` is missing, or the
+            metadata is not JSON-serialisable.
+        OutputExistsError: ``path`` exists and ``overwrite`` is false.
+        ConfigError: ``path`` is a file or a folder that is not a Minari dataset.
+    """
+    import h5py
+
+    tensors = dataset.tensors
+    for name in ("observations", "actions", "rewards"):
+        if name not in tensors:
+            raise SchemaError("missing; the minari layout needs it", path=path, key=name)
+    extras = sorted(name for name in tensors if name not in _STANDARD)
+    infos = [name.removeprefix("infos/") for name in extras]
+    for name, info in zip(extras, infos, strict=True):
+        if infos.count(info) > 1:
+            raise SchemaError(
+                f"would be stored as the same Minari info {info!r} as another tensor",
+                path=path,
+                key=name,
+            )
+    final = tensors.get("next_observations", tensors["observations"])
+    done = done_flags(tensors, dataset.memory_size, dataset.num_envs)
+    saved = user_metadata(dataset.metadata, "minari")
+    if "next_observations" not in tensors:
+        saved["final_observations"] = "repeated: the dataset had no next_observations"
+    encode_header(saved, path)
+    episode = steps = 0
+    with atomic_folder(path, overwrite=overwrite, replaceable=is_minari_folder) as tmp:
+        data = tmp / "data"
+        data.mkdir()
+        with h5py.File(data / MAIN_FILE, "w", track_order=True) as h5:
+            for j, rows in enumerate(column_rows(dataset)):
+                for start, stop in episode_bounds(done[rows, j]):
+                    picked = rows[start:stop]
+                    group = h5.create_group(f"episode_{episode}")
+                    group.attrs["id"] = episode
+                    group.attrs["total_steps"] = len(picked)
+                    observations = np.concatenate(
+                        [tensors["observations"][picked, j], final[picked[-1:], j]]
+                    )
+                    _step_data(group, "observations", foreign_rows("observations", observations))
+                    _step_data(
+                        group, "actions", foreign_rows("actions", tensors["actions"][picked, j])
+                    )
+                    _step_data(
+                        group, "rewards", foreign_rows("rewards", tensors["rewards"][picked, j])
+                    )
+                    for flag, key in (("terminated", "terminations"), ("truncated", "truncations")):
+                        values = (
+                            tensors[flag][picked, j].reshape(len(picked), -1).any(axis=1)
+                            if flag in tensors
+                            else np.zeros(len(picked), dtype=bool)
+                        )
+                        _step_data(group, key, values)
+                    for name, info in zip(extras, infos, strict=True):
+                        values = foreign_rows(name, tensors[name][picked, j])
+                        _step_data(group, f"infos/{info}", np.concatenate([values[:1], values]))
+                    episode += 1
+                    steps += len(picked)
+        meta = minari_metadata(dataset, path, saved)
+        meta.update({"total_episodes": episode, "total_steps": steps})
+        meta["dataset_size"] = round(os.path.getsize(data / MAIN_FILE) / 1e6, 1)
+        with open(data / METADATA_FILE, "w", encoding="utf-8") as f:
+            json.dump(meta, f)
+
+
+def _episode(
+    group: Any,
+    path: Path,
+    key: str,
+    image_shape: tuple[int, ...] | None,
+    parts: dict[str, list[np.ndarray]],
+) -> int:
+    """Append one episode's step data to ``parts``; return its number of steps."""
+    arrays = {name: _leaves(group, name, path, key) for name in ("observations", *_STEP_KEYS)}
+    steps = len(_single(arrays["rewards"], path, f"{key}/rewards"))
+    for name in _STEP_KEYS:
+        for sub, array in arrays[name].items():
+            if len(array) != steps:
+                raise SchemaError(
+                    f"has {len(array)} rows; expected {steps}, one per step (as rewards)",
+                    path=path,
+                    key=f"{key}/{name}{sub}",
+                )
+    for sub, array in arrays["observations"].items():
+        if len(array) != steps + 1:
+            raise SchemaError(
+                f"has {len(array)} rows for {steps} actions; expected {steps + 1} "
+                f"(one more: the observation after the last step)",
+                path=path,
+                key=f"{key}/observations{sub}",
+            )
+        if image_shape is not None and array.shape[1:] != image_shape:
+            raise FormatError(
+                "holds JPEG-encoded images (jpeg_encoding); decoding them is not supported",
+                path=path,
+                key=f"{key}/observations{sub}",
+            )
+        _add(parts, f"observations{sub}", array[:-1])
+        _add(parts, f"next_observations{sub}", array[1:])
+    for sub, array in arrays["actions"].items():
+        _add(parts, f"actions{sub}", array)
+    _add(parts, "rewards", arrays["rewards"][""])
+    for name, flag in (("terminations", "terminated"), ("truncations", "truncated")):
+        values = _single(arrays[name], path, f"{key}/{name}")
+        _add(parts, flag, np.asarray(values.reshape(steps, -1).astype(bool).any(axis=1)))
+    return steps
+
+
+def _episode_infos(
+    group: Any,
+    path: Path,
+    key: str,
+    steps: int,
+    infos: dict[str, list[np.ndarray]],
+    skipped: list[str],
+) -> None:
+    """Append one episode's infos (one row per step: the reset info dropped)."""
+    import h5py
+
+    info = group.get("infos")
+    if not isinstance(info, h5py.Group):
+        return
+
+    def visit(name: str, obj: Any) -> None:
+        if not isinstance(obj, h5py.Dataset):
+            return
+        where = f"{key}/infos/{name}"
+        try:
+            array = load_array(obj, path, where)
+        except (FormatError, SchemaError):
+            skipped.append(f"infos/{name}")
+            return
+        if array.ndim == 0 or len(array) not in (steps, steps + 1):
+            raise SchemaError(
+                f"has shape {array.shape}; expected {steps + 1} rows (the reset info, then "
+                f"one per step) or {steps}",
+                path=path,
+                key=where,
+            )
+        infos.setdefault(f"infos/{name}", []).append(array[len(array) - steps :])
+
+    info.visititems(visit)
+
+
+def _leaves(group: Any, name: str, path: Path, key: str) -> dict[str, np.ndarray]:
+    """The arrays under ``name``: ``{"": array}``, or ``{"/a": ..., "/b/c": ...}`` for a
+    Dict or Tuple space stored as a group."""
+    import h5py
+
+    obj = group.get(name)
+    if obj is None:
+        raise FormatError("missing from the episode", path=path, key=f"{key}/{name}")
+    if isinstance(obj, h5py.Dataset):
+        return {"": load_array(obj, path, f"{key}/{name}")}
+    leaves: dict[str, np.ndarray] = {}
+
+    def visit(sub: str, member: Any) -> None:
+        if isinstance(member, h5py.Dataset):
+            leaves[f"/{sub}"] = load_array(member, path, f"{key}/{name}/{sub}")
+
+    obj.visititems(visit)
+    if not leaves:
+        raise FormatError("is an empty group; expected arrays", path=path, key=f"{key}/{name}")
+    return leaves
+
+
+def _single(arrays: dict[str, np.ndarray], path: Path, key: str) -> np.ndarray:
+    if set(arrays) != {""}:
+        raise FormatError("is a group; expected one array", path=path, key=key)
+    array = arrays[""]
+    if array.ndim == 0:
+        raise SchemaError("is a scalar; expected one row per step", path=path, key=key)
+    return array
+
+
+def _add(parts: dict[str, list[np.ndarray]], name: str, array: np.ndarray) -> None:
+    parts.setdefault(name, []).append(array)
+
+
+def _concatenate(name: str, pieces: list[np.ndarray], path: Path) -> np.ndarray:
+    shapes = {piece.shape[1:] for piece in pieces}
+    if len(shapes) > 1:
+        raise SchemaError(
+            f"feature shapes differ between episodes: {sorted(shapes)}", path=path, key=name
+        )
+    return one_column(np.concatenate(pieces))
+
+
+def _step_data(group: Any, key: str, array: np.ndarray) -> None:
+    """A dataset as Minari makes them: chunked and growable along the steps."""
+    group.create_dataset(key, data=array, chunks=True, maxshape=(None, *array.shape[1:]))
+
+
+def _data_folder(path: Path) -> Path | None:
+    for candidate in (path / "data", path):
+        if "data_format" in json_object(candidate / METADATA_FILE):
+            return candidate
+    return None
+
+
+def _sibling_metadata(path: Path) -> dict[str, Any]:
+    return json_object(path.parent / METADATA_FILE)

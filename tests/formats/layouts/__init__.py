@@ -1,0 +1,1 @@
+"""Tests of expcli.formats.layouts: tianshou, Minari, D4RL and skrl files, both directions."""
