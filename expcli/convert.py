@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from expcli.errors import ConfigError, FormatError, OutputExistsError
+from expcli.errors import ConfigError, FormatError, OutputExistsError, SchemaError
 from expcli.formats import detect_format, format_from_suffix, read_dataset, write_dataset
 from expcli.formats.dataset import Dataset
 
@@ -151,7 +151,7 @@ def convert(
         _size(source),
         _size(target),
         time.perf_counter() - started,
-        verify,
+        verify and layout == "expcli",
     )
 
 
@@ -193,32 +193,38 @@ def _write_then_rename(
 ) -> None:
     """Write beside the target under a temporary name, check, then rename into place."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    if layout != "expcli":  # the layout writers are atomic themselves
+        from expcli.formats.layouts import write_layout
+
+        write_layout(dataset, target, layout, overwrite=True)
+        return
     partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.partial")
     written: list[Path] = []
     try:
-        if layout == "expcli":
-            write_dataset(dataset, partial, fmt, compression=compression)
-            written = [partial] + ([_sidecar(partial)] if fmt == "csv" else [])
-        else:
-            from expcli.formats.layouts import write_layout
-
-            write_layout(dataset, partial, layout, overwrite=False)
-            written = [partial]
+        write_dataset(dataset, partial, fmt, compression=compression)
+        written = [partial] + ([_sidecar(partial)] if fmt == "csv" else [])
         if checksums is not None:
-            _verify(partial, fmt, layout, checksums)
+            _verify(partial, fmt, checksums)
         if fmt == "csv":
             os.replace(_sidecar(partial), _sidecar(target))
         os.replace(partial, target)
         _fsync_dir(target.parent)
+    except (FormatError, SchemaError) as e:
+        _cleanup([*written, partial, _sidecar(partial)])
+        if e.path != str(partial):
+            raise
+        raise type(e)(e.message, path=target, key=e.key) from e  # name the user's file
     except BaseException:
-        for path in [*written, partial, _sidecar(partial)]:
-            _remove(path)
+        _cleanup([*written, partial, _sidecar(partial)])
         raise
 
 
-def _verify(partial: Path, fmt: str, layout: str, checksums: dict[str, str]) -> None:
-    if layout != "expcli":
-        return  # foreign layouts reshape the data; their own tests check them
+def _cleanup(paths: list[Path]) -> None:
+    for path in paths:
+        _remove(path)
+
+
+def _verify(partial: Path, fmt: str, checksums: dict[str, str]) -> None:
     again = read_dataset(partial, fmt)
     for name, digest in checksums.items():
         if name not in again.tensors or _digest(again.tensors[name]) != digest:

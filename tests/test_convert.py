@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from expcli import ConfigError, FormatError, OutputExistsError
+from expcli import ConfigError, ExpcliError, FormatError, OutputExistsError
 from expcli.cli import app
 from expcli.convert import convert, load, save
 from expcli.formats.dataset import Dataset
@@ -174,3 +174,33 @@ def test_dataset_to_memory(tmp_path: Path) -> None:
     memory = load(save(sample_dataset(), tmp_path / "a.npz")).to_memory(device="cpu")
     assert (memory.memory_index, memory.env_index, memory.filled) == (2, 1, True)
     assert memory.tensors["actions"].shape == (6, 2, 1) and len(memory) == 12
+
+
+@pytest.mark.parametrize("layout", ["d4rl", "tianshou", "minari", "skrl"])
+def test_cli_writes_foreign_layouts_that_read_back(tmp_path: Path, layout: str) -> None:
+    dataset = sample_dataset()
+    dataset.tensors["terminated"][:] = False
+    dataset.tensors["terminated"][2, :, 0] = True
+    dataset.tensors["observations"] = np.nan_to_num(dataset.tensors["observations"])
+    dataset.tensors["rewards"] = np.ones((6, 2, 1), np.float32)
+    save(dataset, tmp_path / "a.npz")
+    target = (
+        tmp_path / {"d4rl": "b.hdf5", "tianshou": "b.h5", "minari": "b", "skrl": "b.pt"}[layout]
+    )
+    result = CliRunner().invoke(
+        app, ["convert", str(tmp_path / "a.npz"), str(target), "--layout", layout]
+    )
+    assert result.exit_code == 0, result.output
+    again = load(target)
+    assert again.tensors["actions"].size == dataset.tensors["actions"].size
+    assert sorted(again.tensors["actions"].ravel().tolist()) == sorted(
+        dataset.tensors["actions"].ravel().tolist()
+    )
+
+
+def test_layout_errors_name_the_users_file(tmp_path: Path) -> None:
+    save(sample_dataset(), tmp_path / "a.npz")  # no rewards: D4RL needs them
+    with pytest.raises(ExpcliError) as caught:
+        convert(tmp_path / "a.npz", tmp_path / "b.hdf5", layout="d4rl")
+    assert "rewards" in str(caught.value) and ".partial" not in str(caught.value)
+    assert os.listdir(tmp_path) == ["a.npz"]
