@@ -20,6 +20,7 @@ import numpy as np
 
 from expcli.errors import ConfigError, FormatError, OutputExistsError, SchemaError
 from expcli.formats import detect_format, format_from_suffix, read_dataset, write_dataset
+from expcli.formats._atomic import fsync_dir
 from expcli.formats.dataset import Dataset
 
 __all__ = ["COMPRESSIONS", "LAYOUTS", "ConvertResult", "convert", "load", "save"]
@@ -208,7 +209,7 @@ def _write_then_rename(
         if fmt == "csv":
             os.replace(_sidecar(partial), _sidecar(target))
         os.replace(partial, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
     except (FormatError, SchemaError) as e:
         _cleanup([*written, partial, _sidecar(partial)])
         if e.path != str(partial):
@@ -276,14 +277,3 @@ def _remove(path: Path) -> None:
             path.unlink()
     except FileNotFoundError:
         pass
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -44,34 +44,20 @@ def convert_cmd(
 
     if not src.exists():
         raise FormatError("no such file or folder", path=src)
+    options = {"to": to, "compression": compression, "layout": layout, "overwrite": overwrite}
     if src.is_file() and src.stat().st_size >= PROGRESS_MIN_BYTES:
         from rich.progress import Progress
 
         with Progress(console=err_console(), transient=True) as bar:
             task = bar.add_task("converting", total=2.0)
             phases = {"read": 0.0, "write": 1.0, "verify": 1.0}
-            result = convert(
-                src,
-                dst,
-                to=to,
-                compression=compression,
-                layout=layout,
-                overwrite=overwrite,
-                verify=verify,
-                progress=lambda phase, done: bar.update(
-                    task, completed=phases[phase] + done, description=phase
-                ),
-            )
+
+            def progress(phase: str, done: float) -> None:
+                bar.update(task, completed=phases[phase] + done, description=phase)
+
+            result = convert(src, dst, verify=verify, progress=progress, **options)  # type: ignore[arg-type]
     else:
-        result = convert(
-            src,
-            dst,
-            to=to,
-            compression=compression,
-            layout=layout,
-            overwrite=overwrite,
-            verify=verify,
-        )
+        result = convert(src, dst, verify=verify, **options)  # type: ignore[arg-type]
     out_console().print(
         f"converted {result.src} ({_mb(result.bytes_read)}, {result.src_format}) -> "
         f"{result.dst} ({_mb(result.bytes_written)}, {result.dst_format}"

@@ -90,7 +90,7 @@ def _atomic(target: Path, mode: str, overwrite: bool) -> Iterator[IO[Any]]:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    _fsync_dir(folder)
+    fsync_dir(folder)
 
 
 def atomic_path(
@@ -130,7 +130,7 @@ def _atomic_path(target: Path, overwrite: bool) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    _fsync_dir(folder)
+    fsync_dir(folder)
 
 
 def _commit(tmp: Path, target: Path, overwrite: bool) -> None:
@@ -164,7 +164,7 @@ def _umask() -> int:
     return umask
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
     """Make the rename durable where the platform and file system allow it (best effort)."""
     if os.name != "posix":
         return
