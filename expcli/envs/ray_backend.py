@@ -85,7 +85,9 @@ class _Host:
             if subproc:
                 from expcli.envs.subproc_backend import SubprocBackend
 
-                self.inner = SubprocBackend(factories, num_workers, restart_on_error, no_warning)
+                self.inner = SubprocBackend(
+                    factories, num_workers, restart_on_error, no_warning, label_offset=offset
+                )
             else:
                 self.inner = DummyBackend(factories, restart_on_error, no_warning)
         except EnvError as e:

@@ -108,6 +108,7 @@ class _Worker:
         no_warning: bool,
     ) -> None:
         self.index, self.start, self.stop = index, start, start + len(factories)
+        self.label_offset = 0
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
             target=_worker_main,
@@ -158,8 +159,9 @@ class _Worker:
             how = f"exited with code {code}"
         else:
             how = "stopped answering"
+        first, last = self.start + self.label_offset, self.stop - 1 + self.label_offset
         return EnvError(
-            f"worker process {self.index} (envs {self.start}..{self.stop - 1}) {how} during "
+            f"worker process {self.index} (envs {first}..{last}) {how} during "
             f"{command.name.lower()}",
             index=self.start,
         )
@@ -188,6 +190,8 @@ class SubprocBackend:
         restart_on_error: Rebuild failing envs (in the worker) or dead workers instead
             of raising.
         no_warning: Silence env warnings.
+        label_offset: Added to env numbers in messages, when these envs are a slice of a
+            larger set (ray-subproc); ids and ``EnvError.index`` stay local.
 
     Raises:
         EnvError: An env could not be built, or a worker failed to start.
@@ -199,8 +203,10 @@ class SubprocBackend:
         num_workers: int | None = None,
         restart_on_error: bool = False,
         no_warning: bool = True,
+        label_offset: int = 0,
     ) -> None:
         self.num_envs = len(factories)
+        self.label_offset = label_offset
         self.factories = list(factories)
         self.restart_on_error, self.no_warning = restart_on_error, no_warning
         self.restarts = 0
@@ -247,7 +253,7 @@ class SubprocBackend:
 
     def _start(self, index: int) -> _Worker:
         start, stop = self._slices[index]
-        return _Worker(
+        worker = _Worker(
             self._ctx,
             index,
             int(start),
@@ -256,6 +262,8 @@ class SubprocBackend:
             self.restart_on_error,
             self.no_warning,
         )
+        worker.label_offset = self.label_offset
+        return worker
 
     # ------------------------------------------------------------ commands
 
