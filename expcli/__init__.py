@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from expcli._version import __version__
 
 if TYPE_CHECKING:
-    from expcli.convert import convert, load, save
+    from expcli.conversion import convert, load, save
     from expcli.envs import ParallelEnv
     from expcli.errors import (
         ConfigError,
@@ -34,9 +34,9 @@ _EXPORTS: dict[str, str] = {
     # environments
     "ParallelEnv": "expcli.envs",
     # datasets on disk
-    "load": "expcli.convert",
-    "save": "expcli.convert",
-    "convert": "expcli.convert",
+    "load": "expcli.conversion",
+    "save": "expcli.conversion",
+    "convert": "expcli.conversion",
     "Dataset": "expcli.formats.dataset",
     "read_dataset": "expcli.formats",
     "write_dataset": "expcli.formats",

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from expcli import ConfigError, ExpcliError, FormatError, OutputExistsError
 from expcli.cli import app
-from expcli.convert import convert, load, save
+from expcli.conversion import convert, load, save
 from expcli.formats.dataset import Dataset
 from expcli.spec import CircularState
 
@@ -77,7 +77,7 @@ def test_a_failed_conversion_leaves_nothing(
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("expcli.convert.write_dataset", broken)
+    monkeypatch.setattr("expcli.conversion.write_dataset", broken)
     for target in ("c.csv", "b.csv"):
         with pytest.raises(OSError):
             convert(tmp_path / "a.npz", tmp_path / target, overwrite=True)
@@ -89,16 +89,19 @@ def test_verify_catches_a_writer_that_changes_data(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     save(sample_dataset(), tmp_path / "a.npz")
-    import expcli.convert as module
+    import expcli.conversion as module
 
-    real = module.read_dataset
+    real = module.open_lazy
+    calls = []
 
-    def corrupting(path: object, *args: object, **kwargs: object) -> Dataset:
-        dataset = real(path, *args, **kwargs)  # type: ignore[arg-type]
-        dataset.tensors["actions"] = dataset.tensors["actions"] + 1
-        return dataset
+    def corrupting(path: object, *args: object, **kwargs: object) -> object:
+        dataset, close = real(path, *args, **kwargs)  # type: ignore[arg-type]
+        calls.append(path)
+        if len(calls) == 2:  # the read-back of the written file
+            dataset.tensors["actions"] = np.asarray(dataset.tensors["actions"]) + 1
+        return dataset, close
 
-    monkeypatch.setattr(module, "read_dataset", corrupting)
+    monkeypatch.setattr(module, "open_lazy", corrupting)
     with pytest.raises(FormatError, match="verification failed") as caught:
         convert(tmp_path / "a.npz", tmp_path / "b.pt", verify=True)
     assert caught.value.key == "actions"

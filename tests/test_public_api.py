@@ -26,3 +26,11 @@ def test_unknown_attribute_raises() -> None:
 def test_public_names_come_from_their_modules() -> None:
     memory = importlib.import_module("expcli.memory")
     assert expcli.Memory is memory.Memory and expcli.RandomMemory is memory.RandomMemory
+
+
+def test_importing_the_conversion_module_does_not_hide_convert() -> None:
+    import expcli.conversion  # noqa: F401
+
+    from expcli import convert
+
+    assert callable(convert) and convert.__name__ == "convert"

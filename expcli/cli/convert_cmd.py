@@ -1,4 +1,4 @@
-"""``expcli convert``: a thin layer over ``expcli.convert.convert``."""
+"""``expcli convert``: a thin layer over ``expcli.conversion.convert``."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def convert_cmd(
     ] = False,
 ) -> None:
     """Convert a dataset between pt, npz, csv and HDF5 (and foreign layouts), losslessly."""
-    from expcli.convert import convert
+    from expcli.conversion import convert
     from expcli.errors import FormatError
 
     if not src.exists():

@@ -13,6 +13,7 @@ from expcli.formats.registry import (
     FORMATS,
     detect_format,
     format_from_suffix,
+    open_lazy,
     read_dataset,
     write_dataset,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "Dataset",
     "detect_format",
     "format_from_suffix",
+    "open_lazy",
     "read_dataset",
     "write_dataset",
 ]

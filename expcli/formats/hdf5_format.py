@@ -23,6 +23,7 @@ import importlib
 import math
 import os
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
@@ -45,6 +46,7 @@ from expcli.formats._hdf5_checks import (
     open_file,
 )
 from expcli.formats.dataset import Dataset
+from expcli.formats.lazy import LazyRows
 from expcli.formats.registry import (
     dataset_from_header,
     encode_header,
@@ -329,6 +331,31 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
         arrays = {s.name: reader.read_rows(s.name, 0, reader.memory_size) for s in reader.specs}
         header = reader.header
     return dataset_from_header(arrays, header, path)
+
+
+def open_lazy(path: Path) -> tuple[Dataset, Callable[[], None]]:
+    """Like ``read``, but tensors stay in the file as ``LazyRows``; call the closer after.
+
+    Raises:
+        FormatError, SchemaError: As ``read``.
+    """
+    with open_file(path, _CACHE_BYTES) as file:
+        foreign = header_text(file, path) is None
+    if foreign:
+        return read(path), lambda: None
+    reader = Hdf5Reader(path)
+    try:
+        size = (reader.memory_size, reader.num_envs)
+        arrays: dict[str, Any] = {
+            s.name: LazyRows(
+                (*size, *s.shape), np.dtype(s.dtype), partial(reader.read_rows, s.name)
+            )
+            for s in reader.specs
+        }
+        return dataset_from_header(arrays, reader.header, path), reader.close
+    except BaseException:
+        reader.close()
+        raise
 
 
 def _compression(compression: str | None) -> str | None:

@@ -138,6 +138,7 @@ def _torch_load(path: Path, is_zip: bool) -> object:
 
 def _to_tensor(array: np.ndarray) -> torch.Tensor:
     """A tensor sharing the array's memory (copied only if strided backwards or byte-swapped)."""
+    array = np.asarray(array)  # a LazyRows tensor is read whole: .pt needs whole tensors
     native = np.ascontiguousarray(array.astype(array.dtype.newbyteorder("="), copy=False))
     with warnings.catch_warnings():
         # torch.save only reads the tensor; a read-only source array is fine.

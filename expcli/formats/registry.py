@@ -13,7 +13,7 @@ import json
 import os
 import re
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -33,6 +33,7 @@ __all__ = [
     "foreign_dataset",
     "format_from_suffix",
     "header_specs",
+    "open_lazy",
     "parse_header",
     "read_dataset",
     "write_dataset",
@@ -186,6 +187,32 @@ def write_dataset(
         raise SchemaError("this name is reserved for the metadata", path=path, key=METADATA_KEY)
     module.write(dataset, target, overwrite=overwrite, **options)
     return target
+
+
+def open_lazy(
+    path: str | os.PathLike[str], format: str | None = None
+) -> tuple[Dataset, Callable[[], None]]:
+    """Open a dataset whose tensors stay on disk where the format allows (npz members
+    stored uncompressed, expcli HDF5 files), read by slices of rows; others are read whole.
+
+    Returns:
+        The dataset, and a function to call once done with it.
+
+    Raises:
+        FormatError, SchemaError: As ``read_dataset``.
+    """
+    fmt = _normalise(format, path) if format is not None else detect_format(path)
+    opener = getattr(_module(fmt, path), "open_lazy", None)
+    if opener is None:
+        return read_dataset(path, fmt), lambda: None
+    opened = opener(Path(path))
+    dataset, close = opened if isinstance(opened, tuple) else (opened, lambda: None)
+    try:
+        dataset.validate(path)
+    except BaseException:
+        close()
+        raise
+    return dataset, close
 
 
 def encode_header(

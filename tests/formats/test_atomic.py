@@ -47,7 +47,15 @@ def fail_midway(monkeypatch: pytest.MonkeyPatch, fmt: str, error: BaseException)
     if fmt == "pt":
         monkeypatch.setattr(torch, "save", partial_then_raise)
     elif fmt == "npz":
-        monkeypatch.setattr(np, "savez", partial_then_raise)
+        import expcli.formats.npz_format as npz_format
+
+        original_member = npz_format._write_member
+
+        def member_then_raise(*args: object, **kwargs: object) -> None:
+            original_member(*args, **kwargs)  # type: ignore[arg-type]
+            raise error
+
+        monkeypatch.setattr(npz_format, "_write_member", member_then_raise)
     elif fmt == "hdf5":
         import h5py
 

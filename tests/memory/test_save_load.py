@@ -139,7 +139,7 @@ def test_save_is_atomic_when_writing_fails(tmp_path: Path, monkeypatch: pytest.M
     def disk_full(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(np, "savez", disk_full)
+    monkeypatch.setattr("expcli.formats.npz_format._write_member", disk_full)
     m.add_samples(observations=np.zeros((2, 4), np.float32))
     with pytest.raises(OSError):
         m.save(target)

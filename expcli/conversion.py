@@ -19,9 +19,16 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import ConfigError, FormatError, OutputExistsError, SchemaError
-from expcli.formats import detect_format, format_from_suffix, read_dataset, write_dataset
+from expcli.formats import (
+    detect_format,
+    format_from_suffix,
+    open_lazy,
+    read_dataset,
+    write_dataset,
+)
 from expcli.formats._atomic import fsync_dir
 from expcli.formats.dataset import Dataset
+from expcli.formats.lazy import row_chunks
 
 __all__ = ["COMPRESSIONS", "LAYOUTS", "ConvertResult", "convert", "load", "save"]
 
@@ -134,13 +141,22 @@ def convert(
     fmt = _target_format(target, to, layout)
     report = progress or (lambda phase, done: None)
     report("read", 0.0)
-    dataset = load(source)
-    src_format = "minari" if source.is_dir() else detect_format(source)
-    report("read", 1.0)
-    checksums = _checksums(dataset) if verify else None
-    report("write", 0.0)
-    _write_then_rename(dataset, target, fmt, layout, compression, checksums)
-    report("write", 1.0)
+    close: Callable[[], None] = _nothing
+    if source.is_dir():
+        dataset, src_format = load(source), "minari"
+    else:
+        if not source.exists():
+            raise FormatError("no such file or folder", path=source)
+        src_format = detect_format(source)
+        dataset, close = open_lazy(source, src_format)  # streamed where the format allows
+    try:
+        report("read", 1.0)
+        checksums = _checksums(dataset) if verify else None
+        report("write", 0.0)
+        _write_then_rename(dataset, target, fmt, layout, compression, checksums)
+        report("write", 1.0)
+    finally:
+        close()
     return ConvertResult(
         source,
         target,
@@ -157,6 +173,10 @@ def convert(
 
 
 # ----------------------------------------------------------------- internals
+
+
+def _nothing() -> None:
+    return None
 
 
 def _check_options(layout: str, compression: str | None) -> None:
@@ -197,7 +217,10 @@ def _write_then_rename(
     if layout != "expcli":  # the layout writers are atomic themselves
         from expcli.formats.layouts import write_layout
 
-        write_layout(dataset, target, layout, overwrite=True)
+        whole = {name: np.asarray(array) for name, array in dataset.tensors.items()}
+        write_layout(
+            Dataset(whole, dataset.state, dataset.metadata), target, layout, overwrite=True
+        )
         return
     partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.partial")
     written: list[Path] = []
@@ -226,26 +249,34 @@ def _cleanup(paths: list[Path]) -> None:
 
 
 def _verify(partial: Path, fmt: str, checksums: dict[str, str]) -> None:
-    again = read_dataset(partial, fmt)
-    for name, digest in checksums.items():
-        if name not in again.tensors or _digest(again.tensors[name]) != digest:
-            raise FormatError(
-                "verification failed: the written tensor differs from the source",
-                path=partial,
-                key=name,
-            )
+    again, close = open_lazy(partial, fmt)
+    try:
+        for name, digest in checksums.items():
+            if name not in again.tensors or _digest(again.tensors[name]) != digest:
+                raise FormatError(
+                    "verification failed: the written tensor differs from the source",
+                    path=partial,
+                    key=name,
+                )
+    finally:
+        close()
 
 
 def _checksums(dataset: Dataset) -> dict[str, str]:
     return {name: _digest(array) for name, array in dataset.tensors.items()}
 
 
-def _digest(array: np.ndarray) -> str:
-    """A checksum of dtype, shape and bytes."""
-    data = np.ascontiguousarray(array)
+def _digest(array: Any) -> str:
+    """A checksum of dtype, shape and bytes, computed slice by slice."""
     h = hashlib.blake2b(digest_size=16)
-    h.update(f"{data.dtype.str}{data.shape}".encode())
-    h.update(data.tobytes())
+    h.update(f"{np.dtype(array.dtype).newbyteorder('=').str}{tuple(array.shape)}".encode())
+    if array.ndim == 0 or array.size == 0:
+        h.update(np.ascontiguousarray(array).tobytes())
+        return h.hexdigest()
+    chunks = row_chunks(array)
+    for start in chunks:
+        rows = np.asarray(array[start : start + chunks.step])
+        h.update(np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder("=")).tobytes())
     return h.hexdigest()
 
 
