@@ -30,7 +30,6 @@ def test_public_names_come_from_their_modules() -> None:
 
 def test_importing_the_conversion_module_does_not_hide_convert() -> None:
     import expcli.conversion  # noqa: F401
-
     from expcli import convert
 
     assert callable(convert) and convert.__name__ == "convert"

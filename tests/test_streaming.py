@@ -52,8 +52,12 @@ def test_npz_and_hdf5_convert_in_bounded_memory(tmp_path: Path) -> None:
     script = tmp_path / "measure.py"
     script.write_text(textwrap.dedent(MEASURE))
     for src, dst in [(source, tmp_path / "big.h5"), (tmp_path / "big.h5", tmp_path / "again.npz")]:
-        out = subprocess.run([sys.executable, str(script), str(src), str(dst)], check=True,
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, str(script), str(src), str(dst)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         grew_mib = int(out.stdout.strip().splitlines()[-1])
         print(f"{src.suffix} -> {dst.suffix}: peak RSS grew {grew_mib} MiB")
         assert grew_mib < 100, f"{src.suffix} -> {dst.suffix} grew {grew_mib} MiB"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ class LazyRows:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self._read = read
+        self._ahead: tuple[tuple[int, int], Future[np.ndarray]] | None = None
 
     @property
     def ndim(self) -> int:
@@ -45,12 +47,35 @@ class LazyRows:
     def __getitem__(self, key: Any) -> np.ndarray:
         if isinstance(key, slice) and key.step in (None, 1):
             start, stop, _ = key.indices(len(self))
-            return self._read(start, max(start, stop))
+            return self._slice(start, max(start, stop))
         return np.asarray(np.asarray(self)[key])
+
+    def _slice(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start..stop``; the next slice of the same size is read ahead meanwhile,
+        so that reading the file overlaps with whatever the caller does with these rows."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == (start, stop):
+            rows = ahead[1].result()
+        else:
+            rows = self._read(start, stop)
+        following = (stop, min(len(self), 2 * stop - start))
+        if stop < len(self) and stop > start:
+            self._ahead = (following, _reader().submit(self._read, *following))
+        return rows
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         whole = self._read(0, len(self))
         return whole if dtype is None else np.asarray(whole.astype(dtype))
+
+
+_READ_AHEAD: ThreadPoolExecutor | None = None
+
+
+def _reader() -> ThreadPoolExecutor:
+    global _READ_AHEAD
+    if _READ_AHEAD is None:
+        _READ_AHEAD = ThreadPoolExecutor(1, thread_name_prefix="expcli-read-ahead")
+    return _READ_AHEAD
 
 
 def row_chunks(array: Any, chunk_bytes: int = CHUNK_BYTES) -> range:
