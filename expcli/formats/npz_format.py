@@ -72,6 +72,13 @@ def open_lazy(path: Path) -> Dataset:
     Raises:
         FormatError, SchemaError: As ``read``.
     """
+    with open(path, "rb") as file:
+        head = file.read(6)
+    if not head.startswith(_ZIP_MAGICS):
+        raise FormatError(
+            f"not an .npz archive ({_what(head)}); expected a zip archive of .npy members",
+            path=path,
+        )
     arrays: dict[str, Any] = {}
     try:
         with zipfile.ZipFile(path) as archive:
@@ -116,7 +123,9 @@ def _member(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Any:
         shape, fortran, dtype = read_header(member)
         if dtype.hasobject:
             raise FormatError(
-                "holds Python objects; they are never unpickled", path=path, key=info.filename
+                "holds Python objects; object arrays are never unpickled",
+                path=path,
+                key=info.filename,
             )
         if info.compress_type != zipfile.ZIP_STORED or fortran or len(shape) < 1:
             return np.lib.format.read_array(archive.open(info), allow_pickle=False)
@@ -155,49 +164,9 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
         SchemaError: A tensor has an unsupported dtype or disagrees with the metadata.
     """
     del num_envs
-    arrays: dict[str, np.ndarray] = {}
-    with open(path, "rb") as file:
-        head = file.read(6)
-        if not head.startswith(_ZIP_MAGICS):
-            raise FormatError(
-                f"not an .npz archive ({_what(head)}); expected a zip archive of .npy members",
-                path=path,
-            )
-        file.seek(0)
-        try:
-            loaded = np.load(file, allow_pickle=False)
-            if not isinstance(loaded, np.lib.npyio.NpzFile):
-                raise FormatError("expected an .npz archive of .npy members", path=path)
-            with loaded:
-                for name in loaded.files:
-                    value = loaded[name]
-                    if not isinstance(value, np.ndarray):
-                        raise FormatError(
-                            "is not a .npy member; expected only .npy members", path=path, key=name
-                        )
-                    arrays[name] = value
-        except FormatError:
-            raise
-        except ValueError as e:
-            raise FormatError(
-                f"cannot be read ({error_summary(e)}); expected an .npz archive of numeric "
-                f"arrays (object arrays are never unpickled)",
-                path=path,
-            ) from e
-        except (zipfile.BadZipFile, EOFError, OSError, KeyError, RuntimeError) as e:
-            raise FormatError(
-                f"corrupt or truncated .npz archive ({error_summary(e)})", path=path
-            ) from e
-    meta = arrays.pop(METADATA_KEY, None)
-    if meta is None:
-        return foreign_dataset(arrays, path)
-    if meta.ndim != 0 or meta.dtype.kind != "U":
-        raise FormatError(
-            f"holds a {meta.dtype} array of shape {meta.shape}; expected a 0-d unicode string",
-            path=path,
-            key=METADATA_KEY,
-        )
-    return dataset_from_header(arrays, parse_header(str(meta[()]), path, METADATA_KEY), path)
+    lazy = open_lazy(path)
+    whole = {name: np.asarray(array) for name, array in lazy.tensors.items()}
+    return Dataset(whole, lazy.state, lazy.metadata)
 
 
 def _what(head: bytes) -> str:
