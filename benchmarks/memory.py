@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import gc
-import importlib.metadata
 import logging
 import os
 import platform
@@ -60,6 +59,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from _report import load_average, version
 
 # Benchmark the checkout this script lives in, not some installed copy.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -688,18 +688,6 @@ def print_targets(results: Sequence[Result]) -> None:
         print(
             "  NOTE: skrl stood in for expcli, so these verdicts describe the stand-in, not expcli."
         )
-
-
-def version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def load_average() -> str:
-    """The 1-minute load: other work on the machine skews every figure here."""
-    return f"load average {os.getloadavg()[0]:.2f}"
 
 
 def print_environment(cfg: Config) -> None:

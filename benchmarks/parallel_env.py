@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _report import load_average, version
 
 # Benchmark the checkout this script lives in, not some installed copy.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -333,17 +334,6 @@ def print_targets(results: dict[str, list[Runner]]) -> None:
         best_label = f"best: {best.label}" if best else "no expcli row"
         comment = "default num_cpus" if "subproc" in text else best_label
         print(f"  {verdict}  {text:<{width}}  measured {fmt_ratio(measured):>6}  ({comment})")
-
-
-def version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def load_average() -> str:
-    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def child_processes() -> list[str]:

@@ -40,10 +40,7 @@ def convert_cmd(
 ) -> None:
     """Convert a dataset between pt, npz, csv and HDF5 (and foreign layouts), losslessly."""
     from expcli.conversion import convert
-    from expcli.errors import FormatError
 
-    if not src.exists():
-        raise FormatError("no such file or folder", path=src)
     options = {"to": to, "compression": compression, "layout": layout, "overwrite": overwrite}
     if src.is_file() and src.stat().st_size >= PROGRESS_MIN_BYTES:
         from rich.progress import Progress

@@ -8,6 +8,7 @@ slots of its ``Slots`` buffers and turns any exception of an env into an ``Error
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
@@ -260,33 +261,10 @@ class EnvGroup:
         except Exception as e:
             raise GroupError(ErrorRecord.capture(self.offset + i, method, e)) from e
 
-    def _silence(self) -> Any:
-        if not self.no_warning:
-            return _NoOp()
-        ctx = warnings.catch_warnings()
-        return _Ignoring(ctx)
-
-
-class _NoOp:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-class _Ignoring:
-    """``warnings.catch_warnings()`` with every warning ignored inside."""
-
-    def __init__(self, ctx: warnings.catch_warnings[None]) -> None:
-        self.ctx = ctx
-
-    def __enter__(self) -> None:
-        self.ctx.__enter__()
-        warnings.simplefilter("ignore")
-
-    def __exit__(self, *exc: object) -> None:
-        self.ctx.__exit__(None, None, None)
+    def _silence(self) -> contextlib.AbstractContextManager[Any]:
+        if self.no_warning:
+            return warnings.catch_warnings(action="ignore")
+        return contextlib.nullcontext()
 
 
 _MISSING = object()

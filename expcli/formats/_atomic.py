@@ -75,22 +75,11 @@ def atomic_write(
 
 @contextlib.contextmanager
 def _atomic(target: Path, mode: str, overwrite: bool) -> Iterator[IO[Any]]:
-    check_writable(target, overwrite=overwrite)
-    folder = target.parent
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    tmp = Path(tmp_name)
-    try:
-        with open(fd, "w", encoding="utf-8", newline="") if mode == "w" else open(fd, "wb") as file:
-            os.chmod(tmp, _final_mode(target))
-            yield file
-            file.flush()
-            os.fsync(file.fileno())
-        _commit(tmp, target, overwrite)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
-    fsync_dir(folder)
+    with (
+        _atomic_path(target, overwrite) as tmp,
+        open(tmp, "w", encoding="utf-8", newline="") if mode == "w" else open(tmp, "wb") as file,
+    ):
+        yield file
 
 
 def atomic_path(
