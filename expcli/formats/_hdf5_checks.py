@@ -93,7 +93,9 @@ def list_datasets(file: Any, path: Path) -> dict[str, Any]:
     """Every dataset reachable by hard links, by full path, in name order."""
     found: dict[str, Any] = {}
 
-    def visit(name: str, item: Any) -> None:
+    def visit(name: str | bytes, item: Any) -> None:
+        if not isinstance(name, str):  # h5py hands over names that are not UTF-8 as bytes
+            raise ValueError(f"the object name {name!r} is not UTF-8 text")
         if isinstance(item, h5py.Dataset):
             found[name] = item
 

@@ -465,3 +465,13 @@ def test_foreign_files_are_checked_before_the_layouts_read_them(
     rewrite(path, lambda f: f.__delitem__("observations"))
     with pytest.raises(AssertionError, match="should not see"):
         read_dataset(path)  # a small, sparse or empty dataset is left to the layouts
+
+
+def test_a_dataset_name_that_is_not_utf8_is_a_format_error(tmp_path: Path) -> None:
+    # found by the fuzz test: a flipped byte in a link name made h5py return the name as bytes
+    path = tmp_path / "odd.h5"
+    write_dataset(sample(), path)
+    rewrite(path, lambda f: f.create_dataset(b"\xff\xfe", data=np.zeros((2, 1))))
+    with pytest.raises(FormatError, match="not UTF-8") as caught:
+        read_dataset(path)
+    assert caught.value.path == str(path)
