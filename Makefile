@@ -26,7 +26,8 @@ $(VENV)/.bench: $(VENV)/.core
 	touch $@
 
 demo: $(VENV)/.core
-	$(BIN)/python examples/memory_demo.py
+	$(BIN)/expcli collect CartPole-v1 --envs 16 --seed 0 --output runs/cartpole.h5 --overwrite
+	$(BIN)/expcli inspect runs/cartpole.h5
 
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest

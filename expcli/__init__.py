@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from expcli._version import __version__
 
 if TYPE_CHECKING:
+    from expcli.collect import Collector, CollectStats
     from expcli.conversion import convert, load, save
     from expcli.envs import ParallelEnv
     from expcli.errors import (
@@ -26,13 +27,37 @@ if TYPE_CHECKING:
     from expcli.formats import read_dataset, write_dataset
     from expcli.formats.dataset import Dataset
     from expcli.memory import Memory, RandomMemory
+    from expcli.replay import (
+        DictBatch,
+        EpisodeIndex,
+        PrioritizedSampler,
+        RandomSampler,
+        ReplayBuffer,
+        RoundRobinWriter,
+        SamplerWithoutReplacement,
+        SliceSampler,
+        TemporalBatch,
+    )
+    from expcli.summary import Summary, summarize
 
 _EXPORTS: dict[str, str] = {
     # memories
     "Memory": "expcli.memory",
     "RandomMemory": "expcli.memory",
-    # environments
+    # training-ready sampling
+    "ReplayBuffer": "expcli.replay",
+    "RandomSampler": "expcli.replay",
+    "SamplerWithoutReplacement": "expcli.replay",
+    "PrioritizedSampler": "expcli.replay",
+    "SliceSampler": "expcli.replay",
+    "RoundRobinWriter": "expcli.replay",
+    "DictBatch": "expcli.replay",
+    "TemporalBatch": "expcli.replay",
+    "EpisodeIndex": "expcli.replay",
+    # environments and collection
     "ParallelEnv": "expcli.envs",
+    "Collector": "expcli.collect",
+    "CollectStats": "expcli.collect",
     # datasets on disk
     "load": "expcli.conversion",
     "save": "expcli.conversion",
@@ -40,6 +65,9 @@ _EXPORTS: dict[str, str] = {
     "Dataset": "expcli.formats.dataset",
     "read_dataset": "expcli.formats",
     "write_dataset": "expcli.formats",
+    # summaries
+    "summarize": "expcli.summary",
+    "Summary": "expcli.summary",
     # errors
     "ExpcliError": "expcli.errors",
     "FormatError": "expcli.errors",
@@ -51,10 +79,14 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "Collector",
+    "CollectStats",
     "ConfigError",
     "convert",
     "Dataset",
+    "DictBatch",
     "EnvError",
+    "EpisodeIndex",
     "ExpcliError",
     "FormatError",
     "load",
@@ -62,10 +94,19 @@ __all__ = [
     "MissingDependencyError",
     "OutputExistsError",
     "ParallelEnv",
+    "PrioritizedSampler",
     "RandomMemory",
+    "RandomSampler",
     "read_dataset",
+    "ReplayBuffer",
+    "RoundRobinWriter",
+    "SamplerWithoutReplacement",
     "save",
     "SchemaError",
+    "SliceSampler",
+    "summarize",
+    "Summary",
+    "TemporalBatch",
     "__version__",
     "write_dataset",
 ]

@@ -39,9 +39,17 @@ def root(
 
 
 def _register() -> None:
+    from expcli.cli.collect_cmd import collect_cmd
     from expcli.cli.convert_cmd import convert_cmd
+    from expcli.cli.envs_cmd import envs_cmd
+    from expcli.cli.inspect_cmd import inspect_cmd
+    from expcli.cli.sample_cmd import sample_cmd
 
+    app.command("collect")(collect_cmd)
     app.command("convert")(convert_cmd)
+    app.command("envs")(envs_cmd)
+    app.command("inspect")(inspect_cmd)
+    app.command("sample")(sample_cmd)
 
 
 _register()

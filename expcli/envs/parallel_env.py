@@ -477,16 +477,32 @@ def _stackable(value: Any) -> Any:
     )
 
 
-def check_env_id(env_id: str) -> None:
-    """Raise ``ConfigError`` (with a suggestion) if gymnasium does not know ``env_id``."""
-    if env_id in gym.registry:
-        return
+def check_env_id(env_id: str) -> str:
+    """The registered id of ``env_id``, or ``ConfigError`` (with a suggestion).
+
+    ``"module:EnvName-v0"`` (Gymnasium's syntax) imports ``module`` first, which is where
+    a user's own envs register themselves.
+
+    Raises:
+        ConfigError: The module cannot be imported, or Gymnasium does not know the id.
+    """
+    module, _, name = env_id.rpartition(":")
+    if module:
+        import importlib
+
+        try:
+            importlib.import_module(module)
+        except Exception as e:
+            raise ConfigError(f"env id {env_id!r}: cannot import module {module!r}: {e}") from e
+    if name in gym.registry:
+        return name
     try:
-        gym.spec(env_id)  # versions, namespaces and entry-point strings
+        gym.spec(name)  # versions and namespaces
     except Exception as e:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=1)
+        close = difflib.get_close_matches(name, list(gym.registry), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ConfigError(f"unknown env id {env_id!r}{hint}") from e
+    return name
 
 
 def _make_backend(

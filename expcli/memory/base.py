@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,8 @@ import torch
 
 from expcli.errors import SchemaError
 from expcli.memory._shapes import feature_shape, torch_dtype
+from expcli.memory.episode_report import EpisodeReport, EpisodeTracker
+from expcli.memory.episodes import EpisodeBookkeeping
 from expcli.spec import CircularState, chronological_rows
 
 __all__ = ["Memory"]
@@ -32,8 +34,12 @@ Batch = list[list[torch.Tensor | None]]
 _ndarray = np.ndarray
 
 
-class Memory:
+class Memory(EpisodeBookkeeping):
     """Circular memory with skrl's API; subclasses implement ``sample``.
+
+    It also offers tianshou's episode bookkeeping (``prev``, ``next``,
+    ``unfinished_index``, ``get_buffer_indices``, ``episodes``, frame-stacking ``get``)
+    and ``episodes_batch``, all derived from the ``terminated``/``truncated`` tensors.
 
     Args:
         memory_size: Rows of every tensor (first dimension).
@@ -82,6 +88,10 @@ class Memory:
         self._features: dict[str, tuple[int, ...]] = {}
         self._row_shapes: dict[str, tuple[int, ...]] = {}
         self._fast: dict[str, tuple[tuple[int, ...], np.ndarray]] = {}
+        # what changed since a reader last looked: see ``revision``
+        self._epoch = 0
+        self._laps = 0
+        self._tracker: EpisodeTracker | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -96,11 +106,42 @@ class Memory:
         """The circular state (``memory_index``, ``env_index``, ``filled``)."""
         return CircularState(self.memory_index, self.env_index, self.filled)
 
+    @property
+    def revision(self) -> tuple[int, int, int, int, bool]:
+        """Changes whenever what the memory holds changes, for readers that cache.
+
+        ``(epoch, laps, memory_index, env_index, filled)``: ``add_samples`` moves the write
+        head (or, for a whole lap, ``laps``); ``reset``, ``load``, ``share_memory`` and
+        ``set_tensor_by_name`` bump ``epoch``. Writes straight into ``tensors`` are not seen.
+        """
+        return (self._epoch, self._laps, self.memory_index, self.env_index, self.filled)
+
     def reset(self) -> None:
         """Forget what was written: indexes to 0, ``filled`` False; the data stays in place."""
         self.filled = False
         self.env_index = 0
         self.memory_index = 0
+        self._epoch += 1
+        if self._tracker is not None:
+            self._tracker.reset()
+
+    def report_episodes(self, enabled: bool = True) -> None:
+        """Make ``add_samples`` return an ``EpisodeReport`` (tianshou's ``add`` values).
+
+        While enabled, each call reports, per sample written, the episode's return and
+        length when that sample ends it (``terminated | truncated``), else 0, and the flat
+        index where the episode began. It costs a little on every call, so it is off by
+        default.
+        """
+        self._tracker = EpisodeTracker(self.num_envs) if enabled else None
+
+    def _episode_source(self) -> tuple[Mapping[str, Any], Any, int, int]:
+        arrays: dict[str, Any] = dict(self._arrays)
+        for name, tensor in self.tensors.items():
+            if name not in arrays:  # on another device, or a dtype numpy lacks
+                cpu = tensor.detach().cpu()
+                arrays[name] = (cpu.float() if cpu.dtype == torch.bfloat16 else cpu).numpy()
+        return arrays, self.state, self.memory_size, self.num_envs
 
     def share_memory(self) -> None:
         """Move the CPU tensors to shared memory so that other processes see the writes."""
@@ -108,6 +149,7 @@ class Memory:
             if tensor.device.type == "cpu":
                 tensor.share_memory_()  # type: ignore[no-untyped-call]
                 self._bind(name, tensor)
+        self._epoch += 1  # the data moved: readers holding views must take new ones
 
     # ---------------------------------------------------------------- tensors
 
@@ -184,6 +226,7 @@ class Memory:
         target = self.tensors[name]
         with torch.no_grad():
             target.copy_(torch.as_tensor(tensor))
+        self._epoch += 1
 
     def _install(self, name: str, tensor: torch.Tensor) -> None:
         setattr(self, f"_tensor_{name}", tensor)
@@ -207,7 +250,7 @@ class Memory:
 
     # ---------------------------------------------------------------- writing
 
-    def add_samples(self, **tensors: Any) -> None:
+    def add_samples(self, **tensors: Any) -> EpisodeReport | None:
         """Store one step of samples for some or all envs; numpy arrays or torch tensors.
 
         The number of samples ``n`` comes from ``observations`` (or the first tensor): a
@@ -221,9 +264,14 @@ class Memory:
         Names without a tensor, and None values, are skipped. When the last row is written
         the memory is ``filled`` and, with ``export``, saved before it wraps.
 
+        Returns:
+            None, or after ``report_episodes()`` an ``EpisodeReport`` of the samples written.
+
         Raises:
             ValueError: No samples, or shapes that do not fit the tensors or the free slots.
         """
+        if self._tracker is not None:
+            return self._add_and_report(tensors)
         if self.env_index == 0:
             # Fast path: a full row of every named tensor, as arrays of the exact row shape.
             fast = self._fast
@@ -248,8 +296,33 @@ class Memory:
                         self._wrap()
                     else:
                         self.memory_index = memory_index + 1
-                    return
+                    return None
         self._add_samples(tensors)
+        return None
+
+    def _add_and_report(self, tensors: dict[str, Any]) -> EpisodeReport:
+        """add_samples, then the episode report of what was written."""
+        assert self._tracker is not None
+        n, _ = self._count_samples(tensors)
+        num_envs, memory_index, env_index = self.num_envs, self.memory_index, self.env_index
+        self._add_samples(tensors)
+        if num_envs == 1:
+            env = np.zeros(n, dtype=np.int64)
+            index = (memory_index + np.arange(n, dtype=np.int64)) % self.memory_size
+        else:
+            env = np.arange(env_index, env_index + n, dtype=np.int64)
+            index = memory_index * num_envs + env
+        reward = np.zeros(n, dtype=np.float64)
+        done = np.zeros(n, dtype=bool)
+        for name, value in tensors.items():
+            if value is None or name not in ("rewards", "terminated", "truncated"):
+                continue
+            flat = _as_numpy(value, name).reshape(n, -1)
+            if name == "rewards":
+                reward = flat.sum(axis=-1, dtype=np.float64)
+            else:
+                done |= flat.astype(bool).any(axis=-1)
+        return self._tracker.update(env, index, reward, done)
 
     def _add_samples(self, tensors: dict[str, Any]) -> None:
         """add_samples for every case: partial rows, reshaping, conversions, torch writes."""
@@ -299,6 +372,8 @@ class Memory:
                     self._write_torch(name, (torch.from_numpy(rows), 0), value)
             if memory_index + n >= self.memory_size:
                 self._wrap()
+            if n >= self.memory_size:
+                self._epoch += 1  # several laps at once: readers must look at everything
             self.memory_index = (memory_index + n) % self.memory_size
             return
         else:
@@ -323,6 +398,7 @@ class Memory:
 
     def _wrap(self) -> None:
         self.filled = True
+        self._laps += 1
         if self.export:
             self.save(directory=self.export_directory, format=self.export_format)
 
@@ -562,6 +638,9 @@ class Memory:
             state.filled,
         )
         self.metadata = dict(dataset.metadata)
+        self._epoch += 1
+        if self._tracker is not None:
+            self._tracker = EpisodeTracker(self.num_envs)
 
 
 _NUMPY_DTYPES = frozenset(

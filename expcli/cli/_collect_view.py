@@ -1,0 +1,213 @@
+"""What ``expcli collect`` shows: the chosen mode, a live progress bar, the summary table.
+
+Progress and messages go to stderr, the summary table to stdout (``--quiet``: the output
+path alone). Signal handling lives here too, because it is about the terminal: the first
+Ctrl-C asks the job to stop and save, the second raises ``KeyboardInterrupt`` at once.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
+
+from expcli.cli._console import err_console, out_console
+
+if TYPE_CHECKING:
+    from expcli.collect import CollectStats, Progress
+    from expcli.collect.job import CollectJob, SavedFile
+    from expcli.errors import EnvError
+
+__all__ = ["CollectView", "Signals"]
+
+
+class Signals:
+    """SIGINT/SIGTERM while collecting: the first stops the job, the second aborts."""
+
+    def __init__(self, job: CollectJob, on_first: Callable[[int], None]) -> None:
+        self.job = job
+        self.on_first = on_first
+        self.received = 0
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        del frame
+        if self.received:
+            raise KeyboardInterrupt
+        self.received = signum
+        self.job.stop()
+        self.on_first(signum)
+
+
+class CollectView:
+    """Terminal output of one collect run."""
+
+    def __init__(self, job: CollectJob, *, quiet: bool) -> None:
+        self.job = job
+        self.quiet = quiet
+        self.err = err_console()
+        self.out = out_console()
+
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            self.err.print(text, highlight=False, soft_wrap=True)
+
+    @contextmanager
+    def starting(self) -> Iterator[None]:
+        """A spinner while the envs start (and ``auto`` probes); it leaves no line behind."""
+        s = self.job.settings
+        if self.quiet:
+            yield
+            return
+        what = "probing modes" if s.mode == "auto" else f"starting {s.mode} mode"
+        with self.err.status(f"{escape(s.env_id)} x {s.envs}: {what}…"):
+            yield
+
+    def started(self) -> None:
+        job = self.job
+        s = job.settings
+        how = ""
+        if job.probes and len(job.probes) > 1:
+            tried = ", ".join(f"{p.mode} {_rate(p.steps_per_second)}" for p in job.probes)
+            how = f" (auto: fastest of {tried} steps/s)"
+        elif s.mode == "auto":
+            how = " (auto: the only candidate)"
+        self._say(
+            f"collecting {escape(s.env_id)} x {s.envs} in [bold]{job.mode}[/bold] mode{how} "
+            f"into {escape(str(job.output))}"
+        )
+
+    @contextmanager
+    def signals(self) -> Iterator[Signals]:
+        """Install the SIGINT/SIGTERM handlers for the duration (main thread only)."""
+        handler = Signals(self.job, self._first_signal)
+        if threading.current_thread() is not threading.main_thread():
+            yield handler
+            return
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        for sig in previous:
+            signal.signal(sig, handler.handle)
+        try:
+            yield handler
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+    def _first_signal(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        self.err.print(
+            f"[yellow]{name}: stopping and saving what was collected "
+            "(again to stop at once without saving)[/yellow]",
+            highlight=False,
+        )
+
+    @contextmanager
+    def progress(self) -> Iterator[Callable[[Progress], None] | None]:
+        """A rich progress bar on stderr, fed by the collector's callback."""
+        if self.quiet:
+            yield None
+            return
+        from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bar
+
+        columns = (
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[steps]} steps"),
+            TextColumn("{task.fields[rate]}/s"),
+            TextColumn("{task.fields[episodes]} episodes"),
+            TextColumn("return {task.fields[ret]}"),
+            TimeElapsedColumn(),
+        )
+        s = self.job.settings
+        total = float(s.steps if s.steps is not None else s.episodes or 1)
+        with Bar(*columns, console=self.err, transient=False) as bar:
+            task = bar.add_task("collect", total=total, steps="0", rate="-", episodes="0", ret="-")
+
+            def update(p: Progress) -> None:
+                done = p.steps if p.target_steps is not None else p.episodes
+                bar.update(
+                    task,
+                    completed=min(float(done), total),
+                    steps=f"{p.steps:,}",
+                    rate=_rate(p.steps / p.elapsed if p.elapsed > 0 else math.nan),
+                    episodes=f"{p.episodes:,}",
+                    ret=_num(p.recent_mean_return),
+                )
+
+            yield update
+
+    def crashed(self, error: EnvError, saved: SavedFile) -> None:
+        self.err.print(
+            f"[red]error:[/red] {escape(str(error))}\n"
+            f"saved the {saved.transitions:,} transitions collected before the failure to "
+            f"{escape(str(saved.path))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    def interrupted(self, saved: SavedFile) -> None:
+        self.err.print(
+            f"[yellow]interrupted: saved {saved.transitions:,} transitions to "
+            f"{escape(str(saved.path))}[/yellow]",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    def finished(self, stats: CollectStats, saved: SavedFile) -> None:
+        if self.quiet:
+            self.out.print(str(saved.path), highlight=False, soft_wrap=True)
+            return
+        from rich.table import Table
+
+        e = stats.episodes
+        table = Table(
+            title=f"{self.job.settings.env_id}: {self.job.mode} mode", title_justify="left"
+        )
+        table.add_column("", style="bold")
+        table.add_column("value", justify="right")
+        rows: list[tuple[str, Any]] = [
+            ("steps", f"{stats.steps:,}"),
+            ("episodes", f"{e.complete:,} complete, {e.incomplete:,} incomplete"),
+            ("ended by", f"{e.terminated:,} terminated, {e.truncated:,} truncated"),
+            ("return", _spread(e.returns)),
+            ("length", _spread(e.lengths)),
+            ("wall time", f"{stats.elapsed:.2f} s"),
+            ("steps/s", _rate(stats.steps_per_second)),
+            ("output", f"{saved.path} ({_size(saved.size_bytes)})"),
+        ]
+        if stats.dropped:
+            rows.insert(2, ("not stored", f"{stats.dropped:,} (rows left incomplete at the end)"))
+        for name, value in rows:
+            table.add_row(name, escape(str(value)))
+        self.out.print(table)
+
+
+def _spread(s: Any) -> str:
+    if math.isnan(s.mean):
+        return "-"
+    return f"mean {_num(s.mean)}  std {_num(s.std)}  min {_num(s.min)}  max {_num(s.max)}"
+
+
+def _num(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.3e}"
+
+
+def _rate(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    return f"{value / 1000:.1f}k" if value >= 1000 else f"{value:.0f}"
+
+
+def _size(size: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"

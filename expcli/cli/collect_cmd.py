@@ -1,0 +1,154 @@
+"""``expcli collect``: options and config file in, progress bar and summary out.
+
+A thin layer over ``expcli.collect.job.CollectJob``. Ctrl-C (or SIGTERM) once: stop, close
+the envs, save what was collected and exit 130. Twice: stop at once, writing nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from expcli.cli._errors import reports_errors
+from expcli.errors import ConfigError, EnvError
+
+
+@reports_errors
+def collect_cmd(
+    ctx: typer.Context,
+    env_id: Annotated[
+        str | None, typer.Argument(help="Gymnasium env id, e.g. CartPole-v1 (see `expcli envs`).")
+    ] = None,
+    envs: Annotated[int, typer.Option("--envs", "-n", help="Parallel envs.")] = 1,
+    steps: Annotated[
+        int | None,
+        typer.Option("--steps", help="Transitions to store in all [default: 10000]."),
+    ] = None,
+    episodes: Annotated[
+        int | None, typer.Option("--episodes", help="Run until this many episodes complete.")
+    ] = None,
+    memory_size: Annotated[
+        int | None,
+        typer.Option(
+            "--memory-size",
+            help="Memory rows; older rows are overwritten past it [default: fits the run].",
+        ),
+    ] = None,
+    mode: Annotated[
+        str,
+        typer.Option("--mode", help="auto, dummy, subproc, ray, ray-subproc or vector."),
+    ] = "auto",
+    asynchronous: Annotated[
+        str,
+        typer.Option("--async", help="What an ended env does: none, idle, restart or continue."),
+    ] = "restart",
+    policy: Annotated[
+        str, typer.Option("--policy", help="random, MODULE:CALLABLE, or a TorchScript FILE.pt.")
+    ] = "random",
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of envs and policy.")] = None,
+    env_kwargs: Annotated[
+        str | None, typer.Option("--env-kwargs", help="JSON object passed to gym.make.")
+    ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option("--ray-address", help="Ray cluster to join (ray modes).")
+    ] = None,
+    num_cpus: Annotated[
+        int | None, typer.Option("--num-cpus", help="Worker processes or Ray actors.")
+    ] = None,
+    infos: Annotated[
+        bool, typer.Option("--infos", help="Also store numeric scalar infos as infos/<key>.")
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Dataset file (.pt, .npz, .csv, .h5) [default: runs/<ENV_ID>-<time>.pt].",
+        ),
+    ] = None,
+    compression: Annotated[
+        str, typer.Option("--compression", help="HDF5 compression: none, gzip or lzf.")
+    ] = "none",
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="TOML file of options; the command line wins."),
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace the output if it exists.")
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress or summary; print the path only.")
+    ] = False,
+) -> None:
+    """Collect experience from a Gymnasium env into a dataset file."""
+    from expcli.collect.job import CollectJob
+    from expcli.collect.settings import CollectSettings, read_config
+
+    given = {
+        "env_id": env_id,
+        "envs": envs,
+        "steps": steps,
+        "episodes": episodes,
+        "memory_size": memory_size,
+        "mode": mode,
+        "asynchronous": asynchronous,
+        "policy": policy,
+        "seed": seed,
+        "env_kwargs": _json_object(env_kwargs) if env_kwargs is not None else {},
+        "ray_address": ray_address,
+        "num_cpus": num_cpus,
+        "infos": infos,
+        "output": output,
+        "compression": compression,
+        "overwrite": overwrite,
+        "quiet": quiet,
+    }
+    values = read_config(config) if config is not None else {}
+    for name, value in given.items():
+        if name not in values or _from_command_line(ctx, name):
+            values[name] = value
+    if values.get("env_id") is None:
+        values["env_id"] = ""
+    job = CollectJob(CollectSettings(**values))
+    from expcli.cli._collect_view import CollectView
+
+    view = CollectView(job, quiet=job.settings.quiet)
+    try:
+        with view.starting():
+            job.start()
+        view.started()
+        with view.signals() as signals, view.progress() as on_progress:
+            try:
+                stats = job.run(on_progress)
+            except EnvError as error:
+                job.close()
+                saved = job.save()
+                view.crashed(error, saved)
+                raise typer.Exit(1) from None
+        job.close()
+        saved = job.save()
+        view.finished(stats, saved)
+        if signals.received:
+            view.interrupted(saved)
+            raise typer.Exit(128 + signals.received)
+    finally:
+        job.close()
+
+
+def _from_command_line(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    # Compared by name: Typer may bring its own copy of click's ParameterSource enum.
+    return getattr(source, "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--env-kwargs is not valid JSON: {e}") from e
+    if not isinstance(value, dict):
+        raise ConfigError(f"--env-kwargs must be a JSON object, got {text!r}")
+    return value

@@ -1,0 +1,96 @@
+"""``expcli envs``: a thin layer over ``expcli.envs.catalog.list_envs``."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from expcli.cli._console import err_console, out_console
+from expcli.cli._errors import reports_errors
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from expcli.envs.catalog import EnvEntry
+
+
+@reports_errors
+def envs_cmd(
+    pattern: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[FILTER]", help="Keep ids containing this text (case-insensitive)."
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list instead of a table.")
+    ] = False,
+    no_spaces: Annotated[
+        bool,
+        typer.Option("--no-spaces", help="List ids only: make no env (fast, nothing to install)."),
+    ] = False,
+    modules: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--module",
+            "-m",
+            help="Import a package that registers envs first (e.g. ale_py); repeatable.",
+        ),
+    ] = None,
+) -> None:
+    """List registered Gymnasium envs with their spaces, to find what to collect.
+
+    Each matching env is made once to read its spaces, then closed; an env whose extra is
+    not installed says what it needs and how to install it.
+    """
+    from expcli.envs.catalog import list_envs
+
+    with err_console().status("reading the Gymnasium registry", spinner="dots"):
+        entries = list_envs(pattern, spaces=not no_spaces, modules=modules or ())
+    if as_json:
+        typer.echo(json.dumps([entry.to_json() for entry in entries], indent=2))
+        return
+    if not entries:
+        err_console().print(_no_match(pattern), soft_wrap=True, highlight=False, markup=False)
+        return
+    out_console().print(_table(entries, spaces=not no_spaces))
+    made = [e for e in entries if e.status]
+    usable = sum(e.status == "ok" for e in made)
+    summary = f"{len(entries)} envs" + (f", {usable} ready to collect" if made else "")
+    err_console().print(summary, highlight=False)
+
+
+def _table(entries: list[EnvEntry], *, spaces: bool) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("id", overflow="fold", no_wrap=True)
+    if spaces:
+        table.add_column("observation space", no_wrap=True)
+        table.add_column("action space", no_wrap=True)
+    table.add_column("max steps", justify="right", no_wrap=True)
+    table.add_column("vector", justify="center")
+    if spaces and any(e.status != "ok" for e in entries):
+        table.add_column("status", overflow="fold")
+    elif not spaces:
+        table.add_column("entry point", overflow="fold")
+    for e in entries:
+        row = [e.id]
+        if spaces:
+            row += [e.observation_space or "-", e.action_space or "-"]
+        row += [str(e.max_episode_steps) if e.max_episode_steps else "-", "yes" if e.vector else ""]
+        if len(table.columns) > len(row):
+            row.append(e.status if spaces else e.entry_point)
+        table.add_row(*(Text(cell) for cell in row))  # Text: "gymnasium[box2d]" is not markup
+    return table
+
+
+def _no_match(pattern: str | None) -> str:
+    from expcli.envs.catalog import similar_ids
+
+    close = similar_ids(pattern or "")
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"no registered env id contains {pattern!r}{hint}"

@@ -1,0 +1,77 @@
+"""``expcli inspect``: a thin layer over ``expcli.summary.summarize``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from expcli.cli._console import err_console, out_console
+from expcli.cli._errors import reports_errors
+
+PROGRESS_MIN_BYTES = 64 * 1024 * 1024
+
+
+@reports_errors
+def inspect_cmd(
+    file: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Dataset (.pt, .npz, .csv, .h5, or a Minari folder); default: the newest "
+            "dataset under runs/.",
+            show_default=False,
+            metavar="FILE",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object to stdout, nothing else.")
+    ] = False,
+    episodes: Annotated[
+        bool, typer.Option("--episodes/--no-episodes", help="Episode statistics.")
+    ] = True,
+    per_env: Annotated[
+        bool, typer.Option("--per-env", help="Add one row of episode statistics per env column.")
+    ] = False,
+    head: Annotated[
+        int,
+        typer.Option("--head", min=0, help="Print the first N valid transitions, oldest first."),
+    ] = 0,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Run the structural checks; exit 1 when any fails."),
+    ] = False,
+) -> None:
+    """Summarize a dataset: tensor statistics, episodes, and (--check) structural checks."""
+    from expcli.summary import newest_dataset, summarize
+
+    out = out_console()
+    if file is None:
+        file = newest_dataset()
+        if as_json:
+            err_console().print(f"inspecting the newest dataset: {file}", highlight=False)
+        else:
+            out.print(f"newest dataset under runs/: {file}", highlight=False, soft_wrap=True)
+    if file.is_file() and file.stat().st_size >= PROGRESS_MIN_BYTES:
+        from rich.progress import Progress
+
+        with Progress(console=err_console(), transient=True) as bar:
+            task = bar.add_task("reading", total=1.0)
+            summary = summarize(
+                file,
+                episodes=episodes,
+                head=head,
+                check=check,
+                progress=lambda done: bar.update(task, completed=done),
+            )
+    else:
+        summary = summarize(file, episodes=episodes, head=head, check=check)
+    if as_json:
+        typer.echo(json.dumps(summary.to_json(per_env=per_env), allow_nan=False))
+    else:
+        from expcli.cli._inspect_render import render
+
+        render(out, summary, per_env=per_env)
+    if summary.failed:
+        raise typer.Exit(1)

@@ -1,0 +1,143 @@
+"""``expcli sample``: print one batch as a trainer would receive it from a ReplayBuffer."""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from expcli.cli._console import err_console, out_console
+from expcli.cli._errors import reports_errors
+from expcli.errors import ConfigError
+
+
+class SamplerName(enum.StrEnum):
+    """The samplers the command offers."""
+
+    random = "random"
+    prioritized = "prioritized"
+    slice = "slice"
+
+
+@reports_errors
+def sample_cmd(
+    file: Annotated[
+        Path, typer.Argument(help="Dataset to sample (.pt, .npz, .csv, .h5, or a Minari folder).")
+    ],
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", "-b", min=1, help="Transitions per batch.")
+    ] = 256,
+    sampler: Annotated[
+        SamplerName, typer.Option("--sampler", help="How to draw the batch.")
+    ] = SamplerName.random,
+    slice_len: Annotated[
+        int | None,
+        typer.Option("--slice-len", min=1, help="Steps per sequence (with --sampler slice)."),
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the sampler.")] = None,
+    rows: Annotated[int, typer.Option("--rows", min=0, help="Leading rows to print.")] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the batch as JSON.")] = False,
+) -> None:
+    """Draw one batch from a dataset and print its tensors' shapes and first rows."""
+    from expcli.replay import PrioritizedSampler, RandomSampler, ReplayBuffer, SliceSampler
+
+    if (sampler is SamplerName.slice) != (slice_len is not None):
+        raise ConfigError(
+            "--slice-len is needed with --sampler slice"
+            if slice_len is None
+            else "--slice-len only applies to --sampler slice"
+        )
+    size = batch_size
+    chosen: Any
+    if sampler is SamplerName.slice:
+        assert slice_len is not None
+        size = max(1, batch_size // slice_len) * slice_len
+        chosen = SliceSampler(slice_len=slice_len)
+    elif sampler is SamplerName.prioritized:
+        chosen = PrioritizedSampler()
+    else:
+        chosen = RandomSampler()
+    buffer = ReplayBuffer(file, sampler=chosen, seed=seed)
+    batch, info = buffer.sample(size, return_info=True)
+    if size != batch_size:
+        assert slice_len is not None
+        err_console().print(
+            f"note: batch size {size} ({size // slice_len} slices of {slice_len} steps)",
+            highlight=False,
+        )
+    report = _report(file, sampler.value, seed, len(buffer), batch, info, rows)
+    if as_json:
+        typer.echo(json.dumps(report))
+    else:
+        _print(report, batch, rows)
+
+
+def _report(
+    file: Path,
+    sampler: str,
+    seed: int | None,
+    held: int,
+    batch: Any,
+    info: dict[str, Any],
+    rows: int,
+) -> dict[str, Any]:
+    """What the command shows, as plain JSON-ready values."""
+    index = info["index"]
+    report: dict[str, Any] = {
+        "file": str(file),
+        "sampler": sampler,
+        "seed": seed,
+        "transitions": held,
+        "batch_shape": list(index.shape),
+        "index": index[:rows].tolist(),
+        "tensors": {
+            name: {
+                "dtype": str(tensor.dtype).removeprefix("torch."),
+                "shape": list(tensor.shape),
+                "first": _plain(tensor[:rows].tolist()),
+            }
+            for name, tensor in batch.items()
+        },
+    }
+    if "priority_weight" in info:
+        report["priority_weight"] = _plain(info["priority_weight"][:rows].tolist())
+    return report
+
+
+def _plain(value: Any) -> Any:
+    """Non-finite floats as strings, so that the JSON is valid everywhere."""
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def _print(report: dict[str, Any], batch: Any, rows: int) -> None:
+    import numpy as np
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = out_console()
+    shape = " x ".join(map(str, report["batch_shape"]))
+    console.print(
+        f"{report['file']}: {report['transitions']:,} transitions; one {report['sampler']} "
+        f"batch of {shape}" + (f" (seed {report['seed']})" if report["seed"] is not None else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
+    table = Table("tensor", "dtype", "shape", "first rows")
+    for name, tensor in report["tensors"].items():
+        head = batch[name][:rows].numpy()
+        first = "\n".join(
+            np.array2string(row, precision=4, separator=", ", max_line_width=60) for row in head
+        )
+        table.add_row(name, tensor["dtype"], str(tuple(tensor["shape"])), escape(first))
+    console.print(table)
+    console.print(f"index: {report['index']}", highlight=False, soft_wrap=True)
+    if "priority_weight" in report:
+        console.print(f"priority_weight: {report['priority_weight']}", highlight=False)

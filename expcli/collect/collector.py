@@ -1,0 +1,304 @@
+"""Collector: a ParallelEnv (or Gymnasium vector env) and a policy, stepped into a Memory.
+
+Every step's transitions go straight into the memory's preallocated rows (through
+``RowWriter``), episode statistics are kept from exactly the rows stored, and a plain
+callback reports progress; nothing here knows about terminals or files.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from expcli.collect.episode_stats import EpisodeSummary, EpisodeTracker
+from expcli.collect.row_writer import RowWriter
+from expcli.collect.spaces import layout_of
+from expcli.collect.steppers import StepOutcome, make_stepper
+from expcli.errors import ConfigError
+
+__all__ = ["CollectStats", "Collector", "Progress"]
+
+TRANSITION_NAMES = (
+    "observations",
+    "next_observations",
+    "actions",
+    "rewards",
+    "terminated",
+    "truncated",
+)
+INFO_PREFIX = "infos/"
+_SKIPPED_INFOS = frozenset({"ended_state", "reset", "env_error", "final_obs", "final_info"})
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """What the progress callback receives."""
+
+    steps: int
+    target_steps: int | None
+    episodes: int
+    target_episodes: int | None
+    recent_mean_return: float
+    elapsed: float
+
+
+@dataclass(frozen=True, slots=True)
+class CollectStats:
+    """The outcome of ``Collector.collect``.
+
+    Attributes:
+        steps: Transitions stored by this call.
+        env_steps: Env steps taken (more than ``steps`` when resets took steps, or some
+            transitions were still waiting for other columns when the run stopped).
+        episodes: Episode counts and spreads (over everything collected so far).
+        elapsed: Wall time in seconds.
+        interrupted: Whether ``stop()`` ended the run early.
+        dropped: Transitions not stored because the run stopped before their row was
+            complete (columns out of step).
+    """
+
+    steps: int
+    env_steps: int
+    episodes: EpisodeSummary
+    elapsed: float
+    interrupted: bool
+    dropped: int
+
+    @property
+    def steps_per_second(self) -> float:
+        """Stored transitions per second of wall time."""
+        return self.steps / self.elapsed if self.elapsed > 0 else math.nan
+
+
+Policy = Callable[[Any], Any]
+
+
+class Collector:
+    """Steps ``env`` with ``policy`` and stores every transition in ``memory``.
+
+    Args:
+        env: A ``ParallelEnv`` or a Gymnasium ``VectorEnv``.
+        memory: A ``Memory`` with ``num_envs`` columns; the standard tensors are created
+            from the env's spaces when missing.
+        policy: ``policy(observations) -> actions`` on batches; None samples the action
+            space (seeded with ``seed``).
+        seed: Seed of the first reset (env ``i`` gets ``seed + i``) and of random actions.
+        infos: Also store numeric scalar infos as ``infos/<key>`` (keys of the first step).
+        grow: Double the memory when full instead of wrapping (for runs of unknown length).
+        check_actions: ``check(actions)`` run on the first batch of actions; raises when
+            the policy's output does not fit the action space.
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        memory: Any,
+        policy: Policy | None = None,
+        *,
+        seed: int | None = None,
+        infos: bool = False,
+        grow: bool = False,
+        check_actions: Callable[[np.ndarray], np.ndarray] | None = None,
+    ) -> None:
+        self.stepper = make_stepper(env)
+        self.env = env
+        self.memory = memory
+        self.seed = seed
+        if memory.num_envs != self.stepper.num_envs:
+            raise ConfigError(
+                f"the memory has {memory.num_envs} env columns but the env runs "
+                f"{self.stepper.num_envs} envs"
+            )
+        if policy is None:
+            from expcli.collect.policies import RandomPolicy
+
+            policy = RandomPolicy(self.stepper.action_space, self.stepper.num_envs, seed)
+        self.policy = policy
+        self._check_actions = check_actions
+        self._obs_layout = layout_of(self.stepper.observation_space)
+        self._act_layout = layout_of(self.stepper.action_space)
+        self._create_tensors()
+        self._infos = infos
+        self._info_keys: list[str] = []
+        self._known_infos: set[str] = set()
+        self._writer: RowWriter | None = None
+        self.tracker = EpisodeTracker(self.stepper.num_envs)
+        self._grow = grow
+        self._obs: Any = None
+        self._stop = False
+        self.env_steps = 0
+
+    def _create_tensors(self) -> None:
+        import torch
+
+        def torch_dtype(dtype: np.dtype[Any]) -> Any:
+            return torch.from_numpy(np.zeros(0, dtype)).dtype
+
+        obs, act = self._obs_layout, self._act_layout
+        memory = self.memory
+        memory.create_tensor("observations", obs.shape, torch_dtype(obs.dtype), True)
+        memory.create_tensor("next_observations", obs.shape, torch_dtype(obs.dtype), True)
+        memory.create_tensor("actions", act.shape, torch_dtype(act.dtype), True)
+        memory.create_tensor("rewards", 1, torch.float32)
+        memory.create_tensor("terminated", 1, torch.bool)
+        memory.create_tensor("truncated", 1, torch.bool)
+
+    def stop(self) -> None:
+        """Ask a running ``collect`` to return after the current step (safe from a signal)."""
+        self._stop = True
+
+    def collect(
+        self,
+        steps: int | None = None,
+        episodes: int | None = None,
+        progress: Callable[[Progress], None] | None = None,
+        progress_interval: float = 0.1,
+    ) -> CollectStats:
+        """Collect until ``steps`` transitions are stored or ``episodes`` have completed.
+
+        Exactly one of ``steps`` and ``episodes`` is needed. ``steps`` is rounded up to
+        whole rows (a multiple of ``num_envs``). The envs are reset on the first call; a
+        second call goes on from where the first stopped.
+
+        Raises:
+            ConfigError: Neither or both targets, or actions that do not fit the space.
+            EnvError: An env failed; what was stored so far stays in the memory.
+        """
+        if (steps is None) == (episodes is None):
+            raise ConfigError("collect needs exactly one of steps or episodes")
+        target = steps if steps is not None else episodes
+        if isinstance(target, bool) or not isinstance(target, int) or target < 1:
+            raise ConfigError(f"the number of steps or episodes must be positive, got {target!r}")
+        n = self.stepper.num_envs
+        limit = -(-steps // n) if steps is not None else None
+        episodes_before = self.tracker.complete
+        writer = RowWriter(self.memory, self._on_commit, grow=self._grow, limit_rows=limit)
+        self._writer = writer
+        self._stop = False
+        start = time.perf_counter()
+        next_report = start
+        env_steps_before = self.env_steps
+        if self._obs is None:
+            self._obs = self.stepper.reset(self.seed)
+        check = self._check_actions
+        obs_rows, act_rows = self._obs_layout.rows, self._act_layout.rows
+        try:
+            while not self._stop:
+                if limit is not None:
+                    if writer.full:
+                        break
+                elif self.tracker.complete - episodes_before >= target:
+                    break
+                actions = self.policy(self._obs)
+                if check is not None:
+                    actions = check(actions)
+                    check = None
+                outcome = self.stepper.step(actions)
+                self.env_steps += n
+                values = self._values(outcome, obs_rows, act_rows, actions)
+                if writer.write(values, outcome.valid):
+                    self.tracker.update_row(
+                        values["rewards"], values["terminated"], values["truncated"]
+                    )
+                self._obs = outcome.next_obs
+                if progress is not None and (now := time.perf_counter()) >= next_report:
+                    next_report = now + progress_interval
+                    progress(self._progress(writer, steps, episodes, episodes_before, now - start))
+        finally:
+            writer.flush()
+        elapsed = time.perf_counter() - start
+        if progress is not None:
+            progress(self._progress(writer, steps, episodes, episodes_before, elapsed))
+        return CollectStats(
+            steps=writer.committed_rows * n,
+            env_steps=self.env_steps - env_steps_before,
+            episodes=self.tracker.summary(),
+            elapsed=elapsed,
+            interrupted=self._stop,
+            dropped=writer.staged,
+        )
+
+    def _values(
+        self,
+        outcome: StepOutcome,
+        obs_rows: Callable[[Any, int], np.ndarray],
+        act_rows: Callable[[Any, int], np.ndarray],
+        actions: Any,
+    ) -> dict[str, np.ndarray]:
+        n = self.stepper.num_envs
+        values = {
+            "observations": obs_rows(self._obs, n),
+            "next_observations": obs_rows(outcome.final_obs, n),
+            "actions": act_rows(actions, n),
+            "rewards": np.asarray(outcome.rewards, dtype=np.float32).reshape(n, 1),
+            "terminated": np.asarray(outcome.terminated, dtype=bool).reshape(n, 1),
+            "truncated": np.asarray(outcome.truncated, dtype=bool).reshape(n, 1),
+        }
+        if self._infos:
+            self._find_new_infos(outcome.infos)
+        for key in self._info_keys:
+            values[INFO_PREFIX + key] = _info_column(outcome.infos, key)
+        return values
+
+    def _find_new_infos(self, infos: list[dict[str, Any]]) -> None:
+        """Create a tensor for each numeric scalar info key seen for the first time."""
+        import torch
+
+        known = self._known_infos
+        for info in infos:
+            if not info.keys() - known:
+                continue
+            for key, value in info.items():
+                if key in known:
+                    continue
+                known.add(key)
+                if key in _SKIPPED_INFOS or not _is_numeric_scalar(value):
+                    continue
+                self.memory.create_tensor(INFO_PREFIX + key, 1, torch.float64)
+                self._info_keys.append(key)
+                if self._writer is not None:
+                    self._writer.add_tensor(INFO_PREFIX + key, np.zeros(1, np.float64))
+
+    def _on_commit(self, rows: Mapping[str, np.ndarray]) -> None:
+        self.tracker.update(rows["rewards"], rows["terminated"], rows["truncated"])
+
+    def _progress(
+        self,
+        writer: RowWriter,
+        steps: int | None,
+        episodes: int | None,
+        episodes_before: int,
+        elapsed: float,
+    ) -> Progress:
+        return Progress(
+            steps=writer.committed_rows * self.stepper.num_envs,
+            target_steps=steps,
+            episodes=self.tracker.complete - episodes_before,
+            target_episodes=episodes,
+            recent_mean_return=self.tracker.recent_mean_return(),
+            elapsed=elapsed,
+        )
+
+    def close(self) -> None:
+        """Close the envs."""
+        self.stepper.close()
+
+
+def _is_numeric_scalar(value: Any) -> bool:
+    if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        return True
+    return isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf"
+
+
+def _info_column(infos: list[dict[str, Any]], key: str) -> np.ndarray:
+    column = np.full((len(infos), 1), np.nan)
+    for i, info in enumerate(infos):
+        value = info.get(key)
+        if value is not None and _is_numeric_scalar(value):
+            column[i, 0] = float(value)
+    return column

@@ -1,0 +1,146 @@
+"""Episode statistics kept incrementally while collecting: one update per stored row.
+
+The tracker sees exactly the rows that reach the memory, so its counts agree with the
+done flags of the saved file (unless the memory wrapped and dropped old rows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["EpisodeSummary", "EpisodeTracker", "Spread"]
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """Mean, standard deviation (population), min and max of a sample; NaN when empty."""
+
+    mean: float
+    std: float
+    min: float
+    max: float
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> Spread:
+        """The spread of ``values`` (float64), NaN everywhere for an empty array."""
+        if values.size == 0:
+            nan = math.nan
+            return cls(nan, nan, nan, nan)
+        return cls(
+            float(values.mean()), float(values.std()), float(values.min()), float(values.max())
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeSummary:
+    """Episodes seen so far: counts and the spread of returns and lengths of complete ones."""
+
+    complete: int
+    incomplete: int
+    terminated: int
+    truncated: int
+    returns: Spread
+    lengths: Spread
+    recent_mean_return: float
+
+
+class EpisodeTracker:
+    """Running return and length per env column; a record of every completed episode.
+
+    Args:
+        num_envs: Env columns.
+        window: How many recent episodes ``recent_mean_return`` averages (100, as usual).
+    """
+
+    def __init__(self, num_envs: int, window: int = 100) -> None:
+        self.num_envs = num_envs
+        self._return = np.zeros(num_envs, dtype=np.float64)
+        self._length = np.zeros(num_envs, dtype=np.int64)
+        self._returns: list[float] = []
+        self._lengths: list[int] = []
+        self._terminated = 0
+        self._recent: deque[float] = deque(maxlen=window)
+
+    @property
+    def complete(self) -> int:
+        """Episodes completed so far."""
+        return len(self._returns)
+
+    def update(self, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> int:
+        """Account for rows of rewards and flags, each shaped ``(k, num_envs)`` or ``(N,)``.
+
+        Vectorised over the rows: an episode's return is a difference of running sums.
+
+        Returns:
+            The number of episodes these rows completed.
+        """
+        n = self.num_envs
+        rewards = rewards.reshape(-1, n).astype(np.float64, copy=False)
+        terminated = terminated.reshape(-1, n)
+        done = terminated | truncated.reshape(-1, n)
+        k = rewards.shape[0]
+        sums = np.cumsum(rewards, axis=0)
+        if not done.any():
+            self._return += sums[-1]
+            self._length += k
+            return 0
+        columns, rows = np.nonzero(done.T)  # by column, then time
+        first = np.ones(len(rows), dtype=bool)
+        first[1:] = columns[1:] != columns[:-1]
+        at_end = sums[rows, columns]
+        before = np.where(first, 0.0, np.roll(at_end, 1))
+        previous_row = np.where(first, -1, np.roll(rows, 1))
+        returns = at_end - before + np.where(first, self._return[columns], 0.0)
+        lengths = rows - previous_row + np.where(first, self._length[columns], 0)
+        order = np.lexsort((columns, rows))  # chronological, as the episodes ended
+        self._returns.extend(returns[order].tolist())
+        self._lengths.extend(lengths[order].tolist())
+        self._recent.extend(returns[order].tolist())
+        self._terminated += int(terminated[rows, columns].sum())
+        # Carry what follows each column's last end (or the whole block) to the next call.
+        last = np.full(n, -1)
+        last[columns] = rows  # the last assignment per column wins: its latest end
+        self._return = np.where(last >= 0, sums[-1] - sums[np.maximum(last, 0), np.arange(n)],
+                                self._return + sums[-1])
+        self._length = np.where(last >= 0, k - 1 - last, self._length + k)
+        return len(rows)
+
+    def update_row(self, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> int:
+        """``update`` for one row (arrays of ``num_envs`` values), the per-step fast path."""
+        self._return += rewards.ravel()
+        self._length += 1
+        done = terminated | truncated
+        if not done.any():
+            return 0
+        done = done.ravel()
+        finished = np.flatnonzero(done)
+        for env in finished:
+            value = float(self._return[env])
+            self._returns.append(value)
+            self._lengths.append(int(self._length[env]))
+            self._recent.append(value)
+        self._terminated += int(terminated.ravel()[finished].sum())
+        self._return[finished] = 0.0
+        self._length[finished] = 0
+        return len(finished)
+
+    def recent_mean_return(self) -> float:
+        """Mean return of the last ``window`` completed episodes (NaN before the first)."""
+        return float(np.mean(self._recent)) if self._recent else math.nan
+
+    def summary(self) -> EpisodeSummary:
+        """Counts and spreads; an incomplete episode is a column with steps since its last end."""
+        complete = len(self._returns)
+        return EpisodeSummary(
+            complete=complete,
+            incomplete=int((self._length > 0).sum()),
+            terminated=self._terminated,
+            truncated=complete - self._terminated,
+            returns=Spread.of(np.asarray(self._returns, dtype=np.float64)),
+            lengths=Spread.of(np.asarray(self._lengths, dtype=np.float64)),
+            recent_mean_return=self.recent_mean_return(),
+        )

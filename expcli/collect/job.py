@@ -1,0 +1,253 @@
+"""One collect run from settings to file: envs, policy, memory, collection, atomic save.
+
+This is the library side of ``expcli collect``: the command only parses options, draws
+the progress bar and the summary, and turns signals into ``stop()``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli._version import __version__
+from expcli.collect.collector import Collector, CollectStats, Progress
+from expcli.collect.env_modes import Probe, build_env, choose_env, has_vector_entry_point
+from expcli.collect.settings import CollectSettings
+from expcli.collect.spaces import describe_space
+from expcli.errors import OutputExistsError
+from expcli.formats.dataset import Dataset
+from expcli.spec import CircularState
+
+__all__ = ["CollectJob", "SavedFile", "default_output"]
+
+_INITIAL_ROWS = 1024  # memory rows to start with when the run's length is unknown
+_PREALLOCATED_ROWS = 1 << 16  # above this, the memory grows as the run goes
+
+
+@dataclass(frozen=True, slots=True)
+class SavedFile:
+    """Where the dataset went and how big it is."""
+
+    path: Path
+    size_bytes: int
+    transitions: int
+
+
+def default_output(env_id: str, folder: Path = Path("runs")) -> Path:
+    """``runs/<ENV_ID>-<timestamp>.pt``, made unique if a file of that name exists."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", env_id).strip("-") or "env"
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = folder / f"{safe}-{stamp}.pt"
+    k = 1
+    while path.exists():
+        path = folder / f"{safe}-{stamp}-{k}.pt"
+        k += 1
+    return path
+
+
+class CollectJob:
+    """Collect ``settings.env_id`` into a memory and save it.
+
+    Use: ``job = CollectJob(settings)``; ``job.start()`` builds the envs (``job.mode``
+    says which mode ``auto`` picked); ``job.run(progress)``; ``job.save()``; ``job.close()``.
+    ``job.stop()`` (e.g. from a signal handler) ends ``run`` after the current step.
+
+    Raises:
+        ConfigError: Invalid settings (checked before any env is built).
+        OutputExistsError: The output exists and ``overwrite`` is not set.
+    """
+
+    def __init__(self, settings: CollectSettings) -> None:
+        from expcli.envs.parallel_env import check_env_id
+
+        self.settings = settings.validate()
+        check_env_id(settings.env_id)
+        if settings.mode == "vector" and not has_vector_entry_point(settings.env_id):
+            from expcli.errors import ConfigError
+
+            raise ConfigError(
+                f"{settings.env_id} has no batched (vector) implementation registered in "
+                "Gymnasium; use --mode dummy or subproc"
+            )
+        self.output = Path(settings.output) if settings.output else default_output(settings.env_id)
+        if self.output.exists() and not settings.overwrite:
+            raise OutputExistsError(self.output)
+        from expcli.formats.registry import format_from_suffix
+
+        self.format = format_from_suffix(self.output)
+        if settings.compression != "none" and self.format != "hdf5":
+            from expcli.errors import ConfigError
+
+            raise ConfigError(f"--compression applies to .h5/.hdf5 output, not {self.output}")
+        self.mode = settings.mode
+        self.probes: list[Probe] = []
+        self.env: Any = None
+        self.collector: Collector | None = None
+        self.stats: CollectStats | None = None
+
+    def start(self) -> None:
+        """Build the envs, the policy and the memory."""
+        s = self.settings
+        asynchronous = None if s.asynchronous == "none" else s.asynchronous
+        if s.mode == "auto":
+            self.mode, self.env, self.probes = choose_env(
+                s.env_id, s.envs, asynchronous, s.env_kwargs, num_cpus=s.num_cpus
+            )
+        else:
+            self.env = build_env(
+                s.mode,
+                s.env_id,
+                s.envs,
+                asynchronous,
+                s.env_kwargs,
+                num_cpus=s.num_cpus,
+                ray_address=s.ray_address,
+            )
+        try:
+            self.collector = self._collector()
+        except BaseException:
+            self.close()
+            raise
+
+    def _collector(self) -> Collector:
+        from expcli.collect.policies import check_actions, make_policy
+        from expcli.collect.steppers import make_stepper
+        from expcli.memory import RandomMemory
+
+        s = self.settings
+        stepper = make_stepper(self.env)
+        policy = make_policy(
+            s.policy, stepper.observation_space, stepper.action_space, s.envs, s.seed
+        )
+        self.policy_description = dict(getattr(policy, "description", {"spec": s.policy}))
+        if s.memory_size is not None:
+            rows, grow = s.memory_size, False
+        elif s.steps is not None:
+            # Preallocate the rows that fit the run, but grow towards a huge one instead.
+            needed = -(-s.steps // s.envs)
+            rows, grow = min(needed, _PREALLOCATED_ROWS), needed > _PREALLOCATED_ROWS
+        else:
+            rows, grow = _INITIAL_ROWS, True
+        memory = RandomMemory(rows, s.envs, device="cpu")
+
+        def check(actions: np.ndarray) -> np.ndarray:
+            return np.asarray(check_actions(actions, stepper.action_space, s.envs, s.policy))
+
+        return Collector(
+            self.env, memory, policy, seed=s.seed, infos=s.infos, grow=grow, check_actions=check
+        )
+
+    def run(self, progress: Callable[[Progress], None] | None = None) -> CollectStats:
+        """Collect until the settings' steps or episodes (or ``stop()``)."""
+        assert self.collector is not None, "call start() first"
+        s = self.settings
+        try:
+            self.stats = self.collector.collect(s.steps, s.episodes, progress)
+        finally:
+            self.stats = self.stats or self._stats_so_far()
+        return self.stats
+
+    def _stats_so_far(self) -> CollectStats:
+        assert self.collector is not None
+        memory = self.collector.memory
+        return CollectStats(
+            steps=len(memory),
+            env_steps=self.collector.env_steps,
+            episodes=self.collector.tracker.summary(),
+            elapsed=float("nan"),
+            interrupted=True,
+            dropped=0,
+        )
+
+    def stop(self) -> None:
+        """End ``run`` after the current step."""
+        if self.collector is not None:
+            self.collector.stop()
+
+    def dataset(self) -> Dataset:
+        """What was collected, trimmed to the rows written, with the run's metadata."""
+        assert self.collector is not None
+        memory = self.collector.memory
+        memory.metadata = self._metadata()
+        dataset: Dataset = memory.to_dataset()
+        if not memory.filled:
+            rows = memory.memory_index
+            tensors = {name: array[:rows] for name, array in dataset.tensors.items()}
+            state = CircularState(0, 0, rows > 0)
+            dataset = Dataset(tensors, state, dataset.metadata)
+        return dataset
+
+    def save(self) -> SavedFile:
+        """Write the dataset atomically to the output path."""
+        from expcli.conversion import save
+
+        s = self.settings
+        dataset = self.dataset()
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        compression = None if s.compression == "none" else s.compression
+        path = save(dataset, self.output, overwrite=s.overwrite, compression=compression)
+        return SavedFile(path, path.stat().st_size, len(dataset))
+
+    def close(self) -> None:
+        """Close the envs (idempotent)."""
+        env, self.env = self.env, None
+        if env is not None:
+            env.close()
+
+    def _metadata(self) -> dict[str, Any]:
+        import gymnasium as gym
+        import torch
+
+        assert self.collector is not None
+        s = self.settings
+        stepper = self.collector.stepper
+        stats = self.stats
+        return {
+            "env_id": s.env_id,
+            "env_spec": _env_spec(s.env_id, s.env_kwargs),
+            "env_kwargs": s.env_kwargs,
+            "observation_space": describe_space(stepper.observation_space),
+            "action_space": describe_space(stepper.action_space),
+            "seed": s.seed,
+            "collector": {
+                "mode": self.mode,
+                "asynchronous": s.asynchronous,
+                "policy": self.policy_description,
+                "steps": stats.steps if stats else None,
+                "env_steps": stats.env_steps if stats else None,
+                "episodes": stats.episodes.complete if stats else None,
+                "interrupted": stats.interrupted if stats else None,
+                "target_steps": s.steps,
+                "target_episodes": s.episodes,
+            },
+            "versions": {
+                "expcli": __version__,
+                "gymnasium": gym.__version__,
+                "torch": torch.__version__,
+                "numpy": np.__version__,
+                "python": platform.python_version(),
+            },
+        }
+
+
+def _env_spec(env_id: str, env_kwargs: dict[str, Any]) -> Any:
+    """Gymnasium's JSON of the env spec, when the spec can be serialised."""
+    import dataclasses
+    import json
+
+    import gymnasium as gym
+
+    try:
+        spec = gym.spec(env_id.rpartition(":")[2])
+        if env_kwargs:
+            spec = dataclasses.replace(spec, kwargs={**spec.kwargs, **env_kwargs})
+        return json.loads(spec.to_json())
+    except Exception:
+        return None

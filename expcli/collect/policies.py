@@ -1,0 +1,329 @@
+"""Policies for ``expcli collect``: random, a Python callable, or a TorchScript/export file.
+
+A policy maps a batch of observations (``(num_envs, *obs_shape)``, or a dict of such
+arrays for Dict spaces) to a numpy batch of actions ``(num_envs, *action_shape)`` with the
+action space's dtype, and carries a ``description`` for the dataset metadata.
+
+Specs accepted by ``make_policy``:
+
+* ``random``: the action space's own sampler, batched with ``batch_space`` and seeded.
+  Bounded Box, Discrete, MultiDiscrete and MultiBinary spaces draw the same numbers as
+  ``batch_space(space, n).sample()`` from the same generator, a few times faster.
+* ``MODULE:CALLABLE`` or ``path/to/file.py:CALLABLE``: a callable of one batch of
+  observations. Classes and factories are not instantiated: name the policy itself.
+* ``FILE.pt`` / ``FILE.pt2``: a TorchScript file or a ``torch.export`` archive, run under
+  ``torch.no_grad()`` on a float32 batch. For a Discrete(n) space, an ``(N, n)`` float
+  output is taken as logits and its argmax is the action.
+
+``check_actions`` validates a batch against the space (the Collector runs it on the first
+step) and raises ``ConfigError`` saying what was expected and what came.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from expcli.collect.action_checks import check_actions
+from expcli.collect.policy_files import file_sha256, load_torch_policy
+from expcli.errors import ConfigError
+
+__all__ = ["CallablePolicy", "Policy", "RandomPolicy", "check_actions", "make_policy"]
+
+TORCH_SUFFIXES = (".pt", ".pt2")
+_ARRAY_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
+
+
+class Policy(Protocol):
+    """``policy(observations) -> actions`` on batches, with a description for the metadata."""
+
+    description: dict[str, Any]
+
+    def __call__(self, observations: Any) -> np.ndarray:
+        """A batch of actions ``(num_envs, *action_shape)`` for a batch of observations."""
+        ...
+
+
+def make_policy(
+    spec: str, observation_space: Any, action_space: Any, num_envs: int, seed: int | None
+) -> Policy:
+    """The policy named by ``spec`` for ``num_envs`` envs with these spaces.
+
+    Args:
+        spec: ``random``, ``MODULE:CALLABLE``, ``path/to/file.py:CALLABLE`` or a
+            TorchScript/``torch.export`` file (``.pt``, ``.pt2``).
+        observation_space: One env's observation space.
+        action_space: One env's action space.
+        num_envs: Rows of every batch.
+        seed: Seed of the random policy (recorded for the others).
+
+    Raises:
+        ConfigError: An unknown spec, a missing module, file or attribute, or an attribute
+            that is not a callable of one batch.
+        FormatError: A ``.pt``/``.pt2`` file that is neither TorchScript nor a safe
+            ``torch.export`` archive.
+    """
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+    text = spec.strip() if isinstance(spec, str) else ""
+    if text == "random":
+        return RandomPolicy(action_space, num_envs, seed)
+    if text.lower().endswith(TORCH_SUFFIXES):
+        fn, description = load_torch_policy(text, action_space, num_envs)
+    elif ":" in text:
+        fn, description = _load_callable(text)
+    else:
+        raise ConfigError(
+            f"unknown policy {spec!r}; expected 'random', MODULE:CALLABLE, "
+            "path/to/file.py:CALLABLE, or a TorchScript / torch.export file (.pt, .pt2)"
+        )
+    return CallablePolicy(fn, description, action_space, num_envs)
+
+
+class RandomPolicy:
+    """Uniform random actions from ``batch_space(action_space, num_envs)``, seeded.
+
+    Array spaces return ``(num_envs, *shape)`` arrays of the space's dtype; Dict, Tuple and
+    other composite spaces return an object array of one sample per env.
+    """
+
+    def __init__(self, action_space: Any, num_envs: int, seed: int | None) -> None:
+        from gymnasium.vector.utils import batch_space
+
+        self.action_space = action_space
+        self.num_envs = num_envs
+        self.batched = batch_space(action_space, num_envs)
+        self.description: dict[str, Any] = {"kind": "random", "spec": "random", "seed": seed}
+        self._composite = type(action_space).__name__ not in _ARRAY_SPACES
+        self._shape = (num_envs, *action_space.shape) if not self._composite else (num_envs,)
+        self.seed(seed)
+
+    def seed(self, seed: int | None) -> None:
+        """Reseed the sampler (the same seed gives the same actions)."""
+        self.batched.seed(seed)
+        self._draw = _fast_sampler(self.batched) or self.batched.sample
+
+    def __call__(self, observations: Any = None) -> np.ndarray:
+        """A batch of random actions (the observations are ignored)."""
+        sample = self._draw()
+        if self._composite:
+            return _per_env(self.batched, sample, self.num_envs)
+        if sample.shape != self._shape:
+            return sample.reshape(self._shape)
+        return sample
+
+
+def _fast_sampler(batched: Any) -> Callable[[], np.ndarray] | None:
+    """The same draws as ``batched.sample()`` with the work that does not change hoisted.
+
+    Gymnasium's Box sampler classifies every coordinate by its bounds on each call, which
+    is most of its cost for small batches. For a bounded Box it draws
+    ``low + (high - low) * rng.random()`` (that is numpy's ``uniform``), then floors and
+    clips for integers; MultiDiscrete draws ``floor(rng.random() * nvec) + start``. Same
+    generator, same arithmetic, so the numbers are identical (a test holds us to it).
+    """
+    from gymnasium import spaces
+
+    rng = batched.np_random
+    shape = batched.shape
+    if isinstance(batched, spaces.MultiDiscrete):
+        nvec = batched.nvec.astype(np.float64)
+        dtype, start = batched.dtype, batched.start
+        if np.any(start):
+            return lambda: (rng.random(shape) * nvec).astype(dtype) + start
+        return lambda: (rng.random(shape) * nvec).astype(dtype)
+    if not isinstance(batched, spaces.Box) or not batched.is_bounded("both"):
+        return None
+    dtype = batched.dtype
+    low = batched.low.astype(np.float64)
+    if dtype.kind == "f":
+        span = batched.high.astype(np.float64) - low
+        if not np.isfinite(span).all():
+            return None
+        return lambda: (low + span * rng.random(shape)).astype(dtype)
+    if dtype.kind not in "iu":
+        return None
+    span = (batched.high.astype(np.int64) + 1).astype(np.float64) - low
+    info = np.iinfo(dtype)
+    margin = 2 if dtype == np.int64 else 0
+    lo_clip, hi_clip = info.min + margin, info.max - margin
+    needs_clip = bool(low.min() < lo_clip or (low + span).max() > hi_clip)
+    int_low, int_high = batched.low, batched.high
+
+    def draw() -> np.ndarray:
+        sample = np.floor(low + span * rng.random(shape))
+        if needs_clip:
+            sample = sample.clip(min=lo_clip, max=hi_clip)
+        out = sample.astype(dtype)
+        if dtype == np.int64:
+            out = out.clip(min=int_low, max=int_high)
+        return out  # type: ignore[no-any-return]
+
+    return draw
+
+
+def _per_env(batched: Any, sample: Any, num_envs: int) -> np.ndarray:
+    """A batched composite sample as an object array holding one sample per env."""
+    from gymnasium.vector.utils import iterate
+
+    out = np.empty(num_envs, dtype=object)
+    for i, item in enumerate(iterate(batched, sample)):
+        out[i] = item
+    return out
+
+
+class CallablePolicy:
+    """A callable of a batch, its output made a numpy batch of the space's shape and dtype."""
+
+    def __init__(
+        self, fn: Callable[[Any], Any], description: dict[str, Any], space: Any, num_envs: int
+    ) -> None:
+        self.fn = fn
+        self.description = description
+        self.action_space = space
+        self.num_envs = num_envs
+        composite = type(space).__name__ not in _ARRAY_SPACES
+        self._shape = None if composite else (num_envs, *space.shape)
+        self._dtype = None if composite else np.dtype(space.dtype)
+
+    def __call__(self, observations: Any) -> np.ndarray:
+        """The callable's actions; a batch that does not match exactly is checked and cast."""
+        spec = self.description["spec"]
+        try:
+            out = self.fn(observations)
+        except ConfigError:
+            raise
+        except Exception as e:
+            raise ConfigError(
+                f"policy {spec!r} failed on a batch of observations "
+                f"({_describe_batch(observations)}): {type(e).__name__}: {e} "
+                "(EXPCLI_DEBUG=1 shows the traceback)"
+            ) from e
+        if type(out) is np.ndarray and out.shape == self._shape and out.dtype == self._dtype:
+            return out
+        return check_actions(out, self.action_space, self.num_envs, spec)
+
+
+def _load_callable(spec: str) -> tuple[Callable[[Any], Any], dict[str, Any]]:
+    """Import ``MODULE:NAME`` or ``file.py:NAME`` and check it is a callable of one batch."""
+    target, _, name = spec.rpartition(":")
+    if not target or not name:
+        raise ConfigError(f"policy {spec!r} must be MODULE:CALLABLE or path/to/file.py:CALLABLE")
+    description: dict[str, Any] = {"kind": "callable", "spec": spec, "name": name}
+    if target.endswith(".py") or "/" in target or os.sep in target:
+        path = Path(target)
+        if not path.is_file():
+            raise ConfigError(f"policy file {target!r} not found (from --policy {spec!r})")
+        module = _import_file(path, spec)
+        description.update(file=str(path.resolve()), sha256=file_sha256(path))
+    else:
+        module = _import_module(target, spec)
+        description["module"] = target
+    obj: Any = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            import difflib
+
+            close = difflib.get_close_matches(part, [n for n in dir(obj) if not n.startswith("_")])
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"policy {spec!r}: {target!r} has no attribute {part!r}{hint}")
+        obj = getattr(obj, part)
+    _check_batch_callable(obj, spec)
+    return obj, description
+
+
+def _check_batch_callable(obj: Any, spec: str) -> None:
+    """Refuse what cannot be called with one batch: classes, factories of several arguments."""
+    if inspect.isclass(obj):
+        raise ConfigError(
+            f"policy {spec!r} is a class; expected a callable of a batch of observations "
+            "(make the instance in your module, e.g. `policy = MyPolicy(...)`, and name it)"
+        )
+    if not callable(obj):
+        raise ConfigError(f"policy {spec!r} is a {type(obj).__name__}, not a callable")
+    try:
+        params = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):  # builtins and C callables: nothing to check
+        return
+    kinds = inspect.Parameter
+    positional = [
+        p for p in params if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
+    ]
+    varargs = any(p.kind is kinds.VAR_POSITIONAL for p in params)
+    required = [p.name for p in positional if p.default is p.empty]
+    if len(required) > 1 or (not positional and not varargs):
+        raise ConfigError(
+            f"policy {spec!r} takes ({', '.join(p.name for p in positional)}); a policy is "
+            "called with one batch of observations (if it is a factory, call it in your "
+            "module and name the policy it returns)"
+        )
+
+
+@contextmanager
+def _cwd_on_path() -> Iterator[None]:
+    """The current folder importable, as ``python -m`` would have it (console scripts don't)."""
+    cwd = os.getcwd()
+    added = cwd not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        yield
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
+
+
+def _import_module(target: str, spec: str) -> Any:
+    try:
+        with _cwd_on_path():
+            return importlib.import_module(target)
+    except ModuleNotFoundError as e:
+        if e.name and (target == e.name or target.startswith(e.name + ".")):
+            raise ConfigError(
+                f"policy {spec!r}: no module named {target!r} (not on PYTHONPATH nor in "
+                "the current folder)"
+            ) from e
+        raise ConfigError(f"policy {spec!r}: importing {target!r} failed: {e}") from e
+    except Exception as e:
+        raise ConfigError(
+            f"policy {spec!r}: importing {target!r} failed: {type(e).__name__}: {e}"
+        ) from e
+
+
+def _import_file(path: Path, spec: str) -> Any:
+    resolved = path.resolve()
+    tag = hashlib.sha1(str(resolved).encode()).hexdigest()[:8]
+    name = f"_expcli_policy_{resolved.stem}_{tag}"
+    if name in sys.modules:
+        return sys.modules[name]
+    module_spec = importlib.util.spec_from_file_location(name, resolved)
+    if module_spec is None or module_spec.loader is None:
+        raise ConfigError(f"policy {spec!r}: cannot import {str(path)!r} as a Python file")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as e:
+        del sys.modules[name]
+        raise ConfigError(
+            f"policy {spec!r}: importing {str(path)!r} failed: {type(e).__name__}: {e}"
+        ) from e
+    return module
+
+
+def _describe_batch(batch: Any) -> str:
+    if isinstance(batch, np.ndarray):
+        return f"shape {batch.shape}, {batch.dtype}"
+    if isinstance(batch, dict):
+        return "dict of " + ", ".join(f"{k}: {_describe_batch(v)}" for k, v in batch.items())
+    return type(batch).__name__

@@ -1,0 +1,233 @@
+"""Writes each step's transitions into a Memory's preallocated rows, keeping columns aligned.
+
+A Memory row holds one transition of every env. Usually every env yields one per step and
+the row is written in place at once. But an env can skip a step: a Gymnasium vector env
+that autoresets on the next step spends that step on the reset (its result is not a
+transition), and an ``"idle"`` env waits for the others. Each env column then keeps its
+own time: its transitions are staged until every column has one for the same row, and
+only complete rows are committed. Staging works in blocks of steps, so the per-step cost
+stays a handful of row copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from expcli.formats.dataset import Dataset
+
+__all__ = ["RowWriter"]
+
+OnCommit = Callable[[Mapping[str, np.ndarray]], None]
+
+
+class RowWriter:
+    """Commits rows of transitions into ``memory`` (a ``Memory``), wrapping or growing it.
+
+    Args:
+        memory: The memory; its tensors must exist already (names of ``write``'s values).
+        on_commit: Called with rows committed from staging (each value ``(k, N, ...)``).
+        grow: Double the memory instead of wrapping when it is full.
+        limit_rows: Commit no more than this many rows in all (None: no limit).
+        block: Steps buffered before staged transitions are aligned.
+    """
+
+    def __init__(
+        self,
+        memory: Any,
+        on_commit: OnCommit,
+        *,
+        grow: bool = False,
+        limit_rows: int | None = None,
+        block: int = 64,
+    ) -> None:
+        self.memory = memory
+        self.on_commit = on_commit
+        self.grow = grow
+        self.limit_rows = limit_rows
+        self.committed_rows = 0
+        self.num_envs = int(memory.num_envs)
+        self._block_size = block
+        self._bind()
+        # Staging, used only while the columns are out of step.
+        self._lagging = False
+        self._block: dict[str, np.ndarray] = {}
+        self._block_valid = np.zeros((block, self.num_envs), dtype=bool)
+        self._filled = 0
+        self._stage: dict[str, np.ndarray] = {}
+        self._written = np.zeros(self.num_envs, dtype=np.int64)  # per column, absolute
+        self._committed_abs = 0
+
+    def _bind(self) -> None:
+        if self.memory.env_index != 0:
+            raise ValueError("the memory has a partly written row; collect into full rows")
+        self._arrays = {
+            name: self.memory.get_tensor_by_name(name).numpy()
+            for name in self.memory.get_tensor_names()
+        }
+
+    def add_tensor(self, name: str, row: np.ndarray) -> None:
+        """Start writing a tensor the memory just gained (``row``: one step's values).
+
+        Transitions already staged get NaN (or 0) for it, as the memory's older rows do.
+        """
+        self._bind()
+        fill = np.nan if np.issubdtype(row.dtype, np.floating) else 0
+        if self._block:
+            self._block[name] = np.full((self._block_size, *row.shape), fill, row.dtype)
+        if self._stage:
+            capacity = next(iter(self._stage.values())).shape[0]
+            self._stage[name] = np.full((capacity, *row.shape), fill, row.dtype)
+
+    @property
+    def full(self) -> bool:
+        """Whether ``limit_rows`` rows have been committed."""
+        return self.limit_rows is not None and self.committed_rows >= self.limit_rows
+
+    @property
+    def staged(self) -> int:
+        """Transitions waiting for the other columns (dropped if the run ends now)."""
+        if not self._lagging:
+            return 0
+        valid = int(self._block_valid[: self._filled].sum())
+        return valid + int((self._written - self._committed_abs).sum())
+
+    def write(self, values: Mapping[str, np.ndarray], valid: np.ndarray | None = None) -> bool:
+        """Store one step: ``values[name]`` shaped ``(N, ...)``; ``valid`` marks real transitions.
+
+        Returns:
+            True if the step was written as a row at once (``on_commit`` is not called for
+            it: the caller has the values already), False if it was staged (or dropped at
+            the limit); staged rows reach ``on_commit`` when they are committed.
+        """
+        if not self._lagging and valid is None:
+            if self.full:
+                return False
+            row = self._reserve(1)
+            arrays = self._arrays
+            for name, value in values.items():
+                arrays[name][row] = value
+            self._advance(1)
+            return True
+        if not self._lagging:
+            self._start_lagging(values)
+        b = self._filled
+        for name, value in values.items():
+            self._block[name][b] = value
+        self._block_valid[b] = True if valid is None else valid
+        self._filled = b + 1
+        if self._filled == self._block_size:
+            self.flush()
+        return False
+
+    def flush(self) -> None:
+        """Align the buffered steps and commit every row that all columns have reached."""
+        if not self._lagging or self._filled == 0:
+            return
+        mask = self._block_valid[: self._filled]
+        positions = (self._written[None, :] + np.cumsum(mask, axis=0) - 1)[mask]
+        columns = np.nonzero(mask)[1]
+        written = self._written + mask.sum(axis=0)
+        capacity = self._fit_stage(int(written.max()) - self._committed_abs)
+        rows = positions % capacity
+        for name, stage in self._stage.items():
+            stage[rows, columns] = self._block[name][: self._filled][mask]
+        self._written = written
+        self._filled = 0
+        self._commit_aligned()
+
+    def _commit_aligned(self) -> None:
+        start = self._committed_abs
+        ready = int(self._written.min()) - start
+        if self.limit_rows is not None:
+            ready = min(ready, self.limit_rows - self.committed_rows)
+        if ready > 0:
+            capacity = next(iter(self._stage.values())).shape[0]
+            take = (start + np.arange(ready)) % capacity
+            rows = {name: stage[take] for name, stage in self._stage.items()}
+            self._write_rows(rows, ready)
+            self._committed_abs = start + ready
+        if (self._written == self._committed_abs).all() and self._filled == 0:
+            self._lagging = False
+
+    def _start_lagging(self, values: Mapping[str, np.ndarray]) -> None:
+        self._lagging = True
+        self._filled = 0
+        if not self._block:
+            self._block = {
+                name: np.empty((self._block_size, *value.shape), value.dtype)
+                for name, value in values.items()
+            }
+        self._committed_abs = 0
+        self._written = np.zeros(self.num_envs, dtype=np.int64)
+
+    def _fit_stage(self, needed: int) -> int:
+        """Make the staging ring hold ``needed`` rows past the committed ones; its capacity."""
+        current = next(iter(self._stage.values())).shape[0] if self._stage else 0
+        if needed <= current:
+            return current
+        capacity = max(needed, 2 * current, 2 * self._block_size)
+        # A staged row lives at (absolute row) % capacity; move the live ones accordingly.
+        live = self._committed_abs + np.arange(int(self._written.max()) - self._committed_abs)
+        for name, block in self._block.items():
+            grown = np.zeros((capacity, *block.shape[1:]), block.dtype)
+            if current:
+                grown[live % capacity] = self._stage[name][live % current]
+            self._stage[name] = grown
+        return capacity
+
+    def _write_rows(self, rows: Mapping[str, np.ndarray], n: int) -> None:
+        """Copy ``n`` complete rows into the memory at its write position."""
+        self._reserve(n)
+        size = self.memory.memory_size
+        start = self.memory.memory_index
+        skip = max(0, n - size)  # rows overwritten within this very write
+        start, count = (start + skip) % size, n - skip
+        first = min(count, size - start)
+        for name, value in rows.items():
+            array = self._arrays[name]
+            array[start : start + first] = value[skip : skip + first]
+            if first < count:
+                array[: count - first] = value[skip + first : n]
+        self._advance(n)
+        self.on_commit(rows)
+
+    def _reserve(self, n: int) -> int:
+        """The row the next write goes to, growing the memory first when allowed."""
+        memory = self.memory
+        size, limit = memory.memory_size, self.limit_rows
+        # A growing memory never becomes full (so never wraps over its oldest rows) until
+        # it reaches ``limit_rows``, the size that fits the run exactly.
+        if (
+            self.grow
+            and not memory.filled
+            and memory.memory_index + n >= size
+            and (limit is None or size < limit)
+        ):
+            rows = max(2 * size, memory.memory_index + n + 1)
+            _grow(memory, rows if limit is None else min(rows, limit))
+            self._bind()
+        return int(memory.memory_index)
+
+    def _advance(self, n: int) -> None:
+        memory = self.memory
+        index = memory.memory_index + n
+        if index >= memory.memory_size:
+            memory.filled = True
+            index %= memory.memory_size
+        memory.memory_index = index
+        self.committed_rows += n
+
+
+def _grow(memory: Any, rows: int) -> None:
+    """Give ``memory`` ``rows`` rows, keeping its data and write position (never wrapped)."""
+    dataset = memory.to_dataset()
+    tensors = {}
+    for name, array in dataset.tensors.items():
+        fill = np.nan if np.issubdtype(array.dtype, np.floating) else 0
+        grown = np.full((rows, *array.shape[1:]), fill, dtype=array.dtype)
+        grown[: array.shape[0]] = array
+        tensors[name] = grown
+    memory.from_dataset(Dataset(tensors, dataset.state, dataset.metadata))

@@ -1,0 +1,37 @@
+"""Training-ready sampling: a composable replay buffer over a Memory or a dataset file.
+
+torchrl's design (storage, sampler, writer, transform, prefetch) with tianshou's episode
+bookkeeping and rlstructures' batches. This package imports torch (through ``memory``).
+"""
+
+from expcli.memory.batches import DictBatch, TemporalBatch
+from expcli.memory.episodes import EpisodeIndex, EpisodeTable
+from expcli.replay.buffer import ReplayBuffer
+from expcli.replay.samplers import (
+    PrioritizedSampler,
+    RandomSampler,
+    Sampler,
+    SamplerWithoutReplacement,
+    SliceSampler,
+)
+from expcli.replay.storages import DatasetStorage, MemoryStorage, Storage
+from expcli.replay.sum_tree import SumTree
+from expcli.replay.writers import RoundRobinWriter
+
+__all__ = [
+    "DatasetStorage",
+    "DictBatch",
+    "EpisodeIndex",
+    "EpisodeTable",
+    "MemoryStorage",
+    "PrioritizedSampler",
+    "RandomSampler",
+    "ReplayBuffer",
+    "RoundRobinWriter",
+    "Sampler",
+    "SamplerWithoutReplacement",
+    "SliceSampler",
+    "Storage",
+    "SumTree",
+    "TemporalBatch",
+]

@@ -1,0 +1,212 @@
+"""Where a replay buffer's data lives: a ``Memory`` (writable) or a loaded dataset (read-only).
+
+Both are seen through the same small interface: numpy arrays shaped ``(T, N, *feature)``,
+the circular state, a ``revision`` that changes whenever the data changes, and ``gather``,
+which reads flat indexes (``t * num_envs + env``) of any shape into torch tensors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from expcli.errors import ConfigError, SchemaError
+from expcli.memory import Memory
+from expcli.spec import CircularState
+
+__all__ = ["DatasetStorage", "MemoryStorage", "Storage", "as_storage"]
+
+
+class Storage:
+    """Flat-indexed read access over ``(T, N, *feature)`` numpy arrays; subclasses fill it."""
+
+    memory_size: int
+    num_envs: int
+    _flat_cache: tuple[Hashable, tuple[str, ...], dict[str, np.ndarray]] | None = None
+
+    @property
+    def capacity(self) -> int:
+        """Number of slots, ``memory_size * num_envs``."""
+        return self.memory_size * self.num_envs
+
+    def __len__(self) -> int:
+        return self.state.valid_length(self.memory_size, self.num_envs)
+
+    @property
+    def state(self) -> CircularState:
+        """Circular state: which slots hold data, and their chronological order."""
+        raise NotImplementedError
+
+    def revision(self) -> Hashable:
+        """A value that changes whenever the data changes."""
+        raise NotImplementedError
+
+    def written_since(self, revision: Hashable) -> np.ndarray | None:
+        """Flat indexes written since ``revision``, or None when anything may have changed."""
+        return None
+
+    def arrays(self) -> Mapping[str, np.ndarray]:
+        """The tensors as numpy arrays shaped ``(T, N, *feature)``."""
+        raise NotImplementedError
+
+    def names(self) -> tuple[str, ...]:
+        """Tensor names, sorted."""
+        return self._views()[0]
+
+    def gather(self, names: Sequence[str], index: np.ndarray) -> dict[str, torch.Tensor]:
+        """The named tensors at flat ``index`` (any shape), as ``(*index.shape, *feature)``.
+
+        Raises:
+            SchemaError: A name is not a tensor of the storage.
+        """
+        flat = self._views()[1]
+        try:
+            return {name: torch.from_numpy(flat[name].take(index, axis=0)) for name in names}
+        except KeyError as e:
+            raise SchemaError(
+                f"no such tensor; tensors: {', '.join(sorted(flat))}", key=e.args[0]
+            ) from None
+
+    def _view_key(self) -> Hashable:
+        """Changes when the arrays themselves (not their contents) change."""
+        return 0
+
+    def _views(self) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
+        """Sorted names and ``(T * N, *feature)`` views, cached until ``_view_key`` changes."""
+        key = self._view_key()
+        if self._flat_cache is None or self._flat_cache[0] != key:
+            arrays = self.arrays()
+            flat = {
+                name: array.reshape(self.capacity, *array.shape[2:])
+                for name, array in arrays.items()
+            }
+            self._flat_cache = (key, tuple(sorted(flat)), flat)
+        return self._flat_cache[1], self._flat_cache[2]
+
+
+class MemoryStorage(Storage):
+    """A ``Memory``, read through its numpy views and written with ``add_samples``.
+
+    A replay buffer sees every write to the memory, its own or another's (a collector's),
+    because the memory's ``revision`` moves with each one.
+    """
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self._key: tuple[int, int, bool] | None = None
+
+    @property
+    def memory_size(self) -> int:  # type: ignore[override]
+        return self.memory.memory_size
+
+    @property
+    def num_envs(self) -> int:  # type: ignore[override]
+        return self.memory.num_envs
+
+    @property
+    def state(self) -> CircularState:
+        return self.memory.state
+
+    def __len__(self) -> int:
+        return len(self.memory)
+
+    def revision(self) -> Hashable:
+        return self.memory.revision
+
+    def written_since(self, revision: Hashable) -> np.ndarray | None:
+        old, new = revision, self.memory.revision
+        assert isinstance(old, tuple)
+        if old[0] != new[0]:
+            return None
+        capacity = self.capacity
+        before = old[2] * self.num_envs + old[3]
+        after = new[2] * self.num_envs + new[3]
+        laps = new[1] - old[1]
+        if laps == 0 and after >= before:
+            return np.arange(before, after, dtype=np.int64)
+        if laps == 1 and after < before:
+            return np.concatenate(
+                [np.arange(before, capacity, dtype=np.int64), np.arange(after, dtype=np.int64)]
+            )
+        return None
+
+    def arrays(self) -> Mapping[str, np.ndarray]:
+        return self.memory.to_dataset().tensors  # type: ignore[no-any-return]
+
+    def names(self) -> tuple[str, ...]:
+        return self.memory.get_tensor_names()
+
+    def gather(self, names: Sequence[str], index: np.ndarray) -> dict[str, torch.Tensor]:
+        if self._view_key()[2]:
+            return super().gather(names, index)
+        missing = [name for name in names if name not in self.memory.tensors]
+        if missing:
+            raise SchemaError("no such tensor in the memory", key=missing[0])
+        [values] = self.memory.sample_by_index(names, index.reshape(-1))
+        return {
+            name: value.reshape(*index.shape, *value.shape[1:])
+            for name, value in zip(names, values, strict=True)
+            if value is not None
+        }
+
+    def _view_key(self) -> tuple[int, int, bool]:
+        """Epoch, tensor count, and whether every tensor is a CPU tensor numpy can view."""
+        memory = self.memory
+        key = self._key
+        if key is None or key[:2] != (memory.revision[0], len(memory.tensors)):
+            on_cpu = all(t.device.type == "cpu" for t in memory.tensors.values())
+            key = self._key = (memory.revision[0], len(memory.tensors), on_cpu)
+        return key
+
+
+class DatasetStorage(Storage):
+    """A loaded dataset, read-only. ``.pt`` files load memory-mapped, so sampling reads
+    only the pages it touches; other formats are read into memory when loaded (a lazily
+    opened dataset's tensors are read whole here), because random rows of a compressed or
+    chunked file cost a read of a whole chunk each."""
+
+    def __init__(self, dataset: Any) -> None:
+        tensors = {name: np.asarray(array) for name, array in dataset.tensors.items()}
+        if not tensors:
+            raise SchemaError("the dataset holds no tensors to sample")
+        first = next(iter(tensors.values()))
+        self.memory_size, self.num_envs = int(first.shape[0]), int(first.shape[1])
+        self._tensors = tensors
+        self._state = dataset.state
+
+    @property
+    def state(self) -> CircularState:
+        return self._state  # type: ignore[no-any-return]
+
+    def revision(self) -> Hashable:
+        return 0
+
+    def arrays(self) -> Mapping[str, np.ndarray]:
+        return self._tensors
+
+
+def as_storage(source: Any) -> Storage:
+    """A storage for a ``Storage``, a ``Memory``, a loaded ``Dataset`` or a dataset path.
+
+    Raises:
+        ConfigError: ``source`` is none of those.
+        FormatError, SchemaError: The path cannot be read as a dataset.
+    """
+    if isinstance(source, Storage):
+        return source
+    if isinstance(source, Memory):
+        return MemoryStorage(source)
+    if isinstance(source, str | os.PathLike):
+        from expcli.conversion import load
+
+        return DatasetStorage(load(source))
+    if hasattr(source, "tensors") and hasattr(source, "state"):
+        return DatasetStorage(source)
+    raise ConfigError(
+        f"cannot use a {type(source).__name__} as storage; expected a Memory, a Dataset "
+        "(expcli.load) or the path of a dataset file"
+    )

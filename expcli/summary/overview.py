@@ -1,0 +1,348 @@
+"""``summarize``: what a dataset file holds, in one streaming pass, as a plain dataclass.
+
+The file is opened lazily where its format allows (npz members and expcli HDF5 files are
+read a slice of rows at a time, ``.pt`` files are memory-mapped), and its valid transitions
+go once, in chronological order, through the tensor statistics, the episode statistics and,
+when asked, the structural checks. The ``Summary`` that comes out is what both the rich
+tables and the JSON of ``expcli inspect`` render.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.errors import FormatError, SchemaError
+from expcli.formats.dataset import Dataset
+from expcli.formats.layouts import SEAMS_KEY
+from expcli.spec import CircularState
+from expcli.summary.checks import (
+    FAILED,
+    Finding,
+    RowFinder,
+    minari_episode_findings,
+    static_findings,
+)
+from expcli.summary.chronology import Chunk, chunks, segments, written_prefix
+from expcli.summary.episodes import Distribution, EpisodeAccumulator, EpisodeStats
+from expcli.summary.stats import TensorAccumulator, TensorStats
+
+__all__ = ["Summary", "summarize"]
+
+_SKRL_FORMATS = frozenset({"pt", "npz", "csv"})
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What ``expcli inspect`` reports about a dataset.
+
+    Attributes:
+        path: The file (or Minari folder) read.
+        format: ``pt``, ``npz``, ``csv`` or ``hdf5``.
+        layout: ``expcli``, ``skrl``, ``tianshou``, ``minari`` or ``d4rl``.
+        size_bytes: Size on disk (a folder: all its files).
+        memory_size: Rows ``T`` of the tensors.
+        num_envs: Env columns ``N``.
+        transitions: Valid transitions, which every statistic covers.
+        wrapped: Whether the circular buffer wrapped (its oldest rows were overwritten).
+        metadata: The dataset's metadata (env id, spaces, collector, layout sections).
+        tensors: Statistics of each tensor, in name order.
+        episodes: Episode statistics; None without ``terminated``/``truncated`` or when
+            not asked for.
+        unwritten: Transitions of a skrl export that were never written (NaN-filled).
+        head: The first transitions in chronological order: ``row``, ``env`` and each
+            tensor's values as lists.
+        checks: Outcomes of the structural checks; None when they were not run.
+        error: Why the data could not be read (only with checks, which report it).
+    """
+
+    path: str
+    format: str
+    layout: str
+    size_bytes: int
+    memory_size: int
+    num_envs: int
+    transitions: int
+    wrapped: bool
+    metadata: dict[str, Any]
+    tensors: tuple[TensorStats, ...]
+    episodes: EpisodeStats | None
+    unwritten: int = 0
+    head: tuple[dict[str, Any], ...] = ()
+    checks: tuple[Finding, ...] | None = None
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether any check failed."""
+        return any(finding.failed for finding in self.checks or ())
+
+    def to_json(self, *, per_env: bool = False) -> dict[str, Any]:
+        """The object ``inspect --json`` prints: NaN as null, ±inf as ``"inf"``/``"-inf"``."""
+        out: dict[str, Any] = {
+            "path": self.path,
+            "format": self.format,
+            "layout": self.layout,
+            "size_bytes": self.size_bytes,
+            "memory_size": self.memory_size,
+            "num_envs": self.num_envs,
+            "transitions": self.transitions,
+            "wrapped": self.wrapped,
+            "unwritten": self.unwritten,
+            "metadata": self.metadata,
+            "tensors": [t.to_json() for t in self.tensors],
+            "episodes": None if self.episodes is None else self.episodes.to_json(per_env=per_env),
+        }
+        if self.head:
+            out["head"] = list(self.head)
+        if self.checks is not None:
+            out["checks"] = [finding.to_json() for finding in self.checks]
+        if self.error is not None:
+            out["error"] = self.error
+        safe: dict[str, Any] = json_safe(out)
+        return safe
+
+
+def summarize(
+    path: str | os.PathLike[str],
+    *,
+    episodes: bool = True,
+    head: int = 0,
+    check: bool = False,
+    progress: Callable[[float], None] | None = None,
+) -> Summary:
+    """Summarize a dataset file (any format and layout expcli reads) or a Minari folder.
+
+    Args:
+        path: The dataset.
+        episodes: Compute episode statistics.
+        head: How many of the first transitions to include, in chronological order.
+        check: Run the structural checks. A file whose metadata disagrees with its data
+            (which the readers refuse) is then reported as a failed check, not raised.
+        progress: Called with the fraction of transitions processed so far.
+
+    Raises:
+        FormatError: No such file, or an unknown, corrupt, truncated or unsafe one.
+        SchemaError: The tensors disagree with each other or the metadata (without check).
+        OSError: The file cannot be read.
+    """
+    source = Path(path)
+    if not source.exists():
+        raise FormatError("no such file or folder", path=source)
+    fmt = "hdf5" if source.is_dir() else _detect(source)
+    minari = minari_episode_findings(source) if check and fmt == "hdf5" else None
+    try:
+        dataset, close = _open(source, fmt)
+    except SchemaError as e:
+        if not check:
+            raise
+        if minari is not None and minari.failed:  # what the reader stumbled on, in full
+            findings, layout = [minari], "minari"
+        else:
+            findings = [Finding("metadata", FAILED, f"the data cannot be read: {e}", 1)]
+            layout = "unknown"
+        return Summary(
+            path=str(source),
+            format=fmt,
+            layout=layout,
+            size_bytes=_size(source),
+            memory_size=0,
+            num_envs=0,
+            transitions=0,
+            wrapped=False,
+            metadata={},
+            tensors=(),
+            episodes=None,
+            checks=tuple(findings),
+            error=str(e),
+        )
+    try:
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf are counted instead
+            summary = _summarize(dataset, source, fmt, episodes, head, check, progress)
+    finally:
+        close()
+    if minari is not None and summary.checks is not None:
+        summary = dataclasses.replace(summary, checks=(*summary.checks, minari))
+    return summary
+
+
+def _summarize(
+    dataset: Dataset,
+    source: Path,
+    fmt: str,
+    want_episodes: bool,
+    head: int,
+    check: bool,
+    progress: Callable[[float], None] | None,
+) -> Summary:
+    tensors, metadata = dataset.tensors, dataset.metadata
+    size, envs = dataset.memory_size, dataset.num_envs
+    layout = metadata.get("layout")
+    if not isinstance(layout, str):
+        layout = "skrl" if not metadata and fmt in _SKRL_FORMATS else "expcli"
+    state, unwritten = dataset.state, 0
+    if layout == "skrl" and state.filled and size * envs:
+        written = written_prefix(tensors, envs)
+        unwritten = size * envs - written
+        if unwritten:
+            state = CircularState(written // envs, written % envs, False)
+    wrapped = _wrapped(state, metadata, size * envs)
+    transitions = state.valid_length(size, envs)
+    stats = {
+        name: TensorAccumulator(name, array.dtype, tuple(array.shape))
+        for name, array in sorted(tensors.items())
+    }
+    flags = {"terminated", "truncated"} & tensors.keys()
+    episodes = None
+    if want_episodes and flags:
+        seams = metadata.get(SEAMS_KEY) if envs == 1 else None
+        rows = [(int(r), 0) for r in seams if isinstance(r, int)] if isinstance(seams, list) else []
+        episodes = EpisodeAccumulator(envs, wrapped=wrapped, seams=rows)
+    specs = {name: (np.dtype(a.dtype), tuple(a.shape[2:])) for name, a in tensors.items()}
+    finder = RowFinder(specs, metadata, envs, size) if check else None
+    first: list[dict[str, Any]] = []
+    seen = 0
+    for chunk in chunks(tensors, sorted(tensors), segments(state, size, envs)):
+        bad = {name for name, acc in stats.items() if acc.update(chunk.arrays[name])}
+        term, trunc = (_flags(chunk, name) for name in ("terminated", "truncated"))
+        if episodes is not None:
+            episodes.update(chunk.start, chunk.columns, _rewards(chunk), term, trunc)
+        if finder is not None:
+            finder.update(chunk, term | trunc, bad)
+        if len(first) < head:
+            first.extend(_head(chunk, head - len(first)))
+        seen += (chunk.stop - chunk.start) * (chunk.last - chunk.first)
+        if progress is not None and transitions:
+            progress(seen / transitions)
+    episode_stats = None
+    if episodes is not None:
+        episode_stats = episodes.result()
+        if "rewards" not in tensors:
+            episode_stats = _without_returns(episode_stats)
+    checks = None
+    if finder is not None:
+        found = None if episode_stats is None else episode_stats.complete + episode_stats.incomplete
+        checks = (
+            *finder.findings(unwritten=unwritten),
+            *static_findings(metadata, specs, size, found),
+        )
+    return Summary(
+        path=str(source),
+        format=fmt,
+        layout=layout,
+        size_bytes=_size(source),
+        memory_size=size,
+        num_envs=envs,
+        transitions=transitions,
+        wrapped=wrapped,
+        metadata=metadata,
+        tensors=tuple(acc.result() for acc in stats.values()),
+        episodes=episode_stats,
+        unwritten=unwritten,
+        head=tuple(first),
+        checks=checks,
+    )
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with NaN as None and ±inf as ``"inf"``/``"-inf"``, so that it is valid JSON."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def _detect(source: Path) -> str:
+    from expcli.formats import detect_format
+
+    return detect_format(source)
+
+
+def _open(source: Path, fmt: str) -> tuple[Dataset, Callable[[], None]]:
+    if source.is_dir():
+        from expcli.formats.layouts import is_minari_folder, read_minari_folder
+
+        if not is_minari_folder(source):
+            raise FormatError(
+                "a folder, but not a Minari dataset (no data/metadata.json)", path=source
+            )
+        return read_minari_folder(source), lambda: None
+    from expcli.formats import open_lazy
+
+    return open_lazy(source, fmt)
+
+
+def _wrapped(state: CircularState, metadata: dict[str, Any], capacity: int) -> bool:
+    """Whether writes went past the end of the buffer: the circular state says so unless
+    the write head is back at row 0, where the collector's step count (transitions stored,
+    against the buffer's ``capacity`` in transitions) tells."""
+    if not state.filled:
+        return False
+    if (state.memory_index, state.env_index) != (0, 0):
+        return True
+    collector = metadata.get("collector")
+    steps = collector.get("steps") if isinstance(collector, dict) else None
+    return isinstance(steps, int) and steps > capacity
+
+
+def _flags(chunk: Chunk, name: str) -> np.ndarray:
+    rows, columns = chunk.stop - chunk.start, chunk.last - chunk.first
+    array = chunk.arrays.get(name)
+    if array is None:
+        return np.zeros((rows, columns), dtype=bool)
+    flat = array.reshape(rows, columns, -1)
+    if flat.shape[2] == 1 and flat.dtype == np.bool_:
+        return np.asarray(flat[:, :, 0])
+    return np.asarray(flat.astype(bool).any(axis=2))
+
+
+def _rewards(chunk: Chunk) -> np.ndarray:
+    rows, columns = chunk.stop - chunk.start, chunk.last - chunk.first
+    array = chunk.arrays.get("rewards")
+    if array is None:
+        return np.zeros((rows, columns), dtype=np.float64)
+    flat = array.reshape(rows, columns, -1)
+    if flat.shape[2] == 1:
+        return np.asarray(flat[:, :, 0], dtype=np.float64)
+    return np.asarray(flat.sum(axis=2, dtype=np.float64))
+
+
+def _head(chunk: Chunk, limit: int) -> list[dict[str, Any]]:
+    """Up to ``limit`` transitions of a chunk, row by row and env by env."""
+    out: list[dict[str, Any]] = []
+    for i in range(chunk.stop - chunk.start):
+        for j in range(chunk.last - chunk.first):
+            if len(out) == limit:
+                return out
+            entry: dict[str, Any] = {"row": chunk.start + i, "env": chunk.first + j}
+            for name, array in chunk.arrays.items():
+                entry[name] = array[i, j].tolist()
+            out.append(entry)
+    return out
+
+
+def _without_returns(stats: EpisodeStats) -> EpisodeStats:
+    """Episode statistics of a dataset without rewards: no returns to speak of."""
+    nothing = Distribution.of(np.zeros(0))
+    per_env = tuple(dataclasses.replace(env, return_mean=math.nan) for env in stats.per_env)
+    return dataclasses.replace(stats, returns=nothing, histogram=((), ()), per_env=per_env)
+
+
+def _size(source: Path) -> int:
+    if source.is_dir():
+        return sum(p.stat().st_size for p in source.rglob("*") if p.is_file())
+    return source.stat().st_size
