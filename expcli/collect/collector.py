@@ -23,14 +23,6 @@ from expcli.errors import ConfigError
 
 __all__ = ["CollectStats", "Collector", "Progress"]
 
-TRANSITION_NAMES = (
-    "observations",
-    "next_observations",
-    "actions",
-    "rewards",
-    "terminated",
-    "truncated",
-)
 INFO_PREFIX = "infos/"
 _SKIPPED_INFOS = frozenset({"ended_state", "reset", "env_error", "final_obs", "final_info"})
 

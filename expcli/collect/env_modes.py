@@ -17,7 +17,13 @@ from typing import Any
 
 from expcli.errors import ConfigError, EnvError
 
-__all__ = ["Probe", "build_env", "choose_env", "has_vector_entry_point"]
+__all__ = [
+    "Probe",
+    "build_env",
+    "choose_env",
+    "has_vector_entry_point",
+    "require_vector_entry_point",
+]
 
 _PROBE_SECONDS = 0.3
 
@@ -28,6 +34,15 @@ class Probe:
 
     mode: str
     steps_per_second: float
+
+
+def require_vector_entry_point(env_id: str) -> None:
+    """Raise ``ConfigError`` unless Gymnasium registers a batched ``env_id``."""
+    if not has_vector_entry_point(env_id):
+        raise ConfigError(
+            f"{env_id} has no batched (vector) implementation registered in Gymnasium; "
+            "use --mode dummy or subproc"
+        )
 
 
 def has_vector_entry_point(env_id: str) -> bool:
@@ -70,11 +85,7 @@ def build_env(
             address=ray_address,
             **env_kwargs,
         )
-    if not has_vector_entry_point(env_id):
-        raise ConfigError(
-            f"{env_id} has no batched (vector) implementation registered in Gymnasium; "
-            "use --mode dummy or subproc"
-        )
+    require_vector_entry_point(env_id)
     import gymnasium as gym
 
     try:
@@ -136,20 +147,18 @@ def choose_env(
 
 def _probe(env: Any) -> float:
     """Env steps per second with random actions, over a short burst after a warm-up."""
-    from gymnasium.vector.utils import batch_space
-
+    from expcli.collect.policies import RandomPolicy
     from expcli.collect.steppers import make_stepper
 
     stepper = make_stepper(env)
-    actions = batch_space(stepper.action_space, stepper.num_envs)
-    actions.seed(0)
+    policy = RandomPolicy(stepper.action_space, stepper.num_envs, 0)
     stepper.reset(None)
     for _ in range(5):
-        stepper.step(actions.sample())
+        stepper.step(policy())
     steps = 0
     start = time.perf_counter()
     while (elapsed := time.perf_counter() - start) < _PROBE_SECONDS:
         for _ in range(10):
-            stepper.step(actions.sample())
+            stepper.step(policy())
         steps += 10 * stepper.num_envs
     return steps / elapsed

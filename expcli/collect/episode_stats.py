@@ -104,8 +104,9 @@ class EpisodeTracker:
         # Carry what follows each column's last end (or the whole block) to the next call.
         last = np.full(n, -1)
         last[columns] = rows  # the last assignment per column wins: its latest end
-        self._return = np.where(last >= 0, sums[-1] - sums[np.maximum(last, 0), np.arange(n)],
-                                self._return + sums[-1])
+        self._return = np.where(
+            last >= 0, sums[-1] - sums[np.maximum(last, 0), np.arange(n)], self._return + sums[-1]
+        )
         self._length = np.where(last >= 0, k - 1 - last, self._length + k)
         return len(rows)
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from expcli._version import __version__
 from expcli.collect.collector import Collector, CollectStats, Progress
-from expcli.collect.env_modes import Probe, build_env, choose_env, has_vector_entry_point
+from expcli.collect.env_modes import Probe, build_env, choose_env, require_vector_entry_point
 from expcli.collect.settings import CollectSettings
 from expcli.collect.spaces import describe_space
 from expcli.errors import OutputExistsError
@@ -69,13 +69,8 @@ class CollectJob:
 
         self.settings = settings.validate()
         check_env_id(settings.env_id)
-        if settings.mode == "vector" and not has_vector_entry_point(settings.env_id):
-            from expcli.errors import ConfigError
-
-            raise ConfigError(
-                f"{settings.env_id} has no batched (vector) implementation registered in "
-                "Gymnasium; use --mode dummy or subproc"
-            )
+        if settings.mode == "vector":
+            require_vector_entry_point(settings.env_id)
         self.output = Path(settings.output) if settings.output else default_output(settings.env_id)
         if self.output.exists() and not settings.overwrite:
             raise OutputExistsError(self.output)
