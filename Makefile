@@ -34,6 +34,11 @@ test: $(VENV)/.dev
 
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/memory.py
+	$(BIN)/python benchmarks/parallel_env.py
+	$(BIN)/python benchmarks/collect.py
+	$(BIN)/python benchmarks/convert.py
+	$(BIN)/python benchmarks/inspect_dataset.py
+	$(BIN)/python benchmarks/sampling.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check expcli tests benchmarks examples
