@@ -114,20 +114,18 @@ class EpisodeTracker:
         """``update`` for one row (arrays of ``num_envs`` values), the per-step fast path."""
         self._return += rewards.ravel()
         self._length += 1
-        done = terminated | truncated
-        if not done.any():
+        done = (terminated | truncated).ravel()
+        if not np.count_nonzero(done):  # far cheaper than done.any() on a few values
             return 0
-        done = done.ravel()
-        finished = np.flatnonzero(done)
-        for env in finished:
-            value = float(self._return[env])
-            self._returns.append(value)
-            self._lengths.append(int(self._length[env]))
-            self._recent.append(value)
-        self._terminated += int(terminated.ravel()[finished].sum())
+        finished = done.nonzero()[0]
+        returns = self._return[finished].tolist()
+        self._returns.extend(returns)
+        self._lengths.extend(self._length[finished].tolist())
+        self._recent.extend(returns)
+        self._terminated += int(np.count_nonzero(terminated))
         self._return[finished] = 0.0
         self._length[finished] = 0
-        return len(finished)
+        return len(returns)
 
     def recent_mean_return(self) -> float:
         """Mean return of the last ``window`` completed episodes (NaN before the first)."""

@@ -88,7 +88,7 @@ class ParallelEnvStepper:
         mode = self.mode
         if mode == "restart":
             final = obs
-            if finished.any():
+            if np.count_nonzero(finished):  # per step: much cheaper than .any()
                 final = _copy_batch(obs)
                 for i in np.flatnonzero(finished):
                     final[i] = infos[i].get("ended_state", obs[i])
@@ -155,13 +155,13 @@ class VectorEnvStepper:
         obs, rewards, terminated, truncated, infos = self.env.step(actions)
         finished = terminated | truncated
         if self._next_step:
-            valid = None if not self._ended.any() else ~self._ended
+            valid = ~self._ended if np.count_nonzero(self._ended) else None
             self._ended = finished
             return StepOutcome(
                 obs, obs, rewards, terminated, truncated, valid, _split_infos(infos, self)
             )
         final = obs
-        if finished.any() and "final_obs" in infos:
+        if "final_obs" in infos and np.count_nonzero(finished):
             final = _copy_batch(obs)
             for i in np.flatnonzero(finished):
                 final[i] = infos["final_obs"][i]

@@ -11,7 +11,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from expcli.envs.backend import StepBatch
+from expcli.envs.backend import StepBatch, covers_all
 from expcli.envs.env_group import EnvGroup, GroupError, Slots
 
 __all__ = ["DummyBackend", "gather"]
@@ -98,6 +98,19 @@ def gather(
     offset: int = 0,
 ) -> StepBatch:
     """The slots of ``ids - offset`` as a ``StepBatch`` (copies, so slots can be reused)."""
+    restarted = [int(i) + offset for i in restarted]
+    if offset == 0 and covers_all(np.asarray(ids), len(slots.rewards)):
+        n = len(slots.rewards)
+        obs = slots.obs.copy() if isinstance(slots.obs, np.ndarray) else list(slots.obs)
+        every = [infos.get(i, {}) for i in range(n)] if infos else [{} for _ in range(n)]
+        return StepBatch(
+            obs,
+            slots.rewards.copy(),
+            slots.terminated.copy(),
+            slots.truncated.copy(),
+            every,
+            restarted,
+        )
     local = np.asarray(ids) - offset
     return StepBatch(
         take(slots.obs, local),
@@ -105,5 +118,5 @@ def gather(
         slots.terminated[local],
         slots.truncated[local],
         [infos.get(int(i), {}) for i in local],
-        [int(i) + offset for i in restarted],
+        restarted,
     )

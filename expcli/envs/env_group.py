@@ -159,6 +159,8 @@ class EnvGroup:
         )
         infos: dict[int, dict[str, Any]] = {}
         restarted: list[int] = []
+        if isinstance(local, np.ndarray):
+            local = local.tolist()  # Python ints index lists and arrays much faster
         with self._silence():
             for j, i in enumerate(local):
                 env = envs[i]

@@ -105,6 +105,8 @@ class ParallelEnv:
         self.observation_space: gym.Space[Any] = self._backend.observation_space  # type: ignore[attr-defined]
         self.action_space: gym.Space[Any] = self._backend.action_space  # type: ignore[attr-defined]
         self._done = np.zeros(self.num_envs, dtype=bool)
+        self._every_id = np.arange(self.num_envs)
+        self._every_id.flags.writeable = False
         self._pending_seeds: list[int | None] = [None] * self.num_envs
         self._obs: Any = None
         self._atexit = functools.partial(_close_at_exit, weakref.ref(self))
@@ -249,13 +251,13 @@ class ParallelEnv:
         ids, scalar = self._ids(id)
         actions = self._actions(action, len(ids), scalar)
         mode = self.asynchronous
-        if mode is None and self._done.any():
+        if mode in ("restart", "continue"):
+            live = None  # every env steps
+        elif mode is None and self._done.any():
             live = np.zeros(len(ids), dtype=bool)
-        elif mode in (None, "idle"):
-            live = ~self._done[ids]
         else:
-            live = np.ones(len(ids), dtype=bool)
-        if live.all():
+            live = ~self._done[ids]
+        if live is None or live.all():
             batch = self._guard(self._backend.step, ids, actions, mode == "restart")
             result: StepResult = (
                 batch.obs,
@@ -267,7 +269,7 @@ class ParallelEnv:
         else:
             batch, result = self._step_some(ids, actions, live)
         finished = batch.terminated | batch.truncated
-        stepped = ids[live]
+        stepped = ids if live is None else ids[live]
         if mode is None:
             if finished.any():
                 self._done[:] = True
@@ -275,7 +277,7 @@ class ParallelEnv:
             self._done[stepped] |= finished
         else:
             self._done[stepped] = finished
-        if mode in ("restart", "continue") and live.all() and len(ids) == self.num_envs:
+        if live is None and len(ids) == self.num_envs:
             self._obs = batch.obs
         if scalar:
             return tuple(part[0] for part in result)
@@ -421,7 +423,7 @@ class ParallelEnv:
 
     def _ids(self, id: Ids) -> tuple[np.ndarray, bool]:
         if id is None:
-            return np.arange(self.num_envs), False
+            return self._every_id, False
         scalar = isinstance(id, (int, np.integer)) and not isinstance(id, bool)
         try:
             ids = np.atleast_1d(np.asarray(id))

@@ -86,7 +86,12 @@ class _Host:
                 from expcli.envs.subproc_backend import SubprocBackend
 
                 self.inner = SubprocBackend(
-                    factories, num_workers, restart_on_error, no_warning, label_offset=offset
+                    factories,
+                    num_workers,
+                    restart_on_error,
+                    no_warning,
+                    label_offset=offset,
+                    pin=False,
                 )
             else:
                 self.inner = DummyBackend(factories, restart_on_error, no_warning)

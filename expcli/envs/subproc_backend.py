@@ -8,10 +8,12 @@ wastes cheap envs on small machines; here the default is one worker per core.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import multiprocessing as mp
 import os
 import pickle
+import select
 import signal
 import time
 import warnings
@@ -23,8 +25,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from expcli.envs.backend import StepBatch
-from expcli.envs.dummy_backend import take
+from expcli.envs.backend import StepBatch, covers_all
+from expcli.envs.dummy_backend import gather, take
 from expcli.envs.env_group import EnvGroup, ErrorRecord, GroupError, Slots, fixed_shape
 from expcli.errors import EnvError
 
@@ -33,7 +35,11 @@ __all__ = ["SubprocBackend"]
 Factory = Callable[[], gym.Env[Any, Any]]
 
 _CLOSE_TIMEOUT = 5.0
-_PARENT_SPIN = 0.002  # seconds to poll for the other answers once the first came
+# Seconds a worker polls for its next command (yielding its core) before it blocks. A
+# blocked process is slow to wake on a small virtual machine (0.5-1.5 ms: the idle vCPU
+# halts), more than a slice of cheap envs takes to step; a parent that takes longer than
+# this between steps is slow enough that the wake-up no longer matters.
+_SPIN = 0.02
 # Messages are bytes: one byte for the common step, else a tag and a pickle.
 _STEP_ALL, _STEP_ALL_RESET, _PICKLED = b"s", b"S", b"P"
 
@@ -106,13 +112,14 @@ class _Worker:
         shared: _Shared,
         restart_on_error: bool,
         no_warning: bool,
+        cpu: int | None,
     ) -> None:
         self.index, self.start, self.stop = index, start, start + len(factories)
         self.label_offset = 0
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
             target=_worker_main,
-            args=(child, list(factories), start, shared, restart_on_error, no_warning),
+            args=(child, list(factories), start, shared, restart_on_error, no_warning, cpu),
             name=f"expcli-env-worker-{index}",
             daemon=True,
         )
@@ -132,13 +139,9 @@ class _Worker:
         except (BrokenPipeError, ConnectionResetError, OSError) as e:
             raise self.died(command) from e
 
-    def receive(self, command: Command, spin: float = 0.0) -> Any:
-        """The worker's answer; None for a step with nothing to report.
-
-        ``spin``: seconds to poll before blocking, when the answer is due any moment.
-        """
+    def receive(self, command: Command) -> Any:
+        """The worker's answer; None for a step with nothing to report."""
         try:
-            _spin_until_readable(self.conn, spin)
             message = self.conn.recv_bytes()
         except (EOFError, ConnectionResetError, OSError) as e:
             raise self.died(command) from e
@@ -192,6 +195,10 @@ class SubprocBackend:
         no_warning: Silence env warnings.
         label_offset: Added to env numbers in messages, when these envs are a slice of a
             larger set (ray-subproc); ids and ``EnvError.index`` stay local.
+        pin: Pin worker ``i`` to the ``i``-th CPU this process may use (Linux). Waiting
+            workers stay runnable (see ``Doorbell``), so the scheduler cannot tell busy
+            from waiting and may stack two busy workers on one core; pinning keeps them
+            apart. Off where several groups share a machine (ray-subproc).
 
     Raises:
         EnvError: An env could not be built, or a worker failed to start.
@@ -204,6 +211,7 @@ class SubprocBackend:
         restart_on_error: bool = False,
         no_warning: bool = True,
         label_offset: int = 0,
+        pin: bool = True,
     ) -> None:
         self.num_envs = len(factories)
         self.label_offset = label_offset
@@ -223,7 +231,11 @@ class SubprocBackend:
         finally:
             if probe is not None:
                 probe.close()
-        count = max(1, min(num_workers or os.cpu_count() or 1, self.num_envs))
+        cpus = usable_cpus()
+        count = max(1, min(num_workers or len(cpus), self.num_envs))
+        self._cpus: list[int | None] = (
+            [cpus[i % len(cpus)] for i in range(count)] if pin else [None] * count
+        )
         bounds = np.linspace(0, self.num_envs, count + 1).round().astype(int)
         self._ctx = mp.get_context("spawn")
         self._shared = _Shared.allocate(
@@ -237,7 +249,12 @@ class SubprocBackend:
         self._slices = list(zip(bounds[:-1], bounds[1:], strict=True))
         self._owner = np.repeat(np.arange(count), np.diff(bounds))
         self._obs_list: list[Any] = [None] * self.num_envs
-        self._arange = np.arange(self.num_envs)
+        self._slots = Slots(
+            self._obs if self._obs is not None else self._obs_list,
+            self._rewards,
+            self._terminated,
+            self._truncated,
+        )
         self._all = {
             w: (list(range(stop - start)), list(range(start, stop)))
             for w, (start, stop) in enumerate(self._slices)
@@ -261,6 +278,7 @@ class SubprocBackend:
             self._shared,
             self.restart_on_error,
             self.no_warning,
+            self._cpus[index],
         )
         worker.label_offset = self.label_offset
         return worker
@@ -273,7 +291,11 @@ class SubprocBackend:
         """Step the envs ``ids``; see ``Backend.step``."""
         per_worker = self._split(ids)
         if self._actions is not None:
-            self._actions[ids] = np.asarray(actions).reshape(len(ids), *self._actions.shape[1:])
+            shaped = np.asarray(actions).reshape(len(ids), *self._actions.shape[1:])
+            if per_worker is self._all:
+                self._actions[:] = shaped
+            else:
+                self._actions[ids] = shaped
             payloads: dict[int, Any] = {
                 w: (local, autoreset, None) for w, (local, _) in per_worker.items()
             }
@@ -301,15 +323,7 @@ class SubprocBackend:
                     self._obs_list[start + i] = value
         for w, error in dead.items():
             restarted.extend(self._replace(w, error, per_worker[w][0], infos))
-        obs_all = self._obs if self._obs is not None else self._obs_list
-        return StepBatch(
-            take(obs_all, ids),
-            self._rewards[ids],
-            self._terminated[ids],
-            self._truncated[ids],
-            [infos.get(int(i), {}) for i in ids],
-            restarted,
-        )
+        return gather(self._slots, ids, infos, restarted)
 
     def reset(
         self, ids: np.ndarray, seeds: Sequence[int | None], options: dict[str, Any] | None
@@ -362,7 +376,7 @@ class SubprocBackend:
 
     def _split(self, ids: np.ndarray) -> dict[int, tuple[list[int], list[int]]]:
         """For each worker involved: local ids, and their positions in ``ids``."""
-        if len(ids) == self.num_envs and (ids == self._arange).all():
+        if covers_all(ids, self.num_envs):
             return self._all
         per_worker: dict[int, tuple[list[int], list[int]]] = {}
         for p, i in enumerate(ids.tolist()):
@@ -387,13 +401,11 @@ class SubprocBackend:
                 dead[w] = e
         replies: dict[int, Any] = {}
         failure: EnvError | None = None
-        spin = 0.0  # block for the first answer, poll briefly for the others
         for w in payloads:
             if w in dead:
                 continue
             try:
-                replies[w] = self._workers[w].receive(command, spin)
-                spin = _PARENT_SPIN
+                replies[w] = self._workers[w].receive(command)
             except EnvError as e:
                 if self._workers[w].process.is_alive():
                     failure = failure or e  # an env raised: keep collecting, then raise
@@ -454,9 +466,13 @@ def _worker_main(
     shared: _Shared,
     restart_on_error: bool,
     no_warning: bool,
+    cpu: int | None,
 ) -> None:
     """Body of a worker process: build the envs, then serve commands until CLOSE or EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    if cpu is not None:
+        with contextlib.suppress(OSError):  # a container may forbid it: run unpinned
+            os.sched_setaffinity(0, {cpu})
     if no_warning:
         warnings.simplefilter("ignore")
     host: _Host | None = None
@@ -467,8 +483,10 @@ def _worker_main(
             conn.send_bytes(_reply(False, e.record))
             return
         conn.send_bytes(_reply(True, None))
+        doorbell = Doorbell(conn)
         while True:
             try:
+                doorbell.wait(_SPIN)
                 message = conn.recv_bytes()
             except (EOFError, OSError):
                 return  # the parent is gone
@@ -559,14 +577,42 @@ class _Host:
         return None if self.obs_shared else {i: self.slots.obs[i] for i in local}
 
 
-def _spin_until_readable(conn: Connection, seconds: float) -> None:
-    """Poll for up to ``seconds`` before blocking: a process that sleeps is slow to wake
-    on small virtual machines, and the answer is often a moment away."""
-    if seconds <= 0:
-        return
-    deadline = time.perf_counter() + seconds
-    while not conn.poll(0) and time.perf_counter() < deadline:
-        pass
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on (all of them where affinity is unknown)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+class Doorbell:
+    """A worker's wait for its next command: poll, yielding the core, then block.
+
+    While a worker polls, its core never idles, so the command is seen within
+    microseconds and the parent, blocked on the answers, wakes on a busy core, which is
+    quick too. ``sched_yield`` hands the core to whoever has work, such as the parent,
+    which shares a core with a worker once there are as many workers as cores. One
+    ``select.poll`` object is kept: ``Connection.poll`` builds a selector on every call.
+    """
+
+    def __init__(self, conn: Connection) -> None:
+        self._poll: Callable[[int], Any]
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(conn.fileno(), select.POLLIN)
+            self._poll = poller.poll
+        else:  # Windows
+            self._poll = conn.poll
+
+    def wait(self, seconds: float) -> None:
+        """Return once readable (or closed), or after polling for ``seconds``."""
+        poll = self._poll
+        if poll(0):
+            return
+        deadline = time.perf_counter() + seconds
+        while not poll(0):
+            os.sched_yield()
+            if time.perf_counter() > deadline:
+                return
 
 
 def _required(array: np.ndarray | None) -> np.ndarray:
