@@ -163,9 +163,16 @@ class _Worker:
         else:
             how = "stopped answering"
         first, last = self.start + self.label_offset, self.stop - 1 + self.label_offset
+        hint = ""
+        if command == Command.START and code == 1:
+            hint = (
+                "; workers are started with 'spawn', which re-imports your main module: "
+                "does the code that builds the ParallelEnv run under "
+                "'if __name__ == \"__main__\":'?"
+            )
         return EnvError(
             f"worker process {self.index} (envs {first}..{last}) {how} during "
-            f"{command.name.lower()}",
+            f"{command.name.lower()}{hint}",
             index=self.start,
         )
 

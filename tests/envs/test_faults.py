@@ -174,3 +174,18 @@ def test_workers_end_when_the_program_exits_without_close(tmp_path: Path) -> Non
             not Path(f"/proc/{pid}").exists()
             or "Z" in (Path(f"/proc/{pid}/stat").read_text().split()[2])
         )
+
+
+def test_a_script_without_main_guard_is_told_why_workers_fail(tmp_path: Path) -> None:
+    script = tmp_path / "no_guard.py"
+    script.write_text(
+        "from expcli import ParallelEnv\n"
+        "ParallelEnv.from_id('CartPole-v1', num_envs=2, para_mode='subproc').close()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "EnvError" in last and "during start" in last
+    assert 'if __name__ == "__main__":' in last
