@@ -24,6 +24,7 @@ Targets
 
 Run it
     python benchmarks/convert.py [--quick (64 MiB, 20,000 CSV transitions)] [--repeats 1]
+        [--csv-only (the CSV table alone)]
 """
 
 from __future__ import annotations
@@ -99,8 +100,10 @@ def prepare(kind: str, d: Path) -> Work:
         from expcli.conversion import convert
 
         src, dst = kind.split(" -> ")
-        for fmt in (src, dst):  # import the format modules (torch for pt) before the timing
+        for fmt in (src, dst):  # import the format modules before the timing
             importlib.import_module(f"expcli.formats.{MODULES[fmt]}")
+        if src == "pt":  # reading .pt imports torch, as torch.load has it imported already
+            importlib.import_module("torch")
         source, target = d / f"{'csv_' * ('csv' in kind)}src.{src}", out.with_suffix(f".{dst}")
         return (lambda: convert(source, target, overwrite=True)), target
     if kind.startswith("torch"):
@@ -174,8 +177,11 @@ def child(kind: str, folder: Path) -> int:
     return 0
 
 
-def setup(d: Path, size_mb: int, csv_transitions: int) -> tuple[int, int, list[str]]:
-    """Write every source file; returns the dataset's bytes, the CSV rows and setup notes."""
+def setup(
+    d: Path, size_mb: int, csv_transitions: int, csv_only: bool = False
+) -> tuple[int, int, list[str]]:
+    """Write every source file (only the CSV ones with ``csv_only``); returns the dataset's
+    bytes, the CSV rows and setup notes."""
     from expcli.conversion import save
     from expcli.formats.dataset import Dataset
     from expcli.spec import CircularState
@@ -188,10 +194,10 @@ def setup(d: Path, size_mb: int, csv_transitions: int) -> tuple[int, int, list[s
 
     notes: list[str] = []
     (d / "out").mkdir()
-    arrays = make_arrays(size_mb * MIB // BYTES_PER_TRANSITION)
+    arrays = make_arrays(size_mb * MIB // BYTES_PER_TRANSITION if not csv_only else 2)
     nbytes = sum(a.nbytes for a in arrays.values())
     np.savez(d / "inputs.npz", **arrays)
-    for fmt in FORMATS:
+    for fmt in FORMATS if not csv_only else ():
         save_as(arrays, d / f"src.{fmt}")
     small = make_arrays(csv_transitions, seed=1)
     np.savez(d / "csv_inputs.npz", **small)
@@ -200,6 +206,8 @@ def setup(d: Path, size_mb: int, csv_transitions: int) -> tuple[int, int, list[s
     del arrays
     gc.collect()
     for kind, name in RAW_FILES.items():
+        if csv_only and kind != "np.savetxt":
+            continue
         work, written = prepare(kind, d)
         work()
         os.replace(str(written), d / name)
@@ -284,21 +292,27 @@ def fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
 
 
-def report(runs: Runs, nbytes: int, rows: int) -> list[tuple[str, float | None, float]]:
-    """Print the three tables; returns the targets: text, measured ratio, threshold."""
+def report(
+    runs: Runs, nbytes: int, rows: int, csv_only: bool = False
+) -> list[tuple[str, float | None, float]]:
+    """Print the three tables (the CSV one alone with ``csv_only``); returns the targets:
+    text, measured ratio, threshold."""
     stats = ["MiB/s", "spread", "base MiB", "peak MiB", "+RSS MiB"]
-    print_table(["raw library call", *stats], [[k, *cells(runs, k, nbytes, MIB)] for k in RAW])
-    print()
-    table, targets = [], []
-    for pair in PAIRS:
+    table: list[list[str]] = []
+    targets: list[tuple[str, float | None, float]] = []
+    if not csv_only:
+        print_table(["raw library call", *stats], [[k, *cells(runs, k, nbytes, MIB)] for k in RAW])
+        print()
+    for pair in PAIRS if not csv_only else ():
         ref, ref_rate = reference(runs, pair, nbytes)
         value = ratio(rate(runs, pair, nbytes), ref_rate)
         ref_cell = "-" if ref_rate is None else f"{ref_rate / MIB:,.0f}"
         row = [*cells(runs, pair, nbytes, MIB), ref, ref_cell, fmt_ratio(value)]
         table.append([f"expcli {pair}", *row])
         targets.append((f"{pair} >= 0.70x {ref}", value, 0.7))
-    print_table(["conversion", *stats, "slower raw call", "MiB/s", "ratio"], table)
-    print()
+    if not csv_only:
+        print_table(["conversion", *stats, "slower raw call", "MiB/s", "ratio"], table)
+        print()
     table = []
     for kind, ref in CSV.items():
         value = ratio(rate(runs, kind, rows), rate(runs, ref, rows))
@@ -337,6 +351,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--csv-transitions", type=int, default=None, help="default 100,000")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="64 MiB and 20,000 CSV transitions")
+    p.add_argument("--csv-only", action="store_true", help="measure and print the CSV table only")
     p.add_argument("--one", choices=[*RAW, *PAIRS, *CSV], help=argparse.SUPPRESS)
     p.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -357,13 +372,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if shutil.disk_usage(d).free < 12 * args.size_mb * MIB:
             print(f"not enough free space in {d} for a {args.size_mb} MiB dataset")
             return 1
-        nbytes, rows, notes = setup(d, args.size_mb, args.csv_transitions)
+        nbytes, rows, notes = setup(d, args.size_mb, args.csv_transitions, args.csv_only)
         print_environment(args, d, nbytes, rows)
-        runs = measure([*RAW, *PAIRS, *CSV], d, args.repeats)
+        runs = measure([*CSV] if args.csv_only else [*RAW, *PAIRS, *CSV], d, args.repeats)
     finally:
         shutil.rmtree(d, ignore_errors=True)
     print()
-    targets = report(runs, nbytes, rows)
+    targets = report(runs, nbytes, rows, args.csv_only)
     for note in notes:
         print(f"  note - {note}")
     print("  note - a writer's baseline holds its input arrays; reads come from the page cache")

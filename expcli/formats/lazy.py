@@ -2,18 +2,23 @@
 
 It offers what writers use (``shape``, ``dtype``, ``len``, ``[start:stop]``) and turns into
 a numpy array on demand, so a conversion holds a few slices at a time, never a whole file.
+``RowSpill`` serves such slices for sources that store rows, not tensors (CSV).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Callable
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-__all__ = ["CHUNK_BYTES", "LazyRows", "row_chunks"]
+__all__ = ["CHUNK_BYTES", "LazyRows", "RowSpill", "row_chunks"]
 
 CHUNK_BYTES = 16 * 1024 * 1024
 
@@ -83,3 +88,91 @@ def row_chunks(array: Any, chunk_bytes: int = CHUNK_BYTES) -> range:
     rows = len(array)
     row_bytes = max(1, math.prod(array.shape[1:]) * array.dtype.itemsize)
     return range(0, rows, max(1, chunk_bytes // row_bytes))
+
+
+class RowSpill:
+    """Rows that a source yields for every tensor at once, set aside to be read per tensor.
+
+    A CSV file holds rows, but writers take one tensor at a time (an npz member, an HDF5
+    dataset) by slices of rows. The source is parsed once, chunk by chunk, into an unnamed
+    scratch file, and ``read`` serves any tensor's rows from there: memory holds a chunk,
+    whatever the file size. The file vanishes on ``close`` (or when the process ends).
+
+    Example::
+
+        spill = RowSpill([4, 1], folder)  # two column groups, 4 and 1 wide
+        spill.append([observations, actions])  # (rows, 4) and (rows, 1), any dtypes
+        first_rows = spill.read(0, 0, 100)
+    """
+
+    def __init__(self, widths: Sequence[int], folder: str | os.PathLike[str] | None) -> None:
+        """Create the scratch file in ``folder`` (beside the source, on the disk that holds
+        it), or in the system's temporary folder where ``folder`` is not writable."""
+        self.widths = list(widths)
+        try:
+            self._file = tempfile.TemporaryFile(dir=folder)
+        except OSError:
+            self._file = tempfile.TemporaryFile()
+        self._lock = threading.Lock()
+        self._starts = [0]  # first row of each chunk, then the row count
+        self._pieces: list[list[tuple[int, np.dtype[Any]]]] = [[] for _ in self.widths]
+        self._end = 0
+
+    @property
+    def rows(self) -> int:
+        """Rows appended so far."""
+        return self._starts[-1]
+
+    def append(self, arrays: Sequence[np.ndarray]) -> None:
+        """Add rows: one ``(rows, width)`` array per group, the same number of rows in each."""
+        count = len(arrays[0]) if arrays else 0
+        if count == 0:
+            return
+        with self._lock:
+            for pieces, width, array in zip(self._pieces, self.widths, arrays, strict=True):
+                if array.shape != (count, width):
+                    raise ValueError(f"expected rows shaped ({count}, {width}), got {array.shape}")
+                data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
+                pieces.append((self._end, data.dtype))
+                self._file.seek(self._end)
+                self._file.write(data.reshape(-1).view(np.uint8).data)
+                self._end += data.nbytes
+            self._starts.append(self.rows + count)
+
+    def read(self, group: int, start: int, stop: int) -> np.ndarray:
+        """Rows ``start`` to ``stop`` of a group, their chunks' dtypes promoted to one
+        (float64 when there are none).
+
+        Raises:
+            ValueError: The spill is closed.
+        """
+        if self._file.closed:
+            raise ValueError("the scratch file of these rows is closed")
+        stop = max(start, min(stop, self.rows))
+        first = max(0, bisect.bisect_right(self._starts, start) - 1)
+        last = bisect.bisect_left(self._starts, stop)
+        pieces = self._pieces[group][first:last]
+        dtype = np.result_type(*(d for _, d in pieces)) if pieces else np.dtype(np.float64)
+        out = np.empty((stop - start, self.widths[group]), dtype)
+        for chunk, (offset, stored) in enumerate(pieces, first):
+            low = max(start, self._starts[chunk])
+            high = min(stop, self._starts[chunk + 1])
+            rows = out[low - start : high - start]
+            target = rows if stored == dtype else np.empty(rows.shape, stored)
+            row_bytes = self.widths[group] * stored.itemsize
+            self._read_into(target, offset + (low - self._starts[chunk]) * row_bytes)
+            if target is not rows:
+                rows[...] = target
+        return out
+
+    def _read_into(self, array: np.ndarray, offset: int) -> None:
+        with self._lock:
+            self._file.seek(offset)
+            got = self._file.readinto(array.reshape(-1).view(np.uint8).data)
+        if got != array.nbytes:
+            raise OSError(f"scratch file ended early: {got} of {array.nbytes} bytes")
+
+    def close(self) -> None:
+        """Delete the scratch file; reading afterwards raises ValueError."""
+        with self._lock:
+            self._file.close()

@@ -1,21 +1,29 @@
 """PyTorch ``.pt`` files: a dict name -> tensor (what skrl saves) plus the metadata string.
 
-Reading uses ``torch.load(weights_only=True)``, which refuses any pickle that would run
-code, and memory-maps the tensors of zip-format files so that large files load lazily.
+Writing streams the tensors slice of rows by slice of rows into the zip archive that
+``torch.save`` would write for that dict (same records, same pickle, same layout), so a
+dataset read lazily from another file is never held in memory whole, and torch is not
+imported. Reading uses ``torch.load(weights_only=True)``, which refuses any pickle that
+would run code, and memory-maps the tensors of zip-format files so that large files load
+lazily.
 """
 
 from __future__ import annotations
 
 import pickle
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from expcli.errors import FormatError, SchemaError
 from expcli.formats._atomic import atomic_write
+from expcli.formats._pt_archive import PtArchiveWriter
+from expcli.formats._pt_pickle import StoredTensor, dict_pickle
 from expcli.formats.dataset import Dataset
+from expcli.formats.lazy import row_chunks
 from expcli.formats.registry import (
     dataset_from_header,
     encode_header,
@@ -25,31 +33,46 @@ from expcli.formats.registry import (
 )
 from expcli.spec import METADATA_KEY, SUPPORTED_DTYPES
 
+if TYPE_CHECKING:
+    import torch
+
 __all__ = ["read", "write"]
 
 _ZIP_MAGIC = b"PK"
 _LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
-_NUMPY_NAMES = {
-    getattr(torch, name): name
-    for name in SUPPORTED_DTYPES
-    if isinstance(getattr(torch, name, None), torch.dtype)
-}
 
 
 def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
-    """Save the tensors (sharing memory with the arrays) and the metadata with ``torch.save``."""
-    payload: dict[str, torch.Tensor | str] = {}
-    storages: dict[int, torch.dtype] = {}
-    for name in sorted(dataset.tensors):
-        tensor = _to_tensor(dataset.tensors[name])
-        # torch.save refuses two dtypes over one address (even empty arrays can share one).
-        address = tensor.untyped_storage().data_ptr()
-        if tensor.numel() == 0 or storages.setdefault(address, tensor.dtype) != tensor.dtype:
-            tensor = tensor.clone()
-        payload[name] = tensor
-    payload[METADATA_KEY] = encode_header(dataset.header(), path)
+    """Write the tensors (in name order) and then the metadata string as the one dict
+    torch.save would write, each tensor streamed slice of rows by slice of rows."""
+    names = sorted(dataset.tensors)
+    items: list[tuple[str, StoredTensor | str]] = []
+    for name in names:
+        array = dataset.tensors[name]
+        items.append((name, StoredTensor(np.dtype(array.dtype), tuple(array.shape))))
+    items.append((METADATA_KEY, encode_header(dataset.header(), path)))
     with atomic_write(path, overwrite=overwrite) as f:
-        torch.save(payload, f)
+        archive = PtArchiveWriter(f)
+        archive.write_pickle(dict_pickle(items))
+        for key, name in enumerate(names):  # storage i is the i-th tensor of the pickle
+            array = dataset.tensors[name]
+            with archive.storage(str(key), array.nbytes) as record:
+                for part in _little_endian_bytes(array):
+                    record.write(part)
+        archive.close()
+
+
+def _little_endian_bytes(array: Any) -> Iterator[memoryview]:
+    """A tensor's bytes in row-major order, little-endian, slice of rows by slice of rows
+    (a slice of a lazily read tensor is read from its file only now)."""
+    little = np.dtype(array.dtype).newbyteorder("<")
+    if array.ndim == 0 or array.size == 0:
+        parts: Iterator[Any] = iter([np.asarray(array)])
+    else:
+        chunks = row_chunks(array)
+        parts = (array[start : start + chunks.step] for start in chunks)
+    for part in parts:
+        yield np.ascontiguousarray(part, dtype=little).reshape(-1).view(np.uint8).data
 
 
 def read(path: Path, *, num_envs: int | None = None) -> Dataset:
@@ -65,6 +88,8 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
         SchemaError: A tensor has an unsupported dtype or disagrees with the metadata.
     """
     del num_envs
+    import torch
+
     obj = _load(path)
     if not isinstance(obj, dict):
         raise FormatError(
@@ -127,6 +152,8 @@ def _load(path: Path) -> object:
 
 def _torch_load(path: Path, is_zip: bool) -> object:
     """Memory-map zip-format files, falling back to reading them where mmap fails."""
+    import torch
+
     if not is_zip:
         return torch.load(path, map_location="cpu", weights_only=True)
     try:
@@ -136,18 +163,11 @@ def _torch_load(path: Path, is_zip: bool) -> object:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=False)
 
 
-def _to_tensor(array: np.ndarray) -> torch.Tensor:
-    """A tensor sharing the array's memory (copied only if strided backwards or byte-swapped)."""
-    array = np.asarray(array)  # a LazyRows tensor is read whole: .pt needs whole tensors
-    native = np.ascontiguousarray(array.astype(array.dtype.newbyteorder("="), copy=False))
-    with warnings.catch_warnings():
-        # torch.save only reads the tensor; a read-only source array is fine.
-        warnings.filterwarnings("ignore", "The given NumPy array is not writable", UserWarning)
-        return torch.from_numpy(native)
-
-
 def _to_numpy(tensor: torch.Tensor, path: Path, key: str) -> np.ndarray:
-    name = _NUMPY_NAMES.get(tensor.dtype)
+    import torch
+
+    numpy_names = {getattr(torch, name): name for name in SUPPORTED_DTYPES}
+    name = numpy_names.get(tensor.dtype)
     if name is None or tensor.layout != torch.strided:
         raise SchemaError(
             f"tensor of dtype {tensor.dtype} and layout {tensor.layout} is not supported; "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import os
 import re
 import stat
@@ -10,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from expcli.errors import OutputExistsError
 from expcli.formats import FORMATS, Dataset, _atomic, read_dataset, write_dataset
@@ -38,14 +36,19 @@ class Boom(Exception):
 def fail_midway(monkeypatch: pytest.MonkeyPatch, fmt: str, error: BaseException) -> None:
     """Make the writer of ``fmt`` write part of its output, then raise ``error``."""
 
-    def partial_then_raise(*args: object, **kwargs: object) -> None:
-        # np.savez(file, ...) and torch.save(obj, file): find the open temporary file
-        [file] = [a for a in args if hasattr(a, "write")]
-        file.write(b"partial")  # type: ignore[attr-defined]
-        raise error
-
     if fmt == "pt":
-        monkeypatch.setattr(torch, "save", partial_then_raise)
+        from expcli.formats._pt_archive import Record
+
+        original_record_write = Record.write
+        written: list[int] = []
+
+        def record_then_raise(self: Record, data: bytes | bytearray | memoryview) -> None:
+            original_record_write(self, data)
+            written.append(1)
+            if len(written) > 5:  # the pickle, its companions and a storage, then the error
+                raise error
+
+        monkeypatch.setattr(Record, "write", record_then_raise)
     elif fmt == "npz":
         import expcli.formats.npz_format as npz_format
 
@@ -67,20 +70,19 @@ def fail_midway(monkeypatch: pytest.MonkeyPatch, fmt: str, error: BaseException)
 
         monkeypatch.setattr(h5py.Dataset, "write_direct", write_then_raise)
     else:
-        original = csv.writer
+        import expcli.formats.csv_format as csv_format
 
-        class Writer:
-            def __init__(self, file: object, **kwargs: object) -> None:
-                self.inner, self.file, self.rows = original(file, **kwargs), file, 0  # type: ignore[call-overload]
+        original_rows = csv_format.encode_rows
+        calls: list[int] = []
 
-            def writerow(self, row: list[object]) -> None:
-                self.inner.writerow(row)
-
-            def writerows(self, rows: list[list[object]]) -> None:
-                self.inner.writerows(rows[:10])
+        def rows_then_raise(*args: object, **kwargs: object) -> bytes:
+            calls.append(1)
+            if len(calls) > 2:  # two chunks of rows written, then the error
                 raise error
+            return original_rows(*args, **kwargs)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(csv, "writer", Writer)
+        monkeypatch.setattr(csv_format, "_CHUNK_CELLS", 20)
+        monkeypatch.setattr(csv_format, "encode_rows", rows_then_raise)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from expcli.errors import ConfigError, FormatError, SchemaError
-from expcli.formats import Dataset, read_dataset, write_dataset
+from expcli.errors import ConfigError, ExpcliError, FormatError, SchemaError
+from expcli.formats import Dataset, _csv_rows, open_lazy, read_dataset, write_dataset
 from expcli.spec import CircularState
 
 HEADER = "actions.0,observations.0,observations.1,terminated.0"
@@ -211,3 +214,197 @@ def test_many_rows(tmp_path: Path) -> None:
     for name, array in dataset.tensors.items():
         assert np.array_equal(back.tensors[name], array) and back.tensors[name].dtype == array.dtype
     assert back.state == dataset.state
+
+
+# Reading block by block: numpy's C parser where it can, the careful parser where it cannot.
+
+TOKENS = [
+    "0", "1", "-1", "+1", "007", " 2", "3 ", "1.5", "-0.0", ".5", "1.", "1e5", "1E-3", "1e39",
+    "1e400", "-1e400", "nan", "NaN", "-nan", "inf", "-Infinity", "nan:0x7fc00001",
+    "nan:0xffc00000", "nan:0x7ff8000000000001", "nan:0x1", "nan:zz", "1_000", "0x10", "",
+    "True", "False", "true", "0.0", "1e", "abc", "255", "256", "-129", "32768",
+    "9223372036854775807", "9223372036854775808", "16777217", "0.1", '"4"', "٣",
+]  # fmt: skip
+DTYPES = ["bool", "uint8", "int8", "int16", "int64", "float16", "float32", "float64"]
+
+
+PLAIN = {
+    "b": st.sampled_from(["True", "False"]),
+    "i": st.integers(-128, 255).map(str),
+    "u": st.integers(0, 255).map(str),
+    "f": st.floats(width=32).map(lambda v: str(np.float32(v))),
+}
+
+
+@st.composite
+def csv_files(draw: st.DrawFn) -> tuple[str, dict[str, object] | None]:
+    """A CSV text (header and rows) and a sidecar for it, or None. Cells are mostly valid
+    for their column's dtype, some are odd; a line may be ragged or blank."""
+    widths = draw(st.lists(st.integers(0, 2), min_size=1, max_size=3))
+    dtypes = [draw(st.sampled_from(DTYPES)) for _ in widths]
+    names = [f"t{index}" for index in range(len(widths))]
+    header = ",".join(f"{n}.{i}" for n, w in zip(names, widths, strict=True) for i in range(w))
+    cells = [
+        st.one_of(*[PLAIN[np.dtype(dtype).kind]] * 20, st.sampled_from(TOKENS))
+        for dtype, width in zip(dtypes, widths, strict=True)
+        for _ in range(width)
+    ]
+    line = st.tuples(*cells).map(",".join)
+    odd = st.sampled_from(["", ",".join(["1"] * (sum(widths) + 1)), "1"])
+    lines = draw(st.lists(st.one_of(*[line] * 30, odd), max_size=12))
+    ending = draw(st.sampled_from(["\n", "\r\n"]))
+    text = ending.join([header, *lines]) + ending * draw(st.booleans())
+    if not draw(st.booleans()):
+        return text, None
+    sidecar = {
+        "schema": "expcli/1",
+        "memory_size": len(lines),
+        "num_envs": 1,
+        "memory_index": 0,
+        "env_index": 0,
+        "filled": True,
+        "rows": len(lines),
+        "tensors": {
+            n: {"dtype": d, "shape": [w]} for n, d, w in zip(names, dtypes, widths, strict=True)
+        },
+    }
+    return text, sidecar
+
+
+def outcome(path: Path) -> tuple[str, object]:
+    """What reading gives: the error's text, or each tensor's dtype, shape and bits."""
+    try:
+        dataset = read_dataset(path)
+    except ExpcliError as e:
+        return "error", str(e)
+    return "data", {
+        n: (a.dtype.name, a.shape, a.tobytes()) for n, a in sorted(dataset.tensors.items())
+    }
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=csv_files(), block=st.sampled_from([1, 7, 64, 1 << 20]))
+def test_numpys_parser_and_the_careful_one_agree(
+    tmp_path_factory: pytest.TempPathFactory,
+    case: tuple[str, dict[str, object] | None],
+    block: int,
+) -> None:
+    """Any text: the same data or the same error, whether blocks go to numpy's C parser
+    first (as they do) or straight to the careful parser; only expcli errors escape."""
+    text, sidecar = case
+    folder = tmp_path_factory.mktemp("csv")
+    path = folder / "f.csv"
+    path.write_bytes(text.encode())
+    if sidecar is not None:
+        (folder / "f.csv.meta.json").write_text(json.dumps(sidecar))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_csv_rows, "_BLOCK_CHARS", block)
+        patch.setattr(_csv_rows, "_CAREFUL_ROWS", 3)
+        fast = outcome(path)
+        patch.setattr(_csv_rows, "_fast", lambda *args: None)
+        careful = outcome(path)
+    assert fast == careful
+
+
+def test_a_quote_sends_the_rest_of_the_file_to_the_careful_parser(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_csv_rows, "_BLOCK_CHARS", 10)
+    path = tmp_path / "q.csv"
+    rows = [f"{i},{i / 2}" for i in range(40)]
+    rows[30] = '30,"1\n5"'  # a cell across lines 32 and 33; errors name a row's last line
+    path.write_text("a.0,b.0\n" + "\n".join(rows) + "\n")
+    with pytest.raises(FormatError, match=r"line 33, column 2 \('b.0'\): .* got '1\\n5'"):
+        read_dataset(path)
+    rows[30] = '30,"15"'
+    path.write_text("a.0,b.0\n" + "\n".join(rows) + "\n")
+    assert read_dataset(path).tensors["b"][30, 0, 0] == 15
+
+
+@pytest.mark.parametrize(
+    ("cells", "dtype"),
+    [
+        (["1"] * 30 + ["2.5"] * 30, "float32"),
+        (["1"] * 30 + ["0.1"] * 30, "float64"),
+        (["16777217"] * 30 + ["0.5"] * 30, "float64"),
+        (["-3"] * 60, "int64"),
+        (["True", "False"] * 30, "bool"),
+    ],
+)
+def test_inferred_dtypes_span_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cells: list[str], dtype: str
+) -> None:
+    monkeypatch.setattr(_csv_rows, "_BLOCK_CHARS", 20)
+    path = tmp_path / "s.csv"
+    path.write_text("x.0\n" + "\n".join(cells) + "\n")
+    array = read_dataset(path).tensors["x"]
+    assert array.dtype == dtype and array.shape == (60, 1, 1)
+    if dtype == "bool":
+        expected = np.array(cells) == "True"
+    else:
+        expected = np.array(cells).astype(np.float64 if dtype.startswith("float") else dtype)
+    np.testing.assert_array_equal(array.reshape(-1), expected.astype(dtype))
+
+
+@pytest.mark.parametrize(
+    ("cells", "line"),
+    [(["True"] * 30 + ["1"] * 30, 2), (["1"] * 30 + ["False"] * 30, 32)],
+)
+def test_bools_and_numbers_in_one_tensor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cells: list[str], line: int
+) -> None:
+    monkeypatch.setattr(_csv_rows, "_BLOCK_CHARS", 20)
+    path = tmp_path / "s.csv"
+    path.write_text("x.0\n" + "\n".join(cells) + "\n")
+    with pytest.raises(FormatError, match=rf"line {line}, column 1 \('x.0'\): expected a number"):
+        read_dataset(path)
+
+
+def test_open_lazy_serves_slices_from_a_scratch_file(tmp_path: Path) -> None:
+    path = written(tmp_path)
+    before = sorted(os.listdir(tmp_path))
+    dataset, close = open_lazy(path)
+    assert sorted(os.listdir(tmp_path)) == before  # the scratch file has no name
+    whole = read_dataset(path)
+    for name, array in whole.tensors.items():
+        lazy = dataset.tensors[name]
+        assert (lazy.shape, lazy.dtype) == (array.shape, array.dtype)
+        np.testing.assert_array_equal(lazy[1:3], array[1:3])
+    close()
+    with pytest.raises(ValueError):
+        dataset.tensors["actions"][0:1]
+
+
+def test_crlf_line_endings(tmp_path: Path) -> None:
+    path = written(tmp_path)
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert read_dataset(path).tensors["observations"].tolist() == [[[0, 1]], [[2, 3]], [[4, 5]]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.binary(max_size=200)
+    | st.text(alphabet='0123456789.,-+eE\n\r"TrueFalsnaix: \0', max_size=300).map(str.encode),
+    sidecar=st.booleans(),
+    block=st.sampled_from([1, 16, 1 << 20]),
+)
+def test_fuzzed_bytes_raise_only_expcli_errors(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes, sidecar: bool, block: int
+) -> None:
+    folder = tmp_path_factory.mktemp("fuzz")
+    path = folder / "f.csv"
+    path.write_bytes(b"a.0,b.0,b.1\n" + data)
+    if sidecar:
+        rows = data.count(b"\n")
+        tensors = {"a": {"dtype": "bool", "shape": []}, "b": {"dtype": "float16", "shape": [2]}}
+        header = {"schema": "expcli/1", "memory_size": rows, "num_envs": 1, "rows": rows}
+        header |= {"memory_index": 0, "env_index": 0, "filled": True, "tensors": tensors}
+        (folder / "f.csv.meta.json").write_text(json.dumps(header))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_csv_rows, "_BLOCK_CHARS", block)
+        try:
+            dataset = read_dataset(path)
+        except ExpcliError as e:
+            assert e.path is not None
+        else:
+            dataset.validate()

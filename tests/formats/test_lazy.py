@@ -1,13 +1,16 @@
-"""LazyRows: slices equal numpy's, sequential slices are read ahead, errors surface."""
+"""LazyRows: slices equal numpy's, sequential slices are read ahead, errors surface.
+RowSpill: rows appended chunk by chunk read back by any range."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from expcli.formats.lazy import LazyRows, row_chunks
+from expcli.formats.lazy import LazyRows, RowSpill, row_chunks
 
 
 def lazy_over(array: np.ndarray, calls: list[tuple[int, int]]) -> LazyRows:
@@ -57,3 +60,44 @@ def test_row_chunks_cover_every_row() -> None:
     array = np.zeros((1000, 4, 256), dtype=np.float64)
     chunks = row_chunks(array, chunk_bytes=100_000)
     assert chunks.step == 100_000 // (4 * 256 * 8) and chunks[-1] + chunks.step >= 1000
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    chunks=st.lists(st.integers(0, 7), max_size=6),
+    ranges=st.lists(st.tuples(st.integers(0, 45), st.integers(0, 45)), max_size=6),
+)
+def test_row_spill_reads_any_range_across_chunks(
+    tmp_path_factory: pytest.TempPathFactory, chunks: list[int], ranges: list[tuple[int, int]]
+) -> None:
+    folder = tmp_path_factory.mktemp("spill")
+    spill = RowSpill([3, 0, 1], folder)
+    whole = [np.empty((0, 3), np.float32), np.empty((0, 0), np.int8), np.empty((0, 1), bool)]
+    for index, count in enumerate(chunks):
+        rows = [
+            np.arange(count * 3, dtype=np.float32).reshape(count, 3) + index,
+            np.empty((count, 0), np.int8),
+            np.arange(count).reshape(count, 1) % 2 == 0,
+        ]
+        spill.append(rows)
+        whole = [np.concatenate([w, r]) for w, r in zip(whole, rows, strict=True)]
+    assert spill.rows == sum(chunks) and list(folder.iterdir()) == []  # an unnamed file
+    for start, stop in [(0, spill.rows), *ranges]:
+        for group, expected in enumerate(whole):
+            got = spill.read(group, start, stop)
+            if len(expected[start:stop]):
+                assert got.dtype == expected.dtype
+            np.testing.assert_array_equal(got, expected[start:stop])
+    spill.close()
+    with pytest.raises(ValueError):
+        spill.read(0, 0, 1)
+
+
+def test_row_spill_promotes_chunks_of_different_dtypes(tmp_path: Path) -> None:
+    spill = RowSpill([1], tmp_path)
+    spill.append([np.array([[2**53 + 1]])])  # int64
+    spill.append([np.array([[0.5]])])
+    got = spill.read(0, 0, 2)
+    assert got.dtype == np.float64 and got.tolist() == [[float(2**53 + 1)], [0.5]]
+    assert spill.read(0, 1, 2).dtype == np.float64
+    spill.close()

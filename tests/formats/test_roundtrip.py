@@ -140,7 +140,7 @@ def test_csv_is_plain_text_with_skrl_header_and_sidecar(tmp_path: Path) -> None:
     path = write_dataset(dataset, tmp_path / "run.csv")
     assert path.read_text().splitlines() == [
         "actions.0,observations.0,observations.1,terminated.0",
-        "3,0.10000000149011612,-0.0,True",
+        "3,0.1,-0.0,True",  # float32: the shortest text that reads back to the same float32
         "-4,nan,inf,False",
     ]
     sidecar = json.loads((tmp_path / "run.csv.meta.json").read_text())
