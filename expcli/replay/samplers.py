@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from expcli.errors import ConfigError, SchemaError
+from expcli.errors import ConfigError, MissingDependencyError, SchemaError
 from expcli.memory.episodes import done_flags
 from expcli.replay.storages import Storage
-from expcli.replay.sum_tree import SumTree
+from expcli.replay.sum_tree import SumTree, compiled_available
 from expcli.spec import chronological_rows
 
 __all__ = [
@@ -130,17 +130,30 @@ class PrioritizedSampler(Sampler):
         alpha: How much priorities count (0: uniform).
         beta: Importance-sampling correction (0: none, 1: full).
         eps: Added to every priority so that none is exactly zero.
+        compiled: Walk the sum-tree with numba-compiled code (True), with numpy (False),
+            or the former when numba is installed (None); see ``SumTree``.
 
     Raises:
-        ConfigError: ``alpha`` or ``eps`` is negative, or ``beta`` is negative.
+        ConfigError: ``alpha``, ``beta`` or ``eps`` is negative.
+        MissingDependencyError: ``compiled`` is True but numba is not installed.
     """
 
-    def __init__(self, alpha: float = 0.6, beta: float = 0.4, eps: float = 1e-8) -> None:
+    def __init__(
+        self,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        eps: float = 1e-8,
+        *,
+        compiled: bool | None = None,
+    ) -> None:
         if alpha < 0 or beta < 0 or eps < 0:
             raise ConfigError(
                 f"alpha, beta and eps must be non-negative, got {alpha}, {beta}, {eps}"
             )
+        if compiled and not compiled_available():
+            raise MissingDependencyError("numba", "fast", "a compiled sum-tree")
         self.alpha, self.beta, self.eps = float(alpha), float(beta), float(eps)
+        self.compiled = compiled
         self.max_priority = 1.0
         self._tree: SumTree | None = None
         self._storage: Storage | None = None
@@ -153,7 +166,7 @@ class PrioritizedSampler(Sampler):
     def update(self, storage: Storage, written: np.ndarray | None) -> None:
         self._storage = storage
         if self._tree is None or self._tree.capacity != storage.capacity or written is None:
-            self._tree = SumTree(storage.capacity)
+            self._tree = SumTree(storage.capacity, compiled=self.compiled)
             written = np.arange(len(storage), dtype=np.int64)
         self._tree.update(written, self.max_priority)
 
@@ -163,12 +176,13 @@ class PrioritizedSampler(Sampler):
         _require_data(storage)
         tree = self._tree
         assert tree is not None, "update() comes first"
-        index = tree.sample(batch_size, rng)
+        index, priority = tree.draw(batch_size, rng)
         if self.beta == 0:
             weight = np.ones(batch_size, dtype=np.float32)
         else:
             # (N P_i)^-beta / (N P_min)^-beta == (p_i / p_min)^-beta
-            weight = np.power(tree[index] / tree.min_positive(), -self.beta).astype(np.float32)
+            priority /= tree.min_positive()
+            weight = np.power(priority, -self.beta, out=priority).astype(np.float32)
         return index, {"priority_weight": weight}
 
     def update_priority(self, index: Any, priority: Any) -> None:
@@ -194,16 +208,20 @@ class PrioritizedSampler(Sampler):
             )
         if not index.size:
             return
-        # min >= 0 is False for NaN; a finite sum means no infinity
-        if not (values.min() >= 0 and np.isfinite(values.sum())):
+        highest = values.max()
+        # min >= 0 is False for NaN
+        if not (values.min() >= 0 and highest < np.inf):
             raise ConfigError("priorities must be finite and non-negative")
-        if index.min() < 0 or index.max() >= len(storage):
+        # as unsigned, a negative index is beyond any length
+        if index.view(np.uint64).max() >= len(storage):
             raise ConfigError(
                 f"index out of range: the buffer holds transitions 0..{len(storage) - 1}"
             )
-        stored = np.power(values + self.eps, self.alpha)
+        stored = values + self.eps
+        np.power(stored, self.alpha, out=stored)
         self._tree.update(index, stored, checked=True)
-        self.max_priority = max(self.max_priority, float(stored.max()))
+        # the power is monotonic: the largest priority given makes the largest stored
+        self.max_priority = max(self.max_priority, float(highest + self.eps) ** self.alpha)
 
 
 class SliceSampler(Sampler):

@@ -16,6 +16,7 @@ from expcli import (
     SchemaError,
     SliceSampler,
 )
+from expcli.replay.sum_tree import compiled_available
 from tests.replay.episode_data import Reference, make_memory, memories
 
 
@@ -26,10 +27,24 @@ def full_memory(memory_size: int = 10, num_envs: int = 3, seed: int = 0) -> Rand
 # ------------------------------------------------------------------- prioritized
 
 
-def test_prioritized_frequencies_match_p_alpha_within_three_standard_errors() -> None:
+SUM_TREES = [
+    pytest.param(False, id="numpy-tree"),
+    pytest.param(
+        True,
+        id="compiled-tree",
+        marks=pytest.mark.skipif(not compiled_available(), reason="numba is not installed"),
+    ),
+]
+
+
+@pytest.mark.parametrize("compiled", SUM_TREES)
+def test_prioritized_frequencies_match_p_alpha_within_three_standard_errors(
+    compiled: bool,
+) -> None:
     memory = full_memory(4, 3)  # 12 transitions
     alpha = 0.7
-    buffer = ReplayBuffer(memory, sampler=PrioritizedSampler(alpha=alpha, beta=0.5), seed=11)
+    sampler = PrioritizedSampler(alpha=alpha, beta=0.5, compiled=compiled)
+    buffer = ReplayBuffer(memory, sampler=sampler, seed=11)
     priorities = np.random.default_rng(5).random(12) * 3
     buffer.update_priority(np.arange(12), priorities)
     draws = np.concatenate([buffer.sample(1000, return_info=True)[1]["index"] for _ in range(100)])
@@ -41,9 +56,10 @@ def test_prioritized_frequencies_match_p_alpha_within_three_standard_errors() ->
     assert (np.abs(counts - n * p) <= 3 * np.sqrt(n * p * (1 - p))).all(), (counts, n * p)
 
 
-def test_importance_weights_are_torchrl_and_per_weights() -> None:
+@pytest.mark.parametrize("compiled", SUM_TREES)
+def test_importance_weights_are_torchrl_and_per_weights(compiled: bool) -> None:
     memory = full_memory(5, 2)
-    sampler = PrioritizedSampler(alpha=0.6, beta=0.4, eps=0.01)
+    sampler = PrioritizedSampler(alpha=0.6, beta=0.4, eps=0.01, compiled=compiled)
     buffer = ReplayBuffer(memory, sampler=sampler, seed=0)
     priorities = np.linspace(0.1, 4.0, 10)
     buffer.update_priority(np.arange(10), priorities)
@@ -75,12 +91,14 @@ def test_new_transitions_get_the_largest_priority_seen() -> None:
 
 def test_update_priority_is_checked() -> None:
     buffer = ReplayBuffer(full_memory(), sampler=PrioritizedSampler(), batch_size=4)
-    with pytest.raises(ConfigError, match="non-negative"):
-        buffer.update_priority([0], [-1.0])
+    for bad in (-1.0, np.nan, np.inf):
+        with pytest.raises(ConfigError, match="non-negative"):
+            buffer.update_priority([0, 1], [1.0, bad])
     with pytest.raises(ConfigError, match="one each"):
         buffer.update_priority([0, 1, 2], [1.0, 2.0])
-    with pytest.raises(ConfigError, match="out of range"):
-        buffer.update_priority([30], [1.0])
+    for bad_index in (30, -1):
+        with pytest.raises(ConfigError, match="out of range"):
+            buffer.update_priority([bad_index], [1.0])
     with pytest.raises(ConfigError, match="PrioritizedSampler"):
         ReplayBuffer(full_memory()).update_priority([0], [1.0])
     with pytest.raises(ConfigError, match="non-negative"):
