@@ -24,14 +24,23 @@ CHUNK_BYTES = 16 * 1024 * 1024
 
 
 class LazyRows:
-    """Rows ``[start, stop)`` of a ``(T, N, *feature)`` tensor come from ``read(start, stop)``."""
+    """Rows ``[start, stop)`` of a ``(T, N, *feature)`` tensor come from ``read(start, stop)``.
+
+    ``file_offset``: where the tensor's bytes start in its file, when they lie there whole
+    in C order (as ``dtype`` says), so that a reader may map them instead.
+    """
 
     def __init__(
-        self, shape: tuple[int, ...], dtype: np.dtype[Any], read: Callable[[int, int], np.ndarray]
+        self,
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+        read: Callable[[int, int], np.ndarray],
+        file_offset: int | None = None,
     ) -> None:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self._read = read
+        self.file_offset = file_offset
         self._ahead: tuple[tuple[int, int], Future[np.ndarray]] | None = None
 
     @property

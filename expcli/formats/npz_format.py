@@ -148,7 +148,7 @@ def _member(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Any:
             raise FormatError("truncated member", path=path, key=info.filename)
         return np.frombuffer(data, dtype=dtype).reshape(stop - first, *shape[1:]).copy()
 
-    return LazyRows(shape, dtype, read)
+    return LazyRows(shape, dtype, read, file_offset=start)
 
 
 def read(path: Path, *, num_envs: int | None = None) -> Dataset:
@@ -165,8 +165,16 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
     """
     del num_envs
     lazy = open_lazy(path)
-    whole = {name: np.asarray(array) for name, array in lazy.tensors.items()}
-    return Dataset(whole, lazy.state, lazy.metadata)
+    arrays = {name: _mapped(path, array) for name, array in lazy.tensors.items()}
+    return Dataset(arrays, lazy.state, lazy.metadata)
+
+
+def _mapped(path: Path, array: Any) -> np.ndarray:
+    """A stored member as a copy-on-write memory map of the file (pages are read when
+    touched, and writes stay private); anything else as it was read."""
+    if not isinstance(array, LazyRows) or array.file_offset is None or array.size == 0:
+        return np.asarray(array)
+    return np.asarray(np.memmap(path, array.dtype, "c", array.file_offset, array.shape))
 
 
 def _what(head: bytes) -> str:

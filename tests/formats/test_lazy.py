@@ -101,3 +101,34 @@ def test_row_spill_promotes_chunks_of_different_dtypes(tmp_path: Path) -> None:
     assert got.dtype == np.float64 and got.tolist() == [[float(2**53 + 1)], [0.5]]
     assert spill.read(0, 1, 2).dtype == np.float64
     spill.close()
+
+
+def test_load_maps_stored_npz_members_and_keeps_writes_private(tmp_path: Path) -> None:
+    import mmap
+
+    from expcli import load, save
+    from expcli.formats.dataset import Dataset
+    from expcli.spec import CircularState
+
+    rng = np.random.default_rng(0)
+    tensors = {
+        "observations": rng.random((50, 4, 3), dtype=np.float32),
+        "actions": rng.integers(0, 5, (50, 4, 1)).astype(">i8"),  # non-native byte order
+        "terminated": rng.random((50, 4, 1)) < 0.1,
+    }
+    path = save(Dataset(tensors, CircularState(10, 0, True)), tmp_path / "d.npz")
+    compressed = tmp_path / "c.npz"
+    np.savez_compressed(compressed, **{k: np.asarray(v) for k, v in tensors.items()})
+    before = path.read_bytes()
+    dataset = load(path)
+    for name, array in tensors.items():
+        loaded = dataset.tensors[name]
+        assert type(loaded) is np.ndarray and loaded.dtype == array.dtype
+        assert isinstance(loaded.base, (np.memmap, mmap.mmap)), name  # mapped, not read
+        np.testing.assert_array_equal(loaded, array)
+        loaded[...] = 0  # copy-on-write: allowed, and the file is untouched
+    assert path.read_bytes() == before
+    np.testing.assert_array_equal(load(path).tensors["observations"], tensors["observations"])
+    for name, array in load(compressed).tensors.items():  # compressed members: read whole
+        assert not isinstance(array.base, np.memmap)
+        np.testing.assert_array_equal(array, tensors[name])
