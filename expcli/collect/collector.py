@@ -194,7 +194,7 @@ class Collector:
                 self.env_steps += n
                 values = self._values(outcome, obs_rows, act_rows, actions)
                 if writer.write(values, outcome.valid):
-                    self.tracker.update_row(
+                    self.tracker.add_row(
                         values["rewards"], values["terminated"], values["truncated"]
                     )
                 self._obs = outcome.next_obs
