@@ -3,7 +3,7 @@
 ``read_dataset`` tells a file's format by its bytes (then its suffix), ``write_dataset`` by
 the target's suffix; both convert any failure of the underlying library into an expcli
 error naming the file. Importing this package loads numpy only: torch is imported when a
-``.pt`` file is read or written.
+``.pt`` file is read (never to write one), h5py when an HDF5 file is opened.
 """
 
 from __future__ import annotations
