@@ -3,101 +3,39 @@
 Actions, observations, rewards and done flags travel through shared memory (one
 ``RawArray`` per buffer, each worker viewing its own rows); the pipe carries one short
 command per worker per step and the rare infos. Peers run one process per env, which
-wastes cheap envs on small machines; here the default is one worker per core.
+wastes cheap envs on small machines; here the default is one worker per usable CPU,
+pinned to it. This module is the parent's side; ``subproc_worker`` is the workers'.
 """
 
 from __future__ import annotations
 
-import contextlib
-import enum
 import multiprocessing as mp
-import os
 import pickle
-import select
 import signal
-import time
-import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from expcli.envs.backend import StepBatch, covers_all
 from expcli.envs.dummy_backend import gather, take
-from expcli.envs.env_group import EnvGroup, ErrorRecord, GroupError, Slots, fixed_shape
+from expcli.envs.env_group import EnvGroup, GroupError, Slots
+from expcli.envs.subproc_worker import (
+    PICKLED,
+    STEP_ALL,
+    STEP_ALL_RESET,
+    Command,
+    Factory,
+    SharedBuffers,
+    required,
+    usable_cpus,
+    worker_main,
+)
 from expcli.errors import EnvError
 
 __all__ = ["SubprocBackend"]
 
-Factory = Callable[[], gym.Env[Any, Any]]
-
 _CLOSE_TIMEOUT = 5.0
-# Seconds a worker polls for its next command (yielding its core) before it blocks. A
-# blocked process is slow to wake on a small virtual machine (0.5-1.5 ms: the idle vCPU
-# halts), more than a slice of cheap envs takes to step; a parent that takes longer than
-# this between steps is slow enough that the wake-up no longer matters.
-_SPIN = 0.02
-# Messages are bytes: one byte for the common step, else a tag and a pickle.
-_STEP_ALL, _STEP_ALL_RESET, _PICKLED = b"s", b"S", b"P"
-
-
-class Command(enum.IntEnum):
-    """What the parent asks of a worker."""
-
-    STEP = 0
-    RESET = 1
-    GET_ATTR = 2
-    SET_ATTR = 3
-    CALL = 4
-    CLOSE = 5
-    START = 6  # never sent: names the wait for a new worker's first message
-
-
-@dataclass
-class _Shared:
-    """Shared-memory buffers for all envs, and how to view them as numpy arrays."""
-
-    obs: Any
-    obs_layout: tuple[tuple[int, ...], str] | None
-    actions: Any
-    action_layout: tuple[tuple[int, ...], str] | None
-    rewards: Any
-    terminated: Any
-    truncated: Any
-    num_envs: int
-
-    @classmethod
-    def allocate(
-        cls, ctx: Any, n: int, obs_space: gym.Space[Any], act_space: gym.Space[Any]
-    ) -> _Shared:
-        def raw(shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
-            return ctx.RawArray("b", max(1, int(np.prod((n, *shape))) * dtype.itemsize))
-
-        obs_fixed, act_fixed = fixed_shape(obs_space), fixed_shape(act_space)
-        return cls(
-            raw(*obs_fixed) if obs_fixed else None,
-            (obs_fixed[0], obs_fixed[1].str) if obs_fixed else None,
-            raw(*act_fixed) if act_fixed else None,
-            (act_fixed[0], act_fixed[1].str) if act_fixed else None,
-            raw((), np.dtype(np.float64)),
-            raw((), np.dtype(bool)),
-            raw((), np.dtype(bool)),
-            n,
-        )
-
-    def view(self, name: str) -> np.ndarray | None:
-        """The numpy view of a buffer over all envs (None when it is not shared)."""
-        buffer = getattr(self, name)
-        if buffer is None:
-            return None
-        layout = {"obs": self.obs_layout, "actions": self.action_layout}.get(name)
-        shape, dtype = layout if layout else ((), {"rewards": "<f8"}.get(name, "|b1"))
-        return np.frombuffer(
-            buffer, dtype=np.dtype(dtype), count=self.num_envs * int(np.prod(shape))
-        ).reshape(self.num_envs, *shape)
 
 
 class _Worker:
@@ -109,7 +47,7 @@ class _Worker:
         index: int,
         start: int,
         factories: Sequence[Factory],
-        shared: _Shared,
+        shared: SharedBuffers,
         restart_on_error: bool,
         no_warning: bool,
         cpu: int | None,
@@ -118,7 +56,7 @@ class _Worker:
         self.label_offset = 0
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
-            target=_worker_main,
+            target=worker_main,
             args=(child, list(factories), start, shared, restart_on_error, no_warning, cpu),
             name=f"expcli-env-worker-{index}",
             daemon=True,
@@ -127,11 +65,11 @@ class _Worker:
         child.close()
 
     def send(self, command: Command, payload: Any) -> None:
-        self._send(_PICKLED + pickle.dumps((command, payload), pickle.HIGHEST_PROTOCOL), command)
+        self._send(PICKLED + pickle.dumps((command, payload), pickle.HIGHEST_PROTOCOL), command)
 
     def send_step_all(self, autoreset: bool) -> None:
         """The common step, as one byte: every env of the slice, actions in shared memory."""
-        self._send(_STEP_ALL_RESET if autoreset else _STEP_ALL, Command.STEP)
+        self._send(STEP_ALL_RESET if autoreset else STEP_ALL, Command.STEP)
 
     def _send(self, message: bytes, command: Command) -> None:
         try:
@@ -179,7 +117,7 @@ class _Worker:
     def shutdown(self) -> None:
         if self.process.is_alive():
             try:
-                self.conn.send_bytes(_PICKLED + pickle.dumps((Command.CLOSE, None)))
+                self.conn.send_bytes(PICKLED + pickle.dumps((Command.CLOSE, None)))
                 if self.conn.poll(_CLOSE_TIMEOUT):
                     self.conn.recv_bytes()
             except (OSError, EOFError):
@@ -245,13 +183,13 @@ class SubprocBackend:
         )
         bounds = np.linspace(0, self.num_envs, count + 1).round().astype(int)
         self._ctx = mp.get_context("spawn")
-        self._shared = _Shared.allocate(
+        self._shared = SharedBuffers.allocate(
             self._ctx, self.num_envs, self.observation_space, self.action_space
         )
         self._obs = self._shared.view("obs")
         self._actions = self._shared.view("actions")
         self._rewards, self._terminated, self._truncated = (
-            _required(self._shared.view(name)) for name in ("rewards", "terminated", "truncated")
+            required(self._shared.view(name)) for name in ("rewards", "terminated", "truncated")
         )
         self._slices = list(zip(bounds[:-1], bounds[1:], strict=True))
         self._owner = np.repeat(np.arange(count), np.diff(bounds))
@@ -308,7 +246,7 @@ class SubprocBackend:
             }
             if per_worker is self._all:
                 self._autoreset = autoreset
-                payloads = dict.fromkeys(payloads, _STEP_ALL)
+                payloads = dict.fromkeys(payloads, STEP_ALL)
         else:
             payloads = {
                 w: (local, autoreset, [actions[p] for p in positions])
@@ -400,7 +338,7 @@ class SubprocBackend:
         dead: dict[int, EnvError] = {}
         for w, payload in payloads.items():
             try:
-                if payload is _STEP_ALL:
+                if payload is STEP_ALL:
                     self._workers[w].send_step_all(self._autoreset)
                 else:
                     self._workers[w].send(command, payload)
@@ -461,171 +399,3 @@ class SubprocBackend:
             self._rewards[g], self._terminated[g], self._truncated[g] = 0.0, False, True
             infos[g] = {**reset_infos[i], "env_error": str(error), "reset": True}
         return [new.start + i for i in stepped]
-
-
-# ----------------------------------------------------------------- worker side
-
-
-def _worker_main(
-    conn: Connection,
-    factories: list[Factory],
-    offset: int,
-    shared: _Shared,
-    restart_on_error: bool,
-    no_warning: bool,
-    cpu: int | None,
-) -> None:
-    """Body of a worker process: build the envs, then serve commands until CLOSE or EOF."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    if cpu is not None:
-        with contextlib.suppress(OSError):  # a container may forbid it: run unpinned
-            os.sched_setaffinity(0, {cpu})
-    if no_warning:
-        warnings.simplefilter("ignore")
-    host: _Host | None = None
-    try:
-        try:
-            host = _Host.build(factories, offset, shared, restart_on_error, no_warning=False)
-        except GroupError as e:
-            conn.send_bytes(_reply(False, e.record))
-            return
-        conn.send_bytes(_reply(True, None))
-        doorbell = Doorbell(conn)
-        while True:
-            try:
-                doorbell.wait(_SPIN)
-                message = conn.recv_bytes()
-            except (EOFError, OSError):
-                return  # the parent is gone
-            command = Command.STEP
-            try:
-                if message in (_STEP_ALL, _STEP_ALL_RESET):
-                    result = host.step_all(message == _STEP_ALL_RESET)
-                    conn.send_bytes(b"" if result is None else _reply(True, result))
-                    continue
-                command, payload = pickle.loads(message[1:])  # from our own parent
-                if command == Command.CLOSE:
-                    conn.send_bytes(_reply(True, None))
-                    return
-                conn.send_bytes(_reply(True, host.run(command, payload)))
-            except GroupError as e:
-                conn.send_bytes(_reply(False, e.record))
-            except Exception as e:  # a bug of ours or an unpicklable result: report, go on
-                conn.send_bytes(_reply(False, ErrorRecord.capture(offset, command.name.lower(), e)))
-    finally:
-        if host is not None:
-            host.group.close()
-        conn.close()
-
-
-class _Host:
-    """Runs a worker's commands on its slice of envs, results into shared memory."""
-
-    def __init__(self, group: EnvGroup, actions: np.ndarray | None) -> None:
-        self.group, self.slots, self.actions = group, group.slots, actions
-        self.everyone = list(range(len(group.envs)))
-        self.obs_shared = isinstance(group.slots.obs, np.ndarray)
-
-    @classmethod
-    def build(
-        cls,
-        factories: Sequence[Factory],
-        offset: int,
-        shared: _Shared,
-        restart_on_error: bool,
-        no_warning: bool,
-    ) -> _Host:
-        """Build the slice's envs over its rows of the shared buffers.
-
-        Raises:
-            GroupError: A factory failed.
-        """
-        rows = slice(offset, offset + len(factories))
-        obs, actions = shared.view("obs"), shared.view("actions")
-        rewards, terminated, truncated = (
-            _required(shared.view(name))[rows] for name in ("rewards", "terminated", "truncated")
-        )
-        slots = Slots(
-            obs[rows] if obs is not None else [None] * len(factories),
-            rewards,
-            terminated,
-            truncated,
-        )
-        group = EnvGroup(factories, offset, slots, restart_on_error, no_warning)
-        return cls(group, actions[rows] if actions is not None else None)
-
-    def step_all(self, autoreset: bool) -> Any:
-        """Step every env with its shared action; None when there is nothing to report."""
-        infos, restarted = self.group.step(self.everyone, _required(self.actions), autoreset)
-        if not (infos or restarted or not self.obs_shared):
-            return None
-        return infos, restarted, self._observations(self.everyone)
-
-    def run(self, command: Command, payload: Any) -> Any:
-        """Any other command; see ``SubprocBackend`` for the payloads."""
-        group = self.group
-        if command == Command.STEP:
-            local, autoreset, sent = payload
-            actions = sent if sent is not None else _required(self.actions)[local]
-            infos, restarted = group.step(local, actions, autoreset)
-            return infos, restarted, self._observations(local)
-        if command == Command.RESET:
-            local, seeds, options = payload
-            return group.reset(local, seeds, options), self._observations(local)
-        if command == Command.GET_ATTR:
-            return group.get_attr(*payload)
-        if command == Command.SET_ATTR:
-            return group.set_attr(*payload)
-        if command == Command.CALL:
-            return group.call(*payload)
-        raise ValueError(f"unknown command {command!r}")
-
-    def _observations(self, local: list[int]) -> dict[int, Any] | None:
-        return None if self.obs_shared else {i: self.slots.obs[i] for i in local}
-
-
-def usable_cpus() -> list[int]:
-    """The CPUs this process may run on (all of them where affinity is unknown)."""
-    if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))
-
-
-class Doorbell:
-    """A worker's wait for its next command: poll, yielding the core, then block.
-
-    While a worker polls, its core never idles, so the command is seen within
-    microseconds and the parent, blocked on the answers, wakes on a busy core, which is
-    quick too. ``sched_yield`` hands the core to whoever has work, such as the parent,
-    which shares a core with a worker once there are as many workers as cores. One
-    ``select.poll`` object is kept: ``Connection.poll`` builds a selector on every call.
-    """
-
-    def __init__(self, conn: Connection) -> None:
-        self._poll: Callable[[int], Any]
-        if hasattr(select, "poll"):
-            poller = select.poll()
-            poller.register(conn.fileno(), select.POLLIN)
-            self._poll = poller.poll
-        else:  # Windows
-            self._poll = conn.poll
-
-    def wait(self, seconds: float) -> None:
-        """Return once readable (or closed), or after polling for ``seconds``."""
-        poll = self._poll
-        if poll(0):
-            return
-        deadline = time.perf_counter() + seconds
-        while not poll(0):
-            os.sched_yield()
-            if time.perf_counter() > deadline:
-                return
-
-
-def _required(array: np.ndarray | None) -> np.ndarray:
-    assert array is not None
-    return array
-
-
-def _reply(ok: bool, result: Any) -> bytes:
-    return pickle.dumps((ok, result), pickle.HIGHEST_PROTOCOL)

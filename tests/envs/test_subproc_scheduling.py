@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from expcli.envs.backend import covers_all
-from expcli.envs.subproc_backend import usable_cpus
+from expcli.envs.subproc_worker import usable_cpus
 from tests.envs.conftest import LOCAL_MODES, counting_factories
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
