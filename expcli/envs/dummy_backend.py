@@ -5,6 +5,7 @@ It is the reference the other backends are tested against.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -98,25 +99,20 @@ def gather(
     offset: int = 0,
 ) -> StepBatch:
     """The slots of ``ids - offset`` as a ``StepBatch`` (copies, so slots can be reused)."""
-    restarted = [int(i) + offset for i in restarted]
-    if offset == 0 and covers_all(np.asarray(ids), len(slots.rewards)):
-        n = len(slots.rewards)
-        obs = slots.obs.copy() if isinstance(slots.obs, np.ndarray) else list(slots.obs)
-        every = [infos.get(i, {}) for i in range(n)] if infos else [{} for _ in range(n)]
-        return StepBatch(
-            obs,
-            slots.rewards.copy(),
-            slots.terminated.copy(),
-            slots.truncated.copy(),
-            every,
-            restarted,
-        )
-    local = np.asarray(ids) - offset
+    n = len(slots.rewards)
+    pick: Callable[[np.ndarray], np.ndarray]
+    keys: Sequence[int]
+    if offset == 0 and covers_all(np.asarray(ids), n):
+        pick, keys = np.ndarray.copy, range(n)  # every slot in order: whole copies
+    else:
+        local = np.asarray(ids) - offset
+        pick, keys = operator.itemgetter(local), local.tolist()  # indexing copies
+    obs = slots.obs
     return StepBatch(
-        take(slots.obs, local),
-        slots.rewards[local],
-        slots.terminated[local],
-        slots.truncated[local],
-        [infos.get(int(i), {}) for i in local],
-        restarted,
+        pick(obs) if isinstance(obs, np.ndarray) else [obs[i] for i in keys],
+        pick(slots.rewards),
+        pick(slots.terminated),
+        pick(slots.truncated),
+        [infos.get(i, {}) for i in keys] if infos else [{} for _ in keys],
+        [int(i) + offset for i in restarted],
     )
