@@ -18,7 +18,7 @@ $(VENV)/.core: $(BIN)/python pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.core
-	$(PIP) -e '.[dev,ray]'
+	$(PIP) -e '.[dev,ray,test-envs]'
 	touch $@
 
 $(VENV)/.bench: $(VENV)/.core
