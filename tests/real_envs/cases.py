@@ -67,7 +67,7 @@ CASES: tuple[Case, ...] = (
             ATARI,
             mode,
             envs=4,
-            steps=240,
+            steps=160,
             needs=("ale_py", *(("ray",) if mode.startswith("ray") else ())),
         )
         for mode in _ATARI_MODES
