@@ -199,9 +199,9 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         self._install(name, tensor)
         return True
 
-    def get_tensor_names(self) -> tuple[str, ...]:
-        """Names of the tensors, in alphabetical order."""
-        return tuple(sorted(self.tensors))
+    def get_tensor_names(self) -> list[str]:
+        """Names of the tensors, in alphabetical order (a new list, as skrl's)."""
+        return sorted(self.tensors)
 
     def get_tensor_by_name(self, name: str, keepdim: bool = True) -> torch.Tensor:
         """The tensor itself, or with ``keepdim=False`` its ``(memory_size * num_envs, *f)`` view.
