@@ -72,8 +72,9 @@ class CollectView:
         job = self.job
         s = job.settings
         how = ""
-        if job.probes and len(job.probes) > 1:
-            tried = ", ".join(f"{p.mode} {_rate(p.steps_per_second)}" for p in job.probes)
+        timed = [p for p in job.probes if p.skipped is None]
+        if len(timed) > 1:
+            tried = ", ".join(f"{p.mode} {_rate(p.steps_per_second)}" for p in timed)
             how = f" (auto: fastest of {tried} steps/s)"
         elif s.mode == "auto":
             how = " (auto: the only candidate)"
@@ -81,6 +82,17 @@ class CollectView:
             f"collecting {escape(s.env_id)} x {s.envs} in [bold]{job.mode}[/bold] mode{how} "
             f"into {escape(str(job.output))}"
         )
+        for p in job.probes:
+            if p.skipped is not None:
+                self._say(f"auto: skipped {p.mode}: {escape(p.skipped)}")
+        if job.mode_differences:
+            self.err.print(
+                f"[yellow]--force-mode: the vector env of {escape(s.env_id)} is not the env "
+                f"gym.make builds: {escape('; '.join(job.mode_differences))}[/yellow]",
+                highlight=False,
+                soft_wrap=True,
+            )
+
 
     @contextmanager
     def signals(self) -> Iterator[Signals]:

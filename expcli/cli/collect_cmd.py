@@ -41,6 +41,13 @@ def collect_cmd(
         str,
         typer.Option("--mode", help="auto, dummy, subproc, ray, ray-subproc or vector."),
     ] = "auto",
+    force_mode: Annotated[
+        bool,
+        typer.Option(
+            "--force-mode",
+            help="With --mode vector: use it even where it is not the env gym.make builds.",
+        ),
+    ] = False,
     asynchronous: Annotated[
         str,
         typer.Option("--async", help="What an ended env does: none, idle, restart or continue."),
@@ -94,6 +101,7 @@ def collect_cmd(
         "episodes": episodes,
         "memory_size": memory_size,
         "mode": mode,
+        "force_mode": force_mode,
         "asynchronous": asynchronous,
         "policy": policy,
         "seed": seed,

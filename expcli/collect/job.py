@@ -18,7 +18,13 @@ import numpy as np
 
 from expcli._version import __version__
 from expcli.collect.collector import Collector, CollectStats, Progress
-from expcli.collect.env_modes import Probe, build_env, choose_env, require_vector_entry_point
+from expcli.collect.env_modes import (
+    Probe,
+    build_checked_vector,
+    build_env,
+    choose_mode,
+    require_vector_entry_point,
+)
 from expcli.collect.settings import CollectSettings
 from expcli.collect.spaces import describe_space
 from expcli.errors import OutputExistsError
@@ -83,6 +89,7 @@ class CollectJob:
             raise ConfigError(f"--compression applies to .h5/.hdf5 output, not {self.output}")
         self.mode = settings.mode
         self.probes: list[Probe] = []
+        self.mode_differences: list[str] = []  # what --force-mode let through
         self.env: Any = None
         self.collector: Collector | None = None
         self.stats: CollectStats | None = None
@@ -92,12 +99,17 @@ class CollectJob:
         s = self.settings
         asynchronous = None if s.asynchronous == "none" else s.asynchronous
         if s.mode == "auto":
-            self.mode, self.env, self.probes = choose_env(
-                s.env_id, s.envs, asynchronous, s.env_kwargs, num_cpus=s.num_cpus
+            # The probed envs are closed: the run's are built afresh, as in any other mode.
+            self.mode, self.probes = choose_mode(
+                s.env_id, s.envs, asynchronous, s.env_kwargs, seed=s.seed, num_cpus=s.num_cpus
+            )
+        if self.mode == "vector":
+            self.env, self.mode_differences = build_checked_vector(
+                s.env_id, s.envs, s.env_kwargs, force=s.force_mode
             )
         else:
             self.env = build_env(
-                s.mode,
+                self.mode,
                 s.env_id,
                 s.envs,
                 asynchronous,
@@ -213,6 +225,9 @@ class CollectJob:
             "seed": s.seed,
             "collector": {
                 "mode": self.mode,
+                "forced_mode": bool(self.mode_differences),
+                **({"mode_differences": self.mode_differences} if self.mode_differences else {}),
+                **({"probes": [p.to_json() for p in self.probes]} if self.probes else {}),
                 "asynchronous": s.asynchronous,
                 "policy": self.policy_description,
                 "steps": stats.steps if stats else None,

@@ -32,6 +32,7 @@ class CollectSettings:
     episodes: int | None = None
     memory_size: int | None = None
     mode: str = "auto"
+    force_mode: bool = False
     asynchronous: str = "restart"
     policy: str = "random"
     seed: int | None = None
@@ -66,6 +67,11 @@ class CollectSettings:
         self.asynchronous = str(self.asynchronous).lower()
         _choose("--async", self.asynchronous, ASYNC_MODES)
         _choose("--compression", self.compression, COMPRESSIONS)
+        if self.force_mode and self.mode != "vector":
+            raise ConfigError(
+                "--force-mode applies to --mode vector only (the other modes give the same "
+                "data for the same seed)"
+            )
         if self.mode == "vector" and self.asynchronous != "restart":
             raise ConfigError(
                 "--mode vector always resets an ended env (Gymnasium's autoreset); it takes "
@@ -115,6 +121,7 @@ _KINDS: Mapping[str, tuple[type, ...]] = {
     "episodes": (int,),
     "memory_size": (int,),
     "mode": (str,),
+    "force_mode": (bool,),
     "asynchronous": (str,),
     "policy": (str,),
     "seed": (int,),
