@@ -1,7 +1,9 @@
 """``expcli collect``: options and config file in, progress bar and summary out.
 
 A thin layer over ``expcli.collect.job.CollectJob``. Ctrl-C (or SIGTERM) once: stop, close
-the envs, save what was collected and exit 130. Twice: stop at once, writing nothing.
+the envs, save what was collected and exit 130. Twice: stop at once, writing nothing. A
+run that collected nothing (failed or stopped before its first row) writes nothing, so an
+existing file under ``--overwrite`` is kept.
 """
 
 from __future__ import annotations
@@ -138,6 +140,9 @@ def collect_cmd(
                 raise typer.Exit(1) from None
         job.close()
         saved = job.save()
+        if saved is None:  # stopped before the first row: an existing file stays as it was
+            view.nothing_saved()
+            raise typer.Exit(128 + signals.received if signals.received else 1)
         view.finished(stats, saved)
         if signals.received:
             view.interrupted(saved)

@@ -39,11 +39,16 @@ _PREALLOCATED_ROWS = 1 << 16  # above this, the memory grows as the run goes
 
 @dataclass(frozen=True, slots=True)
 class SavedFile:
-    """Where the dataset went and how big it is."""
+    """Where the dataset went, how big it is and what it holds.
+
+    ``transitions`` and ``episodes`` (complete ones) count the file, which holds fewer
+    than the run collected when the memory wrapped (``--memory-size``).
+    """
 
     path: Path
     size_bytes: int
     transitions: int
+    episodes: int
 
 
 def default_output(env_id: str, folder: Path = Path("runs")) -> Path:
@@ -163,9 +168,8 @@ class CollectJob:
 
     def _stats_so_far(self) -> CollectStats:
         assert self.collector is not None
-        memory = self.collector.memory
         return CollectStats(
-            steps=len(memory),
+            steps=self.collector.steps_stored,
             env_steps=self.collector.env_steps,
             episodes=self.collector.tracker.summary(),
             elapsed=float("nan"),
@@ -191,16 +195,25 @@ class CollectJob:
             dataset = Dataset(tensors, state, dataset.metadata)
         return dataset
 
-    def save(self) -> SavedFile:
-        """Write the dataset atomically to the output path."""
+    def save(self) -> SavedFile | None:
+        """Write the dataset atomically to the output path.
+
+        Returns:
+            What was written; None when nothing was collected (a run that failed or was
+            stopped before its first row): then nothing is written, and a file already
+            at the output path stays as it was.
+        """
         from expcli.conversion import save
 
         s = self.settings
         dataset = self.dataset()
+        if len(dataset) == 0:
+            return None
         self.output.parent.mkdir(parents=True, exist_ok=True)
         compression = None if s.compression == "none" else s.compression
         path = save(dataset, self.output, overwrite=s.overwrite, compression=compression)
-        return SavedFile(path, path.stat().st_size, len(dataset))
+        episodes = dataset.metadata["collector"]["complete_episodes_in_file"]
+        return SavedFile(path, path.stat().st_size, len(dataset), episodes)
 
     def close(self) -> None:
         """Close the envs (idempotent)."""
@@ -215,6 +228,7 @@ class CollectJob:
         assert self.collector is not None
         s = self.settings
         stepper = self.collector.stepper
+        memory = self.collector.memory
         stats = self.stats
         return {
             "env_id": s.env_id,
@@ -230,9 +244,12 @@ class CollectJob:
                 **({"probes": [p.to_json() for p in self.probes]} if self.probes else {}),
                 "asynchronous": s.asynchronous,
                 "policy": self.policy_description,
+                # The run's counts, then the file's: fewer when the memory wrapped.
                 "steps": stats.steps if stats else None,
                 "env_steps": stats.env_steps if stats else None,
                 "episodes": stats.episodes.complete if stats else None,
+                "transitions_in_file": len(memory),
+                "complete_episodes_in_file": int(memory.episodes().complete.sum()),
                 "interrupted": stats.interrupted if stats else None,
                 "target_steps": s.steps,
                 "target_episodes": s.episodes,
