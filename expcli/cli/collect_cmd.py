@@ -24,7 +24,7 @@ def collect_cmd(
     env_id: Annotated[
         str | None, typer.Argument(help="Gymnasium env id, e.g. CartPole-v1 (see `expcli envs`).")
     ] = None,
-    envs: Annotated[int, typer.Option("--envs", "-n", help="Parallel envs.")] = 1,
+    envs: Annotated[int, typer.Option("--envs", "-n", help="Parallel envs (at most 65,536).")] = 1,
     steps: Annotated[
         int | None,
         typer.Option("--steps", help="Transitions to store in all [default: 10000]."),
@@ -57,7 +57,9 @@ def collect_cmd(
     policy: Annotated[
         str, typer.Option("--policy", help="random, MODULE:CALLABLE, or a TorchScript FILE.pt.")
     ] = "random",
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed of envs and policy.")] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Seed of envs and policy (0 or more).")
+    ] = None,
     env_kwargs: Annotated[
         str | None, typer.Option("--env-kwargs", help="JSON object passed to gym.make.")
     ] = None,

@@ -25,6 +25,7 @@ from expcli.collect.env_modes import (
     choose_mode,
     require_vector_entry_point,
 )
+from expcli.collect.memory_check import check_run_fits
 from expcli.collect.settings import CollectSettings
 from expcli.collect.spaces import describe_space
 from expcli.errors import OutputExistsError
@@ -139,6 +140,9 @@ class CollectJob:
             s.policy, stepper.observation_space, stepper.action_space, s.envs, s.seed
         )
         self.policy_description = dict(getattr(policy, "description", {"spec": s.policy}))
+        check_run_fits(
+            stepper.observation_space, stepper.action_space, s.envs, s.memory_size, s.steps
+        )
         if s.memory_size is not None:
             rows, grow = s.memory_size, False
         elif s.steps is not None:

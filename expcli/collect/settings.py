@@ -15,11 +15,15 @@ from typing import Any
 
 from expcli.errors import ConfigError
 
-__all__ = ["MODES", "CollectSettings", "read_config"]
+__all__ = ["MAX_ENVS", "MAX_SEED", "MODES", "CollectSettings", "read_config"]
 
 MODES = ("auto", "dummy", "subproc", "ray", "ray-subproc", "vector")
 ASYNC_MODES = ("none", "idle", "restart", "continue")
 COMPRESSIONS = ("none", "gzip", "lzf")
+# Envs of one run: far beyond what one machine steps usefully (Atari runs use 8 to 256),
+# and low enough that a typo such as 100000000 is refused instead of filling the memory.
+MAX_ENVS = 65_536
+MAX_SEED = 2**64 - 1  # numpy and Gymnasium take any seed >= 0; 64 bits is what other tools take
 
 
 @dataclass
@@ -59,6 +63,11 @@ class CollectSettings:
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
             ):
                 raise ConfigError(f"{_flag(name)} must be a positive integer, got {value!r}")
+        if self.envs > MAX_ENVS:
+            raise ConfigError(
+                f"--envs must be at most {MAX_ENVS:,}, got {self.envs:,}: each env is a live "
+                "Gymnasium env in this machine's memory"
+            )
         if self.steps is not None and self.episodes is not None:
             raise ConfigError("give --steps or --episodes, not both")
         if self.steps is None and self.episodes is None:
@@ -78,9 +87,14 @@ class CollectSettings:
                 "--async restart only"
             )
         if self.seed is not None and (
-            isinstance(self.seed, bool) or not isinstance(self.seed, int)
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not 0 <= self.seed <= MAX_SEED - self.envs
         ):
-            raise ConfigError(f"--seed must be an integer, got {self.seed!r}")
+            raise ConfigError(
+                f"--seed must be an integer from 0 to {MAX_SEED - self.envs:,} (env i is "
+                f"seeded with seed + i), got {self.seed!r}"
+            )
         if not isinstance(self.env_kwargs, dict):
             raise ConfigError(f"--env-kwargs must be a JSON object, got {self.env_kwargs!r}")
         return self

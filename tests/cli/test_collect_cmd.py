@@ -146,6 +146,20 @@ def test_async_modes(tmp_path: Path, asynchronous: str) -> None:
         (["Acrobot-v1", "--mode", "vector"], "no batched (vector) implementation"),
         (["CartPole-v1", "--policy", "no_such_module:act"], "no_such_module"),
         ([], "no env id"),
+        (["CartPole-v1", "--seed", "-1"], "--seed must be an integer from 0"),
+        (["CartPole-v1", "--envs", "100000000"], "--envs must be at most 65,536"),
+        (["CartPole-v1", "--force-mode"], "--force-mode applies to --mode vector only"),
+        # CartPole: 2 x 4 float32 observations, an int64 action, float32 reward, 2 flags = 46 B
+        (
+            ["CartPole-v1", "--mode", "dummy", "--memory-size", str(10**12)],
+            "--memory-size 1,000,000,000,000 rows x 1 envs (46 bytes per transition) needs "
+            "about 46.0 TB, more than the",
+        ),
+        (
+            ["CartPole-v1", "--mode", "dummy", "--envs", "64", "--memory-size", str(2 * 10**9)],
+            "needs about 5.9 TB, more than the",
+        ),
+        (["CartPole-v1", "--mode", "dummy", "--steps", str(10**15)], "--steps 1,000,000,000"),
     ],
 )
 def test_bad_options_are_one_line(args: list[str], message: str) -> None:
