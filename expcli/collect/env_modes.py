@@ -148,8 +148,6 @@ def build_checked_vector(
     return env, differences
 
 
-
-
 def choose_mode(
     env_id: str,
     num_envs: int,

@@ -189,7 +189,12 @@ class MemoryWrites:
                     fast[name][1][index] = value
                 self._advance(1)
                 return
-        self.write_rows({name: np.asarray(value)[None] for name, value in row.items()})
+        self.write_rows(
+            {
+                name: value[None] if hasattr(value, "shape") else np.asarray(value)[None]
+                for name, value in row.items()
+            }
+        )
 
     def write_rows(self, rows: Mapping[str, Any]) -> None:
         """Write ``k`` complete rows at the write head: ``rows[name]`` shaped ``(k, num_envs, *f)``.

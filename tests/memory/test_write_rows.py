@@ -85,10 +85,11 @@ def test_write_row_takes_the_same_path_as_add_samples() -> None:
         assert_same_tensor(a.tensors[name], b.tensors[name])
     # torch tensors and other shapes go through write_rows' conversions and checks
     a.write_row({"k": torch.zeros(2, 1, dtype=torch.int64)})
-    assert a.memory_index == 2
+    a.write_row({"k": [[7], [8]]})
+    assert a.memory_index == 0 and a.tensors["k"][2, :, 0].tolist() == [7, 8]
     with pytest.raises(ValueError, match=r"'k' has shape \(1, 3, 1\)"):
         a.write_row({"k": np.zeros((3, 1), np.int64)})
-    assert a.memory_index == 2
+    assert a.memory_index == 0
 
 
 def test_write_rows_refuses_what_does_not_fit() -> None:
