@@ -62,13 +62,11 @@ def collector(
 ) -> tuple[Callable[[int], int], Callable[[], None], str]:
     """Collect into a fresh memory each repeat with expcli's Collector in ``mode``."""
     from expcli.collect import Collector
-    from expcli.collect.env_modes import build_env, choose_env
+    from expcli.collect.env_modes import build_env, choose_mode
     from expcli.memory import RandomMemory
 
-    if mode == "auto":
-        picked, env, _ = choose_env(env_id, n, "restart", {})
-    else:
-        picked, env = mode, build_env(mode, env_id, n, "restart", {})
+    picked = choose_mode(env_id, n, "restart", {})[0] if mode == "auto" else mode
+    env = build_env(picked, env_id, n, "restart", {})  # afresh after probing, as collect does
     holder: dict[str, Any] = {}
 
     def run(steps: int) -> int:

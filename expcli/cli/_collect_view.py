@@ -72,8 +72,9 @@ class CollectView:
         job = self.job
         s = job.settings
         how = ""
-        if job.probes and len(job.probes) > 1:
-            tried = ", ".join(f"{p.mode} {_rate(p.steps_per_second)}" for p in job.probes)
+        timed = [p for p in job.probes if p.skipped is None]
+        if len(timed) > 1:
+            tried = ", ".join(f"{p.mode} {_rate(p.steps_per_second)}" for p in timed)
             how = f" (auto: fastest of {tried} steps/s)"
         elif s.mode == "auto":
             how = " (auto: the only candidate)"
@@ -81,6 +82,16 @@ class CollectView:
             f"collecting {escape(s.env_id)} x {s.envs} in [bold]{job.mode}[/bold] mode{how} "
             f"into {escape(str(job.output))}"
         )
+        for p in job.probes:
+            if p.skipped is not None:
+                self._say(f"auto: skipped {p.mode}: {escape(p.skipped)}")
+        if job.mode_differences:
+            self.err.print(
+                f"[yellow]--force-mode: the vector env of {escape(s.env_id)} is not the env "
+                f"gym.make builds: {escape('; '.join(job.mode_differences))}[/yellow]",
+                highlight=False,
+                soft_wrap=True,
+            )
 
     @contextmanager
     def signals(self) -> Iterator[Signals]:
@@ -142,22 +153,46 @@ class CollectView:
 
             yield update
 
-    def crashed(self, error: EnvError, saved: SavedFile) -> None:
+    def crashed(self, error: EnvError, saved: SavedFile | None) -> None:
+        if saved is None:
+            what = f"nothing was collected before the failure: {self._not_written()}"
+        else:
+            what = (
+                f"saved the {saved.transitions:,} transitions{self._of_collected(saved)} "
+                f"collected before the failure to {escape(str(saved.path))}"
+            )
         self.err.print(
-            f"[red]error:[/red] {escape(str(error))}\n"
-            f"saved the {saved.transitions:,} transitions collected before the failure to "
-            f"{escape(str(saved.path))}",
-            highlight=False,
-            soft_wrap=True,
+            f"[red]error:[/red] {escape(str(error))}\n{what}", highlight=False, soft_wrap=True
         )
 
     def interrupted(self, saved: SavedFile) -> None:
         self.err.print(
-            f"[yellow]interrupted: saved {saved.transitions:,} transitions to "
-            f"{escape(str(saved.path))}[/yellow]",
+            f"[yellow]interrupted: saved {saved.transitions:,} transitions"
+            f"{self._of_collected(saved)} to {escape(str(saved.path))}[/yellow]",
             highlight=False,
             soft_wrap=True,
         )
+
+    def nothing_saved(self) -> None:
+        """The run stopped before its first row: say that no file was written."""
+        self.err.print(
+            f"[yellow]nothing was collected: {self._not_written()}[/yellow]",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    def _not_written(self) -> str:
+        output = self.job.output
+        if output.exists():
+            return f"{escape(str(output))} was left as it was"
+        return f"no file was written ({escape(str(output))})"
+
+    def _of_collected(self, saved: SavedFile) -> str:
+        """`` (the newest of N collected)`` when the memory wrapped, else nothing."""
+        stats = self.job.stats
+        if stats is None or stats.steps == saved.transitions:
+            return ""
+        return f" (the newest of {stats.steps:,} collected)"
 
     def finished(self, stats: CollectStats, saved: SavedFile) -> None:
         if self.quiet:
@@ -171,9 +206,15 @@ class CollectView:
         )
         table.add_column("", style="bold")
         table.add_column("value", justify="right")
+        steps = f"{stats.steps:,}"
+        episodes = f"{e.complete:,} complete, {e.incomplete:,} incomplete"
+        if saved.transitions != stats.steps or saved.episodes != e.complete:
+            # The memory wrapped (--memory-size): the file keeps only the newest rows.
+            steps = f"{stats.steps:,} collected; the file keeps the newest {saved.transitions:,}"
+            episodes += f"; {saved.episodes:,} complete in the file"
         rows: list[tuple[str, Any]] = [
-            ("steps", f"{stats.steps:,}"),
-            ("episodes", f"{e.complete:,} complete, {e.incomplete:,} incomplete"),
+            ("steps", steps),
+            ("episodes", episodes),
             ("ended by", f"{e.terminated:,} terminated, {e.truncated:,} truncated"),
             ("return", _spread(e.returns)),
             ("length", _spread(e.lengths)),

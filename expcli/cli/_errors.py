@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -14,17 +15,25 @@ from expcli.errors import ExpcliError
 P = ParamSpec("P")
 R = TypeVar("R")
 
-__all__ = ["reports_errors"]
+__all__ = ["EXIT_BROKEN_PIPE", "quiet_closed_pipes", "reports_errors"]
+
+# The reader of the output went away (``expcli inspect FILE | head``): exit as a Unix tool
+# killed by SIGPIPE is reported, 128 + 13, and print nothing.
+EXIT_BROKEN_PIPE = 141
 
 
 def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Wrap a command: an ``ExpcliError`` becomes ``error: message`` on stderr and its exit
-    code; Ctrl-C exits 130. ``EXPCLI_DEBUG=1`` re-raises with the full traceback."""
+    code; Ctrl-C exits 130; a closed output pipe exits ``EXIT_BROKEN_PIPE`` silently.
+    ``EXPCLI_DEBUG=1`` re-raises with the full traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
+        except BrokenPipeError:
+            quiet_closed_pipes()
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
         except ExpcliError as e:
             if os.environ.get("EXPCLI_DEBUG") == "1":
                 raise
@@ -32,9 +41,26 @@ def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
             from expcli.cli._console import err_console
 
-            err_console().print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+            try:
+                err_console().print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+            except BrokenPipeError:
+                quiet_closed_pipes()
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
 
     return wrapper
+
+
+def quiet_closed_pipes() -> None:
+    """Point stdout and stderr at /dev/null, so that nothing left in their buffers (flushed
+    at exit) raises again or prints Python's "Exception ignored" note."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                os.dup2(devnull, stream.fileno())
+            except (AttributeError, OSError, ValueError):
+                pass  # not a real file (a test runner's capture): nothing to flush later
+    finally:
+        os.close(devnull)

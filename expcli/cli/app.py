@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -56,5 +57,18 @@ _register()
 
 
 def main() -> None:
-    """Entry point of the ``expcli`` console script and of ``python -m expcli``."""
-    app(prog_name="expcli")
+    """Entry point of the ``expcli`` console script and of ``python -m expcli``.
+
+    Output left in stdout's buffer is flushed here, so that a reader that has gone is met
+    by the quiet ``EXIT_BROKEN_PIPE`` as in every command, not by a note at exit.
+    """
+    from expcli.cli._errors import EXIT_BROKEN_PIPE, quiet_closed_pipes
+
+    try:
+        try:
+            app(prog_name="expcli")
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        quiet_closed_pipes()
+        sys.exit(EXIT_BROKEN_PIPE)

@@ -1,7 +1,9 @@
 """``expcli collect``: options and config file in, progress bar and summary out.
 
 A thin layer over ``expcli.collect.job.CollectJob``. Ctrl-C (or SIGTERM) once: stop, close
-the envs, save what was collected and exit 130. Twice: stop at once, writing nothing.
+the envs, save what was collected and exit 130. Twice: stop at once, writing nothing. A
+run that collected nothing (failed or stopped before its first row) writes nothing, so an
+existing file under ``--overwrite`` is kept.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ def collect_cmd(
     env_id: Annotated[
         str | None, typer.Argument(help="Gymnasium env id, e.g. CartPole-v1 (see `expcli envs`).")
     ] = None,
-    envs: Annotated[int, typer.Option("--envs", "-n", help="Parallel envs.")] = 1,
+    envs: Annotated[int, typer.Option("--envs", "-n", help="Parallel envs (at most 65,536).")] = 1,
     steps: Annotated[
         int | None,
         typer.Option("--steps", help="Transitions to store in all [default: 10000]."),
@@ -41,6 +43,13 @@ def collect_cmd(
         str,
         typer.Option("--mode", help="auto, dummy, subproc, ray, ray-subproc or vector."),
     ] = "auto",
+    force_mode: Annotated[
+        bool,
+        typer.Option(
+            "--force-mode",
+            help="With --mode vector: use it even where it is not the env gym.make builds.",
+        ),
+    ] = False,
     asynchronous: Annotated[
         str,
         typer.Option("--async", help="What an ended env does: none, idle, restart or continue."),
@@ -48,7 +57,9 @@ def collect_cmd(
     policy: Annotated[
         str, typer.Option("--policy", help="random, MODULE:CALLABLE, or a TorchScript FILE.pt.")
     ] = "random",
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed of envs and policy.")] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Seed of envs and policy (0 or more).")
+    ] = None,
     env_kwargs: Annotated[
         str | None, typer.Option("--env-kwargs", help="JSON object passed to gym.make.")
     ] = None,
@@ -94,6 +105,7 @@ def collect_cmd(
         "episodes": episodes,
         "memory_size": memory_size,
         "mode": mode,
+        "force_mode": force_mode,
         "asynchronous": asynchronous,
         "policy": policy,
         "seed": seed,
@@ -130,6 +142,9 @@ def collect_cmd(
                 raise typer.Exit(1) from None
         job.close()
         saved = job.save()
+        if saved is None:  # stopped before the first row: an existing file stays as it was
+            view.nothing_saved()
+            raise typer.Exit(128 + signals.received if signals.received else 1)
         view.finished(stats, saved)
         if signals.received:
             view.interrupted(saved)

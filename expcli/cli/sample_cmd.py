@@ -62,6 +62,7 @@ def sample_cmd(
     else:
         chosen = RandomSampler()
     buffer = ReplayBuffer(file, sampler=chosen, seed=seed)
+    _check_batch_fits(buffer, size)
     batch, info = buffer.sample(size, return_info=True)
     if size != batch_size:
         assert slice_len is not None
@@ -74,6 +75,20 @@ def sample_cmd(
         typer.echo(json.dumps(report))
     else:
         _print(report, batch, rows)
+
+
+def _check_batch_fits(buffer: Any, size: int) -> None:
+    """Refuse, before drawing, a batch larger than the memory this machine has available."""
+    import math
+
+    from expcli.host_memory import check_fits
+
+    arrays = buffer.storage.arrays().values()
+    per = sum(a.dtype.itemsize * math.prod(a.shape[2:]) for a in arrays)
+    per += 32  # the drawn indexes and the sampler's own arrays
+    check_fits(
+        size * per, f"--batch-size {size:,} ({per:,} bytes per transition)", "draw a smaller batch"
+    )
 
 
 def _report(

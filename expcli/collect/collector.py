@@ -140,6 +140,12 @@ class Collector:
         memory.create_tensor("terminated", 1, torch.bool)
         memory.create_tensor("truncated", 1, torch.bool)
 
+    @property
+    def steps_stored(self) -> int:
+        """Transitions the last (or running) ``collect`` call stored, even if it raised."""
+        writer = self._writer
+        return 0 if writer is None else writer.committed_rows * self.stepper.num_envs
+
     def stop(self) -> None:
         """Ask a running ``collect`` to return after the current step (safe from a signal)."""
         self._stop = True

@@ -1,26 +1,30 @@
-"""Building the envs of a collect run in the mode asked for, or the fastest one (``auto``).
+"""Building the envs of a collect run in the mode asked for, or choosing the fastest (``auto``).
 
 ``vector`` is Gymnasium's own batched implementation of an env, where one is registered
 (``gym.make_vec(..., vectorization_mode="vector_entry_point")``, e.g. CartPole); the
 other modes are ``ParallelEnv``'s. ``auto`` builds each candidate, steps it briefly with
-random actions and keeps the fastest; every mode yields the same data for the same seed
-except ``vector``, whose envs draw from their own generator.
+random actions, closes it, and names the fastest. It never changes the data: every mode
+but ``vector`` gives the same bytes for the same seed, and ``vector`` is a candidate only
+without a seed and when it is the env ``gym.make`` builds (``vector_checks``).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from expcli.collect.vector_checks import space_differences, spec_differences
 from expcli.errors import ConfigError, EnvError
 
 __all__ = [
     "Probe",
+    "build_checked_vector",
     "build_env",
-    "choose_env",
+    "choose_mode",
     "has_vector_entry_point",
     "require_vector_entry_point",
 ]
@@ -30,10 +34,16 @@ _PROBE_SECONDS = 0.3
 
 @dataclass(frozen=True, slots=True)
 class Probe:
-    """One candidate mode of ``auto`` and how fast it stepped."""
+    """One candidate mode of ``auto``: how fast it stepped (NaN: not stepped), or why not."""
 
     mode: str
     steps_per_second: float
+    skipped: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The probe for the metadata (no NaN: JSON has none)."""
+        speed = None if math.isnan(self.steps_per_second) else round(self.steps_per_second)
+        return {"mode": self.mode, "steps_per_second": speed, "skipped": self.skipped}
 
 
 def require_vector_entry_point(env_id: str) -> None:
@@ -49,8 +59,10 @@ def has_vector_entry_point(env_id: str) -> bool:
     """Whether Gymnasium registers a batched implementation of ``env_id``."""
     import gymnasium as gym
 
+    from expcli.envs.parallel_env import check_env_id
+
     try:
-        return gym.spec(env_id.rpartition(":")[2]).vector_entry_point is not None
+        return gym.spec(check_env_id(env_id)).vector_entry_point is not None
     except Exception:
         return False
 
@@ -101,7 +113,7 @@ def build_env(
 
 
 def candidate_modes(env_id: str, num_envs: int, asynchronous: str | None) -> list[str]:
-    """The modes ``auto`` tries, cheapest to start first."""
+    """The modes ``auto`` considers, cheapest to start first."""
     modes = []
     if asynchronous == "restart" and has_vector_entry_point(env_id):
         modes.append("vector")
@@ -111,38 +123,109 @@ def candidate_modes(env_id: str, num_envs: int, asynchronous: str | None) -> lis
     return modes
 
 
-def choose_env(
+def build_checked_vector(
+    env_id: str, num_envs: int, env_kwargs: dict[str, Any], *, force: bool
+) -> tuple[Any, list[str]]:
+    """``--mode vector``: its envs, refused where they are not the env ``gym.make`` builds.
+
+    Returns:
+        The vector env and what differs from ``gym.make``'s env (empty unless ``force``).
+
+    Raises:
+        ConfigError: It differs and ``force`` is not set (the message says how), or it
+            cannot take ``env_kwargs``.
+        EnvError: It could not be built.
+    """
+    differences = spec_differences(env_id, env_kwargs)
+    if differences and not force:
+        raise _refusal(env_id, differences)
+    env = build_env("vector", env_id, num_envs, "restart", env_kwargs)
+    if not differences:
+        differences = space_differences(env, env_id, env_kwargs)
+        if differences and not force:
+            env.close()
+            raise _refusal(env_id, differences)
+    return env, differences
+
+
+def choose_mode(
     env_id: str,
     num_envs: int,
     asynchronous: str | None,
     env_kwargs: dict[str, Any],
     *,
+    seed: int | None = None,
     num_cpus: int | None = None,
-) -> tuple[str, Any, list[Probe]]:
-    """Build each candidate mode, step it for a moment, keep the fastest open.
+) -> tuple[str, list[Probe]]:
+    """The fastest mode that stores the data every mode stores, and what was tried.
+
+    ``vector`` is considered only when no ``seed`` is given (its envs draw from their own
+    generator) and it is the env ``gym.make`` builds (``vector_checks``); a vector env
+    that cannot take ``env_kwargs`` is skipped too. Each candidate is built, stepped for
+    a moment and closed: the caller builds the chosen mode afresh, because some envs'
+    ``reset(seed)`` is not a full reset, and probed envs would change the data.
 
     Returns:
-        The chosen mode, its envs (not yet reset for the run) and every probe.
+        The chosen mode and one ``Probe`` per candidate (skipped ones with their reason).
     """
-    probes: list[Probe] = []
-    best: tuple[float, str, Any] | None = None
-    candidates = candidate_modes(env_id, num_envs, asynchronous)
-    for mode in candidates:
-        env = build_env(mode, env_id, num_envs, asynchronous, env_kwargs, num_cpus=num_cpus)
-        try:
-            speed = _probe(env) if len(candidates) > 1 else float("nan")
-        except BaseException:
-            env.close()
-            raise
-        probes.append(Probe(mode, speed))
-        if best is None or speed > best[0]:
-            if best is not None:
-                best[2].close()
-            best = (speed, mode, env)
+    skipped: list[Probe] = []
+    runnable: list[str] = []
+    for mode in candidate_modes(env_id, num_envs, asynchronous):
+        reason = _vector_skip_reason(env_id, env_kwargs, seed) if mode == "vector" else None
+        if reason is None:
+            runnable.append(mode)
         else:
+            skipped.append(Probe(mode, math.nan, reason))
+    probes: list[Probe] = []
+    for i, mode in enumerate(runnable):
+        if not probes and i == len(runnable) - 1:  # the last one standing: no need to time it
+            return mode, [Probe(mode, math.nan), *skipped]
+        try:
+            env = build_env(mode, env_id, num_envs, asynchronous, env_kwargs, num_cpus=num_cpus)
+        except (ConfigError, EnvError) as e:
+            if mode != "vector":
+                raise
+            skipped.append(Probe(mode, math.nan, f"it could not be built ({e})"))
+            continue
+        try:
+            probe = _vector_probe(env, env_id, env_kwargs) if mode == "vector" else None
+            probe = probe or Probe(mode, _probe(env))
+        finally:
             env.close()
-    assert best is not None
-    return best[1], best[2], probes
+        (skipped if probe.skipped else probes).append(probe)
+    best = max(probes, key=lambda p: p.steps_per_second)
+    return best.mode, [*probes, *skipped]
+
+
+def _vector_probe(env: Any, env_id: str, env_kwargs: dict[str, Any]) -> Probe:
+    """The built vector candidate, timed, or skipped because its spaces differ or it fails."""
+    differences = space_differences(env, env_id, env_kwargs)
+    if differences:
+        return Probe("vector", math.nan, _differ(differences))
+    try:
+        return Probe("vector", _probe(env))
+    except Exception as e:
+        return Probe("vector", math.nan, f"it failed when stepped ({type(e).__name__}: {e})")
+
+
+def _vector_skip_reason(env_id: str, env_kwargs: dict[str, Any], seed: int | None) -> str | None:
+    """Why ``auto`` must not try ``vector``, as far as the spec tells; None to try it."""
+    if seed is not None:
+        return "--seed is given, and its envs draw from their own generator (other bytes)"
+    differences = spec_differences(env_id, env_kwargs)
+    return _differ(differences) if differences else None
+
+
+def _differ(differences: list[str]) -> str:
+    return "it is not the env gym.make builds: " + "; ".join(differences)
+
+
+def _refusal(env_id: str, differences: list[str]) -> ConfigError:
+    return ConfigError(
+        f"--mode vector: the vector env of {env_id} is not the env gym.make builds: "
+        f"{'; '.join(differences)}; choose another --mode, or --force-mode to collect it "
+        "anyway (the metadata records that)"
+    )
 
 
 def _probe(env: Any) -> float:

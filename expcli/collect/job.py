@@ -18,7 +18,14 @@ import numpy as np
 
 from expcli._version import __version__
 from expcli.collect.collector import Collector, CollectStats, Progress
-from expcli.collect.env_modes import Probe, build_env, choose_env, require_vector_entry_point
+from expcli.collect.env_modes import (
+    Probe,
+    build_checked_vector,
+    build_env,
+    choose_mode,
+    require_vector_entry_point,
+)
+from expcli.collect.memory_check import check_run_fits
 from expcli.collect.settings import CollectSettings
 from expcli.collect.spaces import describe_space
 from expcli.errors import OutputExistsError
@@ -33,11 +40,16 @@ _PREALLOCATED_ROWS = 1 << 16  # above this, the memory grows as the run goes
 
 @dataclass(frozen=True, slots=True)
 class SavedFile:
-    """Where the dataset went and how big it is."""
+    """Where the dataset went, how big it is and what it holds.
+
+    ``transitions`` and ``episodes`` (complete ones) count the file, which holds fewer
+    than the run collected when the memory wrapped (``--memory-size``).
+    """
 
     path: Path
     size_bytes: int
     transitions: int
+    episodes: int
 
 
 def default_output(env_id: str, folder: Path = Path("runs")) -> Path:
@@ -83,6 +95,7 @@ class CollectJob:
             raise ConfigError(f"--compression applies to .h5/.hdf5 output, not {self.output}")
         self.mode = settings.mode
         self.probes: list[Probe] = []
+        self.mode_differences: list[str] = []  # what --force-mode let through
         self.env: Any = None
         self.collector: Collector | None = None
         self.stats: CollectStats | None = None
@@ -92,12 +105,17 @@ class CollectJob:
         s = self.settings
         asynchronous = None if s.asynchronous == "none" else s.asynchronous
         if s.mode == "auto":
-            self.mode, self.env, self.probes = choose_env(
-                s.env_id, s.envs, asynchronous, s.env_kwargs, num_cpus=s.num_cpus
+            # The probed envs are closed: the run's are built afresh, as in any other mode.
+            self.mode, self.probes = choose_mode(
+                s.env_id, s.envs, asynchronous, s.env_kwargs, seed=s.seed, num_cpus=s.num_cpus
+            )
+        if self.mode == "vector":
+            self.env, self.mode_differences = build_checked_vector(
+                s.env_id, s.envs, s.env_kwargs, force=s.force_mode
             )
         else:
             self.env = build_env(
-                s.mode,
+                self.mode,
                 s.env_id,
                 s.envs,
                 asynchronous,
@@ -122,6 +140,9 @@ class CollectJob:
             s.policy, stepper.observation_space, stepper.action_space, s.envs, s.seed
         )
         self.policy_description = dict(getattr(policy, "description", {"spec": s.policy}))
+        check_run_fits(
+            stepper.observation_space, stepper.action_space, s.envs, s.memory_size, s.steps
+        )
         if s.memory_size is not None:
             rows, grow = s.memory_size, False
         elif s.steps is not None:
@@ -151,9 +172,8 @@ class CollectJob:
 
     def _stats_so_far(self) -> CollectStats:
         assert self.collector is not None
-        memory = self.collector.memory
         return CollectStats(
-            steps=len(memory),
+            steps=self.collector.steps_stored,
             env_steps=self.collector.env_steps,
             episodes=self.collector.tracker.summary(),
             elapsed=float("nan"),
@@ -179,16 +199,25 @@ class CollectJob:
             dataset = Dataset(tensors, state, dataset.metadata)
         return dataset
 
-    def save(self) -> SavedFile:
-        """Write the dataset atomically to the output path."""
+    def save(self) -> SavedFile | None:
+        """Write the dataset atomically to the output path.
+
+        Returns:
+            What was written; None when nothing was collected (a run that failed or was
+            stopped before its first row): then nothing is written, and a file already
+            at the output path stays as it was.
+        """
         from expcli.conversion import save
 
         s = self.settings
         dataset = self.dataset()
+        if len(dataset) == 0:
+            return None
         self.output.parent.mkdir(parents=True, exist_ok=True)
         compression = None if s.compression == "none" else s.compression
         path = save(dataset, self.output, overwrite=s.overwrite, compression=compression)
-        return SavedFile(path, path.stat().st_size, len(dataset))
+        episodes = dataset.metadata["collector"]["complete_episodes_in_file"]
+        return SavedFile(path, path.stat().st_size, len(dataset), episodes)
 
     def close(self) -> None:
         """Close the envs (idempotent)."""
@@ -203,6 +232,7 @@ class CollectJob:
         assert self.collector is not None
         s = self.settings
         stepper = self.collector.stepper
+        memory = self.collector.memory
         stats = self.stats
         return {
             "env_id": s.env_id,
@@ -213,11 +243,17 @@ class CollectJob:
             "seed": s.seed,
             "collector": {
                 "mode": self.mode,
+                "forced_mode": bool(self.mode_differences),
+                **({"mode_differences": self.mode_differences} if self.mode_differences else {}),
+                **({"probes": [p.to_json() for p in self.probes]} if self.probes else {}),
                 "asynchronous": s.asynchronous,
                 "policy": self.policy_description,
+                # The run's counts, then the file's: fewer when the memory wrapped.
                 "steps": stats.steps if stats else None,
                 "env_steps": stats.env_steps if stats else None,
                 "episodes": stats.episodes.complete if stats else None,
+                "transitions_in_file": len(memory),
+                "complete_episodes_in_file": int(memory.episodes().complete.sum()),
                 "interrupted": stats.interrupted if stats else None,
                 "target_steps": s.steps,
                 "target_episodes": s.episodes,

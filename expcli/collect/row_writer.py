@@ -7,6 +7,10 @@ transition), and an ``"idle"`` env waits for the others. Each env column then ke
 own time: its transitions are staged until every column has one for the same row, and
 only complete rows are committed. Staging works in blocks of steps, so the per-step cost
 stays a handful of row copies.
+
+The memory owns its write head: rows go in through ``Memory.write_row`` and
+``Memory.write_rows``, which wrap, count laps and export as ``add_samples`` does, and a
+growing run asks ``Memory.grow`` for room. The writer counts only what it committed.
 """
 
 from __future__ import annotations
@@ -16,15 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from expcli.formats.dataset import Dataset
-
 __all__ = ["RowWriter"]
 
 OnCommit = Callable[[Mapping[str, np.ndarray]], None]
 
 
 class RowWriter:
-    """Commits rows of transitions into ``memory`` (a ``Memory``), wrapping or growing it.
+    """Commits rows of transitions into ``memory`` (a ``Memory``), which wraps or grows.
 
     Args:
         memory: The memory; its tensors must exist already (names of ``write``'s values).
@@ -50,7 +52,8 @@ class RowWriter:
         self.committed_rows = 0
         self.num_envs = int(memory.num_envs)
         self._block_size = block
-        self._bind()
+        if memory.env_index != 0:
+            raise ValueError("the memory has a partly written row; collect into full rows")
         # Staging, used only while the columns are out of step.
         self._lagging = False
         self._block: dict[str, np.ndarray] = {}
@@ -60,20 +63,11 @@ class RowWriter:
         self._written = np.zeros(self.num_envs, dtype=np.int64)  # per column, absolute
         self._committed_abs = 0
 
-    def _bind(self) -> None:
-        if self.memory.env_index != 0:
-            raise ValueError("the memory has a partly written row; collect into full rows")
-        self._arrays = {
-            name: self.memory.get_tensor_by_name(name).numpy()
-            for name in self.memory.get_tensor_names()
-        }
-
     def add_tensor(self, name: str, row: np.ndarray) -> None:
         """Start writing a tensor the memory just gained (``row``: one step's values).
 
         Transitions already staged get NaN (or 0) for it, as the memory's older rows do.
         """
-        self._bind()
         fill = np.nan if np.issubdtype(row.dtype, np.floating) else 0
         if self._block:
             self._block[name] = np.full((self._block_size, *row.shape), fill, row.dtype)
@@ -105,11 +99,9 @@ class RowWriter:
         if not self._lagging and valid is None:
             if self.full:
                 return False
-            row = self._reserve(1)
-            arrays = self._arrays
-            for name, value in values.items():
-                arrays[name][row] = value
-            self._advance(1)
+            self._reserve(1)
+            self.memory.write_row(values)
+            self.committed_rows += 1
             return True
         if not self._lagging:
             self._start_lagging(values)
@@ -189,27 +181,20 @@ class RowWriter:
         return capacity
 
     def _write_rows(self, rows: Mapping[str, np.ndarray], n: int) -> None:
-        """Copy ``n`` complete rows into the memory at its write position."""
+        """Hand ``n`` complete rows to the memory, then to ``on_commit``."""
         self._reserve(n)
-        size = self.memory.memory_size
-        start = self.memory.memory_index
-        skip = max(0, n - size)  # rows overwritten within this very write
-        start, count = (start + skip) % size, n - skip
-        first = min(count, size - start)
-        for name, value in rows.items():
-            array = self._arrays[name]
-            array[start : start + first] = value[skip : skip + first]
-            if first < count:
-                array[: count - first] = value[skip + first : n]
-        self._advance(n)
+        self.memory.write_rows(rows)
+        self.committed_rows += n
         self.on_commit(rows)
 
-    def _reserve(self, n: int) -> int:
-        """The row the next write goes to, growing the memory first when allowed."""
+    def _reserve(self, n: int) -> None:
+        """Grow the memory first when allowed and ``n`` more rows would fill it.
+
+        A growing memory never becomes full (so never wraps over its oldest rows) until it
+        reaches ``limit_rows``, the size that fits the run exactly.
+        """
         memory = self.memory
         size, limit = memory.memory_size, self.limit_rows
-        # A growing memory never becomes full (so never wraps over its oldest rows) until
-        # it reaches ``limit_rows``, the size that fits the run exactly.
         if (
             self.grow
             and not memory.filled
@@ -217,27 +202,4 @@ class RowWriter:
             and (limit is None or size < limit)
         ):
             rows = max(2 * size, memory.memory_index + n + 1)
-            _grow(memory, rows if limit is None else min(rows, limit))
-            self._bind()
-        return int(memory.memory_index)
-
-    def _advance(self, n: int) -> None:
-        memory = self.memory
-        index = memory.memory_index + n
-        if index >= memory.memory_size:
-            memory.filled = True
-            index %= memory.memory_size
-        memory.memory_index = index
-        self.committed_rows += n
-
-
-def _grow(memory: Any, rows: int) -> None:
-    """Give ``memory`` ``rows`` rows, keeping its data and write position (never wrapped)."""
-    dataset = memory.to_dataset()
-    tensors = {}
-    for name, array in dataset.tensors.items():
-        fill = np.nan if np.issubdtype(array.dtype, np.floating) else 0
-        grown = np.full((rows, *array.shape[1:]), fill, dtype=array.dtype)
-        grown[: array.shape[0]] = array
-        tensors[name] = grown
-    memory.from_dataset(Dataset(tensors, dataset.state, dataset.metadata))
+            memory.grow(rows if limit is None else min(rows, limit))

@@ -15,11 +15,15 @@ from typing import Any
 
 from expcli.errors import ConfigError
 
-__all__ = ["MODES", "CollectSettings", "read_config"]
+__all__ = ["MAX_ENVS", "MAX_SEED", "MODES", "CollectSettings", "read_config"]
 
 MODES = ("auto", "dummy", "subproc", "ray", "ray-subproc", "vector")
 ASYNC_MODES = ("none", "idle", "restart", "continue")
 COMPRESSIONS = ("none", "gzip", "lzf")
+# Envs of one run: far beyond what one machine steps usefully (Atari runs use 8 to 256),
+# and low enough that a typo such as 100000000 is refused instead of filling the memory.
+MAX_ENVS = 65_536
+MAX_SEED = 2**64 - 1  # numpy and Gymnasium take any seed >= 0; 64 bits is what other tools take
 
 
 @dataclass
@@ -32,6 +36,7 @@ class CollectSettings:
     episodes: int | None = None
     memory_size: int | None = None
     mode: str = "auto"
+    force_mode: bool = False
     asynchronous: str = "restart"
     policy: str = "random"
     seed: int | None = None
@@ -58,6 +63,11 @@ class CollectSettings:
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
             ):
                 raise ConfigError(f"{_flag(name)} must be a positive integer, got {value!r}")
+        if self.envs > MAX_ENVS:
+            raise ConfigError(
+                f"--envs must be at most {MAX_ENVS:,}, got {self.envs:,}: each env is a live "
+                "Gymnasium env in this machine's memory"
+            )
         if self.steps is not None and self.episodes is not None:
             raise ConfigError("give --steps or --episodes, not both")
         if self.steps is None and self.episodes is None:
@@ -66,15 +76,25 @@ class CollectSettings:
         self.asynchronous = str(self.asynchronous).lower()
         _choose("--async", self.asynchronous, ASYNC_MODES)
         _choose("--compression", self.compression, COMPRESSIONS)
+        if self.force_mode and self.mode != "vector":
+            raise ConfigError(
+                "--force-mode applies to --mode vector only (the other modes give the same "
+                "data for the same seed)"
+            )
         if self.mode == "vector" and self.asynchronous != "restart":
             raise ConfigError(
                 "--mode vector always resets an ended env (Gymnasium's autoreset); it takes "
                 "--async restart only"
             )
         if self.seed is not None and (
-            isinstance(self.seed, bool) or not isinstance(self.seed, int)
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not 0 <= self.seed <= MAX_SEED - self.envs
         ):
-            raise ConfigError(f"--seed must be an integer, got {self.seed!r}")
+            raise ConfigError(
+                f"--seed must be an integer from 0 to {MAX_SEED - self.envs:,} (env i is "
+                f"seeded with seed + i), got {self.seed!r}"
+            )
         if not isinstance(self.env_kwargs, dict):
             raise ConfigError(f"--env-kwargs must be a JSON object, got {self.env_kwargs!r}")
         return self
@@ -115,6 +135,7 @@ _KINDS: Mapping[str, tuple[type, ...]] = {
     "episodes": (int,),
     "memory_size": (int,),
     "mode": (str,),
+    "force_mode": (bool,),
     "asynchronous": (str,),
     "policy": (str,),
     "seed": (int,),

@@ -7,11 +7,12 @@ batches (``DictBatch``, ``TemporalBatch``) that sampling hands out.
 from expcli.memory.base import Memory
 from expcli.memory.batches import DictBatch, TemporalBatch
 from expcli.memory.episode_report import EpisodeReport
-from expcli.memory.episodes import EpisodeIndex, EpisodeTable
+from expcli.memory.episodes import Episode, EpisodeIndex, EpisodeTable
 from expcli.memory.random_memory import RandomMemory
 
 __all__ = [
     "DictBatch",
+    "Episode",
     "EpisodeIndex",
     "EpisodeReport",
     "EpisodeTable",

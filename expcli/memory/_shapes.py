@@ -11,7 +11,22 @@ import torch
 if TYPE_CHECKING:
     from gymnasium import spaces
 
-__all__ = ["feature_shape", "torch_dtype"]
+__all__ = ["NUMPY_DTYPES", "feature_shape", "torch_dtype"]
+
+# torch dtypes with a numpy twin that expcli stores: CPU tensors of these get numpy views.
+NUMPY_DTYPES = frozenset(
+    {
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.float32,
+        torch.float64,
+    }
+)
 
 
 def feature_shape(size: Any, keep_dimensions: bool = False) -> tuple[int, ...]:

@@ -4,37 +4,31 @@ Each tensor is shaped ``(memory_size, num_envs, *feature)``. Two integers locate
 write: ``memory_index`` (row) and ``env_index`` (column within the row); ``filled`` says
 whether the rows have wrapped. On the CPU every tensor is paired with a zero-copy numpy
 view, so ``add_samples`` and sampling cost a numpy assignment or gather instead of torch's
-per-call dispatch.
+per-call dispatch. Writing and growth live in ``writes.py``, files in ``files.py``.
 """
 
 from __future__ import annotations
 
-import datetime
-import math
-import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from expcli.errors import SchemaError
-from expcli.memory._shapes import feature_shape, torch_dtype
-from expcli.memory.episode_report import EpisodeReport, EpisodeTracker
+from expcli.memory._shapes import NUMPY_DTYPES, feature_shape, torch_dtype
+from expcli.memory.episode_report import EpisodeTracker
 from expcli.memory.episodes import EpisodeBookkeeping
+from expcli.memory.files import EXPORT_FORMATS, MemoryFiles
+from expcli.memory.writes import MemoryWrites
 from expcli.spec import CircularState, chronological_rows
 
 __all__ = ["Memory"]
 
-EXPORT_FORMATS = ("pt", "npz", "csv")
-
 Batch = list[list[torch.Tensor | None]]
 
-_ndarray = np.ndarray
 
-
-class Memory(EpisodeBookkeeping):
+class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
     """Circular memory with skrl's API; subclasses implement ``sample``.
 
     It also offers tianshou's episode bookkeeping (``prev``, ``next``,
@@ -205,9 +199,9 @@ class Memory(EpisodeBookkeeping):
         self._install(name, tensor)
         return True
 
-    def get_tensor_names(self) -> tuple[str, ...]:
-        """Names of the tensors, in alphabetical order."""
-        return tuple(sorted(self.tensors))
+    def get_tensor_names(self) -> list[str]:
+        """Names of the tensors, in alphabetical order (a new list, as skrl's)."""
+        return sorted(self.tensors)
 
     def get_tensor_by_name(self, name: str, keepdim: bool = True) -> torch.Tensor:
         """The tensor itself, or with ``keepdim=False`` its ``(memory_size * num_envs, *f)`` view.
@@ -238,7 +232,7 @@ class Memory(EpisodeBookkeeping):
 
     def _bind(self, name: str, tensor: torch.Tensor) -> None:
         self.tensors_view[name] = tensor.view(-1, *tensor.shape[2:])
-        if tensor.device.type == "cpu" and tensor.dtype in _NUMPY_DTYPES:
+        if tensor.device.type == "cpu" and tensor.dtype in NUMPY_DTYPES:
             array = tensor.numpy()
             self._arrays[name] = array
             self._flat[name] = array.reshape(-1, *array.shape[2:])
@@ -247,213 +241,6 @@ class Memory(EpisodeBookkeeping):
             self._arrays.pop(name, None)
             self._flat.pop(name, None)
             self._fast.pop(name, None)
-
-    # ---------------------------------------------------------------- writing
-
-    def add_samples(self, **tensors: Any) -> EpisodeReport | None:
-        """Store one step of samples for some or all envs; numpy arrays or torch tensors.
-
-        The number of samples ``n`` comes from ``observations`` (or the first tensor): a
-        tensor with one dimension more than its feature holds ``n`` samples, one with the
-        feature's dimensions holds the sample of one env. Then:
-
-        * ``n == num_envs``: fill row ``memory_index`` and move to the next row;
-        * ``n < num_envs``: fill ``n`` columns from ``env_index`` and move ``env_index``;
-        * ``num_envs == 1`` and ``n > 1``: store ``n`` consecutive rows, wrapping around.
-
-        Names without a tensor, and None values, are skipped. When the last row is written
-        the memory is ``filled`` and, with ``export``, saved before it wraps.
-
-        Returns:
-            None, or after ``report_episodes()`` an ``EpisodeReport`` of the samples written.
-
-        Raises:
-            ValueError: No samples, or shapes that do not fit the tensors or the free slots.
-        """
-        if self._tracker is not None:
-            return self._add_and_report(tensors)
-        if self.env_index == 0:
-            # Fast path: a full row of every named tensor, as arrays of the exact row shape.
-            fast = self._fast
-            pending: list[tuple[np.ndarray, np.ndarray]] = []
-            try:
-                for name, value in tensors.items():
-                    shape, dst = fast[name]
-                    if type(value) is not _ndarray:
-                        value = value.numpy()  # a CPU tensor's view; grad, GPU, bfloat16 refuse
-                    if value.shape != shape:
-                        raise LookupError
-                    pending.append((dst, value))
-            except (LookupError, AttributeError, RuntimeError, TypeError):
-                pass
-            else:
-                if pending:
-                    memory_index = self.memory_index
-                    for dst, value in pending:
-                        dst[memory_index] = value
-                    if memory_index + 1 >= self.memory_size:
-                        self.memory_index = 0
-                        self._wrap()
-                    else:
-                        self.memory_index = memory_index + 1
-                    return None
-        self._add_samples(tensors)
-        return None
-
-    def _add_and_report(self, tensors: dict[str, Any]) -> EpisodeReport:
-        """add_samples, then the episode report of what was written."""
-        assert self._tracker is not None
-        n, _ = self._count_samples(tensors)
-        num_envs, memory_index, env_index = self.num_envs, self.memory_index, self.env_index
-        self._add_samples(tensors)
-        if num_envs == 1:
-            env = np.zeros(n, dtype=np.int64)
-            index = (memory_index + np.arange(n, dtype=np.int64)) % self.memory_size
-        else:
-            env = np.arange(env_index, env_index + n, dtype=np.int64)
-            index = memory_index * num_envs + env
-        reward = np.zeros(n, dtype=np.float64)
-        done = np.zeros(n, dtype=bool)
-        for name, value in tensors.items():
-            if value is None or name not in ("rewards", "terminated", "truncated"):
-                continue
-            flat = _as_numpy(value, name).reshape(n, -1)
-            if name == "rewards":
-                reward = flat.sum(axis=-1, dtype=np.float64)
-            else:
-                done |= flat.astype(bool).any(axis=-1)
-        return self._tracker.update(env, index, reward, done)
-
-    def _add_samples(self, tensors: dict[str, Any]) -> None:
-        """add_samples for every case: partial rows, reshaping, conversions, torch writes."""
-        if not tensors:
-            raise ValueError(
-                "There are no samples. Provide samples as key-value arguments, "
-                "where keys are the tensor names"
-            )
-        n, single = self._count_samples(tensors)
-        num_envs, memory_index, env_index = self.num_envs, self.memory_index, self.env_index
-        full_row = n == num_envs and env_index == 0 and not single
-        if not full_row and n > num_envs - env_index and num_envs > 1:
-            raise ValueError(
-                f"Got {n} samples but row {memory_index} has only {num_envs - env_index} free "
-                f"env slots (env_index={env_index}, num_envs={num_envs})"
-            )
-        arrays = self._arrays
-        shapes = self._row_shapes if full_row else None
-        todo: list[tuple[str, np.ndarray]] = []
-        for name, value in tensors.items():
-            if value is None or name not in self.tensors:
-                continue
-            if type(value) is not np.ndarray:
-                value = _as_numpy(value, name)
-            if shapes is None or value.shape != shapes[name]:
-                value = self._conform(name, value, n, single)
-            todo.append((name, value))
-
-        if full_row:
-            for name, value in todo:
-                dst = arrays.get(name)
-                if dst is not None:
-                    dst[memory_index] = value
-                else:
-                    self._write_torch(name, (memory_index,), value)
-            self.memory_index = memory_index + 1
-        elif num_envs == 1 and n > 1:
-            rows = (memory_index + np.arange(n)) % self.memory_size
-            if n > self.memory_size:
-                rows = rows[-self.memory_size :]
-            for name, value in todo:
-                value = value[-len(rows) :]
-                dst = arrays.get(name)
-                if dst is not None:
-                    dst[rows, 0] = value
-                else:
-                    self._write_torch(name, (torch.from_numpy(rows), 0), value)
-            if memory_index + n >= self.memory_size:
-                self._wrap()
-            if n >= self.memory_size:
-                self._epoch += 1  # several laps at once: readers must look at everything
-            self.memory_index = (memory_index + n) % self.memory_size
-            return
-        else:
-            where: tuple[Any, ...] = (
-                (memory_index, env_index)
-                if single
-                else (memory_index, slice(env_index, env_index + n))
-            )
-            for name, value in todo:
-                dst = arrays.get(name)
-                if dst is not None:
-                    dst[where] = value
-                else:
-                    self._write_torch(name, where, value)
-            self.env_index = env_index + n
-            if self.env_index >= num_envs:
-                self.env_index = 0
-                self.memory_index = memory_index + 1
-        if self.memory_index >= self.memory_size:
-            self.memory_index = 0
-            self._wrap()
-
-    def _wrap(self) -> None:
-        self.filled = True
-        self._laps += 1
-        if self.export:
-            self.save(directory=self.export_directory, format=self.export_format)
-
-    def _count_samples(self, tensors: dict[str, Any]) -> tuple[int, bool]:
-        """How many env samples a call carries, and whether it is a single unbatched sample."""
-        name = "observations" if tensors.get("observations") is not None else None
-        if name is None:
-            name = next(
-                (k for k, v in tensors.items() if v is not None and k in self.tensors), None
-            )
-        if name is None:
-            name = next((k for k, v in tensors.items() if v is not None), None)
-        if name is None:
-            raise ValueError("There are no samples: every value is None")
-        value = tensors[name]
-        shape = tuple(value.shape) if hasattr(value, "shape") else np.shape(value)
-        feature = self._features.get(name)
-        if feature is None:  # not stored: skrl's rule on dimensions alone
-            if len(shape) == 1:
-                return 1, True
-            if len(shape) == 2:
-                return shape[0], False
-        elif len(shape) == len(feature) + 1:
-            return shape[0], False
-        elif shape == feature:
-            return 1, True
-        elif feature == (1,) and len(shape) == 1:
-            return shape[0], False
-        elif len(shape) >= 2 and math.prod(shape[1:]) == math.prod(feature):
-            return shape[0], False
-        elif len(shape) >= 1 and math.prod(shape) == math.prod(feature):
-            return 1, True
-        raise ValueError(
-            f"Expected {name!r} shaped (n, {', '.join(map(str, feature or ('size',)))}) with "
-            f"n <= {self.num_envs}, or one sample shaped {feature}; got {shape}"
-        )
-
-    def _conform(self, name: str, value: np.ndarray, n: int, single: bool) -> np.ndarray:
-        feature = self._features[name]
-        expected = feature if single else (n, *feature)
-        if value.shape == expected:
-            return value
-        if value.size == int(np.prod(expected)) and (
-            single or (value.ndim >= 1 and value.shape[0] == n)
-        ):
-            return value.reshape(expected)
-        raise ValueError(
-            f"Tensor {name!r} has shape {tuple(value.shape)}; expected {expected} "
-            f"({n} sample{'s' if n != 1 else ''} of feature shape {feature})"
-        )
-
-    def _write_torch(self, name: str, where: tuple[Any, ...], value: np.ndarray) -> None:
-        target = self.tensors[name]
-        with torch.no_grad():
-            target[where] = torch.as_tensor(value).to(device=target.device, dtype=target.dtype)
 
     # --------------------------------------------------------------- sampling
 
@@ -535,68 +322,6 @@ class Memory(EpisodeBookkeeping):
                 out.append(None)
         return out
 
-    # ------------------------------------------------------------ save / load
-
-    def save(self, directory: str | os.PathLike[str] = "", format: str | None = None) -> str:
-        """Write the memory to a file atomically and return its path.
-
-        As in skrl, the file goes to ``<directory>/memories/<timestamp>_memory_<id>.<format>``
-        (``export_directory`` when ``directory`` is empty). A ``directory`` that ends in
-        ``.pt``, ``.npz``, ``.csv`` or ``.h5`` is taken as the file path itself. The file follows
-        the expcli dataset schema: tensors, circular state and metadata.
-
-        Raises:
-            ValueError: The format is not one of pt, npz, csv.
-            SchemaError: A tensor's dtype cannot be stored (bfloat16, complex).
-        """
-        from expcli.formats import format_from_suffix, write_dataset
-
-        target = Path(directory or self.export_directory)
-        suffix = format_from_suffix(target)
-        if suffix is not None and not target.is_dir():
-            if format is not None and format != suffix:
-                raise ValueError(
-                    f"format {format!r} contradicts the file suffix of {str(target)!r}"
-                )
-            format = suffix
-            target.parent.mkdir(parents=True, exist_ok=True)
-        else:
-            format = format or "pt"
-            if format not in EXPORT_FORMATS:
-                raise ValueError(
-                    f"Unsupported export format: {format!r}; expected one of {EXPORT_FORMATS}"
-                )
-            stamp = datetime.datetime.now().strftime("%y-%m-%d_%H-%M-%S-%f")
-            target = target / "memories" / f"{stamp}_memory_{hex(id(self))}.{format}"
-            target.parent.mkdir(parents=True, exist_ok=True)
-        return str(write_dataset(self.to_dataset(), target, format=format))
-
-    def load(self, path: str | os.PathLike[str]) -> None:
-        """Replace tensors, sizes, circular state and metadata with those of a saved file.
-
-        Reads pt, npz, csv and HDF5 (skrl's own exports too) without ever unpickling.
-
-        Raises:
-            FormatError: The file is unknown, corrupt or unsafe.
-            SchemaError: Its tensors disagree in shape or dtype.
-        """
-        from expcli.formats import read_dataset
-
-        dataset = read_dataset(path, num_envs=self.num_envs)
-        self.from_dataset(dataset)
-
-    @classmethod
-    def from_file(
-        cls, path: str | os.PathLike[str], device: str | torch.device | None = None
-    ) -> Memory:
-        """A new memory holding what ``path`` holds (sizes taken from the file)."""
-        from expcli.formats import read_dataset
-
-        dataset = read_dataset(path)
-        memory = cls(max(dataset.memory_size, 1), max(dataset.num_envs, 1), device=device)
-        memory.from_dataset(dataset)
-        return memory
-
     def to_dataset(self) -> Any:
         """The memory as a ``formats.Dataset``: zero-copy numpy views on the CPU.
 
@@ -610,10 +335,10 @@ class Memory(EpisodeBookkeeping):
             array = self._arrays.get(name)
             if array is None:
                 tensor = self.tensors[name]
-                if tensor.dtype not in _NUMPY_DTYPES:
+                if tensor.dtype not in NUMPY_DTYPES:
                     raise SchemaError(
                         f"dtype {tensor.dtype} cannot be saved; expected one of "
-                        f"{', '.join(str(d) for d in _NUMPY_DTYPES)}",
+                        f"{', '.join(str(d) for d in NUMPY_DTYPES)}",
                         key=name,
                     )
                 array = tensor.detach().cpu().numpy()
@@ -643,40 +368,10 @@ class Memory(EpisodeBookkeeping):
             self._tracker = EpisodeTracker(self.num_envs)
 
 
-_NUMPY_DTYPES = frozenset(
-    {
-        torch.bool,
-        torch.uint8,
-        torch.int8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-        torch.float16,
-        torch.float32,
-        torch.float64,
-    }
-)
-
-
 def _parse_device(device: str | torch.device | None) -> torch.device:
     if device is None:
         return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
-
-
-def _as_numpy(value: Any, name: str) -> np.ndarray:
-    """A numpy view of a torch tensor (detached, on the CPU) or ``np.asarray`` of anything else."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach()
-        if value.device.type != "cpu":
-            value = value.cpu()
-        if value.dtype == torch.bfloat16:
-            value = value.float()
-        return np.asarray(value.numpy())
-    try:
-        return np.asarray(value)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"Tensor {name!r}: cannot read {type(value).__name__} as an array") from e
 
 
 def _as_index_array(indexes: Sequence[int] | np.ndarray | torch.Tensor) -> np.ndarray:

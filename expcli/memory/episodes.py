@@ -13,7 +13,7 @@ so a ``Memory`` (through its numpy views) and a loaded ``Dataset`` share the sam
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
@@ -24,7 +24,7 @@ from expcli.spec import CircularState, chronological_rows
 if TYPE_CHECKING:
     from expcli.memory.batches import TemporalBatch
 
-__all__ = ["EpisodeBookkeeping", "EpisodeIndex", "EpisodeTable", "done_flags"]
+__all__ = ["Episode", "EpisodeBookkeeping", "EpisodeIndex", "EpisodeTable", "done_flags"]
 
 DONE_NAMES = ("terminated", "truncated")
 
@@ -35,9 +35,27 @@ def done_flags(arrays: Mapping[str, Any], memory_size: int, num_envs: int) -> np
     return np.asarray(term | _flags(arrays, "truncated", memory_size, num_envs))
 
 
+@dataclass(frozen=True, slots=True)
+class Episode:
+    """One episode: a row of ``EpisodeTable`` (whose attributes say what each field means)."""
+
+    env: int
+    start: int
+    last: int
+    stop: int
+    length: int
+    returns: float
+    terminated: bool
+    truncated: bool
+    complete: bool
+
+
 @dataclass(frozen=True)
 class EpisodeTable:
     """One row per episode, complete or not, ordered by env then time.
+
+    Columns are numpy arrays (``table.length``, ``table.to_dict()``); iterating, or
+    ``table[i]``, gives the rows as ``Episode`` values: ``for ep in memory.episodes()``.
 
     Attributes:
         env: Env column of the episode.
@@ -66,9 +84,24 @@ class EpisodeTable:
     def __len__(self) -> int:
         return len(self.env)
 
+    def __iter__(self) -> Iterator[Episode]:
+        columns = [getattr(self, name).tolist() for name in _EPISODE_FIELDS]
+        return (Episode(*row) for row in zip(*columns, strict=True))
+
+    def __getitem__(self, i: int) -> Episode:
+        """The ``i``-th episode (negative counts from the end).
+
+        Raises:
+            IndexError: ``i`` is out of range.
+        """
+        return Episode(*(getattr(self, name)[i].item() for name in _EPISODE_FIELDS))
+
     def to_dict(self) -> dict[str, np.ndarray]:
         """The columns by name, for ``pandas.DataFrame`` or printing."""
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+_EPISODE_FIELDS = tuple(Episode.__dataclass_fields__)
 
 
 class EpisodeBookkeeping:

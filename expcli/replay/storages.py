@@ -138,7 +138,7 @@ class MemoryStorage(Storage):
         return self.memory.to_dataset().tensors  # type: ignore[no-any-return]
 
     def names(self) -> tuple[str, ...]:
-        return self.memory.get_tensor_names()
+        return tuple(self.memory.get_tensor_names())
 
     def gather(self, names: Sequence[str], index: np.ndarray) -> dict[str, torch.Tensor]:
         if self._view_key()[2]:

@@ -146,6 +146,20 @@ def test_async_modes(tmp_path: Path, asynchronous: str) -> None:
         (["Acrobot-v1", "--mode", "vector"], "no batched (vector) implementation"),
         (["CartPole-v1", "--policy", "no_such_module:act"], "no_such_module"),
         ([], "no env id"),
+        (["CartPole-v1", "--seed", "-1"], "--seed must be an integer from 0"),
+        (["CartPole-v1", "--envs", "100000000"], "--envs must be at most 65,536"),
+        (["CartPole-v1", "--force-mode"], "--force-mode applies to --mode vector only"),
+        # CartPole: 2 x 4 float32 observations, an int64 action, float32 reward, 2 flags = 46 B
+        (
+            ["CartPole-v1", "--mode", "dummy", "--memory-size", str(10**12)],
+            "--memory-size 1,000,000,000,000 rows x 1 envs (46 bytes per transition) needs "
+            "about 46.0 TB, more than the",
+        ),
+        (
+            ["CartPole-v1", "--mode", "dummy", "--envs", "64", "--memory-size", str(2 * 10**9)],
+            "needs about 5.9 TB, more than the",
+        ),
+        (["CartPole-v1", "--mode", "dummy", "--steps", str(10**15)], "--steps 1,000,000,000"),
     ],
 )
 def test_bad_options_are_one_line(args: list[str], message: str) -> None:
@@ -317,3 +331,46 @@ def test_inspect_agrees_with_the_collect_summary(tmp_path: Path, memory_size: in
         assert report["episodes"]["complete"] == complete
     failed = [c for c in report["checks"] if c.get("status", c.get("ok")) in ("fail", False)]
     assert inspected.exit_code == 0, failed
+
+
+def test_a_run_that_collects_nothing_keeps_the_existing_file(tmp_path: Path) -> None:
+    good = tmp_path / "good.npz"
+    ok("Pendulum-v1", "--steps", "1000", "--mode", "dummy", "-o", str(good), "--quiet")
+    before = good.read_bytes()
+    result = run(
+        "Pendulum-v1",
+        "--env-kwargs",
+        '{"g": "x"}',
+        "--mode",
+        "dummy",
+        "-o",
+        str(good),
+        "--overwrite",
+    )
+    assert result.exit_code == 1
+    assert "nothing was collected before the failure" in result.stderr
+    assert f"{good} was left as it was" in result.stderr
+    assert good.read_bytes() == before and len(load(good)) == 1000
+    fresh = tmp_path / "fresh.npz"
+    result = run("Pendulum-v1", "--env-kwargs", '{"g": "x"}', "--mode", "dummy", "-o", str(fresh))
+    assert result.exit_code == 1 and "no file was written" in result.stderr
+    assert not fresh.exists() and list(tmp_path.iterdir()) == [good]
+
+
+def test_the_summary_gives_the_runs_counts_and_the_files(tmp_path: Path) -> None:
+    args = ["CartPole-v1", "--steps", "4000", "--envs", "4", "--mode", "dummy", "--seed", "0"]
+    whole, kept = tmp_path / "whole.npz", tmp_path / "kept.npz"
+    ok(*args, "-o", str(whole))  # the same run, every row kept
+    result = ok(*args, "--memory-size", "100", "-o", str(kept))
+    run_episodes = int(_done(load(whole)).sum())
+    inspected = json.loads(CliRunner().invoke(app, ["inspect", str(kept), "--json"]).stdout)
+    file_episodes = inspected["episodes"]["complete"]
+    assert inspected["transitions"] == 400 and 0 < file_episodes < run_episodes
+    text = " ".join(result.stdout.split())
+    assert "4,000 collected; the file keeps the newest 400" in text
+    assert f"{run_episodes:,} complete, " in text
+    assert f"; {file_episodes:,} complete in the file" in text
+    collector = load(kept).metadata["collector"]
+    assert (collector["steps"], collector["episodes"]) == (4000, run_episodes)
+    assert collector["transitions_in_file"] == 400
+    assert collector["complete_episodes_in_file"] == file_episodes

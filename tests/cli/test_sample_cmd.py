@@ -76,6 +76,7 @@ def test_slice_batch_size_rounds_to_whole_slices(dataset) -> None:
         (["--sampler", "slice"], 2, "--slice-len is needed"),
         (["--slice-len", "3"], 2, "--slice-len only applies"),
         (["--sampler", "slice", "--slice-len", "100"], 2, "no slice of 100 steps"),
+        (["--batch-size", str(10**13)], 2, "--batch-size 10,000,000,000,000 ("),
     ],
 )
 def test_bad_options_are_one_line_errors(dataset, args, code, message) -> None:

@@ -204,3 +204,53 @@ def test_bad_targets_and_sizes() -> None:
             collector.collect()
         with pytest.raises(ConfigError, match="positive"):
             collector.collect(steps=0)
+
+
+@pytest.mark.parametrize("mode", ["dummy", "vector"])  # one row per step; staged blocks
+def test_the_memory_wraps_counts_laps_and_exports(mode: str, tmp_path: Any) -> None:
+    from expcli import load
+    from expcli.replay.storages import MemoryStorage
+
+    def make_env() -> Any:
+        if mode == "vector":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return gym.make_vec(ENV_ID, 4, vectorization_mode="vector_entry_point")
+        return ParallelEnv.from_id(ENV_ID, 4, asynchronous="restart")
+
+    whole = RandomMemory(250, 4, device="cpu")  # the same run, never wrapped
+    env = make_env()
+    try:
+        Collector(env, whole, seed=3).collect(steps=1000)
+    finally:
+        env.close()
+    reference = _tensors(whole)
+    memory = RandomMemory(100, 4, device="cpu", export=True, export_directory=str(tmp_path))
+    storage = MemoryStorage(memory)
+    seen = storage.revision()
+    env = make_env()
+    try:
+        collector = Collector(env, memory, seed=3)
+        collector.collect(steps=1000)
+        assert memory.revision[1] == 2 and memory.filled and memory.memory_index == 50
+        written = storage.written_since(seen)
+        assert written is None or set(written.tolist()) == set(range(400))
+        got = _tensors(memory)
+        seen = storage.revision()
+        collector.collect(steps=400)  # one whole lap more
+        written = storage.written_since(seen)
+        assert written is None or set(written.tolist()) == set(range(400))
+    finally:
+        env.close()
+    exports = sorted((tmp_path / "memories").glob("*.pt"))
+    assert len(exports) == 3  # the third lap is the extra one
+    for lap, path in enumerate(exports[:2]):
+        saved = load(path)
+        assert saved.state.filled and saved.state.memory_index == 0
+        for name, array in reference.items():
+            np.testing.assert_array_equal(
+                np.asarray(saved.tensors[name]), array[lap * 100 : (lap + 1) * 100], name
+            )
+    for name, array in reference.items():
+        np.testing.assert_array_equal(got[name][:50], array[200:250], name)
+        np.testing.assert_array_equal(got[name][50:], array[150:200], name)

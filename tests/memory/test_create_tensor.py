@@ -108,7 +108,7 @@ def test_bad_sizes_for_tensors(size: object) -> None:
 def test_create_tensor_none_size_creates_nothing() -> None:
     m = Memory(2, device="cpu")
     assert m.create_tensor("x", None) is False
-    assert m.get_tensor_names() == ()
+    assert m.get_tensor_names() == []
 
 
 def test_float_tensors_start_as_nan_and_others_as_zero() -> None:
@@ -141,13 +141,18 @@ def test_recreation_returns_false_or_raises_on_conflict() -> None:
         m.create_tensor("x", (3, 1), keep_dimensions=True)
 
 
-def test_tensor_names_are_alphabetical() -> None:
+def test_tensor_names_are_a_sorted_list_as_skrls() -> None:
+    skrl_memories = pytest.importorskip("skrl.memories.torch")
     m = Memory(2, device="cpu")
+    ref = skrl_memories.RandomMemory(memory_size=2, num_envs=1, device="cpu")
     for name in ["rewards", "actions", "observations", "Zeta", "next_observations"]:
         m.create_tensor(name, 1)
-    assert m.get_tensor_names() == tuple(
-        sorted(["rewards", "actions", "observations", "Zeta", "next_observations"])
-    )
+        ref.create_tensor(name, size=1)
+    names = m.get_tensor_names()
+    assert type(names) is type(ref.get_tensor_names()) is list
+    assert names == ref.get_tensor_names()
+    names.append("mine")  # a new list each call: the caller's to change
+    assert "mine" not in m.get_tensor_names()
 
 
 def test_get_and_set_tensor_by_name() -> None:

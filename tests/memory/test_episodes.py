@@ -45,6 +45,13 @@ def check_against_reference(book: EpisodeBookkeeping, ref: Reference) -> None:
         )
     )
     assert rows == ref.episodes()
+    iterated = [
+        (e.env, e.start, e.last, e.length, e.returns, e.terminated, e.truncated, e.complete)
+        for e in table
+    ]
+    assert iterated == ref.episodes()
+    if len(table):
+        assert table[-1] == list(table)[-1] and table[0].stop == int(table.stop[0])
     assert (table.stop == table.start + table.length * ref.num_envs).all()
     for start, stop, length in zip(table.start, table.stop, table.length, strict=True):
         span = book.get_buffer_indices(int(start), int(stop))
@@ -259,3 +266,27 @@ def test_add_samples_reports_nothing_unless_asked_and_matches_tianshou() -> None
         assert ours.unfinished_index().tolist() == theirs.unfinished_index().tolist()
         stacked = ours.get(index, "observations", stack_num=3)[..., 0]
         assert stacked.tolist() == theirs.get(index, "obs", stack_num=3)[..., 0].tolist()
+
+
+def test_episodes_iterate_as_frozen_rows_of_plain_values() -> None:
+    memory = RandomMemory(7, 2, device="cpu")
+    memory.create_tensor("rewards", 1, torch.float32)
+    memory.create_tensor("terminated", 1, torch.bool)
+    for t in range(6):
+        memory.add_samples(
+            rewards=np.full((2, 1), t, np.float32), terminated=np.array([[t == 2], [t == 4]])
+        )
+    episodes = list(memory.episodes())
+    assert [(e.env, e.length, e.returns, e.complete) for e in episodes] == [
+        (0, 3, 3.0, True),
+        (0, 3, 12.0, False),
+        (1, 5, 10.0, True),
+        (1, 1, 5.0, False),
+    ]
+    first = episodes[0]
+    assert type(first.env) is int and type(first.returns) is float
+    assert type(first.terminated) is bool
+    with pytest.raises(AttributeError):
+        first.length = 4  # type: ignore[misc]
+    with pytest.raises(IndexError):
+        memory.episodes()[4]
