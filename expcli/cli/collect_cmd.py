@@ -47,7 +47,7 @@ def collect_cmd(
         bool,
         typer.Option(
             "--force-mode",
-            help="With --mode vector: use it even where it is not the env gym.make builds.",
+            help="With --mode vector: use it even where its spec differs from the env gym.make builds.",
         ),
     ] = False,
     asynchronous: Annotated[

@@ -217,12 +217,12 @@ def _vector_skip_reason(env_id: str, env_kwargs: dict[str, Any], seed: int | Non
 
 
 def _differ(differences: list[str]) -> str:
-    return "it is not the env gym.make builds: " + "; ".join(differences)
+    return "its spec differs from the env gym.make builds: " + "; ".join(differences)
 
 
 def _refusal(env_id: str, differences: list[str]) -> ConfigError:
     return ConfigError(
-        f"--mode vector: the vector env of {env_id} is not the env gym.make builds: "
+        f"--mode vector: the spec of {env_id}'s vector env differs from the env gym.make builds: "
         f"{'; '.join(differences)}; choose another --mode, or --force-mode to collect it "
         "anyway (the metadata records that)"
     )

@@ -78,7 +78,7 @@ def test_auto_on_atari_stores_what_gym_make_gives(tmp_path: Path) -> None:
     out = tmp_path / "pong.npz"
     result = collect(PONG, "--envs", "2", "--steps", "8", "-o", str(out))
     assert result.exit_code == 0, result.stderr
-    assert "auto: skipped vector: it is not the env gym.make builds" in result.stderr
+    assert "auto: skipped vector: its spec differs from the env gym.make builds" in result.stderr
     dataset = load(out)
     assert dataset.tensors["observations"].shape[2:] == (210, 160, 3)
     collector = dataset.metadata["collector"]
@@ -108,8 +108,8 @@ def test_mode_vector_refuses_another_env_unless_forced(tmp_path: Path) -> None:
     result = collect(PONG, "--envs", "2", "--steps", "8", "--mode", "vector", "-o", str(out))
     assert result.exit_code == 2 and not out.exists()
     assert result.stderr.startswith(
-        "error: --mode vector: the vector env of ale_py:ALE/Pong-v5 is not the env gym.make "
-        "builds: settings gym.make's env lacks: img_height=84"
+        "error: --mode vector: the spec of ale_py:ALE/Pong-v5's vector env differs from the env "
+        "gym.make builds: settings gym.make's env lacks: img_height=84"
     )
     assert "--force-mode" in result.stderr and result.stderr.count("\n") == 1
     result = collect(
