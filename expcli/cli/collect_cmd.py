@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from expcli.cli._errors import reports_errors
-from expcli.errors import ConfigError, EnvError
+from expcli.errors import ConfigError, EnvError, OutputError
 
 
 @reports_errors
@@ -112,6 +112,8 @@ def collect_cmd(
             values[name] = value
     if values.get("env_id") is None:
         values["env_id"] = ""
+    if str(values.get("output")) == "-":
+        raise ConfigError("collect cannot write to stdout (-o -); name a file, then convert it")
     job = CollectJob(CollectSettings(**values))
     from expcli.cli._collect_view import CollectView
 
@@ -125,7 +127,13 @@ def collect_cmd(
                 stats = job.run(on_progress)
             except EnvError as error:
                 job.close()
-                saved = job.save()
+                try:
+                    saved = job.save()
+                except OutputError:  # two failures: say the first, then the save's
+                    from rich.markup import escape
+
+                    view.err.print(f"[red]error:[/red] {escape(str(error))}", soft_wrap=True)
+                    raise
                 view.crashed(error, saved)
                 raise typer.Exit(1) from None
         job.close()
