@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         ExpcliError,
         FormatError,
         MissingDependencyError,
+        OutputError,
         OutputExistsError,
         SchemaError,
     )
@@ -75,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "EnvError": "expcli.errors",
     "ConfigError": "expcli.errors",
     "MissingDependencyError": "expcli.errors",
+    "OutputError": "expcli.errors",
     "OutputExistsError": "expcli.errors",
 }
 
@@ -92,6 +94,7 @@ __all__ = [
     "load",
     "Memory",
     "MissingDependencyError",
+    "OutputError",
     "OutputExistsError",
     "ParallelEnv",
     "PrioritizedSampler",

@@ -7,18 +7,19 @@ interrupted conversion leaves no output (or, with ``overwrite``, the old file in
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import numpy as np
 
-from expcli.errors import ConfigError, FormatError, OutputExistsError, SchemaError
+from expcli.errors import ConfigError, FormatError, OutputError
 from expcli.formats import (
     detect_format,
     format_from_suffix,
@@ -26,14 +27,31 @@ from expcli.formats import (
     read_dataset,
     write_dataset,
 )
-from expcli.formats._atomic import fsync_dir
+from expcli.formats._atomic import (
+    check_before_commit,
+    check_can_write,
+    check_writable,
+    output_errors,
+)
+from expcli.formats._free_space import DISK_FULL, check_space, disk_full_error, estimate_size
 from expcli.formats.dataset import Dataset
 from expcli.formats.lazy import row_chunks
 
-__all__ = ["COMPRESSIONS", "LAYOUTS", "ConvertResult", "convert", "load", "save"]
+__all__ = [
+    "COMPRESSIONS",
+    "LAYOUTS",
+    "STREAM_FORMATS",
+    "ConvertResult",
+    "convert",
+    "convert_to_stream",
+    "load",
+    "save",
+]
 
 LAYOUTS = ("expcli", "skrl", "tianshou", "minari", "d4rl")
 COMPRESSIONS = ("none", "gzip", "lzf")
+STREAM_FORMATS = ("npz", "pt", "csv")
+"""Formats ``convert_to_stream`` writes: those written front to back, never seeking."""
 
 Progress = Callable[[str, float], None]
 """Called with a phase ("read", "write", "verify") and the fraction done (0 to 1)."""
@@ -105,11 +123,10 @@ def save(
         raise ConfigError(f"expected a Dataset or a Memory, got {type(data).__name__}")
     target = Path(path)
     _check_options(layout, compression)
-    if target.exists() and not overwrite:
-        raise OutputExistsError(target)
     fmt = _target_format(target, format, layout)
+    _check_target(target, fmt, layout, overwrite)
     checksums = _checksums(dataset) if verify else None
-    _write_then_rename(dataset, target, fmt, layout, compression, checksums)
+    _write_then_rename(dataset, target, fmt, layout, compression, checksums, overwrite)
     return target
 
 
@@ -134,26 +151,18 @@ def convert(
     started = time.perf_counter()
     source, target = Path(src), Path(dst)
     _check_options(layout, compression)
-    if target.exists() and not overwrite:
-        raise OutputExistsError(target)
+    fmt = _target_format(target, to, layout)
+    _check_target(target, fmt, layout, overwrite)
     if source.resolve() == target.resolve():
         raise ConfigError(f"source and destination are the same file: {source}")
-    fmt = _target_format(target, to, layout)
     report = progress or (lambda phase, done: None)
     report("read", 0.0)
-    close: Callable[[], None] = _nothing
-    if source.is_dir():
-        dataset, src_format = load(source), "minari"
-    else:
-        if not source.exists():
-            raise FormatError("no such file or folder", path=source)
-        src_format = detect_format(source)
-        dataset, close = open_lazy(source, src_format)  # streamed where the format allows
+    dataset, src_format, close = _open_source(source)
     try:
         report("read", 1.0)
         checksums = _checksums(dataset) if verify else None
         report("write", 0.0)
-        _write_then_rename(dataset, target, fmt, layout, compression, checksums)
+        _write_then_rename(dataset, target, fmt, layout, compression, checksums, overwrite)
         report("write", 1.0)
     finally:
         close()
@@ -172,7 +181,72 @@ def convert(
     )
 
 
+def convert_to_stream(src: str | os.PathLike[str], out: IO[bytes], *, to: str) -> int:
+    """Convert a dataset file and write it to an open binary stream (``expcli convert SRC -``
+    writes to stdout), returning the bytes written.
+
+    Only formats written front to back go to a stream: ``npz`` and ``pt`` (complete), and
+    ``csv`` (its rows only: without the sidecar a CSV keeps neither exact dtypes nor the
+    metadata, and reads back as a CSV without sidecar does).
+
+    Raises:
+        ConfigError: ``to`` is not one of ``STREAM_FORMATS``.
+        FormatError, SchemaError: The source cannot be read.
+    """
+    from expcli.formats import csv_format, npz_format, pt_format
+    from expcli.formats.registry import encode_header
+
+    if to not in STREAM_FORMATS:
+        raise ConfigError(
+            f"{to} cannot be written to a stream (it is written out of order); "
+            f"name a file, or stream one of {', '.join(STREAM_FORMATS)}"
+        )
+    counter = _CountingWriter(out)
+    counted = cast(IO[bytes], counter)  # all the writers call is write()
+    dataset, _, close = _open_source(Path(src))
+    try:
+        dataset.validate(src)
+        if to == "csv":
+            csv_format.write_rows(dataset, counted)
+        else:
+            writer = npz_format.write_to if to == "npz" else pt_format.write_to
+            writer(dataset, counted, encode_header(dataset.header(), src))
+        out.flush()
+    finally:
+        close()
+    return counter.written
+
+
 # ----------------------------------------------------------------- internals
+
+
+class _CountingWriter:
+    """A write-only stream that counts what passes. Having no ``tell`` and ``seek``, it
+    makes ``zipfile`` write as to a pipe, whatever ``out`` is."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.written = 0
+        self._out = out
+
+    def write(self, data: Any) -> int:
+        count = self._out.write(data)
+        self.written += memoryview(data).nbytes
+        return count if count is not None else memoryview(data).nbytes
+
+    def flush(self) -> None:
+        self._out.flush()
+
+
+def _open_source(source: Path) -> tuple[Dataset, str, Callable[[], None]]:
+    """The dataset of a file (read lazily where its format allows) or a Minari folder, its
+    format, and what to call when done with it."""
+    if source.is_dir():
+        return load(source), "minari", _nothing
+    if not source.exists():
+        raise FormatError("no such file or folder", path=source)
+    src_format = detect_format(source)
+    dataset, close = open_lazy(source, src_format)
+    return dataset, src_format, close
 
 
 def _nothing() -> None:
@@ -204,6 +278,14 @@ def _target_format(target: Path, to: str | None, layout: str) -> str:
     return fmt
 
 
+def _check_target(target: Path, fmt: str, layout: str, overwrite: bool) -> None:
+    """Refuse, before reading anything, a target that may not be written."""
+    check_writable(target, overwrite=overwrite)
+    if layout == "expcli" and fmt == "csv":
+        check_writable(_sidecar(target), overwrite=overwrite)
+    check_can_write(target, folder=layout == "minari")
+
+
 def _write_then_rename(
     dataset: Dataset,
     target: Path,
@@ -211,51 +293,43 @@ def _write_then_rename(
     layout: str,
     compression: str | None,
     checksums: dict[str, str] | None,
+    overwrite: bool,
 ) -> None:
-    """Write beside the target under a temporary name, check, then rename into place."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if layout != "expcli":  # the layout writers are atomic themselves
-        from expcli.formats.layouts import write_layout
-
-        whole = {name: np.asarray(array) for name, array in dataset.tensors.items()}
-        write_layout(
-            Dataset(whole, dataset.state, dataset.metadata), target, layout, overwrite=True
-        )
-        return
-    partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.partial")
-    written: list[Path] = []
+    """Write beside the target under a temporary name, check, then rename into place;
+    refuse at once what cannot fit in the target's folder."""
+    with output_errors(target, every=True):
+        target.parent.mkdir(parents=True, exist_ok=True)
+    needed = estimate_size(dataset.tensors, fmt, compression) if layout == "expcli" else None
+    check_space(target, needed)
     try:
-        write_dataset(dataset, partial, fmt, compression=compression)
-        written = [partial] + ([_sidecar(partial)] if fmt == "csv" else [])
+        if layout != "expcli":
+            from expcli.formats.layouts import write_layout
+
+            whole = {name: np.asarray(array) for name, array in dataset.tensors.items()}
+            write_layout(
+                Dataset(whole, dataset.state, dataset.metadata), target, layout, overwrite=overwrite
+            )
+            return
+        verifying: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if checksums is not None:
-            _verify(partial, fmt, checksums)
-        if fmt == "csv":
-            os.replace(_sidecar(partial), _sidecar(target))
-        os.replace(partial, target)
-        fsync_dir(target.parent)
-    except (FormatError, SchemaError) as e:
-        _cleanup([*written, partial, _sidecar(partial)])
-        if e.path != str(partial):
+            verifying = check_before_commit(lambda tmp: _verify(tmp, fmt, checksums, target))
+        with verifying:
+            write_dataset(dataset, target, fmt, overwrite=overwrite, compression=compression)
+    except OutputError as e:
+        if e.errno not in DISK_FULL or e.needed is not None or needed is None:
             raise
-        raise type(e)(e.message, path=target, key=e.key) from e  # name the user's file
-    except BaseException:
-        _cleanup([*written, partial, _sidecar(partial)])
-        raise
+        raise disk_full_error(target, needed, e.errno or errno.ENOSPC, free=e.free) from e
 
 
-def _cleanup(paths: list[Path]) -> None:
-    for path in paths:
-        _remove(path)
-
-
-def _verify(partial: Path, fmt: str, checksums: dict[str, str]) -> None:
-    again, close = open_lazy(partial, fmt)
+def _verify(written: Path, fmt: str, checksums: dict[str, str], target: Path) -> None:
+    """Read the complete temporary file ``written`` back and compare every tensor."""
+    again, close = open_lazy(written, fmt)
     try:
         for name, digest in checksums.items():
             if name not in again.tensors or _digest(again.tensors[name]) != digest:
                 raise FormatError(
                     "verification failed: the written tensor differs from the source",
-                    path=partial,
+                    path=target,
                     key=name,
                 )
     finally:
@@ -296,15 +370,3 @@ def _size(path: Path) -> int:
     if path.is_dir():
         return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     return path.stat().st_size if path.exists() else 0
-
-
-def _remove(path: Path) -> None:
-    try:
-        if path.is_dir():
-            import shutil
-
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-    except FileNotFoundError:
-        pass

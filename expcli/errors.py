@@ -6,7 +6,9 @@
   + EnvError                        exit 1   an env or worker failed (index, remote traceback)
   + ConfigError                     exit 2   bad options or config file (also ValueError)
   + MissingDependencyError          exit 1   an optional extra is not installed (also ImportError)
-  + OutputExistsError               exit 1   refusing to overwrite (also FileExistsError)
+  + OutputError                     exit 1   the output cannot be written: no space, a read-only
+  |                                          or missing folder, no permission (also OSError)
+  |  + OutputExistsError            exit 1   refusing to overwrite (also FileExistsError)
 
 Errors carry their data as attributes (``path``, ``key``, ``index``) so that callers and
 tests need not parse messages; the message itself names the file, the key and what was
@@ -24,6 +26,7 @@ __all__ = [
     "ExpcliError",
     "FormatError",
     "MissingDependencyError",
+    "OutputError",
     "OutputExistsError",
     "SchemaError",
 ]
@@ -100,7 +103,35 @@ class MissingDependencyError(ExpcliError, ImportError):
         )
 
 
-class OutputExistsError(ExpcliError, FileExistsError):
+class OutputError(ExpcliError, OSError):
+    """The output cannot be written: the disk is full, the folder is read-only, missing or
+    not writable, or a folder stands where the file should go.
+
+    ``path`` is the file or folder at fault (the folder, for a full disk); ``errno`` the
+    system's error number when there was one. For a full disk, ``needed`` is an estimate
+    of the bytes the output needs (a lower bound; None when unknown) and ``free`` the bytes
+    free once the partial output was deleted.
+    ``saved_to`` is where ``collect`` kept what it collected instead, if anywhere.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | os.PathLike[str],
+        errno: int | None = None,
+        needed: int | None = None,
+        free: int | None = None,
+        saved_to: str | os.PathLike[str] | None = None,
+    ) -> None:
+        super().__init__(message, path=path)
+        self.errno = errno
+        self.needed = needed
+        self.free = free
+        self.saved_to = os.fspath(saved_to) if saved_to is not None else None
+
+
+class OutputExistsError(OutputError, FileExistsError):
     """The output file exists and overwriting was not asked for."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:

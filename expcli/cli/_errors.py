@@ -6,7 +6,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import NoReturn, ParamSpec, TypeVar
 
 import typer
 
@@ -24,7 +24,8 @@ EXIT_BROKEN_PIPE = 141
 
 def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Wrap a command: an ``ExpcliError`` becomes ``error: message`` on stderr and its exit
-    code; Ctrl-C exits 130; a closed output pipe exits ``EXIT_BROKEN_PIPE`` silently.
+    code, any other ``OSError`` ``error: file: reason`` and exit 1; Ctrl-C exits 130; a
+    closed output pipe exits ``EXIT_BROKEN_PIPE`` silently.
     ``EXPCLI_DEBUG=1`` re-raises with the full traceback."""
 
     @functools.wraps(fn)
@@ -35,19 +36,12 @@ def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
             quiet_closed_pipes()
             raise typer.Exit(EXIT_BROKEN_PIPE) from None
         except ExpcliError as e:
-            if os.environ.get("EXPCLI_DEBUG") == "1":
-                raise
-            from rich.markup import escape
-
-            from expcli.cli._console import err_console
-
-            try:
-                err_console().print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
-            except BrokenPipeError:
-                quiet_closed_pipes()
-            raise typer.Exit(e.exit_code) from None
+            _report(str(e), e.exit_code)
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
+        except OSError as e:  # the system refused something expcli did not foresee
+            where = f"{e.filename}: " if e.filename else ""
+            _report(where + (e.strerror or str(e)), 1)
 
     return wrapper
 
@@ -64,3 +58,18 @@ def quiet_closed_pipes() -> None:
                 pass  # not a real file (a test runner's capture): nothing to flush later
     finally:
         os.close(devnull)
+
+
+def _report(message: str, exit_code: int) -> NoReturn:
+    """Print ``error: message`` in red on stderr and exit (re-raise with EXPCLI_DEBUG=1)."""
+    if os.environ.get("EXPCLI_DEBUG") == "1":
+        raise
+    from rich.markup import escape
+
+    from expcli.cli._console import err_console
+
+    try:
+        err_console().print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    except BrokenPipeError:
+        quiet_closed_pipes()
+    raise typer.Exit(exit_code) from None

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from expcli.cli._errors import reports_errors
-from expcli.errors import ConfigError, EnvError
+from expcli.errors import ConfigError, EnvError, OutputError
 
 
 @reports_errors
@@ -47,7 +47,7 @@ def collect_cmd(
         bool,
         typer.Option(
             "--force-mode",
-            help="With --mode vector: use it even where its spec differs from the env gym.make builds.",
+            help="With --mode vector: use it even where its spec differs from gym.make's env.",
         ),
     ] = False,
     asynchronous: Annotated[
@@ -124,6 +124,8 @@ def collect_cmd(
             values[name] = value
     if values.get("env_id") is None:
         values["env_id"] = ""
+    if str(values.get("output")) == "-":
+        raise ConfigError("collect cannot write to stdout (-o -); name a file, then convert it")
     job = CollectJob(CollectSettings(**values))
     from expcli.cli._collect_view import CollectView
 
@@ -137,7 +139,13 @@ def collect_cmd(
                 stats = job.run(on_progress)
             except EnvError as error:
                 job.close()
-                saved = job.save()
+                try:
+                    saved = job.save()
+                except OutputError:  # two failures: say the first, then the save's
+                    from rich.markup import escape
+
+                    view.err.print(f"[red]error:[/red] {escape(str(error))}", soft_wrap=True)
+                    raise
                 view.crashed(error, saved)
                 raise typer.Exit(1) from None
         job.close()

@@ -18,7 +18,13 @@ def convert_cmd(
     src: Annotated[
         Path, typer.Argument(help="Dataset to read (.pt, .npz, .csv, .h5, or a Minari folder).")
     ],
-    dst: Annotated[Path, typer.Argument(help="File to write; its suffix names the format.")],
+    dst: Annotated[
+        Path,
+        typer.Argument(
+            help="File to write; its suffix names the format. `-` writes npz, pt or csv "
+            "(rows only) to stdout; name the format with --to."
+        ),
+    ],
     to: Annotated[
         str | None, typer.Option("--to", help="Output format: pt, npz, csv or hdf5.")
     ] = None,
@@ -41,6 +47,9 @@ def convert_cmd(
     """Convert a dataset between pt, npz, csv and HDF5 (and foreign layouts), losslessly."""
     from expcli.conversion import convert
 
+    if str(dst) == "-":
+        _to_stdout(src, to, compression, layout, verify)
+        return
     options = {"to": to, "compression": compression, "layout": layout, "overwrite": overwrite}
     if src.is_file() and src.stat().st_size >= PROGRESS_MIN_BYTES:
         from rich.progress import Progress
@@ -64,6 +73,33 @@ def convert_cmd(
         soft_wrap=True,
         highlight=False,
     )
+
+
+def _to_stdout(src: Path, to: str | None, compression: str, layout: str, verify: bool) -> None:
+    """``convert SRC -``: stream the dataset to stdout, refusing what cannot go there."""
+    import sys
+
+    from expcli.conversion import convert_to_stream
+    from expcli.errors import ConfigError
+
+    if to is None:
+        raise ConfigError("writing to stdout (-): name the format with --to npz, pt or csv")
+    for given, option in ((layout != "expcli", "--layout"), (verify, "--verify")):
+        if given:
+            raise ConfigError(f"writing to stdout (-): {option} needs a file to write")
+    if compression != "none":
+        raise ConfigError("writing to stdout (-): --compression is for HDF5 files")
+    if to != "csv" and sys.stdout.isatty():
+        raise ConfigError(
+            f"refusing to write binary {to} to a terminal; redirect stdout or name a file"
+        )
+    try:
+        convert_to_stream(src, sys.stdout.buffer, to=to)
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(1) from None
 
 
 def _mb(size: int) -> str:

@@ -7,6 +7,7 @@ the progress bar and the summary, and turns signals into ``stop()``.
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import re
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from expcli.collect.env_modes import (
 from expcli.collect.memory_check import check_run_fits
 from expcli.collect.settings import CollectSettings
 from expcli.collect.spaces import describe_space
-from expcli.errors import OutputExistsError
+from expcli.errors import OutputError, OutputExistsError
 from expcli.formats.dataset import Dataset
 from expcli.spec import CircularState
 
@@ -74,6 +75,7 @@ class CollectJob:
     Raises:
         ConfigError: Invalid settings (checked before any env is built).
         OutputExistsError: The output exists and ``overwrite`` is not set.
+        OutputError: The output is a folder, or its folder is read-only or not writable.
     """
 
     def __init__(self, settings: CollectSettings) -> None:
@@ -86,6 +88,9 @@ class CollectJob:
         self.output = Path(settings.output) if settings.output else default_output(settings.env_id)
         if self.output.exists() and not settings.overwrite:
             raise OutputExistsError(self.output)
+        from expcli.formats._atomic import check_can_write
+
+        check_can_write(self.output)  # a folder in the way or a read-only one: say so now
         from expcli.formats.registry import format_from_suffix
 
         self.format = format_from_suffix(self.output)
@@ -202,10 +207,18 @@ class CollectJob:
     def save(self) -> SavedFile | None:
         """Write the dataset atomically to the output path.
 
+        When the output cannot be written (a full disk, a read-only folder, a folder in
+        the way), what was collected is saved instead, in the same format, to the system's
+        temporary folder or else the current folder, and the error says where.
+
         Returns:
             What was written; None when nothing was collected (a run that failed or was
             stopped before its first row): then nothing is written, and a file already
             at the output path stays as it was.
+
+        Raises:
+            OutputError: The output could not be written; its ``saved_to`` is where the
+                data went instead (None when it could not be kept anywhere).
         """
         from expcli.conversion import save
 
@@ -213,9 +226,13 @@ class CollectJob:
         dataset = self.dataset()
         if len(dataset) == 0:
             return None
-        self.output.parent.mkdir(parents=True, exist_ok=True)
         compression = None if s.compression == "none" else s.compression
-        path = save(dataset, self.output, overwrite=s.overwrite, compression=compression)
+        try:
+            path = save(dataset, self.output, overwrite=s.overwrite, compression=compression)
+        except OutputError as error:
+            if isinstance(error, OutputExistsError):
+                raise
+            raise _save_elsewhere(dataset, self.output, compression, error) from error
         episodes = dataset.metadata["collector"]["complete_episodes_in_file"]
         return SavedFile(path, path.stat().st_size, len(dataset), episodes)
 
@@ -266,6 +283,52 @@ class CollectJob:
                 "python": platform.python_version(),
             },
         }
+
+
+def _save_elsewhere(
+    dataset: Dataset, output: Path, compression: str | None, error: OutputError
+) -> OutputError:
+    """Save ``dataset`` to the first fallback folder that takes it; the error to raise."""
+    import tempfile
+
+    from expcli.conversion import save
+
+    tried: list[str] = []
+    for folder in dict.fromkeys(Path(f).resolve() for f in (tempfile.gettempdir(), os.curdir)):
+        if folder == output.parent.resolve():
+            continue
+        path = _unused_name(folder, output)
+        try:
+            save(dataset, path, overwrite=False, compression=compression)
+        except OutputError:
+            tried.append(str(folder))
+            continue
+        note = f"the {len(dataset):,} transitions collected were saved to {path} instead"
+        return _with_note(error, note, path)
+    note = f"saving what was collected to {' or '.join(tried) or 'another folder'} failed too"
+    return _with_note(error, note, None)
+
+
+def _unused_name(folder: Path, output: Path) -> Path:
+    """``folder/NAME-rescued.SUFFIX``, numbered if taken (a CSV's sidecar included)."""
+    k = 0
+    while True:
+        path = folder / f"{output.stem}-rescued{f'-{k}' if k else ''}{output.suffix}"
+        if not any(os.path.lexists(f"{path}{extra}") for extra in ("", ".meta.json")):
+            return path
+        k += 1
+
+
+def _with_note(error: OutputError, note: str, saved_to: Path | None) -> OutputError:
+    assert error.path is not None
+    return OutputError(
+        f"{error.message}; {note}",
+        path=error.path,
+        errno=error.errno,
+        needed=error.needed,
+        free=error.free,
+        saved_to=saved_to,
+    )
 
 
 def _env_spec(env_id: str, env_kwargs: dict[str, Any]) -> Any:

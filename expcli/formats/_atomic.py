@@ -1,32 +1,100 @@
 """Atomic file writes: a temporary file in the target's folder, renamed over the target.
 
 A write that fails or is interrupted (including by Ctrl-C) never leaves a half file under
-the target's name, and never leaves its temporary file behind.
+the target's name, and never leaves its temporary file behind. A process killed outright
+(SIGKILL, a crash) cannot clean up, so temporary files carry the writer's host and pid:
+``.NAME.expcli-PID-HOST-RANDOM.tmp``; the next write to the same target removes those whose
+process is gone (on this host; never another live writer's).
+
+Failures of the output itself (no space, a read-only or missing folder, no permission, a
+folder where the file should go) become one ``OutputError`` naming the folder or file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import errno as errnos
 import os
 import stat
-import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal, overload
 
-from expcli.errors import OutputExistsError
+from expcli.errors import ExpcliError, OutputError, OutputExistsError
+from expcli.formats._free_space import DISK_FULL, disk_full_error, recount_free
+from expcli.formats._temp_names import BACKUP, remove, remove_stale, temp_name
 
-__all__ = ["atomic_path", "atomic_write", "check_writable"]
+__all__ = [
+    "OUTPUT_ERRNOS",
+    "atomic_path",
+    "atomic_write",
+    "check_before_commit",
+    "check_can_write",
+    "check_writable",
+    "create_temp",
+    "output_error",
+    "output_errors",
+    "remove_stale",
+]
+
+OUTPUT_ERRNOS = DISK_FULL | {errnos.EROFS, errnos.EFBIG}
+"""Errors that, met while a writer runs, are the output's fault; others (a source that
+cannot be read) pass through unchanged."""
+
+_before_commit: contextvars.ContextVar[Callable[[Path], None] | None] = contextvars.ContextVar(
+    "_before_commit", default=None
+)
 
 
 def check_writable(path: str | os.PathLike[str], *, overwrite: bool) -> None:
-    """Fail early, before any data is produced, when ``path`` exists and may not be replaced.
+    """Fail early, before any data is produced, when ``path`` exists and may not be replaced
+    (once what dead writers left beside it is cleaned up: ``remove_stale``).
 
     Raises:
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
     """
+    remove_stale(Path(path))
     if not overwrite and os.path.lexists(path):
         raise OutputExistsError(path)
+
+
+def check_can_write(path: str | os.PathLike[str], *, folder: bool = False) -> None:
+    """Fail early, before any data is produced, when ``path`` clearly cannot be written: a
+    folder stands where the file should go, or the folder that would hold it (its nearest
+    existing ancestor) is read-only or not writable. A full disk is found only by writing.
+
+    Raises:
+        OutputError: As above.
+    """
+    target = Path(path)
+    if not folder and target.is_dir():
+        raise OutputError("is a folder; name a file to write", path=target, errno=errnos.EISDIR)
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not os.access(parent, os.W_OK | os.X_OK):
+        code = errnos.EROFS if _read_only(parent) else errnos.EACCES
+        raise output_error(OSError(code, os.strerror(code)), target.parent / target.name)
+
+
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
+
+
+@contextlib.contextmanager
+def check_before_commit(check: Callable[[Path], None]) -> Iterator[None]:
+    """While the block runs, every atomic write calls ``check(temporary_path)`` once its
+    file is complete and before renaming it into place (``convert --verify`` reads it back
+    there); an exception from ``check`` cancels the write."""
+    token = _before_commit.set(check)
+    try:
+        yield
+    finally:
+        _before_commit.reset(token)
 
 
 @overload
@@ -55,11 +123,11 @@ def atomic_write(
 ) -> contextlib.AbstractContextManager[IO[bytes]] | contextlib.AbstractContextManager[IO[str]]:
     """Open a temporary file to write ``path`` atomically.
 
-    The file is named ``.NAME.XXXX.tmp`` in the target's own folder (so that the final rename
-    never crosses file systems). When the ``with`` block ends normally it is flushed, fsynced,
-    renamed over ``path`` and the folder is fsynced; when the block raises anything, the
-    temporary file is deleted and the exception propagates. Text mode writes UTF-8 with
-    newlines untranslated, as the csv module wants.
+    The file is named ``.NAME.expcli-PID-HOST-RANDOM.tmp`` in the target's own folder (so
+    that the final rename never crosses file systems). When the ``with`` block ends normally
+    it is flushed, fsynced, renamed over ``path`` and the folder is fsynced; when the block
+    raises anything, the temporary file is deleted and the exception propagates. Text mode
+    writes UTF-8 with newlines untranslated, as the csv module wants.
 
     Args:
         path: Target file.
@@ -69,6 +137,7 @@ def atomic_write(
 
     Raises:
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
+        OutputError: The output cannot be written (see the module docstring).
     """
     return _atomic(Path(path), mode, overwrite)
 
@@ -76,50 +145,173 @@ def atomic_write(
 @contextlib.contextmanager
 def _atomic(target: Path, mode: str, overwrite: bool) -> Iterator[IO[Any]]:
     with (
-        _atomic_path(target, overwrite) as tmp,
+        _atomic_path(target, overwrite, ()) as tmp,
         open(tmp, "w", encoding="utf-8", newline="") if mode == "w" else open(tmp, "wb") as file,
     ):
         yield file
 
 
 def atomic_path(
-    path: str | os.PathLike[str], *, overwrite: bool = True
+    path: str | os.PathLike[str], *, overwrite: bool = True, companions: Sequence[str] = ()
 ) -> contextlib.AbstractContextManager[Path]:
     """The path of a temporary file to write ``path`` atomically, for writers that want a name.
 
-    For libraries that open files themselves (h5py). The same as ``atomic_write`` except
-    that the temporary file (created empty, with the final permissions) is not opened: the
-    caller writes it by name and must have closed it when the ``with`` block ends. Then it
-    is fsynced and renamed over ``path``; when the block raises anything, it is deleted and
-    the exception propagates.
+    For libraries that open files themselves (h5py), and for files that go in pairs. The
+    same as ``atomic_write`` except that the temporary file (created empty, with the final
+    permissions) is not opened: the caller writes it by name and must have closed it when
+    the ``with`` block ends. Then it is fsynced and renamed over ``path``; when the block
+    raises anything, it is deleted and the exception propagates.
+
+    Args:
+        path: Target file.
+        overwrite: Whether existing files may be replaced.
+        companions: Suffixes of files that go with ``path`` (``".meta.json"``: the target
+            ``PATH.meta.json``, written by the caller as the temporary path plus the
+            suffix). They are renamed into place just before ``path``, and put back as they
+            were if renaming ``path`` fails.
 
     Raises:
-        OutputExistsError: ``path`` exists and ``overwrite`` is false.
+        OutputExistsError: ``path`` or a companion exists and ``overwrite`` is false.
+        OutputError: The output cannot be written (see the module docstring).
     """
-    return _atomic_path(Path(path), overwrite)
+    return _atomic_path(Path(path), overwrite, tuple(companions))
 
 
 @contextlib.contextmanager
-def _atomic_path(target: Path, overwrite: bool) -> Iterator[Path]:
-    check_writable(target, overwrite=overwrite)
-    folder = target.parent
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    tmp = Path(tmp_name)
+def _atomic_path(target: Path, overwrite: bool, companions: tuple[str, ...]) -> Iterator[Path]:
+    finals = [target] + [target.with_name(target.name + s) for s in companions]
+    for final in finals:
+        check_writable(final, overwrite=overwrite)
+    check_can_write(target)
+    tmp = create_temp(target)
+    temps = [tmp] + [tmp.with_name(tmp.name + s) for s in companions]
     try:
-        os.close(fd)
-        os.chmod(tmp, _final_mode(target))
-        yield tmp
-        fd = os.open(tmp, os.O_RDONLY)
+        with output_errors(target, every=True):
+            for temp, final in zip(temps[1:], finals[1:], strict=True):
+                _create(temp, final)
+        with output_errors(target):
+            yield tmp
+        with output_errors(target, every=True):
+            for temp in temps:
+                _fsync_file(temp)
+        check = _before_commit.get()
+        if check is not None:
+            check(tmp)
+        _commit_all(temps, finals, overwrite)
+    except BaseException as e:
+        for temp in temps:
+            remove(temp)
+        fresh = recount_free(e, target)
+        if fresh is e:
+            raise
+        raise fresh from e.__cause__
+    fsync_dir(target.parent)
+
+
+def create_temp(target: Path, *, folder: bool = False) -> Path:
+    """Create the temporary file (or folder) of ``target`` beside it, with ``target``'s final
+    permissions, after removing those that dead writers left behind.
+
+    Raises:
+        OutputError: The folder is missing, read-only, full or not writable.
+    """
+    remove_stale(target)
+    while True:
+        tmp = temp_name(target)
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        _commit(tmp, target, overwrite)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+            if folder:
+                os.mkdir(tmp, 0o700)
+                os.chmod(tmp, 0o777 & ~_umask())
+            else:
+                _create(tmp, target)
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise output_error(e, target) from e
+        return tmp
+
+
+@contextlib.contextmanager
+def output_errors(target: Path, *, every: bool = False) -> Iterator[None]:
+    """Turn an ``OSError`` raised in the block into the ``OutputError`` of ``target``: every
+    one, or (by default, around code that also reads a source) those of ``OUTPUT_ERRNOS``."""
+    try:
+        yield
+    except ExpcliError:
         raise
-    fsync_dir(folder)
+    except OSError as e:
+        if not every and e.errno not in OUTPUT_ERRNOS:
+            raise
+        raise output_error(e, target) from e
+
+
+def _create(tmp: Path, final: Path) -> None:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+    try:
+        os.chmod(tmp, _final_mode(final))
+    except OSError:
+        remove(tmp)
+        raise
+
+
+def output_error(error: OSError, target: Path) -> OutputError:
+    """The one-line error for an ``OSError`` met while writing ``target``."""
+    code, folder = error.errno, target.parent
+    if code in DISK_FULL:
+        return disk_full_error(target, None, code or errnos.ENOSPC)
+    if code == errnos.EROFS:
+        message, path = f"read-only file system; cannot write {target.name}", folder
+    elif code in (errnos.EACCES, errnos.EPERM):
+        message, path = f"permission denied; cannot write {target.name}", folder
+    elif code in (errnos.ENOENT, errnos.ENOTDIR):
+        message, path = f"no such folder; cannot write {target.name}", folder
+    elif code == errnos.EISDIR:
+        message, path = "is a folder; name a file to write", target
+    elif code == errnos.EFBIG:
+        message, path = "file too large for this file system", target
+    else:
+        message, path = f"cannot write: {error.strerror or error}", target
+    return OutputError(message, path=path, errno=code)
+
+
+def _commit_all(temps: list[Path], finals: list[Path], overwrite: bool) -> None:
+    """Rename the companions, then the main file, into place; undo the companions when a
+    later rename fails. Each replaced companion is kept as a hard link until the end."""
+    done: list[tuple[Path, Path | None]] = []  # (final, its old file kept aside, if any)
+    try:
+        with output_errors(finals[0], every=True):
+            for temp, final in reversed(list(zip(temps, finals, strict=True))):
+                backup = None
+                if temp is not temps[0] and overwrite and os.path.lexists(final):
+                    suffix = final.name[len(finals[0].name) :]
+                    backup = _link_aside(final, temps[0].with_name(temps[0].name + BACKUP + suffix))
+                _commit(temp, final, overwrite)
+                done.append((final, backup))
+    except BaseException:
+        _undo(done)
+        raise
+    for _, backup in done:
+        if backup is not None:
+            remove(backup)
+
+
+def _link_aside(final: Path, backup: Path) -> Path | None:
+    """Keep ``final``'s file under ``backup`` too (None where hard links are not allowed)."""
+    try:
+        os.link(final, backup)
+    except OSError:
+        return None
+    return backup
+
+
+def _undo(done: list[tuple[Path, Path | None]]) -> None:
+    for final, backup in done:
+        with contextlib.suppress(OSError):
+            if backup is not None:
+                os.replace(backup, final)
+            else:
+                final.unlink()
 
 
 def _commit(tmp: Path, target: Path, overwrite: bool) -> None:
@@ -136,6 +328,14 @@ def _commit(tmp: Path, target: Path, overwrite: bool) -> None:
         os.replace(tmp, target)
     else:
         tmp.unlink()
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _final_mode(target: Path) -> int:

@@ -20,12 +20,12 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
-from expcli.formats._atomic import atomic_write, check_writable
+from expcli.formats._atomic import atomic_path
 from expcli.formats._csv_rows import Chunk, Group, read_chunks
 from expcli.formats._csv_text import encode_rows
 from expcli.formats.dataset import Dataset
@@ -33,7 +33,7 @@ from expcli.formats.lazy import LazyRows, RowSpill
 from expcli.formats.registry import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.spec import CircularState, TensorSpec
 
-__all__ = ["open_lazy", "read", "sidecar_path", "write"]
+__all__ = ["open_lazy", "read", "sidecar_path", "write", "write_rows"]
 
 ROWS_KEY = "rows"
 """Key of the row count in the sidecar, next to the metadata object's keys."""
@@ -52,44 +52,50 @@ def sidecar_path(path: str | Path) -> Path:
 def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     """Write all ``T * N`` rows and the sidecar, both atomically, a chunk of rows at a time.
 
-    The CSV is written to its temporary file first; the sidecar is then written and renamed
-    into place, and the CSV last, so that an interrupted write changes neither file.
+    Both go to temporary files first; the sidecar is then renamed into place, and the CSV
+    last (a failed rename of the CSV puts the old sidecar back), so that an interrupted
+    write changes neither file.
 
     Raises:
         SchemaError: The metadata uses the sidecar's reserved key ``rows``.
         OutputExistsError: The CSV or its sidecar exists and ``overwrite`` is false.
     """
-    sidecar = sidecar_path(path)
     if ROWS_KEY in dataset.metadata:
         raise SchemaError(
             "this metadata key is reserved for the row count in the CSV sidecar",
             path=path,
             key=ROWS_KEY,
         )
-    check_writable(path, overwrite=overwrite)
-    check_writable(sidecar, overwrite=overwrite)
-    num_envs, specs = dataset.num_envs, dataset.specs()
-    header = {**dataset.header(), ROWS_KEY: dataset.memory_size * num_envs}
+    header = {**dataset.header(), ROWS_KEY: dataset.memory_size * dataset.num_envs}
     text = encode_header(header, path, indent=2)
+    suffix = sidecar_path(path).name[len(path.name) :]
+    with atomic_path(path, overwrite=overwrite, companions=(suffix,)) as tmp:
+        with open(tmp, "wb") as file:
+            write_rows(dataset, file)
+        with open(sidecar_path(tmp), "w", encoding="utf-8", newline="") as meta:
+            meta.write(text)
+
+
+def write_rows(dataset: Dataset, file: IO[bytes]) -> None:
+    """Write the header row and all ``T * N`` rows to ``file`` (no sidecar), a chunk of rows
+    at a time; ``file`` may be a stream."""
+    num_envs, specs = dataset.num_envs, dataset.specs()
     columns = _columns(specs)
     rows = max(1, _CHUNK_CELLS // max(1, len(columns)))  # CSV rows formatted at a time
     step = max(1, rows // max(1, num_envs))  # tensor rows read at a time
-    with atomic_write(path, "wb", overwrite=overwrite) as file:
-        line = io.StringIO()
-        csv.writer(line, lineterminator="\n").writerow(columns)
-        file.write(line.getvalue().encode())
-        for start in range(0, dataset.memory_size, step):
-            count = min(step, dataset.memory_size - start) * num_envs
-            blocks = [
-                np.asarray(dataset.tensors[s.name][start : start + step]).reshape(
-                    count, math.prod(s.shape)
-                )
-                for s in specs
-            ]
-            for first in range(0, count, rows):
-                file.write(encode_rows([b[first : first + rows] for b in blocks]))
-        with atomic_write(sidecar, "w", overwrite=overwrite) as meta:
-            meta.write(text)
+    line = io.StringIO()
+    csv.writer(line, lineterminator="\n").writerow(columns)
+    file.write(line.getvalue().encode())
+    for start in range(0, dataset.memory_size, step):
+        count = min(step, dataset.memory_size - start) * num_envs
+        blocks = [
+            np.asarray(dataset.tensors[s.name][start : start + step]).reshape(
+                count, math.prod(s.shape)
+            )
+            for s in specs
+        ]
+        for first in range(0, count, rows):
+            file.write(encode_rows([b[first : first + rows] for b in blocks]))
 
 
 def read(path: Path, *, num_envs: int | None = None) -> Dataset:

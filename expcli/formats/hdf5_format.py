@@ -28,11 +28,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
-import h5py
 import numpy as np
 
 from expcli.errors import ConfigError, ExpcliError, FormatError, SchemaError
 from expcli.formats._atomic import atomic_path
+from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._hdf5_checks import (
     ATTRIBUTE,
     check_datasets,
@@ -123,14 +123,15 @@ class Hdf5Writer:
         self._overwrite = overwrite
         self._stack = contextlib.ExitStack()
         self._file: Any = None
+        self._output: Hdf5Output | None = None
         self._datasets: dict[str, Any] = {}
         self._specs: dict[str, TensorSpec] = {}
 
     def __enter__(self) -> Hdf5Writer:
         with contextlib.ExitStack() as stack:
             tmp = stack.enter_context(atomic_path(self.path, overwrite=self._overwrite))
-            self._file = h5py.File(tmp, "w", rdcc_nbytes=_CACHE_BYTES, locking=False)
-            stack.callback(self._file.close)
+            self._output = Hdf5Output(tmp, rdcc_nbytes=_CACHE_BYTES)
+            self._file = stack.enter_context(self._output)
             self._stack = stack.pop_all()
         return self
 
@@ -205,6 +206,8 @@ class Hdf5Writer:
         if rows.size:
             native = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder("="))
             dataset.write_direct(native, dest_sel=np.s_[start:stop])
+            assert self._output is not None
+            self._output.check()  # a full disk ends the write now, not after the last row
 
     def slab_rows(self, name: str) -> int:
         """Rows to pass per ``write_rows`` call: whole chunks, about 16 MiB."""

@@ -10,7 +10,7 @@ import math
 import struct
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from expcli.formats.registry import (
 )
 from expcli.spec import METADATA_KEY
 
-__all__ = ["open_lazy", "read", "write"]
+__all__ = ["open_lazy", "read", "write", "write_to"]
 
 
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
@@ -39,11 +39,16 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     Members are stored uncompressed and written slice of rows by slice of rows, so a
     dataset read lazily from another file is never held in memory whole.
     """
-    text = np.array(encode_header(dataset.header(), path))
-    with (
-        atomic_write(path, overwrite=overwrite) as f,
-        zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as archive,
-    ):
+    text = encode_header(dataset.header(), path)
+    with atomic_write(path, overwrite=overwrite) as f:
+        write_to(dataset, f, text)
+
+
+def write_to(dataset: Dataset, file: IO[bytes], header: str) -> None:
+    """Write the archive to an open ``file`` (a stream will do: zip entries then carry
+    their sizes after their data), with ``header`` (``encode_header``'s) as metadata."""
+    text = np.array(header)
+    with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name in sorted(dataset.tensors):
             _write_member(archive, name, dataset.tensors[name])
         _write_member(archive, METADATA_KEY, text)

@@ -14,7 +14,7 @@ import pickle
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from expcli.spec import METADATA_KEY, SUPPORTED_DTYPES
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["read", "write"]
+__all__ = ["read", "write", "write_to"]
 
 _ZIP_MAGIC = b"PK"
 _LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
@@ -45,21 +45,28 @@ _LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
 def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     """Write the tensors (in name order) and then the metadata string as the one dict
     torch.save would write, each tensor streamed slice of rows by slice of rows."""
+    text = encode_header(dataset.header(), path)
+    with atomic_write(path, overwrite=overwrite) as f:
+        write_to(dataset, f, text)
+
+
+def write_to(dataset: Dataset, file: IO[bytes], header: str) -> None:
+    """Write the archive to an open ``file`` (a stream will do: the writer never seeks),
+    with ``header`` (``encode_header``'s) as metadata."""
     names = sorted(dataset.tensors)
     items: list[tuple[str, StoredTensor | str]] = []
     for name in names:
         array = dataset.tensors[name]
         items.append((name, StoredTensor(np.dtype(array.dtype), tuple(array.shape))))
-    items.append((METADATA_KEY, encode_header(dataset.header(), path)))
-    with atomic_write(path, overwrite=overwrite) as f:
-        archive = PtArchiveWriter(f)
-        archive.write_pickle(dict_pickle(items))
-        for key, name in enumerate(names):  # storage i is the i-th tensor of the pickle
-            array = dataset.tensors[name]
-            with archive.storage(str(key), array.nbytes) as record:
-                for part in _little_endian_bytes(array):
-                    record.write(part)
-        archive.close()
+    items.append((METADATA_KEY, header))
+    archive = PtArchiveWriter(file)
+    archive.write_pickle(dict_pickle(items))
+    for key, name in enumerate(names):  # storage i is the i-th tensor of the pickle
+        array = dataset.tensors[name]
+        with archive.storage(str(key), array.nbytes) as record:
+            for part in _little_endian_bytes(array):
+                record.write(part)
+    archive.close()
 
 
 def _little_endian_bytes(array: Any) -> Iterator[memoryview]:

@@ -1,10 +1,12 @@
 """Atomic writes of a whole folder (a Minari dataset), in the manner of ``_atomic``.
 
-The folder is built as ``.NAME.XXXX.tmp`` beside the target, its files are fsynced, and it
-is renamed onto the target. An existing target (allowed by ``overwrite`` and accepted by
-the caller as safe to replace) is first renamed aside and deleted only once the new folder
-is in place. A write that fails or is interrupted leaves the target as it was and removes
-its temporary folder.
+The folder is built as ``.NAME.expcli-PID-HOST-RANDOM.tmp`` beside the target, its files
+are fsynced, and it is renamed onto the target. An existing target (allowed by
+``overwrite`` and accepted by the caller as safe to replace) is first renamed aside (the
+temporary name plus ``.old``) and deleted only once the new folder is in place. A write
+that fails or is interrupted leaves the target as it was and removes its temporary folder;
+what a killed writer left is cleaned up (the old folder put back if need be) by the next
+write to the same target, as ``_atomic`` does for files.
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from expcli.errors import ConfigError, OutputExistsError
-from expcli.formats._atomic import check_writable
+from expcli.formats._atomic import check_writable, create_temp, output_errors
+from expcli.formats._free_space import recount_free
 
 __all__ = ["atomic_folder"]
 
@@ -41,15 +43,19 @@ def atomic_folder(
     check_writable(target, overwrite=overwrite)
     _check_replaceable(target, replaceable)
     parent = target.parent
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent))
+    tmp = create_temp(target, folder=True)
     try:
-        os.chmod(tmp, 0o777 & ~_umask())
-        yield tmp
-        _fsync_tree(tmp)
-        _swap(tmp, target, overwrite, replaceable)
-    except BaseException:
+        with output_errors(target):
+            yield tmp
+        with output_errors(target, every=True):
+            _fsync_tree(tmp)
+            _swap(tmp, target, overwrite, replaceable)
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        fresh = recount_free(e, target)
+        if fresh is e:
+            raise
+        raise fresh from e.__cause__
     _fsync(parent)
 
 
@@ -76,8 +82,7 @@ def _swap(tmp: Path, target: Path, overwrite: bool, replaceable: Callable[[Path]
     if not overwrite:
         raise OutputExistsError(target)
     _check_replaceable(target, replaceable)
-    aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
-    os.rmdir(aside)
+    aside = tmp.with_name(tmp.name + ".old")
     os.rename(target, aside)
     try:
         os.rename(tmp, target)
@@ -107,9 +112,3 @@ def _fsync(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-def _umask() -> int:
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return umask

@@ -25,6 +25,7 @@ import numpy as np
 
 from expcli.errors import ConfigError, FormatError, SchemaError
 from expcli.formats._atomic import atomic_path
+from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts._episodes import (
     column_rows,
@@ -137,7 +138,6 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         SchemaError: ``observations``, ``actions`` or ``rewards`` is missing, or a tensor
             has a name D4RL reserves.
     """
-    import h5py
 
     for name in _REQUIRED:
         if name not in dataset.tensors:
@@ -149,7 +149,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     columns = column_rows(dataset)
     total = sum(len(rows) for rows in columns)
     done = done_flags(dataset.tensors, dataset.memory_size, dataset.num_envs)
-    with atomic_path(path, overwrite=overwrite) as tmp, h5py.File(tmp, "w") as h5:
+    with atomic_path(path, overwrite=overwrite) as tmp, Hdf5Output(tmp) as h5:
         for name in sorted(dataset.tensors):
             array = dataset.tensors[name]
             target = _NAMES.get(name, name)

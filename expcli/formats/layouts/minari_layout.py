@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
+from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts._episodes import (
     SEAMS_KEY,
@@ -183,7 +184,6 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
         ConfigError: ``path`` is a file or a folder that is not a Minari dataset.
     """
-    import h5py
 
     tensors = dataset.tensors
     for name in ("observations", "actions", "rewards"):
@@ -208,7 +208,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     with atomic_folder(path, overwrite=overwrite, replaceable=is_minari_folder) as tmp:
         data = tmp / "data"
         data.mkdir()
-        with h5py.File(data / MAIN_FILE, "w", track_order=True) as h5:
+        with Hdf5Output(data / MAIN_FILE, track_order=True) as h5:
             for j, rows in enumerate(column_rows(dataset)):
                 for start, stop in episode_bounds(done[rows, j]):
                     picked = rows[start:stop]

@@ -14,10 +14,12 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
+from typing import IO, cast
 
 import numpy as np
 
-from expcli.formats._atomic import atomic_write
+from expcli.formats._atomic import atomic_path, atomic_write
+from expcli.formats._guarded_file import guarded_file
 from expcli.formats.dataset import Dataset
 
 __all__ = ["write"]
@@ -47,8 +49,8 @@ def _write_pt(arrays: dict[str, np.ndarray], path: Path, overwrite: bool) -> Non
     import torch
 
     tensors = {name: torch.from_numpy(array.copy()) for name, array in arrays.items()}
-    with atomic_write(path, overwrite=overwrite) as f:
-        torch.save(tensors, f)
+    with atomic_path(path, overwrite=overwrite) as tmp, guarded_file(tmp) as f:
+        torch.save(tensors, cast(IO[bytes], f))  # it calls write, flush (and tell)
 
 
 def _write_csv(arrays: dict[str, np.ndarray], valid: int, path: Path, overwrite: bool) -> None:

@@ -33,6 +33,7 @@ import numpy as np
 
 from expcli.errors import FormatError, SchemaError
 from expcli.formats._atomic import atomic_path
+from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts._episodes import (
     SEAMS_KEY,
@@ -115,7 +116,6 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     Raises:
         SchemaError: ``observations``, ``actions`` or ``rewards`` is missing.
     """
-    import h5py
 
     for name in ("observations", "actions", "rewards"):
         if name not in dataset.tensors:
@@ -154,7 +154,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     data["done"] = data["terminated"] | data["truncated"]
     ep_start, ep_len, ep_return = _unfinished(order[:valid], data["done"], data["rew"], maxsize)
     save_obs_next = "obs_next" in data
-    with atomic_path(path, overwrite=overwrite) as tmp, h5py.File(tmp, "w") as h5:
+    with atomic_path(path, overwrite=overwrite) as tmp, Hdf5Output(tmp) as h5:
         attrs = {
             "maxsize": maxsize,
             "stack_num": 1,

@@ -1,0 +1,178 @@
+"""Output through libraries that a full disk (or any failed write) can crash: HDF5, torch.
+
+HDF5 does not survive a failed write (h5py issue 914, still so with HDF5 2.0): the error
+surfaces in whichever call flushed the chunk cache, closing the file then fails half-way,
+and releasing the half-closed dataset later reads freed memory: a segfault in
+``H5D_close``, at the latest when the interpreter exits. So HDF5 never sees a failed write.
+It writes through ``GuardedFile`` (h5py's file-object driver), which records the first
+``OSError``, reports success, and drops every later write; HDF5 then closes the file as if
+nothing happened, and ``Hdf5Output`` raises the recorded error, which the atomic write turns
+into one ``OutputError`` while deleting the temporary file. ``torch.save`` is written through
+one too (``guarded_file``): its zip writer meets a failed write, then fails again on closing
+and raises that second, unrelated error in place of the first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+__all__ = ["GuardedFile", "Hdf5Output", "guarded_file"]
+
+
+class GuardedFile:
+    """A seekable binary file whose failed writes are recorded instead of raised.
+
+    After the first failure (``error``), writes and truncations are dropped; reads still
+    read the file (zeros past its end, as HDF5's own driver gives).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.error: OSError | None = None
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
+        self._position = 0
+
+    def __repr__(self) -> str:
+        return str(self.path)  # h5py names the file by it in its messages
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if whence == os.SEEK_SET:
+            self._position = offset
+        elif whence == os.SEEK_CUR:
+            self._position += offset
+        else:
+            self._position = os.fstat(self._fd).st_size + offset
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        done = 0
+        while done < len(view):
+            count = os.preadv(self._fd, [view[done:]], self._position + done)
+            if count == 0:
+                break
+            done += count
+        view[done:] = bytes(len(view) - done)
+        self._position += len(view)
+        return len(view)
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0:
+            size = max(0, os.fstat(self._fd).st_size - self._position)
+        buffer = bytearray(size)
+        self.readinto(buffer)
+        return bytes(buffer)
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        if self.error is None:
+            try:
+                done = 0
+                while done < len(view):
+                    done += os.pwrite(self._fd, view[done:], self._position + done)
+            except OSError as e:
+                self.error = e
+        self._position += len(view)
+        return len(view)
+
+    def truncate(self, size: int | None = None) -> int:
+        size = self._position if size is None else size
+        if self.error is None:
+            try:
+                os.ftruncate(self._fd, size)
+            except OSError as e:
+                self.error = e
+        return size
+
+    def flush(self) -> None:
+        """Nothing is buffered here; the atomic write fsyncs the finished file."""
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def guarded_file(path: str | os.PathLike[str]) -> Iterator[GuardedFile]:
+    """A ``GuardedFile`` over ``path`` (created or emptied); its first failed write is
+    raised when the block ends, in place of what the writer raised after it.
+
+    Raises:
+        OSError: As the write failed (``ENOSPC`` for a full disk).
+    """
+    file = GuardedFile(path)
+    try:
+        yield file
+    except Exception:
+        if file.error is None:
+            raise
+        raise file.error from None
+    finally:
+        file.close()
+    if file.error is not None:
+        raise file.error
+
+
+class Hdf5Output:
+    """An ``h5py.File`` newly written at ``path`` (a temporary file: it is created or
+    emptied) through a ``GuardedFile``.
+
+    Example::
+
+        with atomic_path(target) as tmp, Hdf5Output(tmp) as h5:
+            h5["x"] = array
+
+    ``check()`` raises the recorded write error, for writers that want to stop early; the
+    ``with`` block raises it at the end in any case, in place of errors HDF5 met reading
+    back what was dropped.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
+        self.path = Path(path)
+        self._options = options
+        self._raw: GuardedFile | None = None
+        self._file: Any = None
+
+    def __enter__(self) -> Any:
+        import h5py
+
+        self._raw = GuardedFile(self.path)
+        try:
+            self._file = h5py.File(self._raw, "w", **self._options)
+        except BaseException:
+            self._raw.close()
+            self.check()
+            raise
+        return self._file
+
+    def check(self) -> None:
+        """Raise the first failed write, if any.
+
+        Raises:
+            OSError: As the write failed (``ENOSPC`` for a full disk).
+        """
+        if self._raw is not None and self._raw.error is not None:
+            raise self._raw.error
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._raw is not None
+        try:
+            self._file.close()
+        finally:
+            self._raw.close()
+        if error is None or isinstance(error, Exception):
+            self.check()
