@@ -1,7 +1,8 @@
 """``expcli collect``: options and config file in, progress bar and summary out.
 
-A thin layer over ``expcli.collect.job.CollectJob``. Ctrl-C (or SIGTERM) once: stop, close
-the envs, save what was collected and exit 130. Twice: stop at once, writing nothing.
+A thin layer over ``expcli.collect.job.CollectJob``. Ctrl-C or SIGTERM once: stop (an env
+stuck in a step is given up after a second), close the envs, save what was collected and
+exit 130. Twice, or before collecting began: stop at once, writing nothing, exit 130.
 """
 
 from __future__ import annotations
@@ -39,7 +40,12 @@ def collect_cmd(
     ] = None,
     mode: Annotated[
         str,
-        typer.Option("--mode", help="auto, dummy, subproc, ray, ray-subproc or vector."),
+        typer.Option(
+            "--mode",
+            help="auto, dummy, subproc, ray, ray-subproc or vector. dummy runs the envs in "
+            "this process: one that calls os._exit or segfaults takes expcli down and nothing "
+            "is saved; subproc survives it.",
+        ),
     ] = "auto",
     asynchronous: Annotated[
         str,
@@ -58,6 +64,14 @@ def collect_cmd(
     num_cpus: Annotated[
         int | None, typer.Option("--num-cpus", help="Worker processes or Ray actors.")
     ] = None,
+    step_timeout: Annotated[
+        str,
+        typer.Option(
+            "--step-timeout",
+            metavar="SECONDS",
+            help="An env whose step takes longer is reported hung (0 or none: no limit).",
+        ),
+    ] = "60",  # settings.STEP_TIMEOUT (not imported here: `expcli --help` stays light)
     infos: Annotated[
         bool, typer.Option("--infos", help="Also store numeric scalar infos as infos/<key>.")
     ] = False,
@@ -100,6 +114,7 @@ def collect_cmd(
         "env_kwargs": _json_object(env_kwargs) if env_kwargs is not None else {},
         "ray_address": ray_address,
         "num_cpus": num_cpus,
+        "step_timeout": step_timeout,
         "infos": infos,
         "output": output,
         "compression": compression,
@@ -117,23 +132,25 @@ def collect_cmd(
 
     view = CollectView(job, quiet=job.settings.quiet)
     try:
-        with view.starting():
-            job.start()
-        view.started()
-        with view.signals() as signals, view.progress() as on_progress:
-            try:
-                stats = job.run(on_progress)
-            except EnvError as error:
-                job.close()
-                saved = job.save()
-                view.crashed(error, saved)
-                raise typer.Exit(1) from None
-        job.close()
-        saved = job.save()
-        view.finished(stats, saved)
-        if signals.received:
-            view.interrupted(saved)
-            raise typer.Exit(128 + signals.received)
+        with view.signals() as signals:
+            with view.starting():
+                job.start()
+            view.started()
+            with view.progress() as on_progress:
+                signals.arm()
+                try:
+                    stats = job.run(on_progress)
+                except EnvError as error:
+                    job.close()
+                    saved = job.save()
+                    view.crashed(error, saved)
+                    raise typer.Exit(1) from None
+            job.close()
+            saved = job.save()
+            view.finished(stats, saved)
+            if signals.received:
+                view.interrupted(saved)
+                raise typer.Exit(130)
     finally:
         job.close()
 

@@ -64,8 +64,11 @@ def build_env(
     *,
     num_cpus: int | None = None,
     ray_address: str | None = None,
+    step_timeout: float | None = None,
 ) -> Any:
     """The envs of one mode: a ``ParallelEnv``, or a Gymnasium vector env for ``vector``.
+
+    ``step_timeout`` applies to the ``ParallelEnv`` modes (Gymnasium's vector envs have none).
 
     Raises:
         ConfigError: Unknown env id, bad kwargs, or ``vector`` for an env without one.
@@ -83,6 +86,7 @@ def build_env(
             asynchronous=asynchronous,
             num_cpus=num_cpus,
             address=ray_address,
+            step_timeout=step_timeout,
             **env_kwargs,
         )
     require_vector_entry_point(env_id)
@@ -118,6 +122,7 @@ def choose_env(
     env_kwargs: dict[str, Any],
     *,
     num_cpus: int | None = None,
+    step_timeout: float | None = None,
 ) -> tuple[str, Any, list[Probe]]:
     """Build each candidate mode, step it for a moment, keep the fastest open.
 
@@ -128,7 +133,15 @@ def choose_env(
     best: tuple[float, str, Any] | None = None
     candidates = candidate_modes(env_id, num_envs, asynchronous)
     for mode in candidates:
-        env = build_env(mode, env_id, num_envs, asynchronous, env_kwargs, num_cpus=num_cpus)
+        env = build_env(
+            mode,
+            env_id,
+            num_envs,
+            asynchronous,
+            env_kwargs,
+            num_cpus=num_cpus,
+            step_timeout=step_timeout,
+        )
         try:
             speed = _probe(env) if len(candidates) > 1 else float("nan")
         except BaseException:

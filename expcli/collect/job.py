@@ -93,7 +93,12 @@ class CollectJob:
         asynchronous = None if s.asynchronous == "none" else s.asynchronous
         if s.mode == "auto":
             self.mode, self.env, self.probes = choose_env(
-                s.env_id, s.envs, asynchronous, s.env_kwargs, num_cpus=s.num_cpus
+                s.env_id,
+                s.envs,
+                asynchronous,
+                s.env_kwargs,
+                num_cpus=s.num_cpus,
+                step_timeout=s.step_timeout_seconds,
             )
         else:
             self.env = build_env(
@@ -104,6 +109,7 @@ class CollectJob:
                 s.env_kwargs,
                 num_cpus=s.num_cpus,
                 ray_address=s.ray_address,
+                step_timeout=s.step_timeout_seconds,
             )
         try:
             self.collector = self._collector()
@@ -162,9 +168,12 @@ class CollectJob:
         )
 
     def stop(self) -> None:
-        """End ``run`` after the current step."""
+        """End ``run`` after the current step; a step that hangs is given up after a second."""
         if self.collector is not None:
             self.collector.stop()
+        interrupt = getattr(self.env, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
 
     def dataset(self) -> Dataset:
         """What was collected, trimmed to the rows written, with the run's metadata."""

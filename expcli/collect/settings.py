@@ -20,6 +20,7 @@ __all__ = ["MODES", "CollectSettings", "read_config"]
 MODES = ("auto", "dummy", "subproc", "ray", "ray-subproc", "vector")
 ASYNC_MODES = ("none", "idle", "restart", "continue")
 COMPRESSIONS = ("none", "gzip", "lzf")
+STEP_TIMEOUT = 60.0  # seconds an env's step may take before it is reported hung
 
 
 @dataclass
@@ -38,11 +39,21 @@ class CollectSettings:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     ray_address: str | None = None
     num_cpus: int | None = None
+    step_timeout: float | str | None = STEP_TIMEOUT
     infos: bool = False
     output: Path | None = None
     compression: str = "none"
     overwrite: bool = False
     quiet: bool = False
+
+    @property
+    def step_timeout_seconds(self) -> float | None:
+        """``step_timeout`` in seconds; None: no limit (``0``, ``"none"`` or ``"off"``).
+
+        Raises:
+            ConfigError: Not a number of seconds.
+        """
+        return _seconds_or_none(self.step_timeout, "--step-timeout")
 
     def validate(self) -> CollectSettings:
         """Check every value; fill in the default step count.
@@ -77,6 +88,7 @@ class CollectSettings:
             raise ConfigError(f"--seed must be an integer, got {self.seed!r}")
         if not isinstance(self.env_kwargs, dict):
             raise ConfigError(f"--env-kwargs must be a JSON object, got {self.env_kwargs!r}")
+        self.step_timeout = self.step_timeout_seconds
         return self
 
 
@@ -121,6 +133,7 @@ _KINDS: Mapping[str, tuple[type, ...]] = {
     "env_kwargs": (dict,),
     "ray_address": (str,),
     "num_cpus": (int,),
+    "step_timeout": (int, float, str),
     "infos": (bool,),
     "output": (str,),
     "compression": (str,),
@@ -144,6 +157,20 @@ def _typed(value: Any, name: str, path: Path, key: str) -> Any:
 def _choose(flag: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ConfigError(f"{flag} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def _seconds_or_none(value: Any, flag: str) -> float | None:
+    """Seconds from a number or its text; None for 0, "none" or "off"."""
+    text = str(value).strip().lower()
+    if value is None or text in ("none", "off"):
+        return None
+    try:
+        seconds = float(text) if not isinstance(value, bool) else -1.0
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise ConfigError(f"{flag} must be seconds (0 or none: no limit), got {value!r}")
+    return seconds or None
 
 
 def _flag(name: str) -> str:

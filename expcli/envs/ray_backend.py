@@ -9,6 +9,11 @@ dead actor is reported the same way, or replaced with ``restart_on_error``.
 Each actor reserves a CPU, or its share of the free CPUs when fewer are free, so that
 several backends on one Ray never wait for each other.
 
+An actor gives up on a hung env itself (its backend has the step timeout); the driver
+waits in slices, gives up after ``interrupt()``, and kills an actor that does not answer
+within the step timeout times its envs, plus ``_HUNG_MARGIN`` seconds (an env stuck in C
+code, which its dummy backend cannot interrupt).
+
 Ray is imported lazily (the ``ray`` extra). The backend starts a local Ray when none is
 running and no cluster address is given, and shuts it down when its last user closes; a
 Ray the user started (``ray.init``) is used as is and left running. On a cluster, the
@@ -29,6 +34,7 @@ import numpy as np
 from expcli.envs.backend import StepBatch
 from expcli.envs.dummy_backend import DummyBackend, take
 from expcli.envs.env_group import Slots
+from expcli.envs.watchdog import INTERRUPT_GRACE, SLICE, StepInterrupted
 from expcli.errors import EnvError, MissingDependencyError
 
 if TYPE_CHECKING:
@@ -41,6 +47,7 @@ ArgsFor = Callable[[np.ndarray], tuple[Any, ...]]  # an actor's arguments, from 
 
 _START_TIMEOUT = 300.0  # seconds for the actors to be placed and to build their envs
 _CLOSE_TIMEOUT = 5.0  # seconds for the actors to close their envs before being killed
+_HUNG_MARGIN = 10.0  # seconds past what an actor's own step timeout would take
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,7 @@ class _Host:
         num_workers: int | None,
         restart_on_error: bool,
         no_warning: bool,
+        step_timeout: float | None = None,
     ) -> None:
         self.offset = offset
         self.inner: Any = None
@@ -92,9 +100,10 @@ class _Host:
                     no_warning,
                     label_offset=offset,
                     pin=False,
+                    step_timeout=step_timeout,
                 )
             else:
-                self.inner = DummyBackend(factories, restart_on_error, no_warning)
+                self.inner = DummyBackend(factories, restart_on_error, no_warning, step_timeout)
         except EnvError as e:
             self.failure = _Failure.of(e, offset)
 
@@ -139,6 +148,7 @@ class RayBackend:
         subproc: Run a ``SubprocBackend`` in each actor (ray-subproc): one actor per
             node by default.
         num_actors: Overrides the number of actors.
+        step_timeout: Seconds an env's call may take before it is reported hung.
 
     Raises:
         MissingDependencyError: Ray is not installed.
@@ -155,9 +165,13 @@ class RayBackend:
         address: str | None = None,
         subproc: bool = False,
         num_actors: int | None = None,
+        step_timeout: float | None = None,
     ) -> None:
         self._ray, self._counted = _connect(address, num_cpus, num_gpus)
         self._closed = False
+        self.step_timeout = step_timeout
+        self._interrupted_at: float | None = None
+        self._busy: set[int] = set()  # actors with a call not answered yet
         self._base_restarts = 0  # envs of replaced actors, and the restarts those had made
         self.actors: list[Any] = []
         self.factories = list(factories)
@@ -198,7 +212,13 @@ class RayBackend:
 
     def _spawn(self, a: int) -> Any:
         lo, hi = int(self._bounds[a]), int(self._bounds[a + 1])
-        args = (self.subproc, self._workers, self.restart_on_error, self.no_warning)
+        args = (
+            self.subproc,
+            self._workers,
+            self.restart_on_error,
+            self.no_warning,
+            self.step_timeout,
+        )
         return self._host.options(**self._options).remote(self.factories[lo:hi], lo, *args)
 
     @property
@@ -252,6 +272,11 @@ class RayBackend:
         """See ``Backend.call``."""
         return self._ordered("call", ids, lambda pos: (method, _pick(kwargs, pos)))
 
+    def interrupt(self) -> None:
+        """Give up on a call not answered within ``INTERRUPT_GRACE`` s from now on."""
+        if self._interrupted_at is None:
+            self._interrupted_at = time.monotonic()
+
     def close(self) -> None:
         """Close the envs, kill the actors (dead ones too) and release Ray; idempotent."""
         if self._closed:
@@ -259,7 +284,8 @@ class RayBackend:
         self._closed = True
         ray, actors, self.actors = self._ray, self.actors, []
         if ray.is_initialized() and actors:
-            refs = [actor.close.remote() for actor in actors]  # a dead one's fails at once
+            # a dead one's close fails at once; a busy one would answer only after its call
+            refs = [actor.close.remote() for a, actor in enumerate(actors) if a not in self._busy]
             ray.wait(refs, num_returns=len(refs), timeout=_CLOSE_TIMEOUT)
             for actor in actors:
                 _kill(ray, actor)
@@ -305,15 +331,21 @@ class RayBackend:
         """
         exceptions = self._ray.exceptions
         pending = {ref: a for a, ref in refs.items()}
+        self._busy.update(refs)
         replies: dict[int, Any] = {}
         dead: dict[int, EnvError] = {}
+        started = time.monotonic()
         while pending:
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _ = self._ray.wait(list(pending), num_returns=1, timeout=timeout)
-            if not ready:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
                 what = "was not ready in time (not enough free CPUs or GPUs in the cluster?)"
                 raise self._fail(self._error(method, pending[next(iter(pending))], what))
+            self._check_waiting(method, pending, started, now, revive, dead)
+            ready, _ = self._ray.wait(list(pending), num_returns=1, timeout=SLICE)
+            if not ready:
+                continue
             a = pending.pop(ready[0])
+            self._busy.discard(a)
             try:
                 reply = self._ray.get(ready[0])
             except exceptions.RayActorError as e:
@@ -327,6 +359,36 @@ class RayBackend:
                 raise self._fail(reply.to_error()) from None
             replies[a], self._restarts[a] = reply
         return replies, dead
+
+    def _check_waiting(
+        self,
+        method: str,
+        pending: dict[Any, int],
+        started: float,
+        now: float,
+        revive: bool,
+        dead: dict[int, EnvError],
+    ) -> None:
+        """Between slices of a wait: give up after ``interrupt()``; stop actors that hang."""
+        interrupted_at = self._interrupted_at
+        if interrupted_at is not None and now - max(interrupted_at, started) >= INTERRUPT_GRACE:
+            raise StepInterrupted(f"{method}() interrupted")
+        if self.step_timeout is None or method in ("make", "restart"):
+            return
+        for ref, a in list(pending.items()):
+            lo, hi = int(self._bounds[a]), int(self._bounds[a + 1])
+            limit = self.step_timeout * (hi - lo) + _HUNG_MARGIN
+            if now - started >= limit:
+                del pending[ref]
+                _kill(self._ray, self.actors[a])
+                self._busy.discard(a)
+                what = (
+                    f"did not answer within {limit:g} s (step timeout {self.step_timeout:g} s "
+                    "per env): an env seems hung; the actor was stopped"
+                )
+                dead[a] = self._error(method, a, what)
+                if not revive:
+                    raise self._fail(dead[a])
 
     def _error(self, method: str, a: int, what: str, cause: Exception | None = None) -> EnvError:
         lo, hi = int(self._bounds[a]), int(self._bounds[a + 1]) - 1

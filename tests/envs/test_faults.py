@@ -189,3 +189,34 @@ def test_a_script_without_main_guard_is_told_why_workers_fail(tmp_path: Path) ->
     last = done.stderr.strip().splitlines()[-1]
     assert "EnvError" in last and "during start" in last
     assert 'if __name__ == "__main__":' in last
+
+
+_UNGUARDED = """
+import gymnasium as gym
+from expcli import ParallelEnv
+
+class Doubled(gym.RewardWrapper):  # defined in the main module, which workers cannot import
+    def reward(self, reward):
+        return 2 * reward
+
+penv = ParallelEnv([lambda: Doubled(gym.make("CartPole-v1"))] * 2, "subproc", num_cpus=2)
+penv.reset(seed=0)
+print(penv.step([0, 1])[1].tolist())
+penv.close()
+"""
+
+
+@pytest.mark.parametrize("how", ["stdin", "-c"])
+def test_workers_start_when_the_main_module_is_not_a_file(how: str) -> None:
+    """Code piped to ``python -`` or given to ``python -c``: spawn must not look for a file."""
+    args, stdin = (
+        ([sys.executable, "-"], _UNGUARDED)
+        if how == "stdin"
+        else (
+            [sys.executable, "-c", _UNGUARDED],
+            None,
+        )
+    )
+    done = subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[2.0,", "2.0]"]
