@@ -8,7 +8,6 @@ mode (what happens to an env once its episode is over) and shapes the results; a
 from __future__ import annotations
 
 import atexit
-import difflib
 import functools
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -18,11 +17,12 @@ import gymnasium as gym
 import numpy as np
 
 from expcli.envs.backend import Backend, StepBatch
+from expcli.envs.env_ids import check_env_id
 from expcli.envs.factories import EnvFactory, as_factory
 from expcli.envs.watchdog import StepInterrupted, check_timeout
 from expcli.errors import ConfigError, EnvError
 
-__all__ = ["ASYNC_MODES", "PARA_MODES", "ParallelEnv", "StepInterrupted"]
+__all__ = ["ASYNC_MODES", "PARA_MODES", "ParallelEnv", "StepInterrupted", "check_env_id"]
 
 PARA_MODES = ("dummy", "subproc", "ray", "ray-subproc")
 ASYNC_MODES = (None, "idle", "restart", "continue")
@@ -508,34 +508,6 @@ def _stackable(value: Any) -> Any:
         if isinstance(value, np.ndarray)
         else np.asarray(value, dtype=object if any(v is None for v in value) else None)
     )
-
-
-def check_env_id(env_id: str) -> str:
-    """The registered id of ``env_id``, or ``ConfigError`` (with a suggestion).
-
-    ``"module:EnvName-v0"`` (Gymnasium's syntax) imports ``module`` first, which is where
-    a user's own envs register themselves.
-
-    Raises:
-        ConfigError: The module cannot be imported, or Gymnasium does not know the id.
-    """
-    module, _, name = env_id.rpartition(":")
-    if module:
-        import importlib
-
-        try:
-            importlib.import_module(module)
-        except Exception as e:
-            raise ConfigError(f"env id {env_id!r}: cannot import module {module!r}: {e}") from e
-    if name in gym.registry:
-        return name
-    try:
-        gym.spec(name)  # versions and namespaces
-    except Exception as e:
-        close = difflib.get_close_matches(name, list(gym.registry), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"unknown env id {env_id!r}{hint}") from e
-    return name
 
 
 def _make_backend(
