@@ -186,10 +186,11 @@ class EnvGroup:
         )
         # The quick test of ResultCheck.fits, inlined: it runs for every env at every step.
         reward_types, flag_types = check.reward_types, check.flag_types
-        obs_dtypes, obs_types, shape, ndarray = (
+        obs_dtypes, obs_types, shape, dtype, ndarray = (
             check.obs_dtypes,
             check.obs_types,
             check.shape,
+            check.dtype,
             np.ndarray,
         )
         infos: dict[int, dict[str, Any]] = {}
@@ -215,7 +216,7 @@ class EnvGroup:
                             and (
                                 (
                                     obs.__class__ is ndarray
-                                    and obs.dtype in obs_dtypes
+                                    and (obs.dtype is dtype or obs.dtype in obs_dtypes)
                                     and obs.shape == shape
                                 )
                                 or obs.__class__ in obs_types
@@ -241,9 +242,18 @@ class EnvGroup:
                         restarted.append(i)
                     if info:
                         infos[i] = info
+        except Abandon as e:
+            raise self._given_up(e) from None
         finally:
             busy[0] = -1
         return infos, restarted
+
+    def _given_up(self, error: Abandon) -> BaseException:
+        """What to raise for a call given up on just as it returned (between two calls)."""
+        if error.interrupted:
+            return StepInterrupted(str(error))
+        index = int(self.busy[0])
+        return GroupError(ErrorRecord(index, self.method, Abandon.__name__, str(error), ""))
 
     def _refuse(self, problem: str | None, i: int, where: str | None = None) -> None:
         """Raise ``BadResult`` for ``problem`` (nothing when there is none)."""
@@ -292,6 +302,8 @@ class EnvGroup:
             with self._silence():
                 for j, i in enumerate(local):
                     infos.append(self._guard(i, "reset", self._reset_one, i, seeds[j], options))
+        except Abandon as e:
+            raise self._given_up(e) from None
         finally:
             self.busy[0] = -1
         return infos
@@ -334,6 +346,8 @@ class EnvGroup:
                     )
                 with self._silence():
                     results.append(self._guard(i, method, fn, **kwargs[j]))
+        except Abandon as e:
+            raise self._given_up(e) from None
         finally:
             self.busy[0] = -1
         return results

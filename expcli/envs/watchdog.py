@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 import time
 from typing import Any
@@ -93,7 +94,8 @@ class Watchdog:
         step_timeout: Seconds an env's call may take; None: only ``interrupt()``.
 
     The thread runs while there is something to watch for (a timeout, or an interrupt);
-    it costs a wake-up every ``period`` seconds.
+    it costs a wake-up every ``period`` seconds. Built in the main thread, a watchdog
+    handles SIGALRM while it lives (if nothing else did), and gives it back when closed.
     """
 
     def __init__(self, group: Any, step_timeout: float | None) -> None:
@@ -102,9 +104,11 @@ class Watchdog:
         self.period = min(0.25, step_timeout / 4) if step_timeout else 0.25
         self._interrupted_at: float | None = None
         self._target: tuple[Any, Abandon] | None = None
-        self._fired: Any = None
+        self._fired: Any = None  # the call given up on (once each)
+        self._told: Any = None  # the call said to be stuck (once each)
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
+        # Only the main thread can route SIGALRM here, and interrupt() may come from another.
         self._handler = _install_handler(self)
         if step_timeout:
             self._start()
@@ -152,6 +156,8 @@ class Watchdog:
             if hang is not None and hang.stuck(sample, now):
                 assert self.step_timeout is not None
                 self._fire(sample, Abandon(hung_message(method, self.step_timeout), False))
+                if now - hang.since >= 2 * hang.limit + 5:
+                    self._tell_stuck(sample, method, now - hang.since)
             interrupted_at = self._interrupted_at
             if (
                 interrupted_at is not None
@@ -162,15 +168,31 @@ class Watchdog:
 
     def _fire(self, sample: Any, error: Abandon) -> None:
         """Raise ``error`` in the stepping thread, if it is the main thread (once per call)."""
-        if sample == self._fired or not self._handler:
-            return
         thread = self.group.thread
-        if thread != threading.main_thread().ident:
-            return  # only the main thread runs signal handlers
+        if (
+            sample == self._fired
+            or not self._handler
+            or thread != threading.main_thread().ident  # only it runs signal handlers
+            or signal.getsignal(signal.SIGALRM) is not _on_alarm
+        ):
+            return
         self._fired = sample
         self._target = (sample, error)
         with contextlib.suppress(OSError, ValueError):
             signal.pthread_kill(thread, signal.SIGALRM)
+
+    def _tell_stuck(self, sample: Any, method: str, seconds: float) -> None:
+        """Say once, on stderr, that an env cannot be given up on (stuck in C code)."""
+        if self._told == sample:
+            return
+        self._told = sample
+        with contextlib.suppress(Exception):
+            sys.stderr.write(
+                f"expcli: env {sample[1]} has been in {method}() for {seconds:.0f} s and cannot "
+                "be interrupted in dummy mode (stuck in C code, or not stepped from the main "
+                "thread); use the subproc mode for such envs, or kill this process\n"
+            )
+            sys.stderr.flush()
 
 
 # ------------------------------------------------------------- SIGALRM, shared
