@@ -22,114 +22,27 @@ nodes need expcli and the envs' packages installed.
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from expcli.envs.backend import StepBatch
-from expcli.envs.dummy_backend import DummyBackend, take
+from expcli.envs.dummy_backend import take
 from expcli.envs.env_group import Slots
+from expcli.envs.ray_actor import ActorHost, Factory, Failure
+from expcli.envs.ray_session import connect, disconnect
 from expcli.envs.watchdog import INTERRUPT_GRACE, SLICE, StepInterrupted
-from expcli.errors import EnvError, MissingDependencyError
-
-if TYPE_CHECKING:
-    import gymnasium as gym
+from expcli.errors import EnvError
 
 __all__ = ["RayBackend"]
 
-Factory = Callable[[], "gym.Env[Any, Any]"]
 ArgsFor = Callable[[np.ndarray], tuple[Any, ...]]  # an actor's arguments, from its positions
 
 _START_TIMEOUT = 300.0  # seconds for the actors to be placed and to build their envs
 _CLOSE_TIMEOUT = 5.0  # seconds for the actors to close their envs before being killed
 _HUNG_MARGIN = 10.0  # seconds past what an actor's own step timeout would take
-
-
-@dataclass(frozen=True)
-class _Failure:
-    """An ``EnvError`` raised in an actor, as plain data with a backend-wide env index."""
-
-    index: int | None
-    message: str
-    traceback: str | None
-
-    @classmethod
-    def of(cls, error: EnvError, offset: int) -> _Failure:
-        """The failure of ``error``, whose index counts from ``offset``."""
-        message = error.detail
-        index = None if error.index is None else error.index + offset
-        return cls(index, message, error.remote_traceback)
-
-    def to_error(self) -> EnvError:
-        return EnvError(self.message, index=self.index, remote_traceback=self.traceback)
-
-
-class _Host:
-    """The body of an actor: envs ``offset ..`` in a dummy or subproc backend.
-
-    Every method answers ``(value, restarts so far)`` or a ``_Failure``, never raises for
-    an env, so that the driver can tell env errors from a dead actor.
-    """
-
-    def __init__(
-        self,
-        factories: Sequence[Factory],
-        offset: int,
-        subproc: bool,
-        num_workers: int | None,
-        restart_on_error: bool,
-        no_warning: bool,
-        step_timeout: float | None = None,
-    ) -> None:
-        self.offset = offset
-        self.inner: Any = None
-        self.failure: _Failure | None = None
-        try:
-            if subproc:
-                from expcli.envs.subproc_backend import SubprocBackend
-
-                self.inner = SubprocBackend(
-                    factories,
-                    num_workers,
-                    restart_on_error,
-                    no_warning,
-                    label_offset=offset,
-                    pin=False,
-                    step_timeout=step_timeout,
-                )
-            else:
-                self.inner = DummyBackend(factories, restart_on_error, no_warning, step_timeout)
-        except EnvError as e:
-            self.failure = _Failure.of(e, offset)
-
-    def ready(self) -> tuple[Any, int] | _Failure:
-        """The observation and action spaces, once the envs are built."""
-        if self.failure is not None:
-            return self.failure
-        return (self.inner.observation_space, self.inner.action_space), 0
-
-    def run(self, method: str, ids: np.ndarray, *args: Any) -> tuple[Any, int] | _Failure:
-        """``Backend.<method>`` on backend-wide ``ids``."""
-        try:
-            value = getattr(self.inner, method)(ids - self.offset, *args)
-        except EnvError as e:
-            return _Failure.of(e, self.offset)
-        if isinstance(value, StepBatch):
-            value.restarted = [i + self.offset for i in value.restarted]
-        return value, int(self.inner.restarts)
-
-    def pid(self) -> int:
-        """The actor's process id (tests kill it)."""
-        return os.getpid()
-
-    def close(self) -> None:
-        if self.inner is not None:
-            self.inner.close()
 
 
 class RayBackend:
@@ -167,7 +80,7 @@ class RayBackend:
         num_actors: int | None = None,
         step_timeout: float | None = None,
     ) -> None:
-        self._ray, self._counted = _connect(address, num_cpus, num_gpus)
+        self._ray, self._counted = connect(address, num_cpus, num_gpus)
         self._closed = False
         self.step_timeout = step_timeout
         self._interrupted_at: float | None = None
@@ -207,7 +120,7 @@ class RayBackend:
             "scheduling_strategy": "SPREAD",
             "max_restarts": 0,
         }
-        self._host = ray.remote(_Host)
+        self._host = ray.remote(ActorHost)
         self._restarts = [0] * count
 
     def _spawn(self, a: int) -> Any:
@@ -290,7 +203,7 @@ class RayBackend:
             for actor in actors:
                 _kill(ray, actor)
         if self._counted:
-            _disconnect(ray)
+            disconnect(ray)
 
     # ------------------------------------------------------------- plumbing
 
@@ -355,7 +268,7 @@ class RayBackend:
                 continue
             except exceptions.RayError as e:
                 raise self._fail(self._error(method, a, "failed", e)) from None
-            if isinstance(reply, _Failure):
+            if isinstance(reply, Failure):
                 raise self._fail(reply.to_error()) from None
             replies[a], self._restarts[a] = reply
         return replies, dead
@@ -447,45 +360,3 @@ def _kill(ray: Any, actor: Any) -> None:
         ray.kill(actor, no_restart=True)
     except Exception:  # noqa: S110 - already dead, or Ray already shut down
         pass
-
-
-# ------------------------------------------------------------ the Ray session
-
-_lock = threading.Lock()
-_owned = False  # this module called ray.init
-_users = 0  # live backends on that Ray
-
-
-def _connect(address: str | None, num_cpus: int | None, num_gpus: int | float) -> tuple[Any, bool]:
-    """The ``ray`` module, initialized (the running Ray, a cluster, or a new local Ray), and
-    whether this module started it (then the caller must ``_disconnect``)."""
-    global _owned, _users
-    try:
-        import ray
-    except ImportError as e:
-        raise MissingDependencyError("ray", "ray", "the ray modes") from e
-    with _lock:
-        if not ray.is_initialized():
-            target = address or os.environ.get("RAY_ADDRESS")
-            local = {"num_cpus": num_cpus, "num_gpus": num_gpus or None, "include_dashboard": False}
-            kwargs: dict[str, Any] = {"address": target} if target else local
-            try:
-                ray.init(**kwargs, log_to_driver=False, ignore_reinit_error=True)
-            except Exception as e:
-                where = f"join the Ray cluster at {target}" if target else "start a local Ray"
-                raise EnvError(f"could not {where}: {e}") from e
-            _owned, _users = True, 0
-        if _owned:
-            _users += 1
-        return ray, _owned
-
-
-def _disconnect(ray: Any) -> None:
-    """Shut down the Ray this module started once its last backend is closed."""
-    global _owned, _users
-    with _lock:
-        _users -= 1
-        if _users <= 0:
-            _owned, _users = False, 0
-            if ray.is_initialized():
-                ray.shutdown()
