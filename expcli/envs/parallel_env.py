@@ -59,7 +59,7 @@ class ParallelEnv:
         address: Ray cluster to join (default: ``RAY_ADDRESS``, else a local Ray).
         step_timeout: Seconds one env's ``step`` (or ``reset``, or method call) may take
             before the env is reported hung (``EnvError``, or a restart with
-            ``restart_on_error``); found within about a quarter of it more. None or 0:
+            ``restart_on_error``); found within a quarter of a second more. None or 0:
             wait forever. The process modes stop a hung worker whatever it is doing;
             dummy mode can give up only on a hang in Python code (or a sleep, or a wait
             on a lock or socket) of envs stepped from the main thread.
