@@ -125,3 +125,14 @@ def test_collect_refuses_a_bad_step_timeout(value: str) -> None:
     result = CliRunner().invoke(app, ["collect", "CartPole-v1", "--step-timeout", value])
     assert result.exit_code == 2
     assert "--step-timeout must be seconds (0 or none: no limit)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("step-timeout = 2.5", 2.5), ('step_timeout = "none"', None)]
+)
+def test_the_step_timeout_in_a_config_file(tmp_path: Any, text: str, seconds: float | None) -> None:
+    from expcli.collect.settings import CollectSettings, read_config
+
+    config = tmp_path / "run.toml"
+    config.write_text(f'env = "CartPole-v1"\n{text}\n')
+    assert CollectSettings(**read_config(config)).validate().step_timeout == seconds
