@@ -235,12 +235,10 @@ class _Host:
 
 
 def _leave_signals_to_parent(parent_pid: int | None) -> None:
-    """Ignore the group's Ctrl-C and SIGTERM (the parent started us with them blocked);
-    with ``parent_pid``, die with the parent even while stuck in an env."""
+    """Ignore the group's Ctrl-C and SIGTERM; with ``parent_pid``, die with the parent
+    even while stuck in an env."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     if parent_pid is None or not sys.platform.startswith("linux"):
         return
     import ctypes

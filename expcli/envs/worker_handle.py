@@ -1,6 +1,6 @@
 """The parent's handle on one subproc worker: starting it, talking to it, stopping it.
 
-A worker is started with SIGINT and SIGTERM blocked, and ignores them once it runs: a
+A worker ignores SIGINT and SIGTERM as soon as it runs (not while Python starts it): a
 Ctrl-C or a ``kill`` sent to the whole process group is the parent's to handle, and the
 parent stops its workers itself. Started from the main thread on Linux, a worker also
 dies with the parent, so that one hung in an env never outlives it.
@@ -78,7 +78,7 @@ class WorkerHandle:
             name=f"expcli-env-worker-{index}",
             daemon=True,
         )
-        with _quiet_start():
+        with _without_unloadable_main():
             self.process.start()
         child.close()
         self.busy = True
@@ -171,12 +171,8 @@ class WorkerHandle:
 
 
 @contextlib.contextmanager
-def _quiet_start() -> Iterator[None]:
-    """Start a process with SIGINT and SIGTERM blocked (it inherits the mask) and without
-    a main module that cannot be run again."""
-    masked = hasattr(signal, "pthread_sigmask")
-    if masked:
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+def _without_unloadable_main() -> Iterator[None]:
+    """Start a process without a main module that spawn cannot run again."""
     main = sys.modules.get("__main__")
     hidden = _unloadable_main_file(main)
     if hidden is not None:
@@ -186,8 +182,6 @@ def _quiet_start() -> Iterator[None]:
     finally:
         if hidden is not None:
             main.__file__ = hidden  # type: ignore[union-attr]
-        if masked:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _unloadable_main_file(main: Any) -> str | None:
