@@ -1,8 +1,9 @@
 """What ``expcli collect`` shows: the chosen mode, a live progress bar, the summary table.
 
 Progress and messages go to stderr, the summary table to stdout (``--quiet``: the output
-path alone). Signal handling lives here too, because it is about the terminal: the first
-Ctrl-C asks the job to stop and save, the second raises ``KeyboardInterrupt`` at once.
+path alone). Signal handling lives here too, because it is about the terminal: SIGTERM is
+taken as Ctrl-C; the first asks the job to stop and save, the second (or one before the
+collection began) raises ``KeyboardInterrupt`` at once. Both end in exit code 130.
 """
 
 from __future__ import annotations
@@ -26,18 +27,31 @@ if TYPE_CHECKING:
 
 __all__ = ["CollectView", "Signals"]
 
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
 
 class Signals:
-    """SIGINT/SIGTERM while collecting: the first stops the job, the second aborts."""
+    """SIGINT/SIGTERM: while collecting, the first stops the job and the second aborts;
+    before that (envs starting), any aborts."""
 
     def __init__(self, job: CollectJob, on_first: Callable[[int], None]) -> None:
         self.job = job
         self.on_first = on_first
         self.received = 0
+        self.collecting = False
+        self.installed = False
+
+    def arm(self) -> None:
+        """Collecting begins: the first signal now stops and saves. The handlers are set
+        again, for starting Ray puts its own C-level SIGTERM handler over them."""
+        self.collecting = True
+        if self.installed:
+            for sig in _SIGNALS:
+                signal.signal(sig, self.handle)
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         del frame
-        if self.received:
+        if self.received or not self.collecting:
             raise KeyboardInterrupt
         self.received = signum
         self.job.stop()
@@ -100,9 +114,10 @@ class CollectView:
         if threading.current_thread() is not threading.main_thread():
             yield handler
             return
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
         for sig in previous:
             signal.signal(sig, handler.handle)
+        handler.installed = True
         try:
             yield handler
         finally:

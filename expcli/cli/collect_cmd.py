@@ -1,7 +1,8 @@
 """``expcli collect``: options and config file in, progress bar and summary out.
 
-A thin layer over ``expcli.collect.job.CollectJob``. Ctrl-C (or SIGTERM) once: stop, close
-the envs, save what was collected and exit 130. Twice: stop at once, writing nothing. A
+A thin layer over ``expcli.collect.job.CollectJob``. Ctrl-C or SIGTERM once: stop (an env
+stuck in a step is given up after a second), close the envs, save what was collected and
+exit 130. Twice, or before collecting began: stop at once, writing nothing, exit 130. A
 run that collected nothing (failed or stopped before its first row) writes nothing, so an
 existing file under ``--overwrite`` is kept.
 """
@@ -41,7 +42,12 @@ def collect_cmd(
     ] = None,
     mode: Annotated[
         str,
-        typer.Option("--mode", help="auto, dummy, subproc, ray, ray-subproc or vector."),
+        typer.Option(
+            "--mode",
+            help="auto, dummy, subproc, ray, ray-subproc or vector. dummy runs the envs in "
+            "this process: one that calls os._exit or segfaults takes expcli down and nothing "
+            "is saved; subproc survives it.",
+        ),
     ] = "auto",
     force_mode: Annotated[
         bool,
@@ -69,6 +75,14 @@ def collect_cmd(
     num_cpus: Annotated[
         int | None, typer.Option("--num-cpus", help="Worker processes or Ray actors.")
     ] = None,
+    step_timeout: Annotated[
+        str,
+        typer.Option(
+            "--step-timeout",
+            metavar="SECONDS",
+            help="An env whose step takes longer is reported hung (0 or none: no limit).",
+        ),
+    ] = "60",  # settings.STEP_TIMEOUT (not imported here: `expcli --help` stays light)
     infos: Annotated[
         bool, typer.Option("--infos", help="Also store numeric scalar infos as infos/<key>.")
     ] = False,
@@ -112,6 +126,7 @@ def collect_cmd(
         "env_kwargs": _json_object(env_kwargs) if env_kwargs is not None else {},
         "ray_address": ray_address,
         "num_cpus": num_cpus,
+        "step_timeout": step_timeout,
         "infos": infos,
         "output": output,
         "compression": compression,
@@ -131,32 +146,34 @@ def collect_cmd(
 
     view = CollectView(job, quiet=job.settings.quiet)
     try:
-        with view.starting():
-            job.start()
-        view.started()
-        with view.signals() as signals, view.progress() as on_progress:
-            try:
-                stats = job.run(on_progress)
-            except EnvError as error:
-                job.close()
+        with view.signals() as signals:
+            with view.starting():
+                job.start()
+            view.started()
+            with view.progress() as on_progress:
+                signals.arm()
                 try:
-                    saved = job.save()
-                except OutputError:  # two failures: say the first, then the save's
-                    from rich.markup import escape
+                    stats = job.run(on_progress)
+                except EnvError as error:
+                    job.close()
+                    try:
+                        saved = job.save()
+                    except OutputError:  # two failures: say the first, then the save's
+                        from rich.markup import escape
 
-                    view.err.print(f"[red]error:[/red] {escape(str(error))}", soft_wrap=True)
-                    raise
-                view.crashed(error, saved)
-                raise typer.Exit(1) from None
-        job.close()
-        saved = job.save()
-        if saved is None:  # stopped before the first row: an existing file stays as it was
-            view.nothing_saved()
-            raise typer.Exit(128 + signals.received if signals.received else 1)
-        view.finished(stats, saved)
-        if signals.received:
-            view.interrupted(saved)
-            raise typer.Exit(128 + signals.received)
+                        view.err.print(f"[red]error:[/red] {escape(str(error))}", soft_wrap=True)
+                        raise
+                    view.crashed(error, saved)
+                    raise typer.Exit(1) from None
+            job.close()
+            saved = job.save()
+            if saved is None:  # stopped before the first row: an existing file stays as it was
+                view.nothing_saved()
+                raise typer.Exit(130 if signals.received else 1)
+            view.finished(stats, saved)
+            if signals.received:
+                view.interrupted(saved)
+                raise typer.Exit(130)
     finally:
         job.close()
 

@@ -185,6 +185,8 @@ class Collector:
             self._obs = self.stepper.reset(self.seed)
         check = self._check_actions
         obs_rows, act_rows = self._obs_layout.rows, self._act_layout.rows
+        from expcli.envs.watchdog import StepInterrupted
+
         try:
             while not self._stop:
                 if limit is not None:
@@ -207,6 +209,8 @@ class Collector:
                 if progress is not None and (now := time.perf_counter()) >= next_report:
                     next_report = now + progress_interval
                     progress(self._progress(writer, steps, episodes, episodes_before, now - start))
+        except StepInterrupted:
+            self._stop = True  # stop() was called while an env hung; the envs are closed
         finally:
             writer.flush()
         elapsed = time.perf_counter() - start

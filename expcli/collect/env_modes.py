@@ -76,8 +76,11 @@ def build_env(
     *,
     num_cpus: int | None = None,
     ray_address: str | None = None,
+    step_timeout: float | None = None,
 ) -> Any:
     """The envs of one mode: a ``ParallelEnv``, or a Gymnasium vector env for ``vector``.
+
+    ``step_timeout`` applies to the ``ParallelEnv`` modes (Gymnasium's vector envs have none).
 
     Raises:
         ConfigError: Unknown env id, bad kwargs, or ``vector`` for an env without one.
@@ -95,6 +98,7 @@ def build_env(
             asynchronous=asynchronous,
             num_cpus=num_cpus,
             address=ray_address,
+            step_timeout=step_timeout,
             **env_kwargs,
         )
     require_vector_entry_point(env_id)
@@ -156,6 +160,7 @@ def choose_mode(
     *,
     seed: int | None = None,
     num_cpus: int | None = None,
+    step_timeout: float | None = None,
 ) -> tuple[str, list[Probe]]:
     """The fastest mode that stores the data every mode stores, and what was tried.
 
@@ -181,7 +186,15 @@ def choose_mode(
         if not probes and i == len(runnable) - 1:  # the last one standing: no need to time it
             return mode, [Probe(mode, math.nan), *skipped]
         try:
-            env = build_env(mode, env_id, num_envs, asynchronous, env_kwargs, num_cpus=num_cpus)
+            env = build_env(
+                mode,
+                env_id,
+                num_envs,
+                asynchronous,
+                env_kwargs,
+                num_cpus=num_cpus,
+                step_timeout=step_timeout,
+            )
         except (ConfigError, EnvError) as e:
             if mode != "vector":
                 raise

@@ -112,7 +112,13 @@ class CollectJob:
         if s.mode == "auto":
             # The probed envs are closed: the run's are built afresh, as in any other mode.
             self.mode, self.probes = choose_mode(
-                s.env_id, s.envs, asynchronous, s.env_kwargs, seed=s.seed, num_cpus=s.num_cpus
+                s.env_id,
+                s.envs,
+                asynchronous,
+                s.env_kwargs,
+                seed=s.seed,
+                num_cpus=s.num_cpus,
+                step_timeout=s.step_timeout_seconds,
             )
         if self.mode == "vector":
             self.env, self.mode_differences = build_checked_vector(
@@ -127,6 +133,7 @@ class CollectJob:
                 s.env_kwargs,
                 num_cpus=s.num_cpus,
                 ray_address=s.ray_address,
+                step_timeout=s.step_timeout_seconds,
             )
         try:
             self.collector = self._collector()
@@ -187,9 +194,12 @@ class CollectJob:
         )
 
     def stop(self) -> None:
-        """End ``run`` after the current step."""
+        """End ``run`` after the current step; a step that hangs is given up after a second."""
         if self.collector is not None:
             self.collector.stop()
+        interrupt = getattr(self.env, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
 
     def dataset(self) -> Dataset:
         """What was collected, trimmed to the rows written, with the run's metadata."""

@@ -24,6 +24,7 @@ COMPRESSIONS = ("none", "gzip", "lzf")
 # and low enough that a typo such as 100000000 is refused instead of filling the memory.
 MAX_ENVS = 65_536
 MAX_SEED = 2**64 - 1  # numpy and Gymnasium take any seed >= 0; 64 bits is what other tools take
+STEP_TIMEOUT = 60.0  # seconds an env's step may take before it is reported hung
 
 
 @dataclass
@@ -43,11 +44,21 @@ class CollectSettings:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     ray_address: str | None = None
     num_cpus: int | None = None
+    step_timeout: float | str | None = STEP_TIMEOUT
     infos: bool = False
     output: Path | None = None
     compression: str = "none"
     overwrite: bool = False
     quiet: bool = False
+
+    @property
+    def step_timeout_seconds(self) -> float | None:
+        """``step_timeout`` in seconds; None: no limit (``0``, ``"none"`` or ``"off"``).
+
+        Raises:
+            ConfigError: Not a number of seconds.
+        """
+        return _seconds_or_none(self.step_timeout, "--step-timeout")
 
     def validate(self) -> CollectSettings:
         """Check every value; fill in the default step count.
@@ -97,6 +108,7 @@ class CollectSettings:
             )
         if not isinstance(self.env_kwargs, dict):
             raise ConfigError(f"--env-kwargs must be a JSON object, got {self.env_kwargs!r}")
+        self.step_timeout = self.step_timeout_seconds
         return self
 
 
@@ -142,6 +154,7 @@ _KINDS: Mapping[str, tuple[type, ...]] = {
     "env_kwargs": (dict,),
     "ray_address": (str,),
     "num_cpus": (int,),
+    "step_timeout": (int, float, str),
     "infos": (bool,),
     "output": (str,),
     "compression": (str,),
@@ -165,6 +178,20 @@ def _typed(value: Any, name: str, path: Path, key: str) -> Any:
 def _choose(flag: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ConfigError(f"{flag} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def _seconds_or_none(value: Any, flag: str) -> float | None:
+    """Seconds from a number or its text; None for 0, "none" or "off"."""
+    text = str(value).strip().lower()
+    if value is None or text in ("none", "off"):
+        return None
+    try:
+        seconds = float(text) if not isinstance(value, bool) else -1.0
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise ConfigError(f"{flag} must be seconds (0 or none: no limit), got {value!r}")
+    return seconds or None
 
 
 def _flag(name: str) -> str:

@@ -2,5 +2,6 @@
 
 from expcli.envs.factories import EnvFactory
 from expcli.envs.parallel_env import ParallelEnv
+from expcli.envs.watchdog import StepInterrupted
 
-__all__ = ["EnvFactory", "ParallelEnv"]
+__all__ = ["EnvFactory", "ParallelEnv", "StepInterrupted"]

@@ -82,6 +82,11 @@ class Backend(Protocol):
         """``env.<method>(**kwargs[i])`` of each env; the results."""
         ...
 
+    def interrupt(self) -> None:
+        """From now on, give up on a call that takes more than ``INTERRUPT_GRACE`` seconds
+        with ``StepInterrupted``; safe from a signal handler or another thread."""
+        ...
+
     def close(self) -> None:
         """Close every env and release every process and buffer; idempotent."""
         ...

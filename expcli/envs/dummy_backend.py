@@ -1,6 +1,9 @@
 """The dummy backend: every env in this process, stepped one after the other.
 
-It is the reference the other backends are tested against.
+It is the reference the other backends are tested against. A ``Watchdog`` thread gives
+up on an env's call that hangs (``step_timeout``) or outlasts ``interrupt()``; it can do
+so only when the envs are stepped from the main thread and the hang is not in C code
+(see ``watchdog``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import numpy as np
 
 from expcli.envs.backend import StepBatch, covers_all
 from expcli.envs.env_group import EnvGroup, GroupError, Slots
+from expcli.envs.watchdog import Watchdog
 
 __all__ = ["DummyBackend", "gather"]
 
@@ -30,6 +34,7 @@ class DummyBackend:
         factories: Sequence[Callable[[], gym.Env[Any, Any]]],
         restart_on_error: bool = False,
         no_warning: bool = True,
+        step_timeout: float | None = None,
     ) -> None:
         try:
             self.group = EnvGroup(factories, 0, None, restart_on_error, no_warning)
@@ -38,6 +43,7 @@ class DummyBackend:
         self.num_envs = len(self.group.envs)
         self.observation_space = self.group.envs[0].observation_space
         self.action_space = self.group.envs[0].action_space
+        self.watchdog = Watchdog(self.group, step_timeout)
 
     @property
     def restarts(self) -> int:
@@ -73,8 +79,13 @@ class DummyBackend:
         """See ``Backend.call``."""
         return list(self._run(self.group.call, ids, method, kwargs))
 
+    def interrupt(self) -> None:
+        """Give up on an env's call that takes more than a second from now on."""
+        self.watchdog.interrupt()
+
     def close(self) -> None:
         """Close the envs; idempotent."""
+        self.watchdog.close()
         self.group.close()
 
     def _run(self, fn: Callable[..., Any], *args: Any) -> Any:

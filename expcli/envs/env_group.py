@@ -4,11 +4,15 @@ The dummy backend runs one group in process, each subproc worker runs one group 
 into shared memory, and each Ray actor runs one. A group writes step results into per-env
 slots of its ``Slots`` buffers and turns any exception of an env into an ``ErrorRecord``
 (picklable, with the traceback text) or, with ``restart_on_error``, rebuilds that env.
+
+What an env returns is checked before it is stored (``step_checks``), and the group
+says which env it is calling (``busy``) so that a hung one can be found (``watchdog``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
@@ -18,9 +22,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from expcli.envs.step_checks import BadResult, ResultCheck
+from expcli.envs.watchdog import Abandon, StepInterrupted
 from expcli.errors import EnvError
 
 __all__ = ["EnvGroup", "ErrorRecord", "GroupError", "Slots", "fixed_shape"]
+
+_AUTORESET = "in the reset that followed the end of its episode"
 
 
 def fixed_shape(space: gym.Space[Any]) -> tuple[tuple[int, ...], np.dtype[Any]] | None:
@@ -63,16 +71,19 @@ class ErrorRecord:
 
     def to_error(self) -> EnvError:
         """The ``EnvError`` to raise in the caller, remote traceback attached as a note."""
-        return EnvError(
-            f"{self.method}() raised {self.type_name}: {self.message}",
-            index=self.index,
-            remote_traceback=self.traceback,
-        )
+        if self.type_name == BadResult.__name__:
+            text = f"{self.method}() returned {self.message}"
+        elif self.type_name == Abandon.__name__:
+            text = self.message
+        else:
+            text = f"{self.method}() raised {self.type_name}: {self.message}"
+        return EnvError(text, index=self.index, remote_traceback=self.traceback)
 
     @classmethod
     def capture(cls, index: int, method: str, error: BaseException) -> ErrorRecord:
-        """Record the exception being handled."""
-        return cls(index, method, type(error).__name__, str(error), traceback.format_exc())
+        """Record the exception being handled (a refused result needs no traceback)."""
+        trace = "" if isinstance(error, BadResult) else traceback.format_exc()
+        return cls(index, method, type(error).__name__, str(error), trace)
 
 
 class GroupError(Exception):
@@ -93,6 +104,13 @@ class EnvGroup:
         restart_on_error: Rebuild and reset an env that raises in ``step`` instead of
             failing; its episode is reported truncated with ``info["env_error"]``.
         no_warning: Silence warnings the envs emit.
+        busy: One int64 (e.g. in shared memory) where the group writes the global index
+            of the env it is calling, -1 between commands; private when None.
+
+    Attributes:
+        tick: Commands run so far; with ``busy``, what tells a hung env from a busy group.
+        method: The env method the current (or last) command calls.
+        thread: Ident of the thread running the current (or last) command.
 
     Raises:
         GroupError: A factory failed.
@@ -105,16 +123,23 @@ class EnvGroup:
         slots: Slots | None = None,
         restart_on_error: bool = False,
         no_warning: bool = True,
+        busy: Any = None,
     ) -> None:
         self.factories = list(factories)
         self.offset = offset
         self.restart_on_error = restart_on_error
         self.no_warning = no_warning
+        self.busy = busy if busy is not None else memoryview(bytearray(8)).cast("q")
+        self.busy[0] = -1
+        self.tick, self.method, self.thread = 0, "", 0
         self.envs: list[gym.Env[Any, Any]] = []
         with self._silence():
             for i in range(len(self.factories)):
                 self.envs.append(self._build(i))
-        self.slots = slots or Slots.allocate(len(self.envs), self.envs[0].observation_space)
+        space = self.envs[0].observation_space
+        self.slots = slots or Slots.allocate(len(self.envs), space)
+        self.check = ResultCheck(_describe(space), fixed_shape(space))
+        self.episode_steps = [0] * len(self.envs)
         self.restarts = 0
 
     def _build(self, i: int) -> gym.Env[Any, Any]:
@@ -148,43 +173,103 @@ class EnvGroup:
             The non-empty infos by local index, and the local indexes rebuilt after an error.
 
         Raises:
-            GroupError: An env failed and ``restart_on_error`` is off.
+            GroupError: An env failed, or returned what its spaces do not allow, and
+                ``restart_on_error`` is off.
+            StepInterrupted: ``interrupt()`` gave up on an env's call.
         """
-        slots, envs = self.slots, self.envs
+        slots, envs, check, counts = self.slots, self.envs, self.check, self.episode_steps
         obs_slots, rewards, terminated, truncated = (
             slots.obs,
             slots.rewards,
             slots.terminated,
             slots.truncated,
         )
+        # The quick test of ResultCheck.fits, inlined: it runs for every env at every step.
+        reward_types, flag_types = check.reward_types, check.flag_types
+        obs_dtypes, obs_types, shape, dtype, ndarray = (
+            check.obs_dtypes,
+            check.obs_types,
+            check.shape,
+            check.dtype,
+            np.ndarray,
+        )
         infos: dict[int, dict[str, Any]] = {}
         restarted: list[int] = []
         if isinstance(local, np.ndarray):
             local = local.tolist()  # Python ints index lists and arrays much faster
-        with self._silence():
-            for j, i in enumerate(local):
-                env = envs[i]
-                try:
-                    obs, reward, term, trunc, info = env.step(actions[j])
-                    if autoreset and (term or trunc):
-                        info = {**info, "ended_state": obs, "reset": True}
-                        obs, reset_info = env.reset()
-                        if reset_info:
-                            info["reset_info"] = reset_info
-                except Exception as e:
-                    record = ErrorRecord.capture(self.offset + i, "step", e)
-                    if not self.restart_on_error:
-                        raise GroupError(record) from e
-                    obs, info = self._rebuild(i, record)
-                    reward, term, trunc = 0.0, False, True
-                    restarted.append(i)
-                obs_slots[i] = obs
-                rewards[i] = reward
-                terminated[i] = term
-                truncated[i] = trunc
-                if info:
-                    infos[i] = info
+        busy, offset = self.busy, self.offset
+        self.tick += 1
+        self.method, self.thread = "step", threading.get_ident()
+        try:
+            with self._silence():
+                for j, i in enumerate(local):
+                    env = envs[i]
+                    busy[0] = offset + i
+                    try:
+                        obs, reward, term, trunc, info = env.step(actions[j])
+                        counts[i] += 1
+                        if not (
+                            reward.__class__ in reward_types
+                            and term.__class__ in flag_types
+                            and trunc.__class__ in flag_types
+                            and info.__class__ is dict
+                            and (
+                                (
+                                    obs.__class__ is ndarray
+                                    and (obs.dtype is dtype or obs.dtype in obs_dtypes)
+                                    and obs.shape == shape
+                                )
+                                or obs.__class__ in obs_types
+                            )
+                        ):
+                            self._refuse(check.problem(obs, reward, term, trunc, info), i)
+                        if autoreset and (term or trunc):
+                            info = {**info, "ended_state": obs, "reset": True}
+                            obs, reset_info = env.reset()
+                            counts[i] = 0
+                            if not check.fits_observation(obs):
+                                self._refuse(check.observation_problem(obs), i, _AUTORESET)
+                            if reset_info:
+                                info["reset_info"] = reset_info
+                        obs_slots[i] = obs
+                        rewards[i] = reward
+                        terminated[i] = term
+                        truncated[i] = trunc
+                    except (Exception, Abandon) as e:
+                        obs, info = self._failed(i, "step", e)
+                        obs_slots[i] = obs
+                        rewards[i], terminated[i], truncated[i] = 0.0, False, True
+                        restarted.append(i)
+                    if info:
+                        infos[i] = info
+        except Abandon as e:
+            raise self._given_up(e) from None
+        finally:
+            busy[0] = -1
         return infos, restarted
+
+    def _given_up(self, error: Abandon) -> BaseException:
+        """What to raise for a call given up on just as it returned (between two calls)."""
+        if error.interrupted:
+            return StepInterrupted(str(error))
+        index = int(self.busy[0])
+        return GroupError(ErrorRecord(index, self.method, Abandon.__name__, str(error), ""))
+
+    def _refuse(self, problem: str | None, i: int, where: str | None = None) -> None:
+        """Raise ``BadResult`` for ``problem`` (nothing when there is none)."""
+        if problem is not None:
+            if where is None:
+                where = f"at step {self.episode_steps[i]} of its episode"
+            raise BadResult(f"{problem} {where}".rstrip())
+
+    def _failed(self, i: int, method: str, error: BaseException) -> tuple[Any, dict[str, Any]]:
+        """An env's call failed: raise, or rebuild it (``restart_on_error``, in ``step``)."""
+        if isinstance(error, Abandon) and error.interrupted:
+            raise StepInterrupted(str(error)) from None
+        record = ErrorRecord.capture(self.offset + i, method, error)
+        if not (self.restart_on_error and method == "step"):
+            raise GroupError(record) from error
+        return self._rebuild(i, record)
 
     def _rebuild(self, i: int, record: ErrorRecord) -> tuple[Any, dict[str, Any]]:
         try:
@@ -194,10 +279,13 @@ class EnvGroup:
         try:
             self.envs[i] = self._build(i)
             obs, info = self.envs[i].reset()
+            if not self.check.fits_observation(obs):
+                self._refuse(self.check.observation_problem(obs), i, "")
         except Exception as e:
             raise GroupError(ErrorRecord.capture(self.offset + i, "restart", e)) from e
+        self.episode_steps[i] = 0
         self.restarts += 1
-        return obs, {**info, "env_error": f"{record.type_name}: {record.message}", "reset": True}
+        return obs, {**info, "env_error": record.to_error().detail, "reset": True}
 
     # ----------------------------------------------------------------- other
 
@@ -209,14 +297,24 @@ class EnvGroup:
     ) -> list[dict[str, Any]]:
         """Reset local envs, observations into the slots; their infos."""
         infos = []
-        with self._silence():
-            for j, i in enumerate(local):
-                obs, info = self._guard(
-                    i, "reset", self.envs[i].reset, seed=seeds[j], options=options
-                )
-                self.slots.obs[i] = obs
-                infos.append(info)
+        self._begin("reset")
+        try:
+            with self._silence():
+                for j, i in enumerate(local):
+                    infos.append(self._guard(i, "reset", self._reset_one, i, seeds[j], options))
+        except Abandon as e:
+            raise self._given_up(e) from None
+        finally:
+            self.busy[0] = -1
         return infos
+
+    def _reset_one(self, i: int, seed: int | None, options: dict[str, Any] | None) -> Any:
+        obs, info = self.envs[i].reset(seed=seed, options=options)
+        if not self.check.fits_observation(obs):
+            self._refuse(self.check.observation_problem(obs), i, "")
+        self.slots.obs[i] = obs
+        self.episode_steps[i] = 0
+        return info
 
     def get_attr(self, local: Sequence[int] | np.ndarray, key: str) -> list[Any]:
         """``getattr(env, key, None)`` for local envs, looked up through wrappers."""
@@ -232,19 +330,26 @@ class EnvGroup:
     ) -> list[Any]:
         """Call ``env.<method>(**kwargs[j])`` on local envs."""
         results = []
-        for j, i in enumerate(local):
-            fn = _lookup(self.envs[i], method)
-            if not callable(fn):
-                raise GroupError(
-                    ErrorRecord(
-                        self.offset + i,
-                        method,
-                        "AttributeError",
-                        f"the env has no method {method!r}",
-                        "",
+        self._begin(method)
+        try:
+            for j, i in enumerate(local):
+                fn = _lookup(self.envs[i], method)
+                if not callable(fn):
+                    raise GroupError(
+                        ErrorRecord(
+                            self.offset + i,
+                            method,
+                            "AttributeError",
+                            f"the env has no method {method!r}",
+                            "",
+                        )
                     )
-                )
-            results.append(self._guard(i, method, fn, **kwargs[j]))
+                with self._silence():
+                    results.append(self._guard(i, method, fn, **kwargs[j]))
+        except Abandon as e:
+            raise self._given_up(e) from None
+        finally:
+            self.busy[0] = -1
         return results
 
     def close(self) -> None:
@@ -256,17 +361,30 @@ class EnvGroup:
                 pass
         self.envs = []
 
+    def _begin(self, method: str) -> None:
+        self.tick += 1
+        self.method, self.thread = method, threading.get_ident()
+
     def _guard(self, i: int, method: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(...)``, an env's call, with its failure as a ``GroupError``."""
+        self.busy[0] = self.offset + i
         try:
-            with self._silence():
-                return fn(*args, **kwargs)
-        except Exception as e:
+            return fn(*args, **kwargs)
+        except (Exception, Abandon) as e:
+            if isinstance(e, Abandon) and e.interrupted:
+                raise StepInterrupted(str(e)) from None
             raise GroupError(ErrorRecord.capture(self.offset + i, method, e)) from e
 
     def _silence(self) -> contextlib.AbstractContextManager[Any]:
         if self.no_warning:
             return warnings.catch_warnings(action="ignore")
         return contextlib.nullcontext()
+
+
+def _describe(space: gym.Space[Any]) -> str:
+    from expcli.envs.catalog import describe_space
+
+    return describe_space(space)
 
 
 _MISSING = object()

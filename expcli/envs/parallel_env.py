@@ -8,7 +8,6 @@ mode (what happens to an env once its episode is over) and shapes the results; a
 from __future__ import annotations
 
 import atexit
-import difflib
 import functools
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -18,10 +17,12 @@ import gymnasium as gym
 import numpy as np
 
 from expcli.envs.backend import Backend, StepBatch
+from expcli.envs.env_ids import check_env_id
 from expcli.envs.factories import EnvFactory, as_factory
+from expcli.envs.watchdog import StepInterrupted, check_timeout
 from expcli.errors import ConfigError, EnvError
 
-__all__ = ["ASYNC_MODES", "PARA_MODES", "ParallelEnv"]
+__all__ = ["ASYNC_MODES", "PARA_MODES", "ParallelEnv", "StepInterrupted", "check_env_id"]
 
 PARA_MODES = ("dummy", "subproc", "ray", "ray-subproc")
 ASYNC_MODES = (None, "idle", "restart", "continue")
@@ -52,12 +53,23 @@ class ParallelEnv:
             all (ray-subproc); default: every core.
         num_gpus: GPUs for Ray to reserve (ray modes).
         no_warning: Silence the warnings envs emit.
-        restart_on_error: Rebuild an env (or a dead worker's envs) that fails in ``step``
-            and report its episode truncated with ``info["env_error"]``, instead of raising.
+        restart_on_error: Rebuild an env (or a dead or hung worker's envs) that fails in
+            ``step`` and report its episode truncated with ``info["env_error"]``, instead
+            of raising.
         address: Ray cluster to join (default: ``RAY_ADDRESS``, else a local Ray).
+        step_timeout: Seconds one env's ``step`` (or ``reset``, or method call) may take
+            before the env is reported hung (``EnvError``, or a restart with
+            ``restart_on_error``); found within a quarter of a second more. None or 0:
+            wait forever. The process modes stop a hung worker whatever it is doing;
+            dummy mode can give up only on a hang in Python code (or a sleep, or a wait
+            on a lock or socket) of envs stepped from the main thread.
+
+    Every result an env returns is checked against its spaces before it is stored: a
+    None or wrongly shaped observation, a reward that is not a number or a flag that is
+    not a bool raises ``EnvError`` naming the env and the step, in every mode.
 
     Raises:
-        ConfigError: An unknown mode, no envs, or a bad ``num_cpus``.
+        ConfigError: An unknown mode, no envs, or a bad ``num_cpus`` or ``step_timeout``.
         EnvError: An env could not be built.
     """
 
@@ -72,6 +84,7 @@ class ParallelEnv:
         *,
         restart_on_error: bool = False,
         address: str | None = None,
+        step_timeout: float | None = None,
     ) -> None:
         if para_mode not in PARA_MODES:
             raise ConfigError(
@@ -89,6 +102,10 @@ class ParallelEnv:
         ):
             raise ConfigError(f"num_cpus must be a positive integer, got {num_cpus!r}")
         try:
+            timeout = check_timeout(step_timeout)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        try:
             factories = [as_factory(env) for env in envs]
         except TypeError as e:
             raise ConfigError(str(e)) from e
@@ -97,8 +114,9 @@ class ParallelEnv:
         self.para_mode = para_mode
         self.asynchronous = asynchronous
         self._closed = True  # until the backend exists, close() has nothing to do
+        self.step_timeout = timeout
         self._backend: Backend = _make_backend(
-            para_mode, factories, num_cpus, num_gpus, no_warning, restart_on_error, address
+            para_mode, factories, num_cpus, num_gpus, no_warning, restart_on_error, address, timeout
         )
         self._closed = False
         self.num_envs = len(factories)
@@ -126,6 +144,7 @@ class ParallelEnv:
         *,
         restart_on_error: bool = False,
         address: str | None = None,
+        step_timeout: float | None = None,
         **make_kwargs: Any,
     ) -> ParallelEnv:
         """``num_envs`` copies of ``gym.make(env_id, **make_kwargs)``, built in the workers.
@@ -149,6 +168,7 @@ class ParallelEnv:
             no_warning,
             restart_on_error=restart_on_error,
             address=address,
+            step_timeout=step_timeout,
         )
         if seed is not None:
             try:
@@ -177,6 +197,17 @@ class ParallelEnv:
         self._closed = True
         atexit.unregister(self._atexit)
         self._backend.close()
+
+    def interrupt(self) -> None:
+        """Ask a call in progress to give up, e.g. from a signal handler or another thread.
+
+        From now on, a call (``step``, ``reset``, ...) that has not returned within a
+        second raises ``StepInterrupted`` (a ``KeyboardInterrupt``) and closes everything;
+        calls that return in time are not affected. ``Collector.collect`` takes it as a
+        stop. Dummy mode gives up only on calls made from the main thread.
+        """
+        if not self._closed:
+            self._backend.interrupt()
 
     @property
     def closed(self) -> bool:
@@ -417,7 +448,7 @@ class ParallelEnv:
     def _guard(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return fn(*args)
-        except EnvError:
+        except (EnvError, StepInterrupted):
             self.close()
             raise
 
@@ -479,34 +510,6 @@ def _stackable(value: Any) -> Any:
     )
 
 
-def check_env_id(env_id: str) -> str:
-    """The registered id of ``env_id``, or ``ConfigError`` (with a suggestion).
-
-    ``"module:EnvName-v0"`` (Gymnasium's syntax) imports ``module`` first, which is where
-    a user's own envs register themselves.
-
-    Raises:
-        ConfigError: The module cannot be imported, or Gymnasium does not know the id.
-    """
-    module, _, name = env_id.rpartition(":")
-    if module:
-        import importlib
-
-        try:
-            importlib.import_module(module)
-        except Exception as e:
-            raise ConfigError(f"env id {env_id!r}: cannot import module {module!r}: {e}") from e
-    if name in gym.registry:
-        return name
-    try:
-        gym.spec(name)  # versions and namespaces
-    except Exception as e:
-        close = difflib.get_close_matches(name, list(gym.registry), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"unknown env id {env_id!r}{hint}") from e
-    return name
-
-
 def _make_backend(
     para_mode: str,
     factories: Sequence[Callable[[], gym.Env[Any, Any]]],
@@ -515,15 +518,18 @@ def _make_backend(
     no_warning: bool,
     restart_on_error: bool,
     address: str | None,
+    step_timeout: float | None,
 ) -> Backend:
     if para_mode == "dummy":
         from expcli.envs.dummy_backend import DummyBackend
 
-        return DummyBackend(factories, restart_on_error, no_warning)
+        return DummyBackend(factories, restart_on_error, no_warning, step_timeout)
     if para_mode == "subproc":
         from expcli.envs.subproc_backend import SubprocBackend
 
-        return SubprocBackend(factories, num_cpus, restart_on_error, no_warning)
+        return SubprocBackend(
+            factories, num_cpus, restart_on_error, no_warning, step_timeout=step_timeout
+        )
     from expcli.envs.ray_backend import RayBackend
 
     return RayBackend(
@@ -534,4 +540,5 @@ def _make_backend(
         restart_on_error=restart_on_error,
         address=address,
         subproc=para_mode == "ray-subproc",
+        step_timeout=step_timeout,
     )

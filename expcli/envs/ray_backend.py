@@ -9,6 +9,11 @@ dead actor is reported the same way, or replaced with ``restart_on_error``.
 Each actor reserves a CPU, or its share of the free CPUs when fewer are free, so that
 several backends on one Ray never wait for each other.
 
+An actor gives up on a hung env itself (its backend has the step timeout); the driver
+waits in slices, gives up after ``interrupt()``, and kills an actor that does not answer
+within the step timeout times its envs, plus ``_HUNG_MARGIN`` seconds (an env stuck in C
+code, which its dummy backend cannot interrupt).
+
 Ray is imported lazily (the ``ray`` extra). The backend starts a local Ray when none is
 running and no cluster address is given, and shuts it down when its last user closes; a
 Ray the user started (``ray.init``) is used as is and left running. On a cluster, the
@@ -17,110 +22,27 @@ nodes need expcli and the envs' packages installed.
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from expcli.envs.backend import StepBatch
-from expcli.envs.dummy_backend import DummyBackend, take
+from expcli.envs.dummy_backend import take
 from expcli.envs.env_group import Slots
-from expcli.errors import EnvError, MissingDependencyError
-
-if TYPE_CHECKING:
-    import gymnasium as gym
+from expcli.envs.ray_actor import ActorHost, Factory, Failure
+from expcli.envs.ray_session import connect, disconnect
+from expcli.envs.watchdog import INTERRUPT_GRACE, SLICE, StepInterrupted
+from expcli.errors import EnvError
 
 __all__ = ["RayBackend"]
 
-Factory = Callable[[], "gym.Env[Any, Any]"]
 ArgsFor = Callable[[np.ndarray], tuple[Any, ...]]  # an actor's arguments, from its positions
 
 _START_TIMEOUT = 300.0  # seconds for the actors to be placed and to build their envs
 _CLOSE_TIMEOUT = 5.0  # seconds for the actors to close their envs before being killed
-
-
-@dataclass(frozen=True)
-class _Failure:
-    """An ``EnvError`` raised in an actor, as plain data with a backend-wide env index."""
-
-    index: int | None
-    message: str
-    traceback: str | None
-
-    @classmethod
-    def of(cls, error: EnvError, offset: int) -> _Failure:
-        """The failure of ``error``, whose index counts from ``offset``."""
-        message = error.detail
-        index = None if error.index is None else error.index + offset
-        return cls(index, message, error.remote_traceback)
-
-    def to_error(self) -> EnvError:
-        return EnvError(self.message, index=self.index, remote_traceback=self.traceback)
-
-
-class _Host:
-    """The body of an actor: envs ``offset ..`` in a dummy or subproc backend.
-
-    Every method answers ``(value, restarts so far)`` or a ``_Failure``, never raises for
-    an env, so that the driver can tell env errors from a dead actor.
-    """
-
-    def __init__(
-        self,
-        factories: Sequence[Factory],
-        offset: int,
-        subproc: bool,
-        num_workers: int | None,
-        restart_on_error: bool,
-        no_warning: bool,
-    ) -> None:
-        self.offset = offset
-        self.inner: Any = None
-        self.failure: _Failure | None = None
-        try:
-            if subproc:
-                from expcli.envs.subproc_backend import SubprocBackend
-
-                self.inner = SubprocBackend(
-                    factories,
-                    num_workers,
-                    restart_on_error,
-                    no_warning,
-                    label_offset=offset,
-                    pin=False,
-                )
-            else:
-                self.inner = DummyBackend(factories, restart_on_error, no_warning)
-        except EnvError as e:
-            self.failure = _Failure.of(e, offset)
-
-    def ready(self) -> tuple[Any, int] | _Failure:
-        """The observation and action spaces, once the envs are built."""
-        if self.failure is not None:
-            return self.failure
-        return (self.inner.observation_space, self.inner.action_space), 0
-
-    def run(self, method: str, ids: np.ndarray, *args: Any) -> tuple[Any, int] | _Failure:
-        """``Backend.<method>`` on backend-wide ``ids``."""
-        try:
-            value = getattr(self.inner, method)(ids - self.offset, *args)
-        except EnvError as e:
-            return _Failure.of(e, self.offset)
-        if isinstance(value, StepBatch):
-            value.restarted = [i + self.offset for i in value.restarted]
-        return value, int(self.inner.restarts)
-
-    def pid(self) -> int:
-        """The actor's process id (tests kill it)."""
-        return os.getpid()
-
-    def close(self) -> None:
-        if self.inner is not None:
-            self.inner.close()
+_HUNG_MARGIN = 10.0  # seconds past what an actor's own step timeout would take
 
 
 class RayBackend:
@@ -139,6 +61,7 @@ class RayBackend:
         subproc: Run a ``SubprocBackend`` in each actor (ray-subproc): one actor per
             node by default.
         num_actors: Overrides the number of actors.
+        step_timeout: Seconds an env's call may take before it is reported hung.
 
     Raises:
         MissingDependencyError: Ray is not installed.
@@ -155,9 +78,13 @@ class RayBackend:
         address: str | None = None,
         subproc: bool = False,
         num_actors: int | None = None,
+        step_timeout: float | None = None,
     ) -> None:
-        self._ray, self._counted = _connect(address, num_cpus, num_gpus)
+        self._ray, self._counted = connect(address, num_cpus, num_gpus)
         self._closed = False
+        self.step_timeout = step_timeout
+        self._interrupted_at: float | None = None
+        self._busy: set[int] = set()  # actors with a call not answered yet
         self._base_restarts = 0  # envs of replaced actors, and the restarts those had made
         self.actors: list[Any] = []
         self.factories = list(factories)
@@ -193,12 +120,18 @@ class RayBackend:
             "scheduling_strategy": "SPREAD",
             "max_restarts": 0,
         }
-        self._host = ray.remote(_Host)
+        self._host = ray.remote(ActorHost)
         self._restarts = [0] * count
 
     def _spawn(self, a: int) -> Any:
         lo, hi = int(self._bounds[a]), int(self._bounds[a + 1])
-        args = (self.subproc, self._workers, self.restart_on_error, self.no_warning)
+        args = (
+            self.subproc,
+            self._workers,
+            self.restart_on_error,
+            self.no_warning,
+            self.step_timeout,
+        )
         return self._host.options(**self._options).remote(self.factories[lo:hi], lo, *args)
 
     @property
@@ -252,6 +185,11 @@ class RayBackend:
         """See ``Backend.call``."""
         return self._ordered("call", ids, lambda pos: (method, _pick(kwargs, pos)))
 
+    def interrupt(self) -> None:
+        """Give up on a call not answered within ``INTERRUPT_GRACE`` s from now on."""
+        if self._interrupted_at is None:
+            self._interrupted_at = time.monotonic()
+
     def close(self) -> None:
         """Close the envs, kill the actors (dead ones too) and release Ray; idempotent."""
         if self._closed:
@@ -259,12 +197,13 @@ class RayBackend:
         self._closed = True
         ray, actors, self.actors = self._ray, self.actors, []
         if ray.is_initialized() and actors:
-            refs = [actor.close.remote() for actor in actors]  # a dead one's fails at once
+            # a dead one's close fails at once; a busy one would answer only after its call
+            refs = [actor.close.remote() for a, actor in enumerate(actors) if a not in self._busy]
             ray.wait(refs, num_returns=len(refs), timeout=_CLOSE_TIMEOUT)
             for actor in actors:
                 _kill(ray, actor)
         if self._counted:
-            _disconnect(ray)
+            disconnect(ray)
 
     # ------------------------------------------------------------- plumbing
 
@@ -305,15 +244,21 @@ class RayBackend:
         """
         exceptions = self._ray.exceptions
         pending = {ref: a for a, ref in refs.items()}
+        self._busy.update(refs)
         replies: dict[int, Any] = {}
         dead: dict[int, EnvError] = {}
+        started = time.monotonic()
         while pending:
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _ = self._ray.wait(list(pending), num_returns=1, timeout=timeout)
-            if not ready:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
                 what = "was not ready in time (not enough free CPUs or GPUs in the cluster?)"
                 raise self._fail(self._error(method, pending[next(iter(pending))], what))
+            self._check_waiting(method, pending, started, now, revive, dead)
+            ready, _ = self._ray.wait(list(pending), num_returns=1, timeout=SLICE)
+            if not ready:
+                continue
             a = pending.pop(ready[0])
+            self._busy.discard(a)
             try:
                 reply = self._ray.get(ready[0])
             except exceptions.RayActorError as e:
@@ -323,10 +268,40 @@ class RayBackend:
                 continue
             except exceptions.RayError as e:
                 raise self._fail(self._error(method, a, "failed", e)) from None
-            if isinstance(reply, _Failure):
+            if isinstance(reply, Failure):
                 raise self._fail(reply.to_error()) from None
             replies[a], self._restarts[a] = reply
         return replies, dead
+
+    def _check_waiting(
+        self,
+        method: str,
+        pending: dict[Any, int],
+        started: float,
+        now: float,
+        revive: bool,
+        dead: dict[int, EnvError],
+    ) -> None:
+        """Between slices of a wait: give up after ``interrupt()``; stop actors that hang."""
+        interrupted_at = self._interrupted_at
+        if interrupted_at is not None and now - max(interrupted_at, started) >= INTERRUPT_GRACE:
+            raise StepInterrupted(f"{method}() interrupted")
+        if self.step_timeout is None or method in ("make", "restart"):
+            return
+        for ref, a in list(pending.items()):
+            lo, hi = int(self._bounds[a]), int(self._bounds[a + 1])
+            limit = self.step_timeout * (hi - lo) + _HUNG_MARGIN
+            if now - started >= limit:
+                del pending[ref]
+                _kill(self._ray, self.actors[a])
+                self._busy.discard(a)
+                what = (
+                    f"did not answer within {limit:g} s (step timeout {self.step_timeout:g} s "
+                    "per env): an env seems hung; the actor was stopped"
+                )
+                dead[a] = self._error(method, a, what)
+                if not revive:
+                    raise self._fail(dead[a])
 
     def _error(self, method: str, a: int, what: str, cause: Exception | None = None) -> EnvError:
         lo, hi = int(self._bounds[a]), int(self._bounds[a + 1]) - 1
@@ -385,45 +360,3 @@ def _kill(ray: Any, actor: Any) -> None:
         ray.kill(actor, no_restart=True)
     except Exception:  # noqa: S110 - already dead, or Ray already shut down
         pass
-
-
-# ------------------------------------------------------------ the Ray session
-
-_lock = threading.Lock()
-_owned = False  # this module called ray.init
-_users = 0  # live backends on that Ray
-
-
-def _connect(address: str | None, num_cpus: int | None, num_gpus: int | float) -> tuple[Any, bool]:
-    """The ``ray`` module, initialized (the running Ray, a cluster, or a new local Ray), and
-    whether this module started it (then the caller must ``_disconnect``)."""
-    global _owned, _users
-    try:
-        import ray
-    except ImportError as e:
-        raise MissingDependencyError("ray", "ray", "the ray modes") from e
-    with _lock:
-        if not ray.is_initialized():
-            target = address or os.environ.get("RAY_ADDRESS")
-            local = {"num_cpus": num_cpus, "num_gpus": num_gpus or None, "include_dashboard": False}
-            kwargs: dict[str, Any] = {"address": target} if target else local
-            try:
-                ray.init(**kwargs, log_to_driver=False, ignore_reinit_error=True)
-            except Exception as e:
-                where = f"join the Ray cluster at {target}" if target else "start a local Ray"
-                raise EnvError(f"could not {where}: {e}") from e
-            _owned, _users = True, 0
-        if _owned:
-            _users += 1
-        return ray, _owned
-
-
-def _disconnect(ray: Any) -> None:
-    """Shut down the Ray this module started once its last backend is closed."""
-    global _owned, _users
-    with _lock:
-        _users -= 1
-        if _users <= 0:
-            _owned, _users = False, 0
-            if ray.is_initialized():
-                ray.shutdown()

@@ -5,13 +5,16 @@ Actions, observations, rewards and done flags travel through shared memory (one
 command per worker per step and the rare infos. Peers run one process per env, which
 wastes cheap envs on small machines; here the default is one worker per usable CPU,
 pinned to it. This module is the parent's side; ``subproc_worker`` is the workers'.
+
+The parent waits for answers in slices of ``SLICE`` seconds; between two it looks at the
+env each worker is calling (a shared int64 per worker): one that stays in the same call
+for ``step_timeout`` seconds is hung, and its worker is killed.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
-import pickle
-import signal
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,112 +24,18 @@ from expcli.envs.backend import StepBatch, covers_all
 from expcli.envs.dummy_backend import gather, take
 from expcli.envs.env_group import EnvGroup, GroupError, Slots
 from expcli.envs.subproc_worker import (
-    PICKLED,
     STEP_ALL,
-    STEP_ALL_RESET,
     Command,
     Factory,
     SharedBuffers,
     required,
     usable_cpus,
-    worker_main,
 )
+from expcli.envs.watchdog import INTERRUPT_GRACE, SLICE, Stall, StepInterrupted, hung_message
+from expcli.envs.worker_handle import WorkerHandle
 from expcli.errors import EnvError
 
 __all__ = ["SubprocBackend"]
-
-_CLOSE_TIMEOUT = 5.0
-
-
-class _Worker:
-    """The parent's handle on one worker process: its slice, pipe and process."""
-
-    def __init__(
-        self,
-        ctx: Any,
-        index: int,
-        start: int,
-        factories: Sequence[Factory],
-        shared: SharedBuffers,
-        restart_on_error: bool,
-        no_warning: bool,
-        cpu: int | None,
-    ) -> None:
-        self.index, self.start, self.stop = index, start, start + len(factories)
-        self.label_offset = 0
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(
-            target=worker_main,
-            args=(child, list(factories), start, shared, restart_on_error, no_warning, cpu),
-            name=f"expcli-env-worker-{index}",
-            daemon=True,
-        )
-        self.process.start()
-        child.close()
-
-    def send(self, command: Command, payload: Any) -> None:
-        self._send(PICKLED + pickle.dumps((command, payload), pickle.HIGHEST_PROTOCOL), command)
-
-    def send_step_all(self, autoreset: bool) -> None:
-        """The common step, as one byte: every env of the slice, actions in shared memory."""
-        self._send(STEP_ALL_RESET if autoreset else STEP_ALL, Command.STEP)
-
-    def _send(self, message: bytes, command: Command) -> None:
-        try:
-            self.conn.send_bytes(message)
-        except (BrokenPipeError, ConnectionResetError, OSError) as e:
-            raise self.died(command) from e
-
-    def receive(self, command: Command) -> Any:
-        """The worker's answer; None for a step with nothing to report."""
-        try:
-            message = self.conn.recv_bytes()
-        except (EOFError, ConnectionResetError, OSError) as e:
-            raise self.died(command) from e
-        if not message:
-            return None
-        ok, result = pickle.loads(message)  # our own worker's reply
-        if not ok:
-            raise result.to_error()
-        return result
-
-    def died(self, command: Command) -> EnvError:
-        """The error for a worker that vanished, naming how (exit code or signal)."""
-        self.process.join(timeout=1.0)
-        code = self.process.exitcode
-        if code is not None and code < 0:
-            how = f"was killed by {signal.Signals(-code).name}"
-        elif code is not None:
-            how = f"exited with code {code}"
-        else:
-            how = "stopped answering"
-        first, last = self.start + self.label_offset, self.stop - 1 + self.label_offset
-        hint = ""
-        if command == Command.START and code == 1:
-            hint = (
-                "; workers are started with 'spawn', which re-imports your main module: "
-                "does the code that builds the ParallelEnv run under "
-                "'if __name__ == \"__main__\":'?"
-            )
-        return EnvError(
-            f"worker process {self.index} (envs {first}..{last}) {how} during "
-            f"{command.name.lower()}{hint}",
-            index=self.start,
-        )
-
-    def shutdown(self) -> None:
-        if self.process.is_alive():
-            try:
-                self.conn.send_bytes(PICKLED + pickle.dumps((Command.CLOSE, None)))
-                if self.conn.poll(_CLOSE_TIMEOUT):
-                    self.conn.recv_bytes()
-            except (OSError, EOFError):
-                pass
-            self.process.join(timeout=_CLOSE_TIMEOUT)
-            if self.process.is_alive():
-                self.process.kill()
-                self.process.join()
-        self.conn.close()
 
 
 class SubprocBackend:
@@ -144,6 +53,8 @@ class SubprocBackend:
             workers stay runnable (see ``Doorbell``), so the scheduler cannot tell busy
             from waiting and may stack two busy workers on one core; pinning keeps them
             apart. Off where several groups share a machine (ray-subproc).
+        step_timeout: Seconds an env's call may take before its worker is stopped and
+            the env reported hung (None: no limit).
 
     Raises:
         EnvError: An env could not be built, or a worker failed to start.
@@ -157,25 +68,25 @@ class SubprocBackend:
         no_warning: bool = True,
         label_offset: int = 0,
         pin: bool = True,
+        step_timeout: float | None = None,
     ) -> None:
         self.num_envs = len(factories)
         self.label_offset = label_offset
         self.factories = list(factories)
         self.restart_on_error, self.no_warning = restart_on_error, no_warning
+        self.step_timeout = step_timeout
         self.restarts = 0
         self._autoreset = False
-        self._workers: list[_Worker] = []
+        self._workers: list[WorkerHandle] = []
         self._closed = False
-        probe = EnvGroup(self.factories[:1], 0, None, False, no_warning) if factories else None
+        self._interrupted_at: float | None = None
         try:
-            assert probe is not None
-            self.observation_space = probe.envs[0].observation_space
-            self.action_space = probe.envs[0].action_space
+            probe = EnvGroup(self.factories[:1], 0, None, False, no_warning)
         except GroupError as e:
             raise e.record.to_error() from None
-        finally:
-            if probe is not None:
-                probe.close()
+        self.observation_space = probe.envs[0].observation_space
+        self.action_space = probe.envs[0].action_space
+        probe.close()
         cpus = usable_cpus()
         count = max(1, min(num_workers or len(cpus), self.num_envs))
         self._cpus: list[int | None] = (
@@ -186,6 +97,8 @@ class SubprocBackend:
         self._shared = SharedBuffers.allocate(
             self._ctx, self.num_envs, self.observation_space, self.action_space
         )
+        self._progress = self._ctx.RawArray("q", count)  # the env each worker is calling
+        self._busy = np.frombuffer(self._progress, dtype=np.int64)
         self._obs = self._shared.view("obs")
         self._actions = self._shared.view("actions")
         self._rewards, self._terminated, self._truncated = (
@@ -207,26 +120,25 @@ class SubprocBackend:
         try:
             for index in range(count):
                 self._workers.append(self._start(index))
-            for worker in self._workers:
-                worker.receive(Command.START)
+            self._command(Command.START, dict.fromkeys(range(count)))
         except BaseException:
             self.close()
             raise
 
-    def _start(self, index: int) -> _Worker:
+    def _start(self, index: int) -> WorkerHandle:
         start, stop = self._slices[index]
-        worker = _Worker(
+        return WorkerHandle(
             self._ctx,
             index,
             int(start),
             self.factories[start:stop],
             self._shared,
+            self._progress,
             self.restart_on_error,
             self.no_warning,
             self._cpus[index],
+            self.label_offset,
         )
-        worker.label_offset = self.label_offset
-        return worker
 
     # ------------------------------------------------------------ commands
 
@@ -308,6 +220,11 @@ class SubprocBackend:
             ids, Command.CALL, lambda local, pos: (local, method, [kwargs[p] for p in pos])
         )
 
+    def interrupt(self) -> None:
+        """Give up on a command not answered within ``INTERRUPT_GRACE`` s from now on."""
+        if self._interrupted_at is None:
+            self._interrupted_at = time.monotonic()
+
     def close(self) -> None:
         """Stop every worker (politely, then by force) and release the pipes; idempotent."""
         if self._closed:
@@ -334,33 +251,80 @@ class SubprocBackend:
     def _broadcast(
         self, command: Command, payloads: dict[int, Any]
     ) -> tuple[dict[int, Any], dict[int, EnvError]]:
-        """Send then collect; errors of envs raise, dead workers are returned."""
+        """Send then collect; errors of envs raise, dead or hung workers are returned."""
         dead: dict[int, EnvError] = {}
         for w, payload in payloads.items():
             try:
                 if payload is STEP_ALL:
                     self._workers[w].send_step_all(self._autoreset)
-                else:
+                elif command != Command.START:
                     self._workers[w].send(command, payload)
             except EnvError as e:
                 dead[w] = e
-        replies: dict[int, Any] = {}
-        failure: EnvError | None = None
-        for w in payloads:
-            if w in dead:
-                continue
-            try:
-                replies[w] = self._workers[w].receive(command)
-            except EnvError as e:
-                if self._workers[w].process.is_alive():
-                    failure = failure or e  # an env raised: keep collecting, then raise
-                else:
-                    dead[w] = e
+        replies, failure = self._replies(command, [w for w in payloads if w not in dead], dead)
         if failure is not None:
             raise failure
         if dead and (command != Command.STEP or not self.restart_on_error):
             raise next(iter(dead.values()))
         return replies, dead
+
+    def _replies(
+        self, command: Command, workers: list[int], dead: dict[int, EnvError]
+    ) -> tuple[dict[int, Any], EnvError | None]:
+        """Each worker's answer; a worker that dies or hangs goes into ``dead``.
+
+        Returns:
+            The answers, and the first error of an env (its worker lives on).
+
+        Raises:
+            StepInterrupted: ``interrupt()`` was called and the answers are late.
+        """
+        replies: dict[int, Any] = {}
+        failure: EnvError | None = None
+        pending = dict.fromkeys(workers)
+        started = time.monotonic()
+        timed = self.step_timeout is not None and command != Command.START
+        stalls = {w: Stall(self.step_timeout or 0.0) for w in workers} if timed else {}
+        for w in workers:
+            worker = self._workers[w]
+            while w in pending and not worker.readable(SLICE):
+                self._watch(command, pending, stalls, started, dead)
+            if w not in pending:
+                continue  # stopped as hung
+            del pending[w]
+            try:
+                replies[w] = worker.receive(command)
+            except EnvError as e:
+                if worker.process.is_alive():
+                    failure = failure or e  # an env raised: keep collecting, then raise
+                else:
+                    dead[w] = e
+        return replies, failure
+
+    def _watch(
+        self,
+        command: Command,
+        pending: dict[int, None],
+        stalls: dict[int, Stall],
+        started: float,
+        dead: dict[int, EnvError],
+    ) -> None:
+        """Between slices of a wait: give up after ``interrupt()``; stop hung workers."""
+        now = time.monotonic()
+        interrupted_at = self._interrupted_at
+        if interrupted_at is not None and now - max(interrupted_at, started) >= INTERRUPT_GRACE:
+            raise StepInterrupted(f"{command.name.lower()}() interrupted")
+        for w, stall in stalls.items():
+            index = int(self._busy[w])  # -1: between envs' calls (its answer may be there)
+            if w in pending and index >= 0 and stall.stuck(index, now):
+                worker = self._workers[w]
+                worker.kill()
+                del pending[w]
+                dead[w] = EnvError(
+                    f"{hung_message(command.name.lower(), stall.limit)}; its worker process "
+                    f"{w} (envs {worker.envs}) was stopped",
+                    index=index,
+                )
 
     def _command(self, command: Command, payloads: dict[int, Any]) -> dict[int, Any]:
         replies, _ = self._broadcast(command, payloads)
@@ -386,10 +350,9 @@ class SubprocBackend:
         old = self._workers[w]
         old.shutdown()
         self._workers[w] = new = self._start(w)
-        new.receive(Command.START)
+        self._command(Command.START, {w: None})
         local = list(range(new.stop - new.start))
-        new.send(Command.RESET, (local, [None] * len(local), None))
-        reset_infos, obs = new.receive(Command.START)
+        reset_infos, obs = self._command(Command.RESET, {w: (local, [None] * len(local), None)})[w]
         if obs is not None:
             for i, value in obs.items():
                 self._obs_list[new.start + i] = value

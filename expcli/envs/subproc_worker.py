@@ -3,7 +3,9 @@
 A worker process builds its slice of the envs over its rows of the shared buffers, then
 serves the parent's commands: the common step arrives as one byte (actions already in
 shared memory), anything else as a tag and a pickle. Between commands it polls before it
-blocks (see ``Doorbell``).
+blocks (see ``Doorbell``). It writes the index of the env it is calling into its slot of
+a shared progress array, where the parent sees a hung env. It ignores SIGINT and SIGTERM:
+the parent stops it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import pickle
 import select
 import signal
+import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -110,12 +113,18 @@ def worker_main(
     factories: list[Factory],
     offset: int,
     shared: SharedBuffers,
+    progress: tuple[Any, int],
     restart_on_error: bool,
     no_warning: bool,
     cpu: int | None,
+    parent_pid: int | None,
 ) -> None:
-    """Body of a worker process: build the envs, then serve commands until CLOSE or EOF."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    """Body of a worker process: build the envs, then serve commands until CLOSE or EOF.
+
+    ``progress`` is the shared int64 array of every worker's busy env and this worker's
+    index in it; with ``parent_pid`` the worker dies with that parent (Linux).
+    """
+    _leave_signals_to_parent(parent_pid)
     if cpu is not None:
         with contextlib.suppress(OSError):  # a container may forbid it: run unpinned
             os.sched_setaffinity(0, {cpu})
@@ -124,7 +133,8 @@ def worker_main(
     host: _Host | None = None
     try:
         try:
-            host = _Host.build(factories, offset, shared, restart_on_error, no_warning=False)
+            busy = memoryview(progress[0]).cast("B").cast("q")[progress[1] : progress[1] + 1]
+            host = _Host.build(factories, offset, shared, busy, restart_on_error, no_warning=False)
         except GroupError as e:
             conn.send_bytes(_reply(False, e.record))
             return
@@ -171,6 +181,7 @@ class _Host:
         factories: Sequence[Factory],
         offset: int,
         shared: SharedBuffers,
+        busy: Any,
         restart_on_error: bool,
         no_warning: bool,
     ) -> _Host:
@@ -190,7 +201,7 @@ class _Host:
             terminated,
             truncated,
         )
-        group = EnvGroup(factories, offset, slots, restart_on_error, no_warning)
+        group = EnvGroup(factories, offset, slots, restart_on_error, no_warning, busy)
         return cls(group, actions[rows] if actions is not None else None)
 
     def step_all(self, autoreset: bool) -> Any:
@@ -223,6 +234,22 @@ class _Host:
         return None if self.obs_shared else {i: self.slots.obs[i] for i in local}
 
 
+def _leave_signals_to_parent(parent_pid: int | None) -> None:
+    """Ignore the group's Ctrl-C and SIGTERM; with ``parent_pid``, die with the parent
+    even while stuck in an env."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if parent_pid is None or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(0)  # the parent died before prctl took effect
+
+
 def usable_cpus() -> list[int]:
     """The CPUs this process may run on (all of them where affinity is unknown)."""
     if hasattr(os, "sched_getaffinity"):
@@ -238,16 +265,24 @@ class Doorbell:
     quick too. ``sched_yield`` hands the core to whoever has work, such as the parent,
     which shares a core with a worker once there are as many workers as cores. One
     ``select.poll`` object is kept: ``Connection.poll`` builds a selector on every call.
+    The parent waits for a worker's answer through one too (``ready``).
     """
 
     def __init__(self, conn: Connection) -> None:
         self._poll: Callable[[int], Any]
+        self._poll_ms: Callable[[int], Any] | None = None
         if hasattr(select, "poll"):
             poller = select.poll()
             poller.register(conn.fileno(), select.POLLIN)
-            self._poll = poller.poll
+            self._poll = self._poll_ms = poller.poll
         else:  # Windows
             self._poll = conn.poll
+
+    def ready(self, seconds: float) -> bool:
+        """Whether readable (or closed), blocking up to ``seconds``."""
+        if self._poll_ms is not None:
+            return bool(self._poll_ms(max(0, round(seconds * 1000))))
+        return bool(self._poll(seconds))  # type: ignore[arg-type]  # Connection.poll: seconds
 
     def wait(self, seconds: float) -> None:
         """Return once readable (or closed), or after polling for ``seconds``."""

@@ -1,7 +1,13 @@
-"""Ctrl-C while collecting, in a real process: the data so far is saved, exit 130."""
+"""Ctrl-C or SIGTERM while collecting, in a real process: the data so far is saved, exit 130.
+
+The process is started in a session of its own, so that a signal can go to its whole
+group, as a terminal's Ctrl-C or a service manager's SIGTERM does.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -12,12 +18,13 @@ from pathlib import Path
 import pytest
 
 from expcli import load
+from tests.envs.misbehaving_ids import MISBEHAVING_ID
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _start(
-    out: Path, mode: str
+    out: Path, mode: str, *env: str
 ) -> tuple[subprocess.Popen[str], list[str], threading.Event, threading.Thread]:
     proc = subprocess.Popen(
         [
@@ -25,7 +32,7 @@ def _start(
             "-m",
             "expcli",
             "collect",
-            "CartPole-v1",
+            *(env or ["CartPole-v1"]),
             "--envs",
             "4",
             "--episodes",
@@ -39,6 +46,7 @@ def _start(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
     lines: list[str] = []
     collecting = threading.Event()
@@ -64,7 +72,8 @@ def _finish(proc: subprocess.Popen[str], reader: threading.Thread) -> str:
 
 
 def _cleanup(proc: subprocess.Popen[str], reader: threading.Thread) -> None:
-    proc.kill()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     reader.join(10)
     for pipe in (proc.stdout, proc.stderr):
@@ -80,33 +89,38 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in text.split()]
 
 
-@pytest.mark.parametrize("mode", ["dummy", "subproc"])
-def test_sigint_saves_what_was_collected(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "signum", "to_group"),
+    [
+        ("dummy", signal.SIGINT, False),
+        ("subproc", signal.SIGINT, False),
+        ("dummy", signal.SIGTERM, True),
+        ("subproc", signal.SIGTERM, True),
+    ],
+)
+def test_a_signal_saves_what_was_collected(
+    tmp_path: Path, mode: str, signum: signal.Signals, to_group: bool
+) -> None:
+    """SIGTERM is Ctrl-C; workers ignore the group's signals and the parent stops them."""
     out = tmp_path / "partial.npz"
     proc, lines, collecting, reader = _start(out, mode)
     try:
         assert collecting.wait(60), "".join(lines)
         time.sleep(1.0)
         workers = _children(proc.pid)
-        proc.send_signal(signal.SIGINT)
+        (os.killpg if to_group else os.kill)(proc.pid, signum)
         stdout = _finish(proc, reader)
     finally:
         _cleanup(proc, reader)
     stderr = "".join(lines)
     assert proc.returncode == 130, stderr
-    assert "saved" in stderr and "interrupted" in stderr
-    saved = int(stderr.split("interrupted: saved ")[1].split(" transitions")[0].replace(",", ""))
+    assert f"{signum.name}: stopping" in stderr and "error" not in stderr
+    saved = _saved(stderr)
     dataset = load(out)
     assert len(dataset) == saved > 0
     assert dataset.metadata["collector"]["interrupted"] is True
     assert f"{saved:,}" in stdout  # the summary table was printed too
-    time.sleep(0.5)
-    assert not [
-        pid
-        for pid in workers
-        if Path(f"/proc/{pid}").exists()
-        and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
-    ]
+    _assert_gone(workers)
 
 
 def test_second_sigint_stops_without_writing_a_half_file(tmp_path: Path) -> None:
@@ -125,3 +139,41 @@ def test_second_sigint_stops_without_writing_a_half_file(tmp_path: Path) -> None
     assert leftovers == [], leftovers  # no temporary file left behind
     if out.exists():  # the first signal's save may have finished before the second came
         load(out)
+
+
+def _saved(stderr: str) -> int:
+    return int(stderr.split("interrupted: saved ")[1].split(" transitions")[0].replace(",", ""))
+
+
+def _assert_gone(pids: list[int]) -> None:
+    time.sleep(0.5)
+    assert not [
+        pid
+        for pid in pids
+        if Path(f"/proc/{pid}").exists()
+        and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    ]
+
+
+@pytest.mark.parametrize("mode", ["dummy", "subproc"])
+def test_ctrl_c_while_an_env_hangs_saves_and_exits_130(tmp_path: Path, mode: str) -> None:
+    out = tmp_path / "hung.npz"
+    env = [MISBEHAVING_ID, "--env-kwargs", '{"how": "loop", "at": 20}', "--step-timeout", "0"]
+    proc, lines, collecting, reader = _start(out, mode, *env)
+    try:
+        assert collecting.wait(60), "".join(lines)
+        time.sleep(1.5)  # the envs hang at their 20th step
+        workers = _children(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail("Ctrl-C did not stop collect while an env hung:\n" + "".join(lines))
+        _finish(proc, reader)
+    finally:
+        _cleanup(proc, reader)
+    stderr = "".join(lines)
+    assert proc.returncode == 130, stderr
+    dataset = load(out)
+    assert len(dataset) == _saved(stderr) == 19 * 4
+    _assert_gone(workers)

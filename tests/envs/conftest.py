@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from expcli import ParallelEnv
+from expcli import EnvError, ParallelEnv
 from tests.envs.toy_envs import counting
 
 LOCAL_MODES = ["dummy", "subproc"]
@@ -32,3 +33,15 @@ def make_penv() -> Iterator[Callable[..., ParallelEnv]]:
 def counting_factories(n: int, horizons: list[int] | None = None, **kwargs: Any) -> list[Any]:
     horizons = horizons or [3 + i for i in range(n)]
     return [functools.partial(counting, horizon=horizons[i], tag=i, **kwargs) for i in range(n)]
+
+
+def third_step_error(penv: ParallelEnv) -> tuple[EnvError, float]:
+    """Reset, step twice; the ``EnvError`` the third step raises, and its seconds."""
+    penv.reset()
+    penv.step([0] * penv.num_envs)
+    penv.step([0] * penv.num_envs)
+    started = time.monotonic()
+    with pytest.raises(EnvError) as caught:
+        penv.step([0] * penv.num_envs)
+    assert penv.closed
+    return caught.value, time.monotonic() - started

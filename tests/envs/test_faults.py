@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -189,3 +190,80 @@ def test_a_script_without_main_guard_is_told_why_workers_fail(tmp_path: Path) ->
     last = done.stderr.strip().splitlines()[-1]
     assert "EnvError" in last and "during start" in last
     assert 'if __name__ == "__main__":' in last
+
+
+_UNGUARDED = """
+import gymnasium as gym
+from expcli import ParallelEnv
+
+class Doubled(gym.RewardWrapper):  # defined in the main module, which workers cannot import
+    def reward(self, reward):
+        return 2 * reward
+
+penv = ParallelEnv([lambda: Doubled(gym.make("CartPole-v1"))] * 2, "subproc", num_cpus=2)
+penv.reset(seed=0)
+print(penv.step([0, 1])[1].tolist())
+penv.close()
+"""
+
+
+@pytest.mark.parametrize("how", ["stdin", "-c"])
+def test_workers_start_when_the_main_module_is_not_a_file(how: str) -> None:
+    """Code piped to ``python -`` or given to ``python -c``: spawn must not look for a file."""
+    args, stdin = (
+        ([sys.executable, "-"], _UNGUARDED)
+        if how == "stdin"
+        else (
+            [sys.executable, "-c", _UNGUARDED],
+            None,
+        )
+    )
+    done = subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[2.0,", "2.0]"]
+
+
+def test_hung_workers_die_with_their_parent(tmp_path: Path) -> None:
+    """Workers ignore SIGTERM, so a parent killed with SIGKILL must take them along."""
+    script = tmp_path / "orphans.py"
+    script.write_text(
+        textwrap.dedent("""
+        import functools, multiprocessing
+        from expcli import ParallelEnv
+        from tests.envs.toy_envs import misbehaving
+        if __name__ == "__main__":
+            factory = functools.partial(misbehaving, "loop", at=1)
+            penv = ParallelEnv([factory] * 2, "subproc", num_cpus=2)
+            penv.reset()
+            print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
+            penv.step([0, 0])  # hangs
+    """)
+    )
+    parent = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        assert parent.stdout is not None
+        workers = [int(p) for p in parent.stdout.readline().split()]
+        time.sleep(0.5)
+    finally:
+        parent.kill()
+        parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
+    deadline = time.monotonic() + 5
+    while (alive := [p for p in workers if _alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert len(workers) == 2 and not alive
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -20,7 +21,10 @@ import numpy as np
 import pytest
 
 from expcli import EnvError, MissingDependencyError, ParallelEnv
+from expcli.envs import StepInterrupted
 from expcli.envs.parallel_env import ASYNC_MODES
+from tests.envs.conftest import third_step_error
+from tests.envs.toy_envs import misbehaving
 
 ray = pytest.importorskip("ray")
 
@@ -309,6 +313,56 @@ assert not ray.is_initialized()
         _, stderr = process.communicate(timeout=30)
         pytest.fail(f"the script hung:\n{stderr[-3000:]}")
     assert process.returncode == 0, stderr[-3000:]
+
+
+def _misbehaving(how: str, bad: int, n: int = 4) -> list[Any]:
+    return [
+        functools.partial(misbehaving, how if i == bad else "none", at=3, tag=i) for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("mode", RAY_MODES)
+def test_a_bad_result_is_refused_as_in_dummy(mode: str, make_penv: Any) -> None:
+    error, _ = third_step_error(make_penv(_misbehaving("none_obs", bad=3), mode))
+    expected, _ = third_step_error(make_penv(_misbehaving("none_obs", bad=3), "dummy"))
+    assert str(error) == str(expected) and error.index == 3
+    assert "step() returned None as the observation" in str(error)
+
+
+@pytest.mark.parametrize("mode", RAY_MODES)
+def test_a_hung_env_is_reported_after_the_step_timeout(mode: str, make_penv: Any) -> None:
+    penv = make_penv(_misbehaving("loop", bad=3), mode, step_timeout=0.5)
+    pids = _processes(ray.get([actor.pid.remote() for actor in penv._backend.actors]))
+    error, seconds = third_step_error(penv)
+    assert seconds < 8
+    assert error.index == 3 and "step() did not return within 0.5 s" in str(error)
+    _assert_gone(pids)
+
+
+def test_an_actor_deaf_to_its_watchdog_is_stopped_by_the_driver(
+    make_penv: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from expcli.envs import ray_backend
+
+    monkeypatch.setattr(ray_backend, "_HUNG_MARGIN", 1.0)
+    penv = make_penv(_misbehaving("masked_sleep", bad=3), "ray", step_timeout=0.5)
+    pids = _processes(ray.get([actor.pid.remote() for actor in penv._backend.actors]))
+    error, _ = third_step_error(penv)
+    assert error.index == 2 and "the Ray actor of envs 2..3 did not answer within 2 s" in str(error)
+    _assert_gone(pids)
+
+
+def test_interrupt_gives_up_on_a_hung_actor(make_penv: Any) -> None:
+    penv = make_penv(_misbehaving("masked_sleep", bad=0), "ray")
+    pids = _processes(ray.get([actor.pid.remote() for actor in penv._backend.actors]))
+    penv.reset()
+    penv.step([0] * 4)
+    penv.step([0] * 4)
+    threading.Timer(0.3, penv.interrupt).start()
+    with pytest.raises(StepInterrupted):
+        penv.step([0] * 4)
+    assert penv.closed
+    _assert_gone(pids)
 
 
 def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
+import time
 from typing import Any
 
 import gymnasium as gym
@@ -70,3 +72,55 @@ class DictEnv(CountingEnv):
 def counting(horizon: int = 5, tag: int = 0, **kwargs: Any) -> CountingEnv:
     """A factory usable across processes."""
     return CountingEnv(horizon=horizon, tag=tag, **kwargs)
+
+
+class MisbehavingEnv(CountingEnv):
+    """CountingEnv that misbehaves from its step ``at`` on, as ``how`` says.
+
+    Bad results: ``shape``, ``scalar_obs``, ``str_obs``, ``none_obs``, ``str_reward``,
+    ``none_reward``, ``array_reward``, ``none_flag``, ``list_info``; ``float_obs`` (a
+    float32 observation for the float64 Box) is fine. Hangs: ``loop`` (Python code),
+    ``sleep``, ``c_sleep`` (in C, through ctypes), ``masked_sleep`` (SIGALRM blocked: as
+    deaf as C code that never returns), ``slow`` (every step takes 0.3 s: never hung).
+    """
+
+    def __init__(self, how: str, at: int = 3, **kwargs: Any) -> None:
+        super().__init__(**{"horizon": 100, **kwargs})
+        self.misbehaviour, self.at = how, at
+
+    def step(self, action: int):  # type: ignore[override]
+        obs, reward, terminated, truncated, info = super().step(action)
+        how = self.misbehaviour
+        if how == "slow":
+            time.sleep(0.3)
+        if self.steps_total < self.at:
+            return obs, reward, terminated, truncated, info
+        if how == "loop":
+            while True:
+                pass
+        if how == "sleep":
+            time.sleep(3600)
+        if how == "c_sleep":
+            ctypes.CDLL(None).sleep(3600)
+        if how == "masked_sleep":
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            time.sleep(3600)
+        bad: dict[str, Any] = {
+            "shape": {"obs": obs[:2]},
+            "scalar_obs": {"obs": 0.5},
+            "str_obs": {"obs": "abc"},
+            "none_obs": {"obs": None},
+            "float_obs": {"obs": obs.astype(np.float32)},
+            "str_reward": {"reward": "1.5"},
+            "none_reward": {"reward": None},
+            "array_reward": {"reward": np.array([reward])},
+            "none_flag": {"terminated": None},
+            "list_info": {"info": [1]},
+        }.get(how, {})
+        result = {"obs": obs, "reward": reward, "terminated": terminated, "info": info, **bad}
+        return result["obs"], result["reward"], result["terminated"], truncated, result["info"]
+
+
+def misbehaving(how: str, at: int = 3, tag: int = 0) -> MisbehavingEnv:
+    """A factory usable across processes."""
+    return MisbehavingEnv(how, at, tag=tag)

@@ -1,0 +1,105 @@
+"""Env ids: is one registered, and if not, what would make it so.
+
+Many env packages register their ids with Gymnasium only once imported (``ale_py`` the
+``ALE/`` ones, ``minigrid`` the ``MiniGrid-`` ones), which Gymnasium's ``module:id``
+syntax does. An id that belongs to such a package is answered with the id to use, or
+with what to install.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import sys
+
+import gymnasium as gym
+
+from expcli.errors import ConfigError
+
+__all__ = ["check_env_id", "registering_package"]
+
+# How an id starts -> the module that registers it when imported, and its pip name.
+_PACKAGES: dict[str, tuple[str, str]] = {
+    "ALE/": ("ale_py", "ale-py"),
+    "MiniGrid-": ("minigrid", "minigrid"),
+    "BabyAI-": ("minigrid", "minigrid"),
+    "MiniWorld-": ("miniworld", "miniworld"),
+    "Fetch": ("gymnasium_robotics", "gymnasium-robotics"),
+    "HandManipulate": ("gymnasium_robotics", "gymnasium-robotics"),
+    "AdroitHand": ("gymnasium_robotics", "gymnasium-robotics"),
+    "PointMaze_": ("gymnasium_robotics", "gymnasium-robotics"),
+    "AntMaze_": ("gymnasium_robotics", "gymnasium-robotics"),
+    "FrankaKitchen": ("gymnasium_robotics", "gymnasium-robotics"),
+    "Panda": ("panda_gym", "panda-gym"),
+    "highway-": ("highway_env", "highway-env"),
+    "merge-": ("highway_env", "highway-env"),
+    "roundabout-": ("highway_env", "highway-env"),
+    "parking-": ("highway_env", "highway-env"),
+    "intersection-": ("highway_env", "highway-env"),
+    "racetrack-": ("highway_env", "highway-env"),
+}
+
+
+def registering_package(env_id: str) -> tuple[str, str] | None:
+    """The module that registers ``env_id`` when imported, and its pip name, if known."""
+    name = env_id.rpartition(":")[2]
+    for start, package in _PACKAGES.items():
+        if name.startswith(start):
+            return package
+    return None
+
+
+def check_env_id(env_id: str) -> str:
+    """The registered id of ``env_id``, or ``ConfigError`` (with a suggestion).
+
+    ``"module:EnvName-v0"`` (Gymnasium's syntax) imports ``module`` first, which is where
+    a user's own envs register themselves.
+
+    Raises:
+        ConfigError: The module cannot be imported, or Gymnasium does not know the id.
+    """
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except Exception as e:
+            raise ConfigError(f"env id {env_id!r}: cannot import module {module!r}: {e}") from e
+    if name in gym.registry:
+        return name
+    try:
+        gym.spec(name)  # versions and namespaces
+    except Exception as e:
+        raise ConfigError(f"unknown env id {env_id!r}{_hint(env_id, name)}") from e
+    return name
+
+
+def _hint(env_id: str, name: str) -> str:
+    """What to do about an unknown id: the module to import or install, or a close id."""
+    package = registering_package(name)
+    if package is not None and package[0] not in sys.modules:
+        module, pip_name = package
+        if importlib.util.find_spec(module) is None:
+            return (
+                f"; {name} is an env of {module}, which is not installed: pip install "
+                f"{pip_name}, then use {module}:{name}"
+            )
+        try:
+            importlib.import_module(module)  # it registers its envs
+        except Exception as e:
+            return f"; {name} is an env of {module}, which cannot be imported: {e}"
+        if name in gym.registry or _known_version(name):
+            return f"; {module} registers it when imported: use {module}:{name}"
+        close = difflib.get_close_matches(name, list(gym.registry), n=1)
+        if close and registering_package(close[0]) == package:
+            return f"; did you mean {module}:{close[0]}?"
+    close = difflib.get_close_matches(name, list(gym.registry), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _known_version(name: str) -> bool:
+    try:
+        gym.spec(name)
+    except Exception:
+        return False
+    return True

@@ -1,0 +1,78 @@
+"""An unknown env id is answered with what would make it known (run in a fresh process,
+since the answer may import the package that registers the id)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_CHECK = """
+import sys
+from expcli.envs import env_ids
+from expcli.errors import ConfigError
+
+env_ids._PACKAGES["ExpcliNowhere-"] = ("expcli_no_such_module", "expcli-no-such-package")
+for env_id in sys.argv[1:]:
+    try:
+        print(env_ids.check_env_id(env_id))
+    except ConfigError as e:
+        print(e)
+"""
+
+
+def _answers(*env_ids: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _CHECK, *env_ids],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.splitlines()
+
+
+def test_an_env_of_a_package_not_imported_names_the_id_to_use() -> None:
+    pytest.importorskip("ale_py")
+    pytest.importorskip("minigrid")
+    assert _answers("ALE/Pong-v5", "ale_py:ALE/Pong-v5") == [
+        "unknown env id 'ALE/Pong-v5'; ale_py registers it when imported: use ale_py:ALE/Pong-v5",
+        "ALE/Pong-v5",
+    ]
+    assert _answers("ALE/Pongg-v5") == [
+        "unknown env id 'ALE/Pongg-v5'; did you mean ale_py:ALE/Pong-v5?"
+    ]
+    assert _answers("MiniGrid-Empty-5x5-v0") == [
+        "unknown env id 'MiniGrid-Empty-5x5-v0'; minigrid registers it when imported: use "
+        "minigrid:MiniGrid-Empty-5x5-v0"
+    ]
+
+
+def test_an_env_of_a_package_not_installed_says_what_to_install() -> None:
+    assert _answers("ExpcliNowhere-v0", "CartPol-v1") == [
+        "unknown env id 'ExpcliNowhere-v0'; ExpcliNowhere-v0 is an env of "
+        "expcli_no_such_module, which is not installed: pip install expcli-no-such-package, "
+        "then use expcli_no_such_module:ExpcliNowhere-v0",
+        "unknown env id 'CartPol-v1'; did you mean 'CartPole-v1'?",
+    ]
+
+
+def test_collect_says_it_in_one_line() -> None:
+    pytest.importorskip("ale_py")
+    done = subprocess.run(
+        [sys.executable, "-m", "expcli", "collect", "ALE/Pong-v5", "--steps", "10"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: unknown env id 'ALE/Pong-v5'; ale_py registers it when imported: use "
+        "ale_py:ALE/Pong-v5"
+    )
