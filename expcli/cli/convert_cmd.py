@@ -9,6 +9,7 @@ import typer
 
 from expcli.cli._console import err_console, out_console
 from expcli.cli._errors import reports_errors
+from expcli.cli._read_options import NumEnvs, warn_unrecorded_envs
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
@@ -37,11 +38,17 @@ def convert_cmd(
     verify: Annotated[
         bool, typer.Option("--verify", help="Read the output back and compare every tensor first.")
     ] = False,
+    num_envs: NumEnvs = None,
 ) -> None:
     """Convert a dataset between pt, npz, csv and HDF5 (and foreign layouts), losslessly."""
-    from expcli.conversion import convert
+    from rich.markup import escape
 
-    options = {"to": to, "compression": compression, "layout": layout, "overwrite": overwrite}
+    from expcli.conversion import convert
+    from expcli.formats._guards import printable
+
+    options: dict[str, object] = {"to": to, "compression": compression, "layout": layout}
+    options.update(overwrite=overwrite, num_envs=num_envs)
+    warn_unrecorded_envs(src, num_envs)
     if src.is_file() and src.stat().st_size >= PROGRESS_MIN_BYTES:
         from rich.progress import Progress
 
@@ -55,9 +62,10 @@ def convert_cmd(
             result = convert(src, dst, verify=verify, progress=progress, **options)  # type: ignore[arg-type]
     else:
         result = convert(src, dst, verify=verify, **options)  # type: ignore[arg-type]
+    read, written = (escape(printable(str(p))) for p in (result.src, result.dst))
     out_console().print(
-        f"converted {result.src} ({_mb(result.bytes_read)}, {result.src_format}) -> "
-        f"{result.dst} ({_mb(result.bytes_written)}, {result.dst_format}"
+        f"converted {read} ({_mb(result.bytes_read)}, {result.src_format}) -> "
+        f"{written} ({_mb(result.bytes_written)}, {result.dst_format}"
         f"{'' if result.layout == 'expcli' else ', ' + result.layout + ' layout'}): "
         f"{result.tensors} tensors, {result.transitions:,} transitions in {result.seconds:.2f} s"
         f"{', verified' if result.verified else ''}",
