@@ -23,7 +23,7 @@ import numpy as np
 
 from expcli.errors import ExpcliError, FormatError
 from expcli.formats._atomic import atomic_write
-from expcli.formats._guards import check_memory
+from expcli.formats._guards import MAX_METADATA_BYTES, check_memory
 from expcli.formats.dataset import Dataset
 from expcli.formats.lazy import CHUNK_BYTES, LazyRows, row_chunks
 from expcli.formats.registry import (
@@ -117,8 +117,7 @@ def open_lazy(
         meta = arrays.pop(METADATA_KEY, None)
         if meta is None:
             return foreign_dataset(arrays, path), close
-        meta = np.asarray(meta)
-        if meta.ndim != 0 or meta.dtype.kind != "U":
+        if not isinstance(meta, np.ndarray) or meta.ndim != 0 or meta.dtype.kind != "U":
             raise FormatError("expected a 0-d unicode string", path=path, key=METADATA_KEY)
         header = parse_header(str(meta[()]), path, METADATA_KEY)
         return dataset_from_header(arrays, header, path), close
@@ -180,9 +179,16 @@ def _member(
             key=key,
         )
     native = dtype.newbyteorder("=")
+    if len(shape) < 1 and nbytes > 4 * MAX_METADATA_BYTES:  # 4 bytes per character
+        raise FormatError(
+            f"is a single value of {nbytes:,} bytes; expected a number or the metadata",
+            path=path,
+            key=key,
+        )
     if fortran or len(shape) < 1:
         check_memory(nbytes, path, key)
-        return np.lib.format.read_array(archive.open(info), allow_pickle=False).astype(native)
+        with archive.open(info) as member:
+            return np.lib.format.read_array(member, allow_pickle=False).astype(native)
     row_bytes = math.prod(shape[1:]) * dtype.itemsize
     if deflated:
         inflating = _Inflating(path, info.filename, header_bytes, row_bytes, shape, dtype)
