@@ -14,6 +14,7 @@ would see as a traceback). Standard output is strict UTF-8, as a terminal's may 
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import json
 import os
@@ -125,6 +126,7 @@ def main() -> None:
     answers.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
+        gc.collect()  # what the last request left in reference cycles is not this one's
         _reset_peak()
         started = time.perf_counter()
         result = _handle(request)
