@@ -2,6 +2,7 @@
 ``inspect --check`` and ``convert``, each in a long-lived child with a time and memory limit.
 
     python -m tests.fuzz.campaign --files 2000 --workers 2 --report /tmp/fuzz.json
+    python -m tests.fuzz.campaign --campaign 1 --only 3566   # that mutant again
 
 Mutant ``i`` comes from seed ``i mod seeds`` (so every format and layout gets its share)
 damaged by ``mutations.make_mutant``, and goes through the four operations. Outcomes:
@@ -67,6 +68,7 @@ class Settings:
     corpus: Path = CORPUS
     keep: Path | None = None
     env: dict[str, str] | None = None
+    only: tuple[int, ...] = ()  # these mutant numbers alone, to reproduce them
 
 
 @dataclass
@@ -225,7 +227,7 @@ def run_campaign(settings: Settings) -> Report:
     env = dict(settings.env if settings.env is not None else os.environ)
     repo = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), repo) if p)
-    report = Report(files=settings.files)
+    report = Report(files=len(settings.only) or settings.files)
     started = time.monotonic()
     limit_kb = settings.mem_limit_mb * 1024
     with tempfile.TemporaryDirectory(prefix="expcli-fuzz-") as scratch:
@@ -265,7 +267,8 @@ def _drive(
             free.append(child)
 
     with ThreadPoolExecutor(len(children)) as pool:
-        for folder, recipe, outcomes in pool.map(one_file, range(settings.files)):
+        numbers = settings.only or range(settings.files)
+        for folder, recipe, outcomes in pool.map(one_file, numbers):
             for op, result in outcomes:
                 _tally(report, recipe, op, result, limit_kb, folder, settings.keep)
             shutil.rmtree(folder, ignore_errors=True)
@@ -311,6 +314,7 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="seed folder")
     parser.add_argument("--keep", type=Path, help="copy mutants that went wrong here")
     parser.add_argument("--report", type=Path, help="write the JSON report here")
+    parser.add_argument("--only", type=int, nargs="*", default=[], help="these mutants alone")
     options = parser.parse_args()
     if options.keep is not None:
         options.keep.mkdir(parents=True, exist_ok=True)
@@ -323,6 +327,7 @@ def main() -> None:
             workers=options.workers,
             corpus=options.corpus,
             keep=options.keep,
+            only=tuple(options.only),
         )
     )
     print(report.table())
