@@ -79,6 +79,10 @@ def load(
 ) -> Dataset:
     """Read any dataset file expcli knows (foreign layouts included) as a ``Dataset``.
 
+    ``num_envs``: env columns of a file that does not record them: a CSV without sidecar
+    (skrl's export; rows ``t * num_envs + env``) or a D4RL file (equal blocks of rows, env by
+    env). Default 1. Files that record it ignore it.
+
     Raises:
         FormatError: Unknown, corrupt, truncated or unsafe file.
         SchemaError: Tensors that disagree with each other or with the metadata.
@@ -140,8 +144,12 @@ def convert(
     overwrite: bool = False,
     verify: bool = False,
     progress: Progress | None = None,
+    num_envs: int | None = None,
 ) -> ConvertResult:
     """Convert a dataset file to another format or layout, losslessly.
+
+    ``num_envs``: env columns of a source that does not record them (a CSV without
+    sidecar, a D4RL file), as ``load`` takes it.
 
     Raises:
         ConfigError: An unknown format, layout or compression.
@@ -157,7 +165,7 @@ def convert(
         raise ConfigError(f"source and destination are the same file: {source}")
     report = progress or (lambda phase, done: None)
     report("read", 0.0)
-    dataset, src_format, close = _open_source(source)
+    dataset, src_format, close = _open_source(source, num_envs)
     try:
         report("read", 1.0)
         checksums = _checksums(dataset) if verify else None
@@ -181,7 +189,9 @@ def convert(
     )
 
 
-def convert_to_stream(src: str | os.PathLike[str], out: IO[bytes], *, to: str) -> int:
+def convert_to_stream(
+    src: str | os.PathLike[str], out: IO[bytes], *, to: str, num_envs: int | None = None
+) -> int:
     """Convert a dataset file and write it to an open binary stream (``expcli convert SRC -``
     writes to stdout), returning the bytes written.
 
@@ -203,7 +213,7 @@ def convert_to_stream(src: str | os.PathLike[str], out: IO[bytes], *, to: str) -
         )
     counter = _CountingWriter(out)
     counted = cast(IO[bytes], counter)  # all the writers call is write()
-    dataset, _, close = _open_source(Path(src))
+    dataset, _, close = _open_source(Path(src), num_envs)
     try:
         dataset.validate(src)
         if to == "csv":
@@ -237,7 +247,9 @@ class _CountingWriter:
         self._out.flush()
 
 
-def _open_source(source: Path) -> tuple[Dataset, str, Callable[[], None]]:
+def _open_source(
+    source: Path, num_envs: int | None = None
+) -> tuple[Dataset, str, Callable[[], None]]:
     """The dataset of a file (read lazily where its format allows) or a Minari folder, its
     format, and what to call when done with it."""
     if source.is_dir():
@@ -245,7 +257,7 @@ def _open_source(source: Path) -> tuple[Dataset, str, Callable[[], None]]:
     if not source.exists():
         raise FormatError("no such file or folder", path=source)
     src_format = detect_format(source)
-    dataset, close = open_lazy(source, src_format)
+    dataset, close = open_lazy(source, src_format, num_envs=num_envs)
     return dataset, src_format, close
 
 
@@ -263,12 +275,10 @@ def _check_options(layout: str, compression: str | None) -> None:
 
 
 def _target_format(target: Path, to: str | None, layout: str) -> str:
-    if layout == "minari":
-        return "minari"
-    if layout in ("tianshou", "d4rl"):
-        return "hdf5"
-    if layout == "skrl":
-        return to or format_from_suffix(target) or "pt"
+    if layout != "expcli":
+        from expcli.formats.layouts import layout_format
+
+        return layout_format(layout, target, to)
     fmt = to or format_from_suffix(target)
     if fmt is None:
         raise ConfigError(
@@ -355,11 +365,9 @@ def _digest(array: Any) -> str:
 
 
 def _load_folder(folder: Path) -> Dataset:
-    from expcli.formats.layouts import is_minari_folder, read_minari_folder
+    from expcli.formats.layouts import read_minari_folder
 
-    if is_minari_folder(folder):
-        return read_minari_folder(folder)
-    raise FormatError("a folder, but not a Minari dataset (no data/main_data.hdf5)", path=folder)
+    return read_minari_folder(folder)  # or says why the folder is not a Minari dataset
 
 
 def _sidecar(path: Path) -> Path:

@@ -14,6 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from expcli.formats._guards import printable
+
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
@@ -55,14 +57,14 @@ def _header(summary: Summary) -> Table:
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
     meta = summary.metadata
-    grid.add_row("path", escape(summary.path))
+    grid.add_row("path", _safe(summary.path))
     grid.add_row("format", f"{summary.format}, {summary.layout} layout")
     grid.add_row("size", _bytes(summary.size_bytes))
     if isinstance(meta.get("env_id"), str):
-        grid.add_row("env", escape(meta["env_id"]))
+        grid.add_row("env", _safe(meta["env_id"]))
     for key, label in (("observation_space", "observations"), ("action_space", "actions")):
         if key in meta:
-            grid.add_row(label, escape(_space(meta[key])))
+            grid.add_row(label, _safe(_space(meta[key])))
     if summary.error is None:
         grid.add_row("memory", f"{summary.memory_size:,} rows × {summary.num_envs:,} envs")
         valid = f"{summary.transitions:,} valid transitions"
@@ -71,7 +73,7 @@ def _header(summary: Summary) -> Table:
         grid.add_row("transitions", valid)
         grid.add_row("wrapped", "yes" if summary.wrapped else "no")
     else:
-        grid.add_row("error", f"[red]{escape(summary.error)}[/red]")
+        grid.add_row("error", f"[red]{_safe(summary.error)}[/red]")
     return grid
 
 
@@ -87,7 +89,7 @@ def _tensors(summary: Summary) -> Table:
         bad = t.nan or t.inf
         rows.append(
             (
-                Text(t.name, style="bold red" if bad else ""),
+                Text(printable(t.name), style="bold red" if bad else ""),
                 t.dtype,
                 "×".join(map(str, t.shape[2:])) or "1",
                 _number(t.min),
@@ -174,7 +176,7 @@ def _head(summary: Summary) -> Table:
     table.add_column(justify="right", style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     for entry in summary.head:
-        values = "  ".join(f"[dim]{escape(n)}=[/dim]{_cell(entry.get(n))}" for n in names)
+        values = "  ".join(f"[dim]{_safe(n)}=[/dim]{_cell(entry.get(n))}" for n in names)
         table.add_row(f"{entry['row']}, {entry['env']}", values)
     outer = Table.grid()
     outer.add_row(f"[bold]first {len(summary.head)} transitions[/bold] (row, env; oldest first)")
@@ -190,7 +192,7 @@ def _checks(findings: tuple[Finding, ...]) -> Table:
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     for finding in findings:
-        text = escape(finding.message)
+        text = _safe(finding.message)
         if finding.rows:
             shown = ", ".join(f"({r}, {e})" for r, e in finding.rows)
             more = finding.count - len(finding.rows)
@@ -202,6 +204,11 @@ def _checks(findings: tuple[Finding, ...]) -> Table:
     outer.add_row(f"[bold]{title}[/bold]")
     outer.add_row(table)
     return outer
+
+
+def _safe(text: str) -> str:
+    """Text from the file as rich prints it: markup escaped, invalid UTF-8 as escapes."""
+    return escape(printable(text))
 
 
 def _distribution(dist: Distribution) -> list[str]:
@@ -218,7 +225,7 @@ def _number(value: float) -> str:
 
 def _cell(value: Any) -> str:
     text = _compact(value[0] if isinstance(value, list) and len(value) == 1 else value)
-    return escape(text if len(text) <= _MAX_CELL else text[: _MAX_CELL - 1] + "…")
+    return _safe(text if len(text) <= _MAX_CELL else text[: _MAX_CELL - 1] + "…")
 
 
 def _compact(value: Any) -> str:

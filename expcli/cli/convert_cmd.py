@@ -9,6 +9,7 @@ import typer
 
 from expcli.cli._console import err_console, out_console
 from expcli.cli._errors import reports_errors
+from expcli.cli._read_options import NumEnvs, warn_unrecorded_envs
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
@@ -43,14 +44,20 @@ def convert_cmd(
     verify: Annotated[
         bool, typer.Option("--verify", help="Read the output back and compare every tensor first.")
     ] = False,
+    num_envs: NumEnvs = None,
 ) -> None:
     """Convert a dataset between pt, npz, csv and HDF5 (and foreign layouts), losslessly."""
-    from expcli.conversion import convert
+    from rich.markup import escape
 
+    from expcli.conversion import convert
+    from expcli.formats._guards import printable
+
+    warn_unrecorded_envs(src, num_envs)
     if str(dst) == "-":
-        _to_stdout(src, to, compression, layout, verify)
+        _to_stdout(src, to, compression, layout, verify, num_envs)
         return
-    options = {"to": to, "compression": compression, "layout": layout, "overwrite": overwrite}
+    options: dict[str, object] = {"to": to, "compression": compression, "layout": layout}
+    options.update(overwrite=overwrite, num_envs=num_envs)
     if src.is_file() and src.stat().st_size >= PROGRESS_MIN_BYTES:
         from rich.progress import Progress
 
@@ -64,9 +71,10 @@ def convert_cmd(
             result = convert(src, dst, verify=verify, progress=progress, **options)  # type: ignore[arg-type]
     else:
         result = convert(src, dst, verify=verify, **options)  # type: ignore[arg-type]
+    read, written = (escape(printable(str(p))) for p in (result.src, result.dst))
     out_console().print(
-        f"converted {result.src} ({_mb(result.bytes_read)}, {result.src_format}) -> "
-        f"{result.dst} ({_mb(result.bytes_written)}, {result.dst_format}"
+        f"converted {read} ({_mb(result.bytes_read)}, {result.src_format}) -> "
+        f"{written} ({_mb(result.bytes_written)}, {result.dst_format}"
         f"{'' if result.layout == 'expcli' else ', ' + result.layout + ' layout'}): "
         f"{result.tensors} tensors, {result.transitions:,} transitions in {result.seconds:.2f} s"
         f"{', verified' if result.verified else ''}",
@@ -75,7 +83,9 @@ def convert_cmd(
     )
 
 
-def _to_stdout(src: Path, to: str | None, compression: str, layout: str, verify: bool) -> None:
+def _to_stdout(
+    src: Path, to: str | None, compression: str, layout: str, verify: bool, num_envs: int | None
+) -> None:
     """``convert SRC -``: stream the dataset to stdout, refusing what cannot go there."""
     import sys
 
@@ -93,13 +103,7 @@ def _to_stdout(src: Path, to: str | None, compression: str, layout: str, verify:
         raise ConfigError(
             f"refusing to write binary {to} to a terminal; redirect stdout or name a file"
         )
-    try:
-        convert_to_stream(src, sys.stdout.buffer, to=to)
-    except BrokenPipeError:  # the reader went away (`| head`): stop quietly
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise typer.Exit(1) from None
+    convert_to_stream(src, sys.stdout.buffer, to=to, num_envs=num_envs)
 
 
 def _mb(size: int) -> str:

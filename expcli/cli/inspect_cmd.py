@@ -10,6 +10,7 @@ import typer
 
 from expcli.cli._console import err_console, out_console
 from expcli.cli._errors import reports_errors
+from expcli.cli._read_options import NumEnvs, warn_unrecorded_envs
 
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 
@@ -42,17 +43,23 @@ def inspect_cmd(
         bool,
         typer.Option("--check", help="Run the structural checks; exit 1 when any fails."),
     ] = False,
+    num_envs: NumEnvs = None,
 ) -> None:
     """Summarize a dataset: tensor statistics, episodes, and (--check) structural checks."""
+    from rich.markup import escape
+
+    from expcli.formats._guards import printable
     from expcli.summary import newest_dataset, summarize
 
     out = out_console()
     if file is None:
         file = newest_dataset()
+        shown = escape(printable(str(file)))
         if as_json:
-            err_console().print(f"inspecting the newest dataset: {file}", highlight=False)
+            err_console().print(f"inspecting the newest dataset: {shown}", highlight=False)
         else:
-            out.print(f"newest dataset under runs/: {file}", highlight=False, soft_wrap=True)
+            out.print(f"newest dataset under runs/: {shown}", highlight=False, soft_wrap=True)
+    warn_unrecorded_envs(file, num_envs)
     if file.is_file() and file.stat().st_size >= PROGRESS_MIN_BYTES:
         from rich.progress import Progress
 
@@ -63,10 +70,11 @@ def inspect_cmd(
                 episodes=episodes,
                 head=head,
                 check=check,
+                num_envs=num_envs,
                 progress=lambda done: bar.update(task, completed=done),
             )
     else:
-        summary = summarize(file, episodes=episodes, head=head, check=check)
+        summary = summarize(file, episodes=episodes, head=head, check=check, num_envs=num_envs)
     if as_json:
         typer.echo(json.dumps(summary.to_json(per_env=per_env), allow_nan=False))
     else:

@@ -12,6 +12,7 @@ import typer
 
 from expcli.cli._console import err_console, out_console
 from expcli.cli._errors import reports_errors
+from expcli.cli._read_options import NumEnvs, warn_unrecorded_envs
 from expcli.errors import ConfigError
 
 
@@ -41,8 +42,10 @@ def sample_cmd(
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of the sampler.")] = None,
     rows: Annotated[int, typer.Option("--rows", min=0, help="Leading rows to print.")] = 3,
     as_json: Annotated[bool, typer.Option("--json", help="Print the batch as JSON.")] = False,
+    num_envs: NumEnvs = None,
 ) -> None:
     """Draw one batch from a dataset and print its tensors' shapes and first rows."""
+    from expcli.conversion import load
     from expcli.replay import PrioritizedSampler, RandomSampler, ReplayBuffer, SliceSampler
 
     if (sampler is SamplerName.slice) != (slice_len is not None):
@@ -61,7 +64,8 @@ def sample_cmd(
         chosen = PrioritizedSampler()
     else:
         chosen = RandomSampler()
-    buffer = ReplayBuffer(file, sampler=chosen, seed=seed)
+    warn_unrecorded_envs(file, num_envs)
+    buffer = ReplayBuffer(load(file, num_envs=num_envs), sampler=chosen, seed=seed)
     _check_batch_fits(buffer, size)
     batch, info = buffer.sample(size, return_info=True)
     if size != batch_size:
@@ -137,10 +141,13 @@ def _print(report: dict[str, Any], batch: Any, rows: int) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from expcli.formats._guards import printable
+
     console = out_console()
     shape = " x ".join(map(str, report["batch_shape"]))
     console.print(
-        f"{report['file']}: {report['transitions']:,} transitions; one {report['sampler']} "
+        f"{escape(printable(report['file']))}: {report['transitions']:,} transitions; "
+        f"one {report['sampler']} "
         f"batch of {shape}" + (f" (seed {report['seed']})" if report["seed"] is not None else ""),
         highlight=False,
         soft_wrap=True,
@@ -151,7 +158,8 @@ def _print(report: dict[str, Any], batch: Any, rows: int) -> None:
         first = "\n".join(
             np.array2string(row, precision=4, separator=", ", max_line_width=60) for row in head
         )
-        table.add_row(name, tensor["dtype"], str(tuple(tensor["shape"])), escape(first))
+        dims = str(tuple(tensor["shape"]))
+        table.add_row(escape(printable(name)), tensor["dtype"], dims, escape(first))
     console.print(table)
     console.print(f"index: {report['index']}", highlight=False, soft_wrap=True)
     if "priority_weight" in report:

@@ -8,20 +8,24 @@ that a damaged or hostile file cannot make a reader allocate what it does not ho
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import h5py
 import numpy as np
 
-from expcli.errors import FormatError, SchemaError
+from expcli.errors import ExpcliError, FormatError, SchemaError
+from expcli.formats._hdf5_heap import read_attribute
 from expcli.formats.registry import error_summary
 from expcli.spec import SUPPORTED_DTYPES, CircularState, TensorSpec
 
 __all__ = [
     "ATTRIBUTE",
+    "as_format_errors",
+    "check_all_stored",
     "check_datasets",
     "check_names",
     "check_size",
@@ -64,20 +68,12 @@ def header_text(file: Any, path: Path) -> str | bytes | None:
     """The metadata JSON held by the root attribute, or None when there is no such attribute.
 
     Raises:
-        FormatError: The attribute cannot be read or is not a string.
+        FormatError: The attribute cannot be read, declares more than metadata can be (its
+            size, its global heap: see ``_hdf5_heap``), or is not a string.
     """
-    try:
-        if ATTRIBUTE not in file.attrs:
-            return None
-        value = file.attrs[ATTRIBUTE]
-    except MemoryError:
-        raise
-    except Exception as e:
-        raise FormatError(
-            f"cannot read the root attribute ({error_summary(e)}); the file is corrupt",
-            path=path,
-            key=ATTRIBUTE,
-        ) from e
+    value = read_attribute(file, ATTRIBUTE, path, ATTRIBUTE)
+    if value is None:
+        return None
     if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "SUO":
         value = value[()]
     if not isinstance(value, str | bytes):
@@ -212,6 +208,35 @@ def check_size(
     except ValueError as e:
         raise SchemaError(f"circular state does not fit the tensors: {e}", path=path) from e
     return size
+
+
+def check_all_stored(file: Any, path: Path) -> dict[str, Any]:
+    """Every dataset of a file without expcli's metadata, checked as ``check_stored`` does
+    (sparse ones allowed), so that a foreign layout reads only what the file holds.
+
+    Returns:
+        The datasets by full path, as ``list_datasets``.
+
+    Raises:
+        FormatError: As ``list_datasets`` and ``check_stored``.
+    """
+    found = list_datasets(file, path)
+    for name, item in found.items():
+        check_stored(item, path, name, complete=False)
+    return found
+
+
+@contextlib.contextmanager
+def as_format_errors(path: Path, what: str) -> Iterator[None]:
+    """Turn what h5py raises for damaged objects, while ``what`` is read, into a FormatError."""
+    try:
+        yield
+    except (ExpcliError, MemoryError):
+        raise
+    except (OSError, KeyError, ValueError, TypeError, RuntimeError) as e:
+        raise FormatError(
+            f"cannot read {what} ({error_summary(e)}); the file is corrupt", path=path
+        ) from e
 
 
 def check_written(dataset: Any, path: Path, name: str) -> None:

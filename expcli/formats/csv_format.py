@@ -8,8 +8,9 @@ state. A CSV without sidecar, such as skrl's export (only the valid rows), is re
 inferred dtypes. Cells are parsed as numbers, never evaluated.
 
 Both directions stream. The writer formats a chunk of rows at a time. The reader parses a
-chunk at a time into a ``RowSpill`` (a scratch file) and serves each tensor from there as
-``LazyRows``, so converting a CSV file holds a few chunks in memory, whatever its size.
+chunk at a time into a ``RowSpill`` (a scratch file in the temporary folder, never beside
+the source) and serves each tensor from there as ``LazyRows``, so converting a CSV file
+holds a few chunks in memory, whatever its size.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from expcli.errors import FormatError, SchemaError
 from expcli.formats._atomic import atomic_path
 from expcli.formats._csv_rows import Chunk, Group, read_chunks
 from expcli.formats._csv_text import encode_rows
+from expcli.formats._guards import MAX_METADATA_BYTES
 from expcli.formats.dataset import Dataset
 from expcli.formats.lazy import LazyRows, RowSpill
 from expcli.formats.registry import dataset_from_header, encode_header, header_specs, parse_header
@@ -121,7 +123,8 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
 
 def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
     """Like ``read``, but the tensors are ``LazyRows`` over a scratch file that holds the
-    parsed rows (beside the CSV, else in the temporary folder); call the closer after.
+    parsed rows (in the temporary folder, ``TMPDIR``; never beside the CSV); call the
+    closer after.
 
     Raises:
         FormatError, SchemaError: As ``read``.
@@ -153,7 +156,11 @@ def _columns(specs: Sequence[TensorSpec]) -> list[str]:
 def _with_sidecar(
     path: Path, sidecar: Path, file: TextIO, columns: list[str], first: int
 ) -> tuple[Dataset, Callable[[], None]]:
-    header = parse_header(sidecar.read_bytes(), sidecar, "sidecar")
+    with open(sidecar, "rb") as f:
+        text = f.read(MAX_METADATA_BYTES + 1)
+    if len(text) > MAX_METADATA_BYTES:
+        raise FormatError(f"is larger than {MAX_METADATA_BYTES:,} bytes", path=sidecar)
+    header = parse_header(text, sidecar, "sidecar")
     Dataset.split_header(header, sidecar)
     specs = header_specs(header, sidecar)
     memory_size, num_envs, rows = (_count(header, k, sidecar) for k in _SIZE_KEYS)
@@ -174,7 +181,7 @@ def _with_sidecar(
     for spec in specs:
         groups.append(Group(spec.name, start, math.prod(spec.shape), np.dtype(spec.dtype)))
         start += math.prod(spec.shape)
-    spill = RowSpill([g.width for g in groups], path.parent)
+    spill = RowSpill([g.width for g in groups])
     try:
         for chunk in read_chunks(path, file, columns, groups, first):
             if spill.rows + len(chunk.lines) > rows:
@@ -211,7 +218,7 @@ def _foreign(
     """A CSV without sidecar (skrl's export): dtypes inferred, feature sizes from the header."""
     groups = [Group(name, start, width, None) for name, (start, width) in _groups(path, columns)]
     kinds = _Kinds(path, columns, groups)
-    spill = RowSpill([g.width for g in groups], path.parent)
+    spill = RowSpill([g.width for g in groups])
     try:
         for chunk in read_chunks(path, file, columns, groups, first):
             kinds.add(chunk)

@@ -30,18 +30,18 @@ from typing import Any, cast
 
 import numpy as np
 
-from expcli.errors import ConfigError, ExpcliError, FormatError, SchemaError
+from expcli.errors import ConfigError, FormatError, SchemaError
 from expcli.formats._atomic import atomic_path
 from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._hdf5_checks import (
     ATTRIBUTE,
+    as_format_errors,
+    check_all_stored,
     check_datasets,
     check_names,
     check_size,
-    check_stored,
     check_written,
     header_text,
-    list_datasets,
     native_dtype,
     open_file,
 )
@@ -336,7 +336,9 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
     return dataset_from_header(arrays, header, path)
 
 
-def open_lazy(path: Path) -> tuple[Dataset, Callable[[], None]]:
+def open_lazy(
+    path: Path, *, num_envs: int | None = None
+) -> tuple[Dataset, Callable[[], None]]:
     """Like ``read``, but tensors stay in the file as ``LazyRows``; call the closer after.
 
     Raises:
@@ -345,7 +347,7 @@ def open_lazy(path: Path) -> tuple[Dataset, Callable[[], None]]:
     with open_file(path, _CACHE_BYTES) as file:
         foreign = header_text(file, path) is None
     if foreign:
-        return read(path), lambda: None
+        return read(path, num_envs=num_envs), lambda: None
     reader = Hdf5Reader(path)
     try:
         size = (reader.memory_size, reader.num_envs)
@@ -381,18 +383,10 @@ def _slab_rows(dataset: Any) -> int:
 
 def _read_foreign(file: Any, path: Path, num_envs: int | None) -> Dataset:
     """Hand a file without expcli's metadata to the foreign layouts."""
-    found = list_datasets(file, path)
-    for name, item in found.items():  # so that the layouts read only what the file holds
-        check_stored(item, path, name, complete=False)
+    found = check_all_stored(file, path)  # so that the layouts read only what it holds
     hook = _foreign_hook()
-    try:
+    with as_format_errors(path, "its layout"):
         dataset = hook(file, path, num_envs) if hook is not None else None
-    except (ExpcliError, MemoryError):
-        raise
-    except (OSError, KeyError, ValueError, TypeError, RuntimeError) as e:
-        raise FormatError(
-            f"cannot read its layout ({error_summary(e)}); the file is corrupt", path=path
-        ) from e
     if dataset is None:
         names = ", ".join(list(found)[:8]) or "none"
         raise FormatError(

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from expcli.errors import ConfigError
+
 __all__ = ["CHUNK_BYTES", "LazyRows", "RowSpill", "row_chunks"]
 
 CHUNK_BYTES = 16 * 1024 * 1024
@@ -105,23 +107,29 @@ class RowSpill:
     A CSV file holds rows, but writers take one tensor at a time (an npz member, an HDF5
     dataset) by slices of rows. The source is parsed once, chunk by chunk, into an unnamed
     scratch file, and ``read`` serves any tensor's rows from there: memory holds a chunk,
-    whatever the file size. The file vanishes on ``close`` (or when the process ends).
+    whatever the file size. The scratch file lies in the temporary folder (``TMPDIR``),
+    never beside the source, which reading must not change; it is private, and unlinked
+    from the start, so it vanishes on ``close`` or when the process ends, however it ends.
 
     Example::
 
-        spill = RowSpill([4, 1], folder)  # two column groups, 4 and 1 wide
+        spill = RowSpill([4, 1])  # two column groups, 4 and 1 wide
         spill.append([observations, actions])  # (rows, 4) and (rows, 1), any dtypes
         first_rows = spill.read(0, 0, 100)
     """
 
-    def __init__(self, widths: Sequence[int], folder: str | os.PathLike[str] | None) -> None:
-        """Create the scratch file in ``folder`` (beside the source, on the disk that holds
-        it), or in the system's temporary folder where ``folder`` is not writable."""
+    def __init__(self, widths: Sequence[int], folder: str | os.PathLike[str] | None = None) -> None:
+        """Create the scratch file in ``folder``, by default the temporary folder.
+
+        Raises:
+            ConfigError: No scratch file can be created there.
+        """
         self.widths = list(widths)
+        self._folder = folder
         try:
             self._file = tempfile.TemporaryFile(dir=folder)
-        except OSError:
-            self._file = tempfile.TemporaryFile()
+        except OSError as e:
+            raise self._trouble(e) from e
         self._lock = threading.Lock()
         self._starts = [0]  # first row of each chunk, then the row count
         self._pieces: list[list[tuple[int, np.dtype[Any]]]] = [[] for _ in self.widths]
@@ -143,8 +151,11 @@ class RowSpill:
                     raise ValueError(f"expected rows shaped ({count}, {width}), got {array.shape}")
                 data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
                 pieces.append((self._end, data.dtype))
-                self._file.seek(self._end)
-                self._file.write(data.reshape(-1).view(np.uint8).data)
+                try:
+                    self._file.seek(self._end)
+                    self._file.write(data.reshape(-1).view(np.uint8).data)
+                except OSError as e:
+                    raise self._trouble(e) from e
                 self._end += data.nbytes
             self._starts.append(self.rows + count)
 
@@ -180,6 +191,13 @@ class RowSpill:
             got = self._file.readinto(array.reshape(-1).view(np.uint8).data)
         if got != array.nbytes:
             raise OSError(f"scratch file ended early: {got} of {array.nbytes} bytes")
+
+    def _trouble(self, error: OSError) -> ConfigError:
+        folder = self._folder or tempfile.gettempdir()
+        return ConfigError(
+            f"cannot write the scratch file that reading a CSV file needs in {folder} "
+            f"({error.strerror or error}); set TMPDIR to a writable folder with room"
+        )
 
     def close(self) -> None:
         """Delete the scratch file; reading afterwards raises ValueError."""

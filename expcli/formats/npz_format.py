@@ -2,22 +2,30 @@
 
 Written as ``np.savez`` would (uncompressed), but member by member and slice by slice.
 Read with ``allow_pickle=False``: object arrays, which would need unpickling, are refused.
+Each member's header is checked against the bytes the archive holds before anything is
+allocated; stored members are read in place and deflated ones (``np.savez_compressed``)
+inflated slice by slice, so that neither a hostile header nor a deflate bomb makes a
+reader allocate more than a slice, and members in another byte order come back native.
 """
 
 from __future__ import annotations
 
 import math
 import struct
+import threading
 import zipfile
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
-from expcli.errors import FormatError, SchemaError
+from expcli.errors import ExpcliError, FormatError
 from expcli.formats._atomic import atomic_write
+from expcli.formats._guards import MAX_METADATA_BYTES, check_memory
 from expcli.formats.dataset import Dataset
-from expcli.formats.lazy import LazyRows, row_chunks
+from expcli.formats.lazy import CHUNK_BYTES, LazyRows, row_chunks
 from expcli.formats.registry import (
     dataset_from_header,
     encode_header,
@@ -31,6 +39,8 @@ __all__ = ["open_lazy", "read", "write", "write_to"]
 
 
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+_MAX_RATIO = 1100  # deflate expands at most ~1032:1; a larger claim is not real data
+_SLACK = 1 << 16  # bytes any member may claim beyond the ratio (headers, tiny members)
 
 
 def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
@@ -71,12 +81,20 @@ def _write_member(archive: zipfile.ZipFile, name: str, array: Any) -> None:
             member.write(rows.reshape(-1).view(np.uint8).data)
 
 
-def open_lazy(path: Path) -> Dataset:
-    """Like ``read``, but members stored uncompressed stay on disk as ``LazyRows``.
+def open_lazy(
+    path: Path, *, num_envs: int | None = None
+) -> tuple[Dataset, Callable[[], None]]:
+    """Like ``read``, but members stay on disk as ``LazyRows``: stored ones read in place,
+    deflated ones inflated as their rows are asked for. Call the closer when done.
+
+    Every member's header is checked against what the archive holds before any data is
+    read: a shape that is negative or larger than the member's bytes, or a deflated member
+    claiming more than deflate can expand to, is refused.
 
     Raises:
         FormatError, SchemaError: As ``read``.
     """
+    del num_envs
     with open(path, "rb") as file:
         head = file.read(6)
     if not head.startswith(_ZIP_MAGICS):
@@ -85,6 +103,12 @@ def open_lazy(path: Path) -> Dataset:
             path=path,
         )
     arrays: dict[str, Any] = {}
+    closers: list[Callable[[], None]] = []
+
+    def close() -> None:
+        for closer in closers:
+            closer()
+
     try:
         with zipfile.ZipFile(path) as archive:
             for info in archive.infolist():
@@ -94,30 +118,37 @@ def open_lazy(path: Path) -> Dataset:
                         path=path,
                         key=info.filename,
                     )
-                arrays[info.filename[:-4]] = _member(path, archive, info)
-    except (FormatError, SchemaError):
-        raise
-    except ValueError as e:
-        raise FormatError(
-            f"cannot be read ({error_summary(e)}); expected an .npz archive of numeric "
+                arrays[info.filename[:-4]] = _member(path, archive, info, closers)
+        meta = arrays.pop(METADATA_KEY, None)
+        if meta is None:
+            return foreign_dataset(arrays, path), close
+        if not isinstance(meta, np.ndarray) or meta.ndim != 0 or meta.dtype.kind != "U":
+            raise FormatError("expected a 0-d unicode string", path=path, key=METADATA_KEY)
+        header = parse_header(str(meta[()]), path, METADATA_KEY)
+        return dataset_from_header(arrays, header, path), close
+    except BaseException as e:
+        close()
+        if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):
+            raise
+        raise _damaged(path, e) from e
+
+
+def _damaged(path: Path, error: Exception) -> FormatError:
+    """A library's error while reading an archive, as a FormatError."""
+    if isinstance(error, ValueError):
+        return FormatError(
+            f"cannot be read ({error_summary(error)}); expected an .npz archive of numeric "
             "arrays (object arrays are never unpickled)",
             path=path,
-        ) from e
-    except (zipfile.BadZipFile, EOFError, OSError, KeyError, RuntimeError) as e:
-        raise FormatError(
-            f"corrupt or truncated .npz archive ({error_summary(e)})", path=path
-        ) from e
-    meta = arrays.pop(METADATA_KEY, None)
-    if meta is None:
-        return foreign_dataset({k: np.asarray(v) for k, v in arrays.items()}, path)
-    meta = np.asarray(meta)
-    if meta.ndim != 0 or meta.dtype.kind != "U":
-        raise FormatError("expected a 0-d unicode string", path=path, key=METADATA_KEY)
-    return dataset_from_header(arrays, parse_header(str(meta[()]), path, METADATA_KEY), path)
+        )
+    return FormatError(f"corrupt or truncated .npz archive ({error_summary(error)})", path=path)
 
 
-def _member(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Any:
-    """A stored C-order member as LazyRows over the file; anything else read now."""
+def _member(
+    path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, closers: list[Callable[[], None]]
+) -> Any:
+    """A member as LazyRows (0-d and Fortran-order ones are read now, within memory)."""
+    key = info.filename
     with archive.open(info) as member:
         version = np.lib.format.read_magic(member)
         read_header = (
@@ -126,23 +157,55 @@ def _member(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Any:
             else np.lib.format.read_array_header_2_0
         )
         shape, fortran, dtype = read_header(member)
-        if dtype.hasobject:
-            raise FormatError(
-                "holds Python objects; object arrays are never unpickled",
-                path=path,
-                key=info.filename,
-            )
-        if info.compress_type != zipfile.ZIP_STORED or fortran or len(shape) < 1:
-            return np.lib.format.read_array(archive.open(info), allow_pickle=False)
         header_bytes = member.tell()
+    if dtype.hasobject:
+        raise FormatError(
+            "holds Python objects; object arrays are never unpickled", path=path, key=key
+        )
+    if any(d < 0 for d in shape):
+        raise FormatError(
+            f"declares the shape {shape}; expected sizes of 0 or more", path=path, key=key
+        )
+    nbytes = math.prod(shape) * dtype.itemsize
+    held = info.file_size - header_bytes
+    if nbytes != held:
+        raise FormatError(
+            f"declares {dtype.str} data shaped {shape} ({nbytes:,} bytes) but holds {held:,} "
+            "bytes; it is truncated or damaged",
+            path=path,
+            key=key,
+        )
+    deflated = info.compress_type != zipfile.ZIP_STORED
+    if deflated and info.file_size > info.compress_size * _MAX_RATIO + _SLACK:
+        raise FormatError(
+            f"claims to inflate {info.compress_size:,} bytes into {info.file_size:,}, more "
+            "than deflate can; it is damaged",
+            path=path,
+            key=key,
+        )
+    native = dtype.newbyteorder("=")
+    if len(shape) < 1 and nbytes > 4 * MAX_METADATA_BYTES:  # 4 bytes per character
+        raise FormatError(
+            f"is a single value of {nbytes:,} bytes; expected a number or the metadata",
+            path=path,
+            key=key,
+        )
+    if fortran or len(shape) < 1:
+        check_memory(nbytes, path, key)
+        with archive.open(info) as member:
+            return np.lib.format.read_array(member, allow_pickle=False).astype(native)
+    row_bytes = math.prod(shape[1:]) * dtype.itemsize
+    if deflated:
+        inflating = _Inflating(path, info.filename, header_bytes, row_bytes, shape, dtype)
+        closers.append(inflating.close)
+        return LazyRows(shape, native, inflating.read)
     with open(path, "rb") as file:
         file.seek(info.header_offset + 26)
         name_length, extra_length = struct.unpack("<HH", file.read(4))
     start = info.header_offset + 30 + name_length + extra_length + header_bytes
-    row_bytes = math.prod(shape[1:]) * dtype.itemsize
     if start + shape[0] * row_bytes > path.stat().st_size:
         raise FormatError(
-            "truncated: the member is shorter than its header says", path=path, key=info.filename
+            "truncated: the member is shorter than its header says", path=path, key=key
         )
 
     def read(first: int, stop: int) -> np.ndarray:
@@ -150,14 +213,95 @@ def _member(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Any:
             file.seek(start + first * row_bytes)
             data = file.read((stop - first) * row_bytes)
         if len(data) != (stop - first) * row_bytes:
-            raise FormatError("truncated member", path=path, key=info.filename)
-        return np.frombuffer(data, dtype=dtype).reshape(stop - first, *shape[1:]).copy()
+            raise FormatError("truncated member", path=path, key=key)
+        rows = np.frombuffer(data, dtype=dtype).reshape(stop - first, *shape[1:])
+        return rows.astype(native)
 
-    return LazyRows(shape, dtype, read, file_offset=start)
+    return LazyRows(shape, native, read, file_offset=start if native == dtype else None)
+
+
+class _Inflating:
+    """The rows of a deflated member, inflated as they are asked for: a read continues
+    from where the last one stopped (reading backwards starts the member over), so that
+    reading it slice by slice inflates it once and holds one slice at a time."""
+
+    def __init__(
+        self,
+        path: Path,
+        name: str,
+        header_bytes: int,
+        row_bytes: int,
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+    ) -> None:
+        self.path, self.name, self.header_bytes = path, name, header_bytes
+        self.row_bytes, self.shape, self.dtype = row_bytes, shape, dtype
+        self._lock = threading.Lock()
+        self._archive: zipfile.ZipFile | None = None
+        self._member: IO[bytes] | None = None
+        self._position = 0
+
+    def read(self, first: int, stop: int) -> np.ndarray:
+        offset, size = self.header_bytes + first * self.row_bytes, (stop - first) * self.row_bytes
+        with self._lock:
+            try:
+                member = self._at(offset)
+                data = _read_exactly(member, size)
+                self._position = offset + len(data)
+            except (zipfile.BadZipFile, EOFError, OSError, zlib.error, ValueError) as e:
+                self._drop()
+                raise FormatError(
+                    f"cannot inflate rows {first}..{stop} ({error_summary(e)}); the archive is "
+                    "corrupt",
+                    path=self.path,
+                    key=self.name,
+                ) from e
+        if len(data) != size:
+            raise FormatError("truncated member", path=self.path, key=self.name)
+        rows = np.frombuffer(data, dtype=self.dtype).reshape(stop - first, *self.shape[1:])
+        return rows.astype(self.dtype.newbyteorder("="))
+
+    def _at(self, offset: int) -> IO[bytes]:
+        if self._member is None or offset < self._position:
+            self._drop()
+            self._archive = zipfile.ZipFile(self.path)
+            self._member = self._archive.open(self.name)
+            self._position = 0
+        while self._position < offset:
+            skipped = self._member.read(min(offset - self._position, CHUNK_BYTES))
+            if not skipped:
+                raise EOFError("the member ended early")
+            self._position += len(skipped)
+        return self._member
+
+    def _drop(self) -> None:
+        for item in (self._member, self._archive):
+            if item is not None:
+                item.close()
+        self._member = self._archive = None
+
+    def close(self) -> None:
+        """Close the archive, if a read opened it."""
+        with self._lock:
+            self._drop()
+
+
+def _read_exactly(member: IO[bytes], size: int) -> bytes:
+    parts, left = [], size
+    while left > 0:
+        part = member.read(min(left, CHUNK_BYTES))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
 
 
 def read(path: Path, *, num_envs: int | None = None) -> Dataset:
     """Load an ``.npz`` archive; one without metadata is read as a full skrl memory.
+
+    Stored members in native byte order are memory-mapped; the others (deflated, another
+    byte order) are read into memory, when it has room for them.
 
     Args:
         path: File to read.
@@ -165,19 +309,25 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
 
     Raises:
         FormatError: Not an ``.npz`` archive, corrupt or truncated, holding object arrays,
-            or with a malformed metadata member.
+            with a malformed metadata member, or too large for the memory available.
         SchemaError: A tensor has an unsupported dtype or disagrees with the metadata.
     """
     del num_envs
-    lazy = open_lazy(path)
-    arrays = {name: _mapped(path, array) for name, array in lazy.tensors.items()}
+    lazy, close = open_lazy(path)
+    try:
+        arrays = {name: _mapped(path, name, array) for name, array in lazy.tensors.items()}
+    finally:
+        close()
     return Dataset(arrays, lazy.state, lazy.metadata)
 
 
-def _mapped(path: Path, array: Any) -> np.ndarray:
+def _mapped(path: Path, name: str, array: Any) -> np.ndarray:
     """A stored member as a copy-on-write memory map of the file (pages are read when
-    touched, and writes stay private); anything else as it was read."""
-    if not isinstance(array, LazyRows) or array.file_offset is None or array.size == 0:
+    touched, and writes stay private); anything else read whole."""
+    if not isinstance(array, LazyRows):
+        return np.asarray(array)
+    if array.file_offset is None or array.size == 0:
+        check_memory(array.nbytes, path, name)
         return np.asarray(array)
     return np.asarray(np.memmap(path, array.dtype, "c", array.file_offset, array.shape))
 

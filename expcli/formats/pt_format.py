@@ -182,4 +182,20 @@ def _to_numpy(tensor: torch.Tensor, path: Path, key: str) -> np.ndarray:
             path=path,
             key=key,
         )
+    if tensor.device.type != "cpu":
+        raise FormatError(
+            f"is a tensor on the {tensor.device.type} device, which holds no data; expected "
+            "a tensor with its data in the file",
+            path=path,
+            key=key,
+        )
+    stored = tensor.untyped_storage().nbytes()
+    if tensor.numel() * tensor.element_size() > stored:
+        raise FormatError(
+            f"declares {tensor.numel():,} values of shape {tuple(tensor.shape)} over {stored:,} "
+            "bytes of data: its strides repeat the same data (an expanded or overlapping "
+            "view); expected a tensor that holds its values",
+            path=path,
+            key=key,
+        )
     return tensor.detach().resolve_conj().resolve_neg().numpy()

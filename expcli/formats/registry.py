@@ -21,6 +21,8 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 from expcli.errors import ConfigError, FormatError, SchemaError
+from expcli.formats._guards import brief, check_source, load_json
+from expcli.formats._skrl_tail import written_transitions
 from expcli.formats.dataset import Dataset
 from expcli.spec import METADATA_KEY, SUPPORTED_DTYPES, CircularState, TensorSpec
 
@@ -90,9 +92,11 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     printable text that looks comma-separated is ``csv``.
 
     Raises:
-        FormatError: The file is empty, or neither its bytes nor its suffix name a format.
+        FormatError: The file is empty, not a regular file (a named pipe, a device), or
+            neither its bytes nor its suffix name a format.
         OSError: The file cannot be opened.
     """
+    check_source(path)
     with open(path, "rb") as f:
         head = f.read(_SNIFF_BYTES)
     if not head:
@@ -125,6 +129,7 @@ def read_dataset(
     """
     if num_envs is not None and num_envs < 1:
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
+    check_source(path)
     fmt = _normalise(format, path) if format is not None else detect_format(path)
     dataset = _module(fmt, path).read(Path(path), num_envs=num_envs)
     dataset.validate(path)
@@ -190,22 +195,30 @@ def write_dataset(
 
 
 def open_lazy(
-    path: str | os.PathLike[str], format: str | None = None
+    path: str | os.PathLike[str], format: str | None = None, *, num_envs: int | None = None
 ) -> tuple[Dataset, Callable[[], None]]:
-    """Open a dataset whose tensors stay on disk where the format allows (npz members
-    stored uncompressed, expcli HDF5 files), read by slices of rows; others are read whole.
+    """Open a dataset whose tensors stay on disk where the format allows (npz members,
+    expcli HDF5 files, CSV rows), read by slices of rows; others are read whole.
+
+    Args:
+        path: File to read.
+        format: As ``read_dataset``.
+        num_envs: As ``read_dataset``: for files that do not record it (CSV, D4RL).
 
     Returns:
         The dataset, and a function to call once done with it.
 
     Raises:
-        FormatError, SchemaError: As ``read_dataset``.
+        FormatError, SchemaError, ConfigError: As ``read_dataset``.
     """
+    if num_envs is not None and num_envs < 1:
+        raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
+    check_source(path)
     fmt = _normalise(format, path) if format is not None else detect_format(path)
     opener = getattr(_module(fmt, path), "open_lazy", None)
     if opener is None:
-        return read_dataset(path, fmt), lambda: None
-    opened = opener(Path(path))
+        return read_dataset(path, fmt, num_envs=num_envs), lambda: None
+    opened = opener(Path(path), num_envs=num_envs)
     dataset, close = opened if isinstance(opened, tuple) else (opened, lambda: None)
     try:
         dataset.validate(path)
@@ -234,12 +247,9 @@ def parse_header(text: str | bytes, path: str | os.PathLike[str], key: str) -> d
     """Parse a stored metadata JSON object.
 
     Raises:
-        FormatError: The text is not a JSON object.
+        FormatError: The text is not a JSON object, or is nested too deep.
     """
-    try:
-        header = json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise FormatError(f"metadata is not valid JSON: {e}", path=path, key=key) from e
+    header = load_json(text, path, key)
     if not isinstance(header, dict):
         raise FormatError(
             f"metadata is a JSON {type(header).__name__}; expected an object", path=path, key=key
@@ -261,11 +271,11 @@ def header_specs(header: Mapping[str, Any], path: str | os.PathLike[str]) -> lis
         entry = tensors[name]
         dtype = entry.get("dtype") if isinstance(entry, dict) else None
         shape = entry.get("shape") if isinstance(entry, dict) else None
-        if dtype not in SUPPORTED_DTYPES or not (
+        if not isinstance(dtype, str) or dtype not in SUPPORTED_DTYPES or not (
             isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)
         ):
             raise SchemaError(
-                f"malformed tensor entry {entry!r} in metadata; expected "
+                f"malformed tensor entry {brief(entry)} in metadata; expected "
                 f'{{"dtype": one of {sorted(SUPPORTED_DTYPES)}, "shape": [sizes]}}',
                 path=path,
                 key=name,
@@ -313,10 +323,22 @@ def dataset_from_header(
     return dataset
 
 
-def foreign_dataset(arrays: dict[str, np.ndarray], path: str | os.PathLike[str]) -> Dataset:
-    """A dataset from arrays without metadata, such as skrl's exports (made when full)."""
+def foreign_dataset(arrays: dict[str, Any], path: str | os.PathLike[str]) -> Dataset:
+    """A dataset from arrays without metadata: a skrl export (``Memory.save``).
+
+    It counts as a full memory, unless it ends with transitions that skrl never wrote (NaN
+    in every float tensor, zero in the others: see ``_skrl_tail``); then only the written
+    ones are valid, and the metadata says how many were left out, under
+    ``skrl.unwritten_transitions``.
+    """
     dataset = Dataset(arrays, CircularState(0, 0, filled=True), {})
     dataset.validate(path)
+    size, envs = dataset.memory_size, dataset.num_envs
+    written = written_transitions(arrays, size, envs)
+    if written < size * envs:
+        state = CircularState(written // envs, written % envs, False)
+        unwritten = {"unwritten_transitions": size * envs - written}
+        dataset = Dataset(arrays, state, {"layout": "skrl", "skrl": unwritten})
     return dataset
 
 

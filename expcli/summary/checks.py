@@ -19,6 +19,7 @@ names the rows it concerns as ``(row, env)`` pairs of the stored tensors:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ SHOWN_ROWS = 10
 """Rows listed per finding; ``count`` says how many there are in all."""
 
 PASSED, FAILED, SKIPPED, NOTE = "passed", "failed", "skipped", "note"
+_EPISODE = re.compile(r"episode_[0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,12 +112,15 @@ class RowFinder:
         self._tallies: dict[str, _Tally] = {}
         self._finite: dict[str, _Tally] = {}
         derived = _derived(metadata)
-        self.pairs = {"observations", "next_observations"} <= self.specs.keys() and not derived
-        self._skip_reason = (
-            "next_observations are derived from observations by the reader"
-            if derived
-            else "needs observations and next_observations"
-        )
+        both = {"observations", "next_observations"} <= self.specs.keys()
+        alike = both and self.specs["observations"][1] == self.specs["next_observations"][1]
+        self.pairs = alike and not derived
+        if derived:
+            self._skip_reason = "next_observations are derived from observations by the reader"
+        elif both and not alike:
+            self._skip_reason = "observations and next_observations differ in feature shape"
+        else:
+            self._skip_reason = "needs observations and next_observations"
         self.flags = {"terminated", "truncated"} & self.specs.keys()
         self.spaces: dict[str, SpaceBounds] = {}
         for key, names in (
@@ -294,8 +299,10 @@ def static_findings(
                     problems.append(f"metadata.json says {key} = {said}; the data has {found}")
     out = [_listing("metadata", problems, checked, "metadata agrees with the data")]
     if metadata.get("layout") == "d4rl":
-        missing = (metadata.get("d4rl") or {}).get("missing") or []
-        if {"terminals", "timeouts"} <= set(missing):
+        section = metadata.get("d4rl")
+        listed = section.get("missing") if isinstance(section, dict) else None
+        missing = {m for m in listed if isinstance(m, str)} if isinstance(listed, list) else set()
+        if {"terminals", "timeouts"} <= missing:
             message = "neither 'terminals' nor 'timeouts': episode ends are unknown"
             out.append(Finding("d4rl_flags", FAILED, message, 1))
         else:
@@ -315,22 +322,32 @@ def minari_episode_findings(path: Path) -> Finding | None:
 
     main = path / "data" / "main_data.hdf5" if (path / "data").is_dir() else path / "main_data.hdf5"
     target = main if path.is_dir() and is_minari_folder(path) else path
+    if not target.is_file():  # a named pipe would block the open
+        return None
     try:
         h5 = h5py.File(target, "r", locking=False)
     except (OSError, ValueError):
         return None
     bad: list[int] = []
-    with h5:
-        episodes = [k for k in h5 if k.startswith("episode_") and k[8:].isdigit()]
-        if not episodes or len(episodes) != len(h5):
-            return None
-        for key in sorted(episodes, key=lambda k: int(k[8:])):
-            group = h5[key]
-            observations = _lengths(group.get("observations"))
-            actions = _lengths(group.get("actions"))
-            steps = actions[0] if actions else None
-            if steps is None or any(n != steps + 1 for n in observations):
-                bad.append(int(key[8:]))
+    try:
+        with h5:
+            names = list(h5)
+            episodes = [k for k in names if isinstance(k, str) and _EPISODE.fullmatch(k)]
+            if not episodes or len(episodes) != len(names):
+                return None
+            for key in sorted(episodes, key=lambda k: int(k[8:])):
+                group = h5[key]
+                if not isinstance(group, h5py.Group):
+                    bad.append(int(key[8:]))
+                    continue
+                observations = _lengths(group.get("observations"))
+                actions = _lengths(group.get("actions"))
+                steps = actions[0] if actions else None
+                if steps is None or any(n != steps + 1 for n in observations):
+                    bad.append(int(key[8:]))
+    except Exception as e:  # h5py raises KeyError, RuntimeError, ... for damaged groups
+        message = f"cannot read the episodes ({type(e).__name__}): the file is corrupt"
+        return Finding("minari_episodes", FAILED, message, 1)
     if not bad:
         return Finding("minari_episodes", PASSED, "every episode has one observation more")
     ids = ", ".join(map(str, bad[:SHOWN_ROWS]))

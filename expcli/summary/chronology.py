@@ -19,7 +19,7 @@ import numpy as np
 
 from expcli.spec import CircularState
 
-__all__ = ["CHUNK_BYTES", "Chunk", "Segment", "chunks", "segments", "written_prefix"]
+__all__ = ["CHUNK_BYTES", "Chunk", "Segment", "chunks", "segments"]
 
 CHUNK_BYTES = 8 << 20
 """About how many bytes of all tensors together one chunk holds."""
@@ -106,37 +106,3 @@ def chunks(
 
 def _columns(tensors: Mapping[str, Any], names: list[str]) -> int:
     return int(tensors[names[0]].shape[1]) if names else 0
-
-
-def written_prefix(tensors: Mapping[str, Any], num_envs: int) -> int:
-    """How many transitions, in skrl's flat order, precede a tail that was never written.
-
-    skrl fills every float tensor with NaN when it creates it, and its exports carry no
-    circular state: transitions at the end of the flat view whose float tensors are NaN
-    throughout were never written. Returns ``T * N`` when there is no such tail (or no float
-    tensor to tell by). Reads from the end, a chunk at a time, until a written transition.
-    """
-    floats = [name for name, array in tensors.items() if np.dtype(array.dtype).kind == "f"]
-    if not floats or num_envs == 0:
-        return _rows(tensors) * num_envs
-    size = _rows(tensors)
-    row_bytes = sum(
-        math.prod(tensors[n].shape[1:]) * np.dtype(tensors[n].dtype).itemsize for n in floats
-    )
-    step = max(1, CHUNK_BYTES // max(1, int(row_bytes)))
-    for stop in range(size, 0, -step):
-        start = max(0, stop - step)
-        blank = np.ones((stop - start, num_envs), dtype=bool)
-        for name in floats:
-            rows = np.asarray(tensors[name][start:stop]).reshape(stop - start, num_envs, -1)
-            blank &= np.isnan(rows).all(axis=2)
-        flat = blank.reshape(-1)
-        if not flat.all():
-            last_written = int(np.flatnonzero(~flat)[-1])
-            return start * num_envs + last_written + 1
-    return 0
-
-
-def _rows(tensors: Mapping[str, Any]) -> int:
-    first = next(iter(tensors.values()), None)
-    return 0 if first is None else int(first.shape[0])

@@ -253,7 +253,12 @@ def histogram(
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return (), ()
-    counts, edges = np.histogram(finite, bins=bins if finite.min() < finite.max() else 1)
+    low, high = float(finite.min()), float(finite.max())
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            counts, edges = np.histogram(finite, bins=bins if low < high else 1)
+    except ValueError:  # a range too narrow for its magnitude, or too wide for a float
+        counts, edges = np.array([finite.size]), np.array([low, high])
     return tuple(float(e) for e in edges), tuple(int(c) for c in counts)
 
 

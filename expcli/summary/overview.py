@@ -30,7 +30,7 @@ from expcli.summary.checks import (
     minari_episode_findings,
     static_findings,
 )
-from expcli.summary.chronology import Chunk, chunks, segments, written_prefix
+from expcli.summary.chronology import Chunk, chunks, segments
 from expcli.summary.episodes import Distribution, EpisodeAccumulator, EpisodeStats
 from expcli.summary.stats import TensorAccumulator, TensorStats
 
@@ -56,7 +56,8 @@ class Summary:
         tensors: Statistics of each tensor, in name order.
         episodes: Episode statistics; None without ``terminated``/``truncated`` or when
             not asked for.
-        unwritten: Transitions of a skrl export that were never written (NaN-filled).
+        unwritten: Transitions of a skrl export that were never written (NaN-filled), which
+            the reader left out.
         head: The first transitions in chronological order: ``row``, ``env`` and each
             tensor's values as lists.
         checks: Outcomes of the structural checks; None when they were not run.
@@ -116,6 +117,7 @@ def summarize(
     episodes: bool = True,
     head: int = 0,
     check: bool = False,
+    num_envs: int | None = None,
     progress: Callable[[float], None] | None = None,
 ) -> Summary:
     """Summarize a dataset file (any format and layout expcli reads) or a Minari folder.
@@ -126,6 +128,8 @@ def summarize(
         head: How many of the first transitions to include, in chronological order.
         check: Run the structural checks. A file whose metadata disagrees with its data
             (which the readers refuse) is then reported as a failed check, not raised.
+        num_envs: Env columns of a file that does not record them (a CSV without sidecar,
+            a D4RL file); see ``expcli.load``.
         progress: Called with the fraction of transitions processed so far.
 
     Raises:
@@ -139,7 +143,7 @@ def summarize(
     fmt = "hdf5" if source.is_dir() else _detect(source)
     minari = minari_episode_findings(source) if check and fmt == "hdf5" else None
     try:
-        dataset, close = _open(source, fmt)
+        dataset, close = _open(source, fmt, num_envs)
     except SchemaError as e:
         if not check:
             raise
@@ -187,12 +191,10 @@ def _summarize(
     layout = metadata.get("layout")
     if not isinstance(layout, str):
         layout = "skrl" if not metadata and fmt in _SKRL_FORMATS else "expcli"
-    state, unwritten = dataset.state, 0
-    if layout == "skrl" and state.filled and size * envs:
-        written = written_prefix(tensors, envs)
-        unwritten = size * envs - written
-        if unwritten:
-            state = CircularState(written // envs, written % envs, False)
+    state = dataset.state
+    section = metadata.get("skrl") if layout == "skrl" else None
+    unwritten = section.get("unwritten_transitions") if isinstance(section, dict) else None
+    unwritten = unwritten if type(unwritten) is int and unwritten > 0 else 0
     wrapped = _wrapped(state, metadata, size * envs)
     transitions = state.valid_length(size, envs)
     stats = {
@@ -272,18 +274,14 @@ def _detect(source: Path) -> str:
     return detect_format(source)
 
 
-def _open(source: Path, fmt: str) -> tuple[Dataset, Callable[[], None]]:
+def _open(source: Path, fmt: str, num_envs: int | None) -> tuple[Dataset, Callable[[], None]]:
     if source.is_dir():
-        from expcli.formats.layouts import is_minari_folder, read_minari_folder
+        from expcli.formats.layouts import read_minari_folder
 
-        if not is_minari_folder(source):
-            raise FormatError(
-                "a folder, but not a Minari dataset (no data/metadata.json)", path=source
-            )
-        return read_minari_folder(source), lambda: None
+        return read_minari_folder(source), lambda: None  # or says why it is not one
     from expcli.formats import open_lazy
 
-    return open_lazy(source, fmt)
+    return open_lazy(source, fmt, num_envs=num_envs)
 
 
 def _wrapped(state: CircularState, metadata: dict[str, Any], capacity: int) -> bool:

@@ -29,12 +29,16 @@ __all__ = ["SpaceBounds", "parse_space"]
 class SpaceBounds:
     """What a space allows, elementwise over a row's feature shape.
 
+    The bounds are kept as the description gives them (one number, or an array that
+    broadcasts to the shape), never expanded: a description is only as large as its JSON,
+    whatever shape it declares.
+
     Attributes:
         kind: The space's type name.
         shape: Feature shape of a stored row.
         dtype: The space's dtype name, when the description gives one.
-        low: Smallest allowed value of each element (broadcast to ``shape``).
-        high: Largest allowed value of each element.
+        low: Smallest allowed value of each element (broadcasts to ``shape``).
+        high: Largest allowed value of each element (broadcasts to ``shape``).
         integral: Whether values must be whole numbers.
         text: A short description for messages, such as ``Box(-4.8..4.8, (4,), float32)``.
     """
@@ -50,13 +54,11 @@ class SpaceBounds:
     def outside(self, rows: np.ndarray) -> np.ndarray:
         """Which of ``rows`` (shaped ``(k, n, *shape)``) hold a value the space does not
         allow (NaN included); a boolean array ``(k, n)``."""
-        values = rows.reshape(*rows.shape[:2], -1)
-        low, high = self.low.reshape(-1), self.high.reshape(-1)
         with np.errstate(invalid="ignore"):
-            bad = ~((values >= low) & (values <= high))
-            if self.integral and values.dtype.kind == "f":
-                bad |= values != np.floor(values)
-        return np.asarray(bad.any(axis=2))
+            bad = ~((rows >= self.low) & (rows <= self.high))
+            if self.integral and rows.dtype.kind == "f":
+                bad |= rows != np.floor(rows)
+        return np.asarray(bad.reshape(*rows.shape[:2], -1).any(axis=2))
 
     def fits_shape(self, feature: tuple[int, ...]) -> bool:
         """Whether rows of this feature shape can hold samples of the space."""
@@ -66,8 +68,9 @@ class SpaceBounds:
 def parse_space(description: Any) -> SpaceBounds | None:
     """The bounds of a described Box, Discrete, MultiDiscrete or MultiBinary space.
 
-    Returns None for other spaces and for descriptions that are not understood (the checks
-    then say the space was not checked, rather than fail).
+    Returns None for other spaces and for descriptions that are not understood (sizes
+    that are not counts, bounds that are not numbers or do not fit the shape, numbers too
+    large for a float): the checks then say the space was not checked, rather than fail.
     """
     if not isinstance(description, dict):
         return None
@@ -76,36 +79,63 @@ def parse_space(description: Any) -> SpaceBounds | None:
         if kind == "Box":
             return _box(description)
         if kind == "Discrete":
-            start, n = int(description.get("start", 0)), int(description["n"])
+            start, n = _integer(description.get("start", 0)), _integer(description["n"])
+            if n < 1:
+                return None
             text = f"Discrete({n}" + (f", start={start})" if start else ")")
-            low, high = np.array([start], float), np.array([start + n - 1], float)
-            return SpaceBounds(kind, (1,), description.get("dtype"), low, high, True, text)
+            low, high = np.array([float(start)]), np.array([float(start + n - 1)])
+            return SpaceBounds(kind, (1,), _dtype(description), low, high, True, text)
         if kind == "MultiDiscrete":
-            nvec = np.asarray(description["nvec"], dtype=np.float64)
-            offset = np.asarray(description.get("start", np.zeros_like(nvec)), dtype=np.float64)
-            low, high = np.broadcast_to(offset, nvec.shape), offset + nvec - 1
-            text = f"MultiDiscrete({nvec.astype(np.int64).tolist()})"
-            dtype = description.get("dtype")
-            return SpaceBounds(kind, nvec.shape, dtype, low, high, True, text)
+            nvec = _numbers(description["nvec"])
+            if nvec.ndim < 1 or not (nvec >= 1).all():
+                return None
+            offset = _numbers(description.get("start", 0))
+            np.broadcast_shapes(offset.shape, nvec.shape)
+            high = offset + nvec - 1
+            text = f"MultiDiscrete({_short_list(nvec)})"
+            return SpaceBounds(kind, nvec.shape, _dtype(description), offset, high, True, text)
         if kind == "MultiBinary":
             n = description["n"]
-            shape = tuple(int(d) for d in (n if isinstance(n, list) else [n]))
-            zeros = np.zeros(shape)
-            return SpaceBounds(kind, shape, None, zeros, zeros + 1, True, f"MultiBinary({n})")
-    except (KeyError, TypeError, ValueError):
+            shape = tuple(_integer(d) for d in (n if isinstance(n, list) else [n]))
+            if any(d < 0 for d in shape):
+                return None
+            text = f"MultiBinary({list(shape) if isinstance(n, list) else shape[0]})"
+            return SpaceBounds(kind, shape, None, np.zeros(()), np.ones(()), True, text)
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
     return None
 
 
 def _box(description: dict[str, Any]) -> SpaceBounds:
-    shape = tuple(int(d) for d in description["shape"])
+    shape = tuple(_integer(d) for d in description["shape"])
+    if any(d < 0 for d in shape):
+        raise ValueError(f"negative size in {shape}")
     stored = shape or (1,)
-    low = np.broadcast_to(_numbers(description["low"]), shape).reshape(stored)
-    high = np.broadcast_to(_numbers(description["high"]), shape).reshape(stored)
-    dtype = description.get("dtype")
+    low, high = _numbers(description["low"]), _numbers(description["high"])
+    for bound in (low, high):  # bounds broadcast to the shape; they are not expanded
+        if np.broadcast_shapes(bound.shape, shape) != shape:
+            raise ValueError(f"bounds of shape {bound.shape} do not fit {shape}")
+    dtype = _dtype(description)
     integral = dtype is not None and np.dtype(dtype).kind in "iub"
     text = f"Box({_bound(low)}..{_bound(high)}, {shape}, {dtype})"
     return SpaceBounds("Box", stored, dtype, low, high, integral, text)
+
+
+def _integer(value: Any) -> int:
+    """A size or offset: an int (not a bool, not a float)."""
+    if type(value) is not int:
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _dtype(description: dict[str, Any]) -> str | None:
+    """The description's dtype, when it names a numeric numpy dtype."""
+    dtype = description.get("dtype")
+    if dtype is None:
+        return None
+    if not isinstance(dtype, str) or np.dtype(dtype).kind not in "biuf":
+        raise ValueError(f"not a numeric dtype: {dtype!r}")
+    return dtype
 
 
 def _numbers(value: Any) -> np.ndarray:
@@ -115,8 +145,16 @@ def _numbers(value: Any) -> np.ndarray:
     return np.asarray(flat, dtype=np.float64).reshape(array.shape)
 
 
+def _short_list(values: np.ndarray) -> str:
+    items = values.astype(np.int64).reshape(-1).tolist()
+    shown = ", ".join(map(str, items[:8])) + (", ..." if len(items) > 8 else "")
+    return f"[{shown}]"
+
+
 def _bound(values: np.ndarray) -> str:
     """One number when every element shares it, else the range of the elements."""
+    if values.size == 0:
+        return "[]"
     lo, hi = float(values.min()), float(values.max())
     return _short(lo) if lo == hi else f"[{_short(lo)}, {_short(hi)}]"
 

@@ -74,12 +74,38 @@ def test_full_skrl_memory(tmp_path: Path, fmt: str) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["pt", "npz"])
-def test_partly_filled_skrl_memory_keeps_every_row(tmp_path: Path, fmt: str) -> None:
+def test_partly_filled_skrl_memory_reports_only_the_written_rows(tmp_path: Path, fmt: str) -> None:
     memory = skrl_memory(5, 3, steps=2, partial=1)
     dataset = read_dataset(saved(memory, tmp_path, fmt))
-    for name in SIZES:  # unwritten float rows are skrl's NaN, bit for bit
+    for name in SIZES:  # every stored row kept: unwritten float rows are skrl's NaN
         assert same_bits(dataset.tensors[name], memory.tensors[name].numpy()), name
-    assert dataset.state == CircularState(0, 0, True)  # skrl files do not record the state
+    assert len(dataset) == len(memory) == 7
+    assert dataset.state == CircularState(2, 1, False)  # 2 rows of 3 envs, then 1 env
+    assert dataset.metadata == {"layout": "skrl", "skrl": {"unwritten_transitions": 8}}
+
+
+@pytest.mark.parametrize("fmt", ["pt", "npz"])
+def test_partial_skrl_export_loads_and_samples_only_written_rows(
+    tmp_path: Path, fmt: str
+) -> None:
+    """The issue's case: memory_size=64, 4 envs, 40 rows written, saved by skrl itself."""
+    from expcli import load
+    from expcli.replay import ReplayBuffer
+
+    memory = skrl_memory(64, 4, steps=40)
+    dataset = load(saved(memory, tmp_path, fmt))
+    assert len(dataset) == 160 and dataset.state == CircularState(40, 0, False)
+    assert dataset.metadata["skrl"] == {"unwritten_transitions": 96}
+    batch = ReplayBuffer(dataset, seed=0).sample(512)
+    assert not torch.isnan(batch["rewards"]).any()
+    assert not torch.isnan(batch["observations"]).any()
+
+
+def test_a_full_skrl_memory_whose_last_rows_hold_data_is_full(tmp_path: Path) -> None:
+    memory = skrl_memory(4, 2, steps=4)
+    memory.tensors["rewards"][-1] = float("nan")  # NaN rewards, but the rest is data
+    dataset = read_dataset(saved(memory, tmp_path, "pt"))
+    assert dataset.state == CircularState(0, 0, True) and dataset.metadata == {}
 
 
 def test_partly_filled_skrl_csv(tmp_path: Path) -> None:

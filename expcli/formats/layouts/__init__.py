@@ -34,6 +34,7 @@ __all__ = [
     "LAYOUTS",
     "SEAMS_KEY",
     "is_minari_folder",
+    "layout_format",
     "read_foreign_hdf5",
     "read_minari_folder",
     "write_layout",
@@ -41,6 +42,52 @@ __all__ = [
 
 LAYOUTS: tuple[str, ...] = ("expcli", "skrl", "tianshou", "minari", "d4rl")
 """Names accepted by ``write_layout`` (``expcli`` is expcli's own format)."""
+
+
+_WRITES = {  # the formats each foreign layout writes, its default first
+    "skrl": ("pt", "npz", "csv"),
+    "tianshou": ("hdf5",),
+    "d4rl": ("hdf5",),
+}
+
+
+def layout_format(layout: str, path: str | os.PathLike[str], format: str | None = None) -> str:
+    """The format a foreign layout writes to ``path`` (``minari``: a dataset folder).
+
+    It is told by ``format``, else by the suffix of ``path``, else it is the layout's own
+    (skrl: pt; tianshou and d4rl: hdf5). Checked before anything is read or written.
+
+    Raises:
+        ConfigError: An unknown layout, or a format or suffix the layout cannot write (skrl
+            writes pt, npz or csv; tianshou and d4rl an HDF5 file; minari a folder), or a
+            format that the suffix contradicts.
+    """
+    from expcli.formats.registry import format_from_suffix
+
+    name, target = layout.lower(), Path(path)
+    if name not in LAYOUTS or name == "expcli":
+        raise ConfigError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS[1:])}")
+    named = format_from_suffix(target)
+    chosen = format.lower().lstrip(".") if format is not None else named
+    if name == "minari":
+        if chosen is not None:
+            raise ConfigError(
+                f"{target}: the minari layout writes a dataset folder (DIR/data/...), not a "
+                f"{chosen} file; name a folder without a file suffix"
+            )
+        return "minari"
+    allowed = _WRITES[name]
+    suffixes = " or ".join(f".{f}" if f != "hdf5" else ".h5 or .hdf5" for f in allowed)
+    if chosen is not None and chosen not in allowed:
+        raise ConfigError(
+            f"{target}: the {name} layout writes {', '.join(allowed)} files, not {chosen}; "
+            f"name the file {suffixes}"
+        )
+    if format is not None and named is not None and named != chosen:
+        raise ConfigError(
+            f"{target}: the suffix names a {named} file but the format asked for is {chosen}"
+        )
+    return chosen or allowed[0]
 
 
 def read_foreign_hdf5(h5: Any, path: Path, num_envs: int | None = None) -> Dataset | None:
@@ -100,15 +147,16 @@ def write_layout(
 
     ``d4rl`` and ``tianshou`` write one HDF5 file, ``minari`` a dataset folder
     (``path/data/...``), ``skrl`` a ``.pt`` file (``.npz`` or ``.csv`` by suffix) and
-    ``expcli`` expcli's own format by suffix. Layouts with one row per transition (d4rl,
-    tianshou with several env columns) lay the valid rows out env column by env column,
-    oldest first.
+    ``expcli`` expcli's own format by suffix; another suffix is refused. Layouts with one
+    row per transition (d4rl, tianshou with several env columns) lay the valid rows out env
+    column by env column, oldest first.
 
     Returns:
         The path written.
 
     Raises:
-        ConfigError: Unknown layout, or a ``minari`` target that is a file or another folder.
+        ConfigError: Unknown layout, a suffix the layout cannot write (see
+            ``layout_format``), or a ``minari`` target that is a file or another folder.
         SchemaError: The dataset is inconsistent or lacks a tensor the layout needs.
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
     """
@@ -120,6 +168,7 @@ def write_layout(
         from expcli.formats.registry import write_dataset
 
         return write_dataset(dataset, target, overwrite=overwrite)
+    layout_format(name, target)
     dataset.validate(target)
     if name == "skrl":
         from expcli.formats.layouts import skrl_layout

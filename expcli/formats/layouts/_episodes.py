@@ -57,6 +57,13 @@ def load_array(dataset: Any, path: PathLike, key: str) -> np.ndarray:
         SchemaError: The dtype has no lossless counterpart in the schema.
     """
     try:
+        kind = dataset.dtype
+    except (OSError, ValueError, TypeError, KeyError, RuntimeError) as e:  # no numpy match
+        raise FormatError(
+            f"has a type expcli cannot read ({error_summary(e)})", path=path, key=key
+        ) from e
+    native(np.empty(0, kind), path, key)  # refuse strings and objects before reading them
+    try:
         array = np.asarray(dataset[()])
     except (OSError, ValueError, TypeError, KeyError, RuntimeError) as e:
         raise FormatError(f"cannot read the data ({error_summary(e)})", path=path, key=key) from e

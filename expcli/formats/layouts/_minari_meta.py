@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError
+from expcli.formats._guards import MAX_METADATA_BYTES, check_source, load_json
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts._episodes import column_rows, foreign_rows
 
@@ -45,27 +46,31 @@ _DESCRIPTIVE = (
 
 
 def json_object(path: Path) -> dict[str, Any]:
-    """A JSON object from a file, or ``{}`` when there is none."""
+    """A JSON object from a regular file, or ``{}`` when there is none (or it is not one)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
-    except (OSError, ValueError):
+        return metadata_file(path)
+    except (OSError, FormatError):
         return {}
-    return obj if isinstance(obj, dict) else {}
 
 
 def metadata_file(path: Path) -> dict[str, Any]:
     """A dataset's ``metadata.json``.
 
     Raises:
-        FormatError: The file is not a JSON object.
+        FormatError: The file is not a regular file, larger than metadata can be, or not a
+            JSON object (nested too deep included).
         OSError: The file cannot be read.
     """
-    try:
-        with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
-    except ValueError as e:
-        raise FormatError(f"not valid JSON: {e}", path=path) from e
+    check_source(path)
+    if not path.is_file():  # a folder so named
+        raise FormatError("is not a file; expected a JSON object", path=path)
+    with open(path, "rb") as f:
+        text = f.read(MAX_METADATA_BYTES + 1)
+    if len(text) > MAX_METADATA_BYTES:
+        raise FormatError(
+            f"is larger than {MAX_METADATA_BYTES:,} bytes; expected metadata", path=path
+        )
+    obj = load_json(text, path, None)
     if not isinstance(obj, dict):
         raise FormatError("is not a JSON object", path=path)
     return obj
@@ -73,10 +78,7 @@ def metadata_file(path: Path) -> dict[str, Any]:
 
 def _parse_space(value: Any) -> dict[str, Any] | None:
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
+        value = _json_text(value)
     return value if isinstance(value, dict) and isinstance(value.get("type"), str) else None
 
 
@@ -85,11 +87,18 @@ def jpeg_image_shape(meta: dict[str, Any]) -> tuple[int, ...] | None:
     space = _parse_space(meta.get("observation_space"))
     if not meta.get("jpeg_encoding", True) or space is None or space["type"] != "Box":
         return None
-    shape = tuple(space.get("shape", ()))
-    if len(shape) not in (2, 3) or shape[0] < 32 or shape[1] < 32 or space.get("dtype") != "uint8":
+    shape = space.get("shape")
+    if not (isinstance(shape, list) and len(shape) in (2, 3)):
         return None
-    low, high = np.asarray(space.get("low")), np.asarray(space.get("high"))
-    return shape if bool(np.all(low == 0)) and bool(np.all(high == 255)) else None
+    if not all(type(d) is int for d in shape) or min(shape[:2]) < 32:
+        return None
+    if space.get("dtype") != "uint8":
+        return None
+    try:  # bounds as Minari writes them: nested lists of the shape, or one number
+        low, high = np.asarray(space.get("low"), float), np.asarray(space.get("high"), float)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return tuple(shape) if bool(np.all(low == 0)) and bool(np.all(high == 255)) else None
 
 
 def expcli_metadata(meta: dict[str, Any]) -> dict[str, Any]:
@@ -147,11 +156,12 @@ def _valid_rows(dataset: Dataset, name: str) -> np.ndarray:
 
 
 def _json_text(text: Any) -> dict[str, Any] | None:
+    """A JSON object held as a string (Minari's spaces and env spec), or None."""
     if not isinstance(text, str):
         return None
     try:
-        obj = json.loads(text)
-    except ValueError:
+        obj = load_json(text, "", None)
+    except FormatError:
         return None
     return obj if isinstance(obj, dict) else None
 

@@ -17,7 +17,6 @@ the missing keys under ``d4rl.missing``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,8 @@ import numpy as np
 from expcli.errors import ConfigError, FormatError, SchemaError
 from expcli.formats._atomic import atomic_path
 from expcli.formats._guarded_file import Hdf5Output
+from expcli.formats._guards import load_json
+from expcli.formats._hdf5_heap import read_scalar
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts._episodes import (
     column_rows,
@@ -212,17 +213,11 @@ def _metadata_entry(
     weights) are not."""
     if obj.shape != ():
         return
-    try:
-        value = obj[()]
-    except (OSError, ValueError, TypeError) as e:
-        raise FormatError(f"cannot read the metadata ({e})", path=path, key=name) from e
+    value = read_scalar(obj, path, name)
     if isinstance(value, bytes):
         value = value.decode("utf-8", errors="replace")
     if name == _EXPCLI_KEY and isinstance(value, str):
-        try:
-            saved = json.loads(value)
-        except ValueError as e:
-            raise FormatError(f"metadata is not valid JSON: {e}", path=path, key=name) from e
+        saved = load_json(value, path, name)
         if isinstance(saved, dict):
             metadata.update(saved)
         return

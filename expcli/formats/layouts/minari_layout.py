@@ -54,7 +54,7 @@ from expcli.formats.layouts._minari_meta import (
     minari_metadata,
 )
 from expcli.formats.layouts._write import atomic_folder
-from expcli.formats.registry import encode_header, error_summary
+from expcli.formats.registry import encode_header
 from expcli.spec import CircularState
 
 __all__ = ["MAIN_FILE", "is_minari_file", "is_minari_folder", "read", "read_folder", "write"]
@@ -62,6 +62,7 @@ __all__ = ["MAIN_FILE", "is_minari_file", "is_minari_folder", "read", "read_fold
 MAIN_FILE = "main_data.hdf5"
 METADATA_FILE = "metadata.json"
 _EPISODE = re.compile(r"episode_(\d+)")
+_CACHE_BYTES = 4 << 20
 _STEP_KEYS = ("actions", "rewards", "terminations", "truncations")
 _STANDARD = frozenset(
     {"observations", "next_observations", "actions", "rewards", "terminated", "truncated"}
@@ -79,7 +80,10 @@ def is_minari_file(h5: Any, path: Path) -> bool:
     keys = list(h5.keys())
     if not keys:
         return _sibling_metadata(path).get("data_format") == "hdf5"
-    return all(_EPISODE.fullmatch(key) and isinstance(h5.get(key), h5py.Group) for key in keys)
+    return all(
+        isinstance(key, str) and _EPISODE.fullmatch(key) and isinstance(h5.get(key), h5py.Group)
+        for key in keys
+    )
 
 
 def is_minari_folder(path: str | os.PathLike[str]) -> bool:
@@ -94,10 +98,13 @@ def read_folder(path: Path) -> Dataset:
         FormatError: Not a Minari folder, a storage other than hdf5, or a corrupt file.
         SchemaError: An episode's arrays disagree in length or shape.
     """
-    import h5py
+    from expcli.formats._hdf5_checks import as_format_errors, check_all_stored, open_file
 
     data = _data_folder(path)
     if data is None:
+        for candidate in (path / "data" / METADATA_FILE, path / METADATA_FILE):
+            if os.path.lexists(candidate):
+                metadata_file(candidate)  # says what is wrong with it, if anything
         raise FormatError(
             f"not a Minari dataset folder: found no data/{METADATA_FILE} naming a data_format",
             path=path,
@@ -113,11 +120,8 @@ def read_folder(path: Path) -> Dataset:
     main = data / MAIN_FILE
     if not main.is_file():
         raise FormatError("missing from the Minari dataset folder", path=main)
-    try:
-        h5 = h5py.File(main, "r")
-    except OSError as e:
-        raise FormatError(f"not a readable HDF5 file ({error_summary(e)})", path=main) from e
-    with h5:
+    with open_file(main, _CACHE_BYTES) as h5, as_format_errors(main, "its episodes"):
+        check_all_stored(h5, main)  # so that only what the file holds is read
         return read(h5, main, meta)
 
 
@@ -179,8 +183,8 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     """Write a Minari dataset folder (``path/data/main_data.hdf5`` and ``metadata.json``).
 
     Raises:
-        SchemaError: ``observations``, ``actions`` or ``rewards`` is missing, or the
-            metadata is not JSON-serialisable.
+        SchemaError: ``observations``, ``actions`` or ``rewards`` is missing, observations
+            and next observations differ in shape, or the metadata is not JSON-serialisable.
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
         ConfigError: ``path`` is a file or a folder that is not a Minari dataset.
     """
@@ -199,6 +203,14 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
                 key=name,
             )
     final = tensors.get("next_observations", tensors["observations"])
+    feature = tensors["observations"].shape[2:]
+    if final.shape[2:] != feature:  # Minari keeps both in one array
+        raise SchemaError(
+            f"has feature shape {final.shape[2:]} and observations {feature}; the minari "
+            "layout stores both in one array, so they must agree",
+            path=path,
+            key="next_observations",
+        )
     done = done_flags(tensors, dataset.memory_size, dataset.num_envs)
     saved = user_metadata(dataset.metadata, "minari")
     if "next_observations" not in tensors:

@@ -34,6 +34,8 @@ import numpy as np
 from expcli.errors import FormatError, SchemaError
 from expcli.formats._atomic import atomic_path
 from expcli.formats._guarded_file import Hdf5Output
+from expcli.formats._guards import brief
+from expcli.formats._hdf5_heap import read_attribute
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts._episodes import (
     SEAMS_KEY,
@@ -211,12 +213,14 @@ def _unfinished(
 
 
 def _int_attr(h5: Any, key: str, path: Path) -> int:
-    value = h5.attrs.get(key)
+    value = read_attribute(h5, key, path, key)
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise FormatError(
-            f"root attribute is {value!r}; expected a non-negative integer", path=path, key=key
+            f"root attribute is {brief(value)}; expected a non-negative integer",
+            path=path,
+            key=key,
         )
     return value
 
@@ -237,14 +241,14 @@ def _leaves(meta: Any, path: Path, maxsize: int) -> tuple[dict[str, np.ndarray],
         if not isinstance(obj, h5py.Dataset):
             return
         head, _, rest = name.partition("/")
-        kind = obj.attrs.get("__data_type__")
+        kind = read_attribute(obj, "__data_type__", path, f"_meta/{name}")
         if isinstance(kind, bytes):
-            kind = kind.decode()
-        if kind not in _ARRAY_TYPES:
+            kind = kind.decode(errors="replace")
+        if not isinstance(kind, str) or kind not in _ARRAY_TYPES:
             if head in _STANDARD:
                 raise FormatError(
-                    f"is stored pickled ({kind}); expcli never unpickles, so this buffer "
-                    f"cannot be read (its data is not numeric arrays)",
+                    f"is stored pickled ({brief(kind)}); expcli never unpickles, so this "
+                    f"buffer cannot be read (its data is not numeric arrays)",
                     path=path,
                     key=f"_meta/{name}",
                 )

@@ -47,18 +47,20 @@ def test_unknown_layout(tmp_path: Path, dataset: Dataset) -> None:
         write_layout(dataset, tmp_path / "x.h5", "rllib", overwrite=False)
 
 
-@pytest.mark.parametrize("layout", ["d4rl", "tianshou", "skrl"])
+@pytest.mark.parametrize(
+    "layout, name", [("d4rl", "out.h5"), ("tianshou", "out.hdf5"), ("skrl", "out.pt")]
+)
 def test_existing_file_is_kept_without_overwrite(
-    tmp_path: Path, dataset: Dataset, layout: str
+    tmp_path: Path, dataset: Dataset, layout: str, name: str
 ) -> None:
-    path = tmp_path / "out.pt"
+    path = tmp_path / name
     path.write_bytes(b"mine")
     with pytest.raises(OutputExistsError):
         write_layout(dataset, path, layout, overwrite=False)
     assert path.read_bytes() == b"mine"
     write_layout(dataset, path, layout, overwrite=True)
     assert path.read_bytes() != b"mine"
-    assert [p.name for p in tmp_path.iterdir()] == ["out.pt"]
+    assert [p.name for p in tmp_path.iterdir()] == [name]
 
 
 def test_expcli_layout_is_expcli_format(tmp_path: Path, dataset: Dataset) -> None:

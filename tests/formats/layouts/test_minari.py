@@ -232,3 +232,17 @@ def test_failed_write_leaves_the_target_and_no_temporary_folder(
         write_layout(dataset, made, "minari", overwrite=True)
     assert not [p.name for p in made.parent.iterdir() if p.name.startswith(".")]
     assert read_minari_folder(made).memory_size == before.memory_size
+
+
+def test_observation_widths_that_differ_are_refused_before_writing(tmp_path: Path) -> None:
+    dataset = Dataset(
+        {
+            "observations": np.zeros((4, 1, 4), np.float32),
+            "next_observations": np.zeros((4, 1, 3), np.float32),
+            "actions": np.zeros((4, 1, 1), np.int64),
+            "rewards": np.zeros((4, 1, 1), np.float32),
+        }
+    )
+    with pytest.raises(SchemaError, match="feature shape") as info:
+        write_layout(dataset, tmp_path / "m", "minari", overwrite=False)
+    assert info.value.key == "next_observations" and not (tmp_path / "m").exists()

@@ -1,0 +1,340 @@
+"""A fuzz campaign: mutants of the seed corpus through ``load``, ``inspect --json``,
+``inspect --check`` and ``convert``, each in a long-lived child with a time and memory limit.
+
+    python -m tests.fuzz.campaign --files 2000 --workers 2 --report /tmp/fuzz.json
+    python -m tests.fuzz.campaign --campaign 1 --only 3566   # that mutant again
+
+Mutant ``i`` comes from seed ``i mod seeds`` (so every format and layout gets its share)
+damaged by ``mutations.make_mutant``, and goes through the four operations. Outcomes:
+
+* ``ok`` / ``error``: the operation succeeded, or failed with an expcli error (one line).
+* ``escape``: any other exception, which a user sees as a traceback; counted by cause.
+* ``messy``: the command failed with other than exactly one line on stderr.
+* ``hang``: no answer within ``--timeout`` seconds (the child is killed and restarted).
+* ``blowup``: the child's memory went past ``--mem-limit-mb`` (``load``, which holds the
+  data by design, may also use twice what it loaded).
+* ``crash``: the child died (a signal, a segfault, an abort).
+* ``wrote_beside``: a read changed the folder holding the source (a scratch file there).
+
+Children run ``python -m tests.fuzz.worker`` with the environment given (``PYTHONPATH``
+names which expcli is fuzzed), so the same campaign measures any checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from tests.fuzz.mutations import make_mutant
+from tests.fuzz.seeds import CORPUS, seeds
+
+OPS = ("load", "inspect-json", "inspect-check", "convert")
+_TARGETS = (  # convert's output, by mutant number: every format, then every layout
+    ("out.npz", []),
+    ("out.h5", []),
+    ("out.csv", []),
+    ("out.pt", []),
+    ("out-skrl.pt", ["--layout", "skrl"]),
+    ("out-tianshou.h5", ["--layout", "tianshou"]),
+    ("out-d4rl.h5", ["--layout", "d4rl"]),
+    ("out-minari", ["--layout", "minari"]),
+)
+_BAD = ("escape", "messy", "hang", "blowup", "crash")
+_RESTART_EVERY = 300  # requests per child, so that nothing it leaks piles up
+_POLL = 0.05
+
+
+@dataclass
+class Settings:
+    """What a campaign runs: how many mutants, which seed, which limits."""
+
+    files: int = 200
+    campaign: int = 0
+    timeout: float = 10.0
+    mem_limit_mb: int = 1024
+    workers: int = 1
+    corpus: Path = CORPUS
+    keep: Path | None = None
+    env: dict[str, str] | None = None
+    only: tuple[int, ...] = ()  # these mutant numbers alone, to reproduce them
+
+
+@dataclass
+class Report:
+    """Counts per outcome, and every run that went wrong."""
+
+    files: int = 0
+    runs: int = 0
+    outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
+    causes: collections.Counter[str] = field(default_factory=collections.Counter)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def bad(self) -> int:
+        """Runs that escaped, hung, blew up, crashed or failed messily, plus scratch writes."""
+        return sum(self.outcomes[k] for k in _BAD) + self.outcomes["wrote_beside"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "runs": self.runs,
+            "outcomes": dict(self.outcomes),
+            "distinct_escapes": len(self.causes),
+            "causes": dict(self.causes.most_common()),
+            "seconds": round(self.seconds, 1),
+            "failures": self.failures,
+        }
+
+    def table(self) -> str:
+        o = self.outcomes
+        lines = [
+            f"{self.files} files x {len(OPS)} operations = {self.runs} runs "
+            f"in {self.seconds:.0f} s",
+            f"  ok {o['ok']}, clean errors {o['error']}",
+            f"  escapes (tracebacks) {o['escape']} ({len(self.causes)} distinct causes)",
+            f"  hangs {o['hang']}, blow-ups {o['blowup']}, crashes {o['crash']}",
+            f"  messy errors {o['messy']}, scratch writes beside the source {o['wrote_beside']}",
+        ]
+        lines += [f"    {n:5d}  {cause}" for cause, n in self.causes.most_common()]
+        return "\n".join(lines)
+
+
+class _Child:
+    """One worker process, restarted after a hang, a blow-up, a crash or many requests."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.env, self.cwd = env, cwd
+        self.process: subprocess.Popen[str] | None = None
+        self.served = 0
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.fuzz.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=self.env,
+            cwd=self.cwd,
+            start_new_session=True,
+        )
+        self.served = 0
+        line = self._answer(120.0, None)
+        if not line or not json.loads(line).get("ready"):
+            raise RuntimeError(f"the fuzz worker did not start: {line!r}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            if self.process.poll() is None:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            for stream in (self.process.stdin, self.process.stdout):
+                if stream is not None:
+                    stream.close()
+            self.process = None
+
+    def run(self, request: dict[str, Any], timeout: float, limit_kb: int) -> dict[str, Any]:
+        if self.process is None or self.served >= _RESTART_EVERY:
+            self.stop()
+            self.start()
+        assert self.process is not None and self.process.stdin is not None
+        self.served += 1
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        verdict: dict[str, Any] = {}
+        line = self._answer(timeout, limit_kb, verdict)
+        if line:
+            return dict(json.loads(line))
+        code = self.process.poll()
+        self.stop()
+        if verdict:
+            return verdict
+        return {"status": "crash", "detail": f"worker died with {code}"}
+
+    def _answer(
+        self, timeout: float, limit_kb: int | None, verdict: dict[str, Any] | None = None
+    ) -> str:
+        """The next line from the child, or '' after a timeout, a blow-up or its death."""
+        assert self.process is not None and self.process.stdout is not None
+        stdout: IO[str] = self.process.stdout
+        deadline = time.monotonic() + timeout
+        while True:
+            ready, _, _ = select.select([stdout], [], [], _POLL)
+            if ready:
+                return stdout.readline()
+            rss = _rss_kb(self.process.pid)
+            if verdict is not None and limit_kb is not None and rss > limit_kb:
+                verdict.update(status="blowup", detail=f"RSS {rss // 1024} MB", peak_kb=rss)
+                return ""
+            if time.monotonic() > deadline:
+                if verdict is not None:
+                    verdict.update(status="hang", detail=f"no answer in {timeout:.0f} s")
+                return ""
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _requests(
+    settings: Settings, corpus: list[Path], number: int, folder: Path
+) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+    """Make mutant ``number`` in ``folder``; its recipe, and the four operations on it."""
+    seed = corpus[number % len(corpus)]
+    mutant, recipe = make_mutant(seed, folder / "src", number, settings.campaign)
+    out_name, flags = _TARGETS[(number // len(corpus)) % len(_TARGETS)]
+    if "deflate bomb" in recipe and out_name.endswith(".csv"):
+        # Its 1.2 GiB are real data: a minute of writing text is no hang. Write a binary.
+        out_name, flags = _TARGETS[0]
+    path = str(mutant)
+    commands: dict[str, list[str] | None] = {
+        "load": None,
+        "inspect-json": ["inspect", path, "--json"],
+        "inspect-check": ["inspect", path, "--check", "--head", "2"],
+        "convert": ["convert", path, str(folder / "out" / out_name), *flags],
+    }
+    requests = []
+    for op in OPS:
+        request: dict[str, Any] = {"path": path}
+        if commands[op] is not None:
+            request["args"] = commands[op]
+        requests.append((op, request))
+    return recipe, requests
+
+
+def run_campaign(settings: Settings) -> Report:
+    """Run the campaign; the report lists every run that went wrong."""
+    env = dict(settings.env if settings.env is not None else os.environ)
+    repo = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), repo) if p)
+    report = Report(files=len(settings.only) or settings.files)
+    started = time.monotonic()
+    limit_kb = settings.mem_limit_mb * 1024
+    with tempfile.TemporaryDirectory(prefix="expcli-fuzz-") as scratch:
+        work = Path(scratch)
+        children = [_Child(env, work) for _ in range(max(1, settings.workers))]
+        try:
+            _drive(settings, work, children, report, limit_kb)
+        finally:
+            for child in children:
+                child.stop()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _drive(
+    settings: Settings, work: Path, children: list[_Child], report: Report, limit_kb: int
+) -> None:
+    """Each file's four operations go to one child; the children take files in turn."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    corpus = seeds(settings.corpus)
+    free = list(children)
+
+    def one_file(number: int) -> tuple[Path, str, list[tuple[str, dict[str, Any]]]]:
+        folder = work / f"{number:06d}"
+        recipe, requests = _requests(settings, corpus, number, folder)
+        child = free.pop()
+        try:
+            outcomes = []
+            # A bomb's 1.2 GiB are real data, which takes seconds to go through, not forever.
+            timeout = settings.timeout * (6 if "deflate bomb" in recipe else 1)
+            for op, request in requests:
+                hard_kb = limit_kb * 4 if op == "load" else limit_kb * 3 // 2
+                outcomes.append((op, child.run(request, timeout, hard_kb)))
+            return folder, recipe, outcomes
+        finally:
+            free.append(child)
+
+    with ThreadPoolExecutor(len(children)) as pool:
+        numbers = settings.only or range(settings.files)
+        for folder, recipe, outcomes in pool.map(one_file, numbers):
+            for op, result in outcomes:
+                _tally(report, recipe, op, result, limit_kb, folder, settings.keep)
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _tally(
+    report: Report,
+    recipe: str,
+    op: str,
+    result: dict[str, Any],
+    limit_kb: int,
+    folder: Path,
+    keep: Path | None,
+) -> None:
+    report.runs += 1
+    status = result["status"]
+    allowed = limit_kb + (2 * result.get("nbytes", 0)) // 1024
+    if status in ("ok", "error", "messy") and result.get("peak_kb", 0) > allowed:
+        status = "blowup"
+        result["detail"] = f"peak {result['peak_kb'] // 1024} MB; " + str(result.get("detail"))
+    report.outcomes[status] += 1
+    if status == "escape":
+        report.causes[result["cause"]] += 1
+    if result.get("wrote_beside"):
+        report.outcomes["wrote_beside"] += 1
+    if status in _BAD or result.get("wrote_beside"):
+        entry = {"mutant": recipe, "op": op, "status": status, **result}
+        report.failures.append(entry)
+        if keep is not None:
+            target = keep / folder.name
+            if not target.exists() and (folder / "src").exists():
+                shutil.copytree(folder / "src", target)
+                (target / "RECIPE.txt").write_text(recipe + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=200, help="mutants to make (default 200)")
+    parser.add_argument("--campaign", type=int, default=0, help="seed of the mutations")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per operation")
+    parser.add_argument("--mem-limit-mb", type=int, default=1024, help="memory per operation")
+    parser.add_argument("--workers", type=int, default=1, help="children at once")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="seed folder")
+    parser.add_argument("--keep", type=Path, help="copy mutants that went wrong here")
+    parser.add_argument("--report", type=Path, help="write the JSON report here")
+    parser.add_argument("--only", type=int, nargs="*", default=[], help="these mutants alone")
+    options = parser.parse_args()
+    if options.keep is not None:
+        options.keep.mkdir(parents=True, exist_ok=True)
+    report = run_campaign(
+        Settings(
+            files=options.files,
+            campaign=options.campaign,
+            timeout=options.timeout,
+            mem_limit_mb=options.mem_limit_mb,
+            workers=options.workers,
+            corpus=options.corpus,
+            keep=options.keep,
+            only=tuple(options.only),
+        )
+    )
+    print(report.table())
+    if options.report is not None:
+        options.report.write_text(json.dumps(report.to_json(), indent=1))
+    sys.exit(1 if report.bad else 0)
+
+
+if __name__ == "__main__":
+    main()

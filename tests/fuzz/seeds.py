@@ -1,0 +1,197 @@
+"""The fuzzer's seed corpus: one small, valid file per format and layout.
+
+Run ``python -m tests.fuzz.seeds [FOLDER]`` to rebuild ``tests/fuzz/corpus`` (the default
+folder). Every format (pt, npz, csv, h5) is written in expcli's own layout, and every foreign
+layout (skrl, tianshou, minari, d4rl) as its writer lays it out; a partly filled skrl export
+and a tianshou VectorReplayBuffer come from the real libraries. The datasets are tiny (a few
+rows, a few envs), so that the whole corpus stays far below a megabyte, yet they carry what
+the readers look at: spaces, circular state, episode ends, infos and layout metadata.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from expcli.formats import Dataset, write_dataset
+from expcli.formats.layouts import write_layout
+from expcli.spec import CircularState
+
+CORPUS = Path(__file__).with_name("corpus")
+
+
+def _cartpole() -> Dataset:
+    """Two envs, wrapped, Box observations and Discrete actions."""
+    rng = np.random.default_rng(0)
+    rows, envs = 12, 2
+    observations = rng.normal(size=(rows, envs, 4)).astype(np.float32)
+    next_observations = np.roll(observations, -1, axis=0)
+    terminated = np.zeros((rows, envs, 1), dtype=bool)
+    terminated[[3, 8], 0] = True
+    terminated[5, 1] = True
+    truncated = np.zeros((rows, envs, 1), dtype=bool)
+    truncated[10, 1] = True
+    high = [4.8, 3.4e38, 0.42, 3.4e38]
+    metadata = {
+        "env_id": "CartPole-v1",
+        "observation_space": {
+            "type": "Box",
+            "low": [-h for h in high],
+            "high": high,
+            "shape": [4],
+            "dtype": "float32",
+        },
+        "action_space": {"type": "Discrete", "n": 2, "start": 0},
+        "collector": {"mode": "dummy", "policy": "random", "steps": 30},
+        "seed": 0,
+    }
+    return Dataset(
+        {
+            "observations": observations,
+            "next_observations": next_observations,
+            "actions": rng.integers(0, 2, size=(rows, envs, 1)),
+            "rewards": np.ones((rows, envs, 1), dtype=np.float32),
+            "terminated": terminated,
+            "truncated": truncated,
+        },
+        CircularState(5, 1, True),
+        metadata,
+    )
+
+
+def _pixels() -> Dataset:
+    """One env, not filled, uint8 image observations, Box actions and an info tensor."""
+    rng = np.random.default_rng(1)
+    rows = 10
+    observations = rng.integers(0, 256, size=(rows, 1, 2, 3), dtype=np.uint8)
+    terminated = np.zeros((rows, 1, 1), dtype=bool)
+    terminated[4] = True
+    metadata = {
+        "env_id": "Pixels-v0",
+        "observation_space": {
+            "type": "Box",
+            "low": 0,
+            "high": 255,
+            "shape": [2, 3],
+            "dtype": "uint8",
+        },
+        "action_space": {"type": "MultiDiscrete", "nvec": [3, 2], "start": [0, 0]},
+        "collector": {"mode": "subproc", "policy": "random", "steps": 7},
+    }
+    return Dataset(
+        {
+            "observations": observations,
+            "next_observations": np.roll(observations, -1, axis=0),
+            "actions": rng.integers(0, 2, size=(rows, 1, 2)).astype(np.int32),
+            "rewards": rng.normal(size=(rows, 1, 1)),
+            "terminated": terminated,
+            "truncated": np.zeros((rows, 1, 1), dtype=bool),
+            "infos/lives": np.arange(rows, dtype=np.int16).reshape(rows, 1, 1),
+        },
+        CircularState(7, 0, False),
+        metadata,
+    )
+
+
+def _skrl_partial(folder: Path) -> None:
+    """A partly filled export written by skrl itself (its unwritten rows are NaN)."""
+    import torch
+    from skrl.memories.torch import RandomMemory
+
+    memory = RandomMemory(memory_size=8, num_envs=2, device="cpu")
+    for name, size, dtype in (
+        ("states", 3, torch.float32),
+        ("actions", 1, torch.int64),
+        ("rewards", 1, torch.float32),
+        ("terminated", 1, torch.bool),
+    ):
+        memory.create_tensor(name, size=size, dtype=dtype)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        memory.add_samples(
+            states=torch.randn(2, 3, generator=generator),
+            actions=torch.randint(0, 3, (2, 1), generator=generator),
+            rewards=torch.randn(2, 1, generator=generator),
+            terminated=torch.rand(2, 1, generator=generator) < 0.3,
+        )
+    scratch = folder / ".skrl"
+    memory.save(str(scratch), format="pt")
+    [path] = (scratch / "memories").iterdir()
+    shutil.move(path, folder / "skrl-partial.pt")
+    shutil.rmtree(scratch)
+
+
+def _tianshou_vector(folder: Path) -> None:
+    """A VectorReplayBuffer saved by tianshou (its pickled parts are never unpickled)."""
+    from tianshou.data import Batch, VectorReplayBuffer
+
+    buffer = VectorReplayBuffer(total_size=8, buffer_num=2)
+    rng = np.random.default_rng(2)
+    for step in range(5):
+        buffer.add(
+            Batch(
+                obs=rng.normal(size=(2, 3)),
+                act=rng.integers(0, 2, size=2),
+                rew=rng.normal(size=2),
+                terminated=np.array([step == 2, False]),
+                truncated=np.array([False, step == 3]),
+                obs_next=rng.normal(size=(2, 3)),
+                info={},
+            )
+        )
+    buffer.save_hdf5(str(folder / "tianshou-vector.h5"))
+
+
+def _d4rl_plain(folder: Path) -> None:
+    """A D4RL file as D4RL ships them: no next_observations, file-level metadata."""
+    import h5py
+
+    rng = np.random.default_rng(3)
+    rows = 9
+    with h5py.File(folder / "d4rl-plain.h5", "w") as h5:
+        h5["observations"] = rng.normal(size=(rows, 3)).astype(np.float32)
+        h5["actions"] = rng.normal(size=(rows, 2)).astype(np.float32)
+        h5["rewards"] = rng.normal(size=rows).astype(np.float32)
+        h5["terminals"] = np.eye(1, rows, 4, dtype=bool)[0]
+        h5["timeouts"] = np.eye(1, rows, 7, dtype=bool)[0]
+        h5["infos/qpos"] = rng.normal(size=(rows, 2))
+        h5["metadata/algorithm"] = "SAC"
+        h5["metadata/iteration"] = 1000
+        h5["metadata/policy/fc0/weight"] = rng.normal(size=(2, 3))
+
+
+def build(folder: Path) -> list[Path]:
+    """Write the corpus into ``folder`` (emptied first); returns the seeds written."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    cartpole, pixels = _cartpole(), _pixels()
+    for name, dataset in (("cartpole", cartpole), ("pixels", pixels)):
+        for suffix in ("pt", "npz", "csv", "h5"):
+            write_dataset(dataset, folder / f"{name}.{suffix}")
+    for suffix in ("pt", "npz", "csv"):
+        write_layout(cartpole, folder / f"skrl.{suffix}", "skrl", overwrite=True)
+    for layout in ("tianshou", "d4rl"):
+        write_layout(cartpole, folder / f"{layout}.h5", layout, overwrite=True)
+    write_layout(pixels, folder / "d4rl-pixels.h5", "d4rl", overwrite=True)
+    write_layout(cartpole, folder / "minari", "minari", overwrite=True)
+    _skrl_partial(folder)
+    _tianshou_vector(folder)
+    _d4rl_plain(folder)
+    return seeds(folder)
+
+
+def seeds(folder: Path = CORPUS) -> list[Path]:
+    """The seeds of a corpus folder, in name order: files, and Minari dataset folders."""
+    return sorted(
+        p for p in folder.iterdir() if not p.name.startswith(".") and not p.name.endswith(".json")
+    )
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else CORPUS
+    for seed in build(target):
+        print(seed)
