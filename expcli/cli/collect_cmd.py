@@ -61,6 +61,18 @@ def collect_cmd(
     infos: Annotated[
         bool, typer.Option("--infos", help="Also store numeric scalar infos as infos/<key>.")
     ] = False,
+    wrapper: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--wrapper",
+            help="MODULE:CALLABLE or file.py:CALLABLE applied to each env after gym.make "
+            "(repeatable; e.g. minigrid.wrappers:ImgObsWrapper).",
+        ),
+    ] = None,
+    rewards_dtype: Annotated[
+        str,
+        typer.Option("--rewards-dtype", help="Stored rewards: float32 or float64."),
+    ] = "float32",
     output: Annotated[
         Path | None,
         typer.Option(
@@ -101,6 +113,8 @@ def collect_cmd(
         "ray_address": ray_address,
         "num_cpus": num_cpus,
         "infos": infos,
+        "wrappers": list(wrapper or []),
+        "rewards_dtype": rewards_dtype,
         "output": output,
         "compression": compression,
         "overwrite": overwrite,
@@ -108,7 +122,7 @@ def collect_cmd(
     }
     values = read_config(config) if config is not None else {}
     for name, value in given.items():
-        if name not in values or _from_command_line(ctx, name):
+        if name not in values or _from_command_line(ctx, _PARAMETERS.get(name, name)):
             values[name] = value
     if values.get("env_id") is None:
         values["env_id"] = ""
@@ -136,6 +150,9 @@ def collect_cmd(
             raise typer.Exit(128 + signals.received)
     finally:
         job.close()
+
+
+_PARAMETERS = {"wrappers": "wrapper"}  # settings named otherwise than their parameter
 
 
 def _from_command_line(ctx: typer.Context, name: str) -> bool:

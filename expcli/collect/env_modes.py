@@ -64,11 +64,15 @@ def build_env(
     *,
     num_cpus: int | None = None,
     ray_address: str | None = None,
+    wrappers: tuple[str, ...] | list[str] = (),
 ) -> Any:
     """The envs of one mode: a ``ParallelEnv``, or a Gymnasium vector env for ``vector``.
 
+    ``wrappers`` (``MODULE:CALLABLE`` specs) wrap each env right after ``gym.make``.
+
     Raises:
-        ConfigError: Unknown env id, bad kwargs, or ``vector`` for an env without one.
+        ConfigError: Unknown env id, bad kwargs, or ``vector`` for an env without one or
+            with wrappers.
         EnvError: The envs could not be built.
     """
     from expcli.envs import ParallelEnv
@@ -83,8 +87,11 @@ def build_env(
             asynchronous=asynchronous,
             num_cpus=num_cpus,
             address=ray_address,
+            wrappers=wrappers,
             **env_kwargs,
         )
+    if wrappers:
+        raise ConfigError("--mode vector cannot apply --wrapper; use --mode dummy or subproc")
     require_vector_entry_point(env_id)
     import gymnasium as gym
 
@@ -100,10 +107,12 @@ def build_env(
         raise EnvError(f"could not build the vector env of {env_id}: {e}") from e
 
 
-def candidate_modes(env_id: str, num_envs: int, asynchronous: str | None) -> list[str]:
-    """The modes ``auto`` tries, cheapest to start first."""
+def candidate_modes(
+    env_id: str, num_envs: int, asynchronous: str | None, wrapped: bool = False
+) -> list[str]:
+    """The modes ``auto`` tries, cheapest to start first (``vector`` only for unwrapped envs)."""
     modes = []
-    if asynchronous == "restart" and has_vector_entry_point(env_id):
+    if asynchronous == "restart" and not wrapped and has_vector_entry_point(env_id):
         modes.append("vector")
     modes.append("dummy")
     if num_envs >= 2 and (os.cpu_count() or 1) >= 2:
@@ -118,6 +127,7 @@ def choose_env(
     env_kwargs: dict[str, Any],
     *,
     num_cpus: int | None = None,
+    wrappers: tuple[str, ...] | list[str] = (),
 ) -> tuple[str, Any, list[Probe]]:
     """Build each candidate mode, step it for a moment, keep the fastest open.
 
@@ -126,9 +136,11 @@ def choose_env(
     """
     probes: list[Probe] = []
     best: tuple[float, str, Any] | None = None
-    candidates = candidate_modes(env_id, num_envs, asynchronous)
+    candidates = candidate_modes(env_id, num_envs, asynchronous, bool(wrappers))
     for mode in candidates:
-        env = build_env(mode, env_id, num_envs, asynchronous, env_kwargs, num_cpus=num_cpus)
+        env = build_env(
+            mode, env_id, num_envs, asynchronous, env_kwargs, num_cpus=num_cpus, wrappers=wrappers
+        )
         try:
             speed = _probe(env) if len(candidates) > 1 else float("nan")
         except BaseException:

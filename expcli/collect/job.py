@@ -20,7 +20,6 @@ from expcli._version import __version__
 from expcli.collect.collector import Collector, CollectStats, Progress
 from expcli.collect.env_modes import Probe, build_env, choose_env, require_vector_entry_point
 from expcli.collect.settings import CollectSettings
-from expcli.collect.spaces import describe_space
 from expcli.errors import OutputExistsError
 from expcli.formats.dataset import Dataset
 from expcli.spec import CircularState
@@ -71,6 +70,10 @@ class CollectJob:
         check_env_id(settings.env_id)
         if settings.mode == "vector":
             require_vector_entry_point(settings.env_id)
+        from expcli.envs.env_wrappers import describe_wrappers, portable_spec
+
+        self.wrapper_descriptions = describe_wrappers(settings.wrappers)
+        self.wrappers = [portable_spec(spec) for spec in settings.wrappers]
         self.output = Path(settings.output) if settings.output else default_output(settings.env_id)
         if self.output.exists() and not settings.overwrite:
             raise OutputExistsError(self.output)
@@ -91,19 +94,13 @@ class CollectJob:
         """Build the envs, the policy and the memory."""
         s = self.settings
         asynchronous = None if s.asynchronous == "none" else s.asynchronous
+        envs = (s.env_id, s.envs, asynchronous, s.env_kwargs)
+        cpus, wrappers = s.num_cpus, self.wrappers
         if s.mode == "auto":
-            self.mode, self.env, self.probes = choose_env(
-                s.env_id, s.envs, asynchronous, s.env_kwargs, num_cpus=s.num_cpus
-            )
+            self.mode, self.env, self.probes = choose_env(*envs, num_cpus=cpus, wrappers=wrappers)
         else:
             self.env = build_env(
-                s.mode,
-                s.env_id,
-                s.envs,
-                asynchronous,
-                s.env_kwargs,
-                num_cpus=s.num_cpus,
-                ray_address=s.ray_address,
+                s.mode, *envs, num_cpus=cpus, ray_address=s.ray_address, wrappers=wrappers
             )
         try:
             self.collector = self._collector()
@@ -132,11 +129,18 @@ class CollectJob:
             rows, grow = _INITIAL_ROWS, True
         memory = RandomMemory(rows, s.envs, device="cpu")
 
-        def check(actions: np.ndarray) -> np.ndarray:
-            return np.asarray(check_actions(actions, stepper.action_space, s.envs, s.policy))
+        def check(actions: Any) -> Any:
+            return check_actions(actions, stepper.action_space, s.envs, s.policy)
 
         return Collector(
-            self.env, memory, policy, seed=s.seed, infos=s.infos, grow=grow, check_actions=check
+            self.env,
+            memory,
+            policy,
+            seed=s.seed,
+            infos=s.infos,
+            grow=grow,
+            check_actions=check,
+            rewards_dtype=s.rewards_dtype,
         )
 
     def run(self, progress: Callable[[Progress], None] | None = None) -> CollectStats:
@@ -202,14 +206,13 @@ class CollectJob:
 
         assert self.collector is not None
         s = self.settings
-        stepper = self.collector.stepper
         stats = self.stats
         return {
             "env_id": s.env_id,
             "env_spec": _env_spec(s.env_id, s.env_kwargs),
             "env_kwargs": s.env_kwargs,
-            "observation_space": describe_space(stepper.observation_space),
-            "action_space": describe_space(stepper.action_space),
+            "wrappers": self.wrapper_descriptions,
+            **self.collector.space_metadata(),
             "seed": s.seed,
             "collector": {
                 "mode": self.mode,

@@ -20,6 +20,7 @@ __all__ = ["MODES", "CollectSettings", "read_config"]
 MODES = ("auto", "dummy", "subproc", "ray", "ray-subproc", "vector")
 ASYNC_MODES = ("none", "idle", "restart", "continue")
 COMPRESSIONS = ("none", "gzip", "lzf")
+REWARD_DTYPES = ("float32", "float64")
 
 
 @dataclass
@@ -39,6 +40,8 @@ class CollectSettings:
     ray_address: str | None = None
     num_cpus: int | None = None
     infos: bool = False
+    wrappers: list[str] = field(default_factory=list)
+    rewards_dtype: str = "float32"
     output: Path | None = None
     compression: str = "none"
     overwrite: bool = False
@@ -66,6 +69,16 @@ class CollectSettings:
         self.asynchronous = str(self.asynchronous).lower()
         _choose("--async", self.asynchronous, ASYNC_MODES)
         _choose("--compression", self.compression, COMPRESSIONS)
+        _choose("--rewards-dtype", self.rewards_dtype, REWARD_DTYPES)
+        if isinstance(self.wrappers, str):
+            self.wrappers = [self.wrappers]
+        if not all(isinstance(w, str) and w.strip() for w in self.wrappers):
+            raise ConfigError(f"--wrapper takes MODULE:CALLABLE specs, got {self.wrappers!r}")
+        if self.mode == "vector" and self.wrappers:
+            raise ConfigError(
+                "--mode vector builds Gymnasium's batched env, which --wrapper cannot wrap; "
+                "use --mode dummy or subproc"
+            )
         if self.mode == "vector" and self.asynchronous != "restart":
             raise ConfigError(
                 "--mode vector always resets an ended env (Gymnasium's autoreset); it takes "
@@ -106,7 +119,13 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     return out
 
 
-_ALIASES = {"env": "env_id", "async": "asynchronous", "o": "output", "env_id": "env_id"}
+_ALIASES = {
+    "env": "env_id",
+    "async": "asynchronous",
+    "o": "output",
+    "env_id": "env_id",
+    "wrapper": "wrappers",
+}
 
 _KINDS: Mapping[str, tuple[type, ...]] = {
     "env_id": (str,),
@@ -122,6 +141,8 @@ _KINDS: Mapping[str, tuple[type, ...]] = {
     "ray_address": (str,),
     "num_cpus": (int,),
     "infos": (bool,),
+    "wrappers": (list, str),
+    "rewards_dtype": (str,),
     "output": (str,),
     "compression": (str,),
     "overwrite": (bool,),
@@ -138,6 +159,14 @@ def _typed(value: Any, name: str, path: Path, key: str) -> Any:
         )
     if name == "output":
         return Path(str(value))
+    if name == "wrappers":
+        given: Any = value
+        values: list[Any] = [given] if isinstance(given, str) else list(given)
+        if not all(isinstance(v, str) for v in values):
+            raise ConfigError(
+                f"expected a list of MODULE:CALLABLE strings, got {value!r}", path=path, key=key
+            )
+        return values
     return value
 
 
