@@ -1,17 +1,19 @@
 """Gymnasium spaces from their JSON description in the metadata, and whether rows fit them.
 
-Two spellings are read: expcli's (``expcli.collect.spaces.describe_space``: bounds as
-numbers or the strings ``"inf"``/``"-inf"``) and Minari's (``serialize_space``: bounds as
-numbers, where JSON's ``Infinity`` stands for inf)::
+Two spellings are read (see ``expcli.space_json``): expcli's (``describe_space``: bounds
+as one number or nested lists, with the strings ``"inf"``/``"-inf"``) and Minari's
+(``serialize_space``: bounds as full lists, where JSON's ``Infinity`` stands for inf)::
 
-    {"type": "Box", "low": [...], "high": [...], "shape": [4], "dtype": "float32"}
+    {"type": "Box", "low": -1.0, "high": [...], "shape": [4], "dtype": "float32"}
     {"type": "Discrete", "n": 2, "start": 0}
     {"type": "MultiDiscrete", "nvec": [3, 2], "start": [0, 0]}
     {"type": "MultiBinary", "n": [4]}
+    {"type": "Text", "min_length": 1, "max_length": 8, "charset": "..."}
 
 Stored rows follow ``expcli.collect.spaces.layout_of``: a Discrete sample is one int64 (a
-feature shape ``(1,)``), a Box of shape ``()`` is ``(1,)``, the others keep their shape.
-Dict, Tuple and unknown spaces are not checked (they are stored flattened).
+feature shape ``(1,)``), a Box of shape ``()`` is ``(1,)``, a Text sample ``max_length``
+code points; the others keep their shape. Dict and Tuple spaces are checked leaf by leaf,
+each leaf against its own tensor (``observations/pos``...; ``leaf_bounds``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SpaceBounds", "parse_space"]
+from expcli.space_json import children, leaf_tensors, read_bounds, space_for
+
+__all__ = ["SpaceBounds", "leaf_bounds", "parse_space", "space_text"]
+
+_MAX_CODE_POINT = 0x10FFFF
 
 
 @dataclass(frozen=True)
@@ -92,27 +98,53 @@ def parse_space(description: Any) -> SpaceBounds | None:
             shape = tuple(int(d) for d in (n if isinstance(n, list) else [n]))
             zeros = np.zeros(shape)
             return SpaceBounds(kind, shape, None, zeros, zeros + 1, True, f"MultiBinary({n})")
+        if kind == "Text":
+            length = int(description["max_length"])
+            low, high = np.zeros(length), np.full(length, float(_MAX_CODE_POINT))
+            text = f"Text(max_length={length})"
+            return SpaceBounds(kind, (length,), "int32", low, high, True, text)
     except (KeyError, TypeError, ValueError):
         return None
     return None
 
 
+def leaf_bounds(metadata: Any, prefix: str) -> list[tuple[str, Any, SpaceBounds | None]]:
+    """``(tensor name, leaf description, bounds)`` of every leaf of the space of ``prefix``.
+
+    ``prefix`` is ``observations``, ``next_observations`` or ``actions``; a space that is
+    not a Dict or Tuple is the one leaf ``prefix``. Empty without a space in the metadata.
+    """
+    description = space_for(metadata, prefix) if isinstance(metadata, dict) else None
+    if description is None:
+        return []
+    return [(name, leaf, parse_space(leaf)) for name, leaf in leaf_tensors(description, prefix)]
+
+
+def space_text(description: Any) -> str:
+    """A one-line description of a space: ``Dict(pos: Box(...), phase: Discrete(4))``."""
+    parts = children(description)
+    if parts is not None:
+        kind = description["type"]
+        if kind == "Tuple":
+            return f"Tuple({', '.join(space_text(sub) for _, sub in parts)})"
+        return f"Dict({', '.join(f'{key}: {space_text(sub)}' for key, sub in parts)})"
+    bounds = parse_space(description)
+    if bounds is not None:
+        return bounds.text
+    if isinstance(description, dict) and isinstance(description.get("type"), str):
+        return str(description["type"])
+    return "?"
+
+
 def _box(description: dict[str, Any]) -> SpaceBounds:
     shape = tuple(int(d) for d in description["shape"])
     stored = shape or (1,)
-    low = np.broadcast_to(_numbers(description["low"]), shape).reshape(stored)
-    high = np.broadcast_to(_numbers(description["high"]), shape).reshape(stored)
+    low = read_bounds(description["low"], shape).reshape(stored)
+    high = read_bounds(description["high"], shape).reshape(stored)
     dtype = description.get("dtype")
     integral = dtype is not None and np.dtype(dtype).kind in "iub"
     text = f"Box({_bound(low)}..{_bound(high)}, {shape}, {dtype})"
     return SpaceBounds("Box", stored, dtype, low, high, integral, text)
-
-
-def _numbers(value: Any) -> np.ndarray:
-    """Bounds as float64, reading ``"inf"``/``"-inf"`` strings and JSON's Infinity."""
-    array = np.asarray(value, dtype=object)
-    flat = [float(v) for v in array.reshape(-1)]  # float("inf") reads the strings
-    return np.asarray(flat, dtype=np.float64).reshape(array.shape)
 
 
 def _bound(values: np.ndarray) -> str:
