@@ -241,13 +241,10 @@ def _compact(value: Any) -> str:
 
 def _space(description: Any) -> str:
     """A one-line description of a space from the metadata."""
-    from expcli.summary.space_bounds import parse_space
+    from expcli.summary.space_bounds import space_text
 
-    bounds = parse_space(description)
-    if bounds is not None:
-        return bounds.text
     if isinstance(description, dict) and isinstance(description.get("type"), str):
-        return str(description["type"])
+        return space_text(description)[: 4 * _MAX_CELL]
     return json.dumps(description)[:_MAX_CELL]
 
 

@@ -86,6 +86,18 @@ def collect_cmd(
     infos: Annotated[
         bool, typer.Option("--infos", help="Also store numeric scalar infos as infos/<key>.")
     ] = False,
+    wrapper: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--wrapper",
+            help="MODULE:CALLABLE or file.py:CALLABLE applied to each env after gym.make "
+            "(repeatable; e.g. minigrid.wrappers:ImgObsWrapper).",
+        ),
+    ] = None,
+    rewards_dtype: Annotated[
+        str,
+        typer.Option("--rewards-dtype", help="Stored rewards: float32 or float64."),
+    ] = "float32",
     output: Annotated[
         Path | None,
         typer.Option(
@@ -128,6 +140,8 @@ def collect_cmd(
         "num_cpus": num_cpus,
         "step_timeout": step_timeout,
         "infos": infos,
+        "wrappers": list(wrapper or []),
+        "rewards_dtype": rewards_dtype,
         "output": output,
         "compression": compression,
         "overwrite": overwrite,
@@ -135,7 +149,7 @@ def collect_cmd(
     }
     values = read_config(config) if config is not None else {}
     for name, value in given.items():
-        if name not in values or _from_command_line(ctx, name):
+        if name not in values or _from_command_line(ctx, _PARAMETERS.get(name, name)):
             values[name] = value
     if values.get("env_id") is None:
         values["env_id"] = ""
@@ -176,6 +190,9 @@ def collect_cmd(
                 raise typer.Exit(130)
     finally:
         job.close()
+
+
+_PARAMETERS = {"wrappers": "wrapper"}  # settings named otherwise than their parameter
 
 
 def _from_command_line(ctx: typer.Context, name: str) -> bool:

@@ -15,6 +15,9 @@ from expcli.cli._errors import reports_errors
 from expcli.cli._read_options import NumEnvs, warn_unrecorded_envs
 from expcli.errors import ConfigError
 
+MAX_ROW_VALUES = 64
+"""Rows of more values than this (images) are summarised (min, max, mean), not printed."""
+
 
 class SamplerName(enum.StrEnum):
     """The samplers the command offers."""
@@ -113,18 +116,32 @@ def _report(
         "transitions": held,
         "batch_shape": list(index.shape),
         "index": index[:rows].tolist(),
-        "tensors": {
-            name: {
-                "dtype": str(tensor.dtype).removeprefix("torch."),
-                "shape": list(tensor.shape),
-                "first": _plain(tensor[:rows].tolist()),
-            }
-            for name, tensor in batch.items()
-        },
+        "tensors": {name: _tensor_report(tensor, rows) for name, tensor in batch.items()},
     }
     if "priority_weight" in info:
         report["priority_weight"] = _plain(info["priority_weight"][:rows].tolist())
     return report
+
+
+def _tensor_report(tensor: Any, rows: int) -> dict[str, Any]:
+    """dtype, shape, and the first rows, or for rows of many values (images) the batch's
+    min, max and mean instead."""
+    out: dict[str, Any] = {
+        "dtype": str(tensor.dtype).removeprefix("torch."),
+        "shape": list(tensor.shape),
+    }
+    per_row = math.prod(tensor.shape[1:])
+    if per_row <= MAX_ROW_VALUES:
+        out["first"] = _plain(tensor[:rows].tolist())
+        return out
+    values = tensor.numpy().astype("float64")  # a batch (never empty): a small copy
+    out["summary"] = {
+        "values_per_row": per_row,
+        "min": _plain(float(values.min())),
+        "max": _plain(float(values.max())),
+        "mean": _plain(float(values.mean())),
+    }
+    return out
 
 
 def _plain(value: Any) -> Any:
@@ -154,10 +171,16 @@ def _print(report: dict[str, Any], batch: Any, rows: int) -> None:
     )
     table = Table("tensor", "dtype", "shape", "first rows")
     for name, tensor in report["tensors"].items():
-        head = batch[name][:rows].numpy()
-        first = "\n".join(
-            np.array2string(row, precision=4, separator=", ", max_line_width=60) for row in head
-        )
+        if "summary" in tensor:
+            summary = tensor["summary"]
+            first = f"{summary['values_per_row']:,} values per row; batch " + ", ".join(
+                f"{k} {float(summary[k]):.4g}" for k in ("min", "max", "mean")
+            )
+        else:
+            head = batch[name][:rows].numpy()
+            first = "\n".join(
+                np.array2string(row, precision=4, separator=", ", max_line_width=60) for row in head
+            )
         dims = str(tuple(tensor["shape"]))
         table.add_row(escape(printable(name)), tensor["dtype"], dims, escape(first))
     console.print(table)

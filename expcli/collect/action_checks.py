@@ -8,32 +8,41 @@ policy, the space, what was expected and what came, instead of deep inside an en
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from expcli.errors import ConfigError
 
-__all__ = ["check_actions", "to_numpy"]
+__all__ = ["ARRAY_SPACES", "check_actions", "to_numpy"]
+
+ARRAY_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
 
 
-def check_actions(actions: Any, action_space: Any, num_envs: int, policy_spec: str) -> np.ndarray:
+def check_actions(actions: Any, action_space: Any, num_envs: int, policy_spec: str) -> Any:
     """``actions`` as a ``(num_envs, *action_space.shape)`` array of the space's dtype.
 
     Compatible dtypes are cast (int32 to Discrete's int64, float64 to a float32 Box, bool
     to MultiBinary's int8), without a copy when none is needed; a trailing axis of size 1
     is added or dropped (``(N, 1)`` for Discrete). Discrete, MultiDiscrete and MultiBinary
     values must be integers in range; Box values must be numbers within the bounds (out of
-    bounds is refused, not clipped). Dict, Tuple and other composite spaces take one
-    sample per env and come back as an object array.
+    bounds is refused, not clipped). Dict and Tuple spaces take gymnasium's batch (a dict
+    or tuple of ``(num_envs, *leaf_shape)`` arrays, each leaf checked as above) or one
+    sample per env, and come back as gymnasium's batch.
 
     Raises:
         ConfigError: The batch does not fit; the message says what was expected and got.
     """
-    who = f"policy {policy_spec!r}"
+    return _check(actions, action_space, num_envs, f"policy {policy_spec!r}")
+
+
+def _check(actions: Any, action_space: Any, num_envs: int, who: str) -> Any:
     kind = type(action_space).__name__
-    if kind not in ("Box", "Discrete", "MultiDiscrete", "MultiBinary"):
+    if kind in ("Dict", "Tuple"):
         return _check_composite(actions, action_space, num_envs, who)
+    if kind not in ARRAY_SPACES:
+        return _check_per_env(actions, action_space, num_envs, who)
     array = to_numpy(actions, who)
     expected = (num_envs, *action_space.shape)
     if array.shape != expected:
@@ -95,19 +104,56 @@ def _check_integers(array: np.ndarray, space: Any, dtype: np.dtype[Any], who: st
     return array.astype(dtype, copy=False)
 
 
-def _check_composite(actions: Any, space: Any, num_envs: int, who: str) -> np.ndarray:
-    """One sample per env (a sequence, or Gymnasium's batched dict/tuple), each in ``space``."""
-    items = actions
-    if isinstance(actions, (dict, tuple)):
-        from gymnasium.vector.utils import batch_space, iterate
+def _check_composite(actions: Any, space: Any, num_envs: int, who: str) -> Any:
+    """Gymnasium's batch of a Dict (dict) or Tuple (tuple) space, every leaf checked.
 
-        try:
-            items = list(iterate(batch_space(space, num_envs), actions))
-        except Exception as e:
+    A sequence of one sample per env is checked sample by sample, then batched.
+    """
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Dict) and isinstance(actions, Mapping):
+        expected = list(space.spaces)
+        if set(actions) != set(expected):
             raise ConfigError(
-                f"{who} returned a batched {type(actions).__name__} that does not fit "
-                f"{num_envs} envs of {space}: {e}"
-            ) from e
+                f"{who} returned a dict with keys {sorted(map(str, actions))}; expected "
+                f"{sorted(expected)} for {space}"
+            )
+        return {
+            key: _check(actions[key], sub, num_envs, _leaf_who(who, key))
+            for key, sub in space.spaces.items()
+        }
+    if isinstance(space, spaces.Tuple) and isinstance(actions, tuple):
+        if len(actions) != len(space.spaces):
+            raise ConfigError(
+                f"{who} returned a tuple of {len(actions)} batches; expected "
+                f"{len(space.spaces)} for {space}"
+            )
+        return tuple(
+            _check(part, sub, num_envs, _leaf_who(who, i))
+            for i, (part, sub) in enumerate(zip(actions, space.spaces, strict=True))
+        )
+    if isinstance(actions, (Mapping, tuple)):
+        raise ConfigError(
+            f"{who} returned a {type(actions).__name__}; {space} takes a "
+            f"{'dict' if isinstance(space, spaces.Dict) else 'tuple'} of batches"
+        )
+    from gymnasium.vector.utils import concatenate, create_empty_array
+
+    items = _check_per_env(actions, space, num_envs, who)
+    out: Any = create_empty_array(space, num_envs)
+    return concatenate(space, list(items), out)
+
+
+def _leaf_who(who: str, key: str | int) -> str:
+    """``policy 'p' (actions/key)``, or one key further down for a nested leaf."""
+    if who.endswith(")") and "(actions/" in who:
+        return f"{who[:-1]}/{key})"
+    return f"{who} (actions/{key})"
+
+
+def _check_per_env(actions: Any, space: Any, num_envs: int, who: str) -> np.ndarray:
+    """One sample per env (a sequence), each in ``space``: an object array of them."""
+    items = actions
     try:
         count = len(items)
     except TypeError:

@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from expcli.collect.episode_stats import EpisodeSummary, EpisodeTracker
+from expcli.collect.reward_dtypes import RewardsNote
 from expcli.collect.row_writer import RowWriter
-from expcli.collect.spaces import layout_of
+from expcli.collect.spaces import describe_space, layout_of
 from expcli.collect.steppers import StepOutcome, make_stepper
 from expcli.errors import ConfigError
 
@@ -84,6 +85,16 @@ class Collector:
         grow: Double the memory when full instead of wrapping (for runs of unknown length).
         check_actions: ``check(actions)`` run on the first batch of actions; raises when
             the policy's output does not fit the action space.
+        rewards_dtype: dtype of the stored rewards: float32 (the default, as skrl) or
+            float64. Narrowing is recorded in the memory's metadata (``rewards``).
+
+    Dict and Tuple spaces are stored one tensor per leaf (``observations/pos``...), and a
+    policy receives their batches as a dict (or tuple) of ``(num_envs, *leaf_shape)``
+    arrays. The spaces' descriptions go into ``memory.metadata``.
+
+    Raises:
+        ConfigError: The memory and the env disagree, a space has a leaf expcli cannot
+            store, or ``rewards_dtype`` is not float32 or float64.
     """
 
     def __init__(
@@ -95,7 +106,8 @@ class Collector:
         seed: int | None = None,
         infos: bool = False,
         grow: bool = False,
-        check_actions: Callable[[np.ndarray], np.ndarray] | None = None,
+        check_actions: Callable[[Any], Any] | None = None,
+        rewards_dtype: Any = np.float32,
     ) -> None:
         self.stepper = make_stepper(env)
         self.env = env
@@ -112,8 +124,12 @@ class Collector:
             policy = RandomPolicy(self.stepper.action_space, self.stepper.num_envs, seed)
         self.policy = policy
         self._check_actions = check_actions
-        self._obs_layout = layout_of(self.stepper.observation_space)
-        self._act_layout = layout_of(self.stepper.action_space)
+        self._rewards_dtype = np.dtype(rewards_dtype)
+        if self._rewards_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise ConfigError(f"rewards_dtype must be float32 or float64, got {rewards_dtype!r}")
+        self._obs_layout = layout_of(self.stepper.observation_space, "observations")
+        self._act_layout = layout_of(self.stepper.action_space, "actions")
+        self.rewards_note = RewardsNote(self._rewards_dtype.name)
         self._create_tensors()
         self._infos = infos
         self._info_keys: list[str] = []
@@ -122,6 +138,7 @@ class Collector:
         self.tracker = EpisodeTracker(self.stepper.num_envs)
         self._grow = grow
         self._obs: Any = None
+        self._obs_rows: dict[str, np.ndarray] = {}
         self._stop = False
         self.env_steps = 0
 
@@ -131,14 +148,28 @@ class Collector:
         def torch_dtype(dtype: np.dtype[Any]) -> Any:
             return torch.from_numpy(np.zeros(0, dtype)).dtype
 
-        obs, act = self._obs_layout, self._act_layout
         memory = self.memory
-        memory.create_tensor("observations", obs.shape, torch_dtype(obs.dtype), True)
-        memory.create_tensor("next_observations", obs.shape, torch_dtype(obs.dtype), True)
-        memory.create_tensor("actions", act.shape, torch_dtype(act.dtype), True)
-        memory.create_tensor("rewards", 1, torch.float32)
+        for prefixes, layout in (
+            (("observations", "next_observations"), self._obs_layout),
+            (("actions",), self._act_layout),
+        ):
+            for leaf in layout.leaves:
+                for prefix in prefixes:
+                    memory.create_tensor(
+                        prefix + leaf.suffix, leaf.shape, torch_dtype(leaf.dtype), True
+                    )
+        memory.create_tensor("rewards", 1, torch_dtype(self._rewards_dtype))
         memory.create_tensor("terminated", 1, torch.bool)
         memory.create_tensor("truncated", 1, torch.bool)
+        memory.metadata.update(self.space_metadata())
+
+    def space_metadata(self) -> dict[str, Any]:
+        """The spaces' descriptions and the rewards' dtypes, for the dataset's metadata."""
+        return {
+            "observation_space": describe_space(self.stepper.observation_space),
+            "action_space": describe_space(self.stepper.action_space),
+            "rewards": self.rewards_note.to_json(),
+        }
 
     @property
     def steps_stored(self) -> int:
@@ -181,10 +212,11 @@ class Collector:
         start = time.perf_counter()
         next_report = start
         env_steps_before = self.env_steps
+        obs_layout = self._obs_layout
         if self._obs is None:
             self._obs = self.stepper.reset(self.seed)
+            self._obs_rows = obs_layout.rows(self._obs, n)
         check = self._check_actions
-        obs_rows, act_rows = self._obs_layout.rows, self._act_layout.rows
         from expcli.envs.watchdog import StepInterrupted
 
         try:
@@ -194,18 +226,24 @@ class Collector:
                         break
                 elif self.tracker.complete - episodes_before >= target:
                     break
-                actions = self.policy(self._obs)
+                seen = obs_layout.batched(self._obs_rows) if obs_layout.composite else self._obs
+                actions = self.policy(seen)
                 if check is not None:
                     actions = check(actions)
                     check = None
                 outcome = self.stepper.step(actions)
                 self.env_steps += n
-                values = self._values(outcome, obs_rows, act_rows, actions)
+                final_rows = obs_layout.rows(outcome.final_obs, n)
+                values = self._values(outcome, final_rows, actions)
                 if writer.write(values, outcome.valid):
                     self.tracker.add_row(
                         values["rewards"], values["terminated"], values["truncated"]
                     )
                 self._obs = outcome.next_obs
+                if outcome.next_obs is outcome.final_obs:
+                    self._obs_rows = final_rows
+                else:
+                    self._obs_rows = obs_layout.rows(outcome.next_obs, n)
                 if progress is not None and (now := time.perf_counter()) >= next_report:
                     next_report = now + progress_interval
                     progress(self._progress(writer, steps, episodes, episodes_before, now - start))
@@ -213,6 +251,7 @@ class Collector:
             self._stop = True  # stop() was called while an env hung; the envs are closed
         finally:
             writer.flush()
+            self.memory.metadata["rewards"] = self.rewards_note.to_json()
         elapsed = time.perf_counter() - start
         if progress is not None:
             progress(self._progress(writer, steps, episodes, episodes_before, elapsed))
@@ -226,21 +265,19 @@ class Collector:
         )
 
     def _values(
-        self,
-        outcome: StepOutcome,
-        obs_rows: Callable[[Any, int], np.ndarray],
-        act_rows: Callable[[Any, int], np.ndarray],
-        actions: Any,
+        self, outcome: StepOutcome, final_rows: dict[str, np.ndarray], actions: Any
     ) -> dict[str, np.ndarray]:
         n = self.stepper.num_envs
-        values = {
-            "observations": obs_rows(self._obs, n),
-            "next_observations": obs_rows(outcome.final_obs, n),
-            "actions": act_rows(actions, n),
-            "rewards": np.asarray(outcome.rewards, dtype=np.float32).reshape(n, 1),
-            "terminated": np.asarray(outcome.terminated, dtype=bool).reshape(n, 1),
-            "truncated": np.asarray(outcome.truncated, dtype=bool).reshape(n, 1),
-        }
+        values: dict[str, np.ndarray] = {}
+        for suffix, rows in self._obs_rows.items():
+            values["observations" + suffix] = rows
+        for suffix, rows in final_rows.items():
+            values["next_observations" + suffix] = rows
+        for suffix, rows in self._act_layout.rows(actions, n).items():
+            values["actions" + suffix] = rows
+        values["rewards"] = self.rewards_note.store(outcome.rewards, outcome.valid, n)
+        values["terminated"] = np.asarray(outcome.terminated, dtype=bool).reshape(n, 1)
+        values["truncated"] = np.asarray(outcome.truncated, dtype=bool).reshape(n, 1)
         if self._infos:
             self._find_new_infos(outcome.infos)
         for key in self._info_keys:

@@ -77,10 +77,12 @@ def build_env(
     num_cpus: int | None = None,
     ray_address: str | None = None,
     step_timeout: float | None = None,
+    wrappers: tuple[str, ...] | list[str] = (),
 ) -> Any:
     """The envs of one mode: a ``ParallelEnv``, or a Gymnasium vector env for ``vector``.
 
     ``step_timeout`` applies to the ``ParallelEnv`` modes (Gymnasium's vector envs have none).
+    ``wrappers`` (``MODULE:CALLABLE`` specs) wrap each env right after ``gym.make``.
 
     Raises:
         ConfigError: Unknown env id, bad kwargs, or ``vector`` for an env without one.
@@ -99,8 +101,11 @@ def build_env(
             num_cpus=num_cpus,
             address=ray_address,
             step_timeout=step_timeout,
+            wrappers=wrappers,
             **env_kwargs,
         )
+    if wrappers:
+        raise ConfigError("--mode vector cannot apply --wrapper; use --mode dummy or subproc")
     require_vector_entry_point(env_id)
     import gymnasium as gym
 
@@ -161,6 +166,7 @@ def choose_mode(
     seed: int | None = None,
     num_cpus: int | None = None,
     step_timeout: float | None = None,
+    wrappers: tuple[str, ...] | list[str] = (),
 ) -> tuple[str, list[Probe]]:
     """The fastest mode that stores the data every mode stores, and what was tried.
 
@@ -176,7 +182,9 @@ def choose_mode(
     skipped: list[Probe] = []
     runnable: list[str] = []
     for mode in candidate_modes(env_id, num_envs, asynchronous):
-        reason = _vector_skip_reason(env_id, env_kwargs, seed) if mode == "vector" else None
+        reason = None
+        if mode == "vector":
+            reason = _vector_skip_reason(env_id, env_kwargs, seed, bool(wrappers))
         if reason is None:
             runnable.append(mode)
         else:
@@ -194,6 +202,7 @@ def choose_mode(
                 env_kwargs,
                 num_cpus=num_cpus,
                 step_timeout=step_timeout,
+                wrappers=wrappers,
             )
         except (ConfigError, EnvError) as e:
             if mode != "vector":
@@ -221,8 +230,12 @@ def _vector_probe(env: Any, env_id: str, env_kwargs: dict[str, Any]) -> Probe:
         return Probe("vector", math.nan, f"it failed when stepped ({type(e).__name__}: {e})")
 
 
-def _vector_skip_reason(env_id: str, env_kwargs: dict[str, Any], seed: int | None) -> str | None:
+def _vector_skip_reason(
+    env_id: str, env_kwargs: dict[str, Any], seed: int | None, wrapped: bool
+) -> str | None:
     """Why ``auto`` must not try ``vector``, as far as the spec tells; None to try it."""
+    if wrapped:
+        return "--wrapper is given, and Gymnasium's batched env cannot be wrapped per env"
     if seed is not None:
         return "--seed is given, and its envs draw from their own generator (other bytes)"
     differences = spec_differences(env_id, env_kwargs)

@@ -28,7 +28,6 @@ from expcli.collect.env_modes import (
 )
 from expcli.collect.memory_check import check_run_fits
 from expcli.collect.settings import CollectSettings
-from expcli.collect.spaces import describe_space
 from expcli.errors import OutputError, OutputExistsError
 from expcli.formats.dataset import Dataset
 from expcli.spec import CircularState
@@ -85,6 +84,10 @@ class CollectJob:
         check_env_id(settings.env_id)
         if settings.mode == "vector":
             require_vector_entry_point(settings.env_id)
+        from expcli.envs.env_wrappers import describe_wrappers, portable_spec
+
+        self.wrapper_descriptions = describe_wrappers(settings.wrappers)
+        self.wrappers = [portable_spec(spec) for spec in settings.wrappers]
         self.output = Path(settings.output) if settings.output else default_output(settings.env_id)
         if self.output.exists() and not settings.overwrite:
             raise OutputExistsError(self.output)
@@ -119,6 +122,7 @@ class CollectJob:
                 seed=s.seed,
                 num_cpus=s.num_cpus,
                 step_timeout=s.step_timeout_seconds,
+                wrappers=self.wrappers,
             )
         if self.mode == "vector":
             self.env, self.mode_differences = build_checked_vector(
@@ -134,6 +138,7 @@ class CollectJob:
                 num_cpus=s.num_cpus,
                 ray_address=s.ray_address,
                 step_timeout=s.step_timeout_seconds,
+                wrappers=self.wrappers,
             )
         try:
             self.collector = self._collector()
@@ -165,11 +170,18 @@ class CollectJob:
             rows, grow = _INITIAL_ROWS, True
         memory = RandomMemory(rows, s.envs, device="cpu")
 
-        def check(actions: np.ndarray) -> np.ndarray:
-            return np.asarray(check_actions(actions, stepper.action_space, s.envs, s.policy))
+        def check(actions: Any) -> Any:
+            return check_actions(actions, stepper.action_space, s.envs, s.policy)
 
         return Collector(
-            self.env, memory, policy, seed=s.seed, infos=s.infos, grow=grow, check_actions=check
+            self.env,
+            memory,
+            policy,
+            seed=s.seed,
+            infos=s.infos,
+            grow=grow,
+            check_actions=check,
+            rewards_dtype=s.rewards_dtype,
         )
 
     def run(self, progress: Callable[[Progress], None] | None = None) -> CollectStats:
@@ -258,15 +270,14 @@ class CollectJob:
 
         assert self.collector is not None
         s = self.settings
-        stepper = self.collector.stepper
         memory = self.collector.memory
         stats = self.stats
         return {
             "env_id": s.env_id,
             "env_spec": _env_spec(s.env_id, s.env_kwargs),
             "env_kwargs": s.env_kwargs,
-            "observation_space": describe_space(stepper.observation_space),
-            "action_space": describe_space(stepper.action_space),
+            "wrappers": self.wrapper_descriptions,
+            **self.collector.space_metadata(),
             "seed": s.seed,
             "collector": {
                 "mode": self.mode,

@@ -1,8 +1,10 @@
 """Policies for ``expcli collect``: random, a Python callable, or a TorchScript/export file.
 
-A policy maps a batch of observations (``(num_envs, *obs_shape)``, or a dict of such
-arrays for Dict spaces) to a numpy batch of actions ``(num_envs, *action_shape)`` with the
-action space's dtype, and carries a ``description`` for the dataset metadata.
+A policy maps a batch of observations (``(num_envs, *obs_shape)``, or a dict (tuple) of
+``(num_envs, *leaf_shape)`` arrays for Dict (Tuple) spaces, as gymnasium batches them) to a
+numpy batch of actions ``(num_envs, *action_shape)`` with the action space's dtype (a dict
+or tuple of such arrays for Dict and Tuple action spaces), and carries a ``description``
+for the dataset metadata.
 
 Specs accepted by ``make_policy``:
 
@@ -21,27 +23,20 @@ step) and raises ``ConfigError`` saying what was expected and what came.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import inspect
-import os
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
 
-from expcli.collect.action_checks import check_actions
-from expcli.collect.policy_files import file_sha256, load_torch_policy
+from expcli.collect.action_checks import ARRAY_SPACES, check_actions
+from expcli.collect.policy_files import load_torch_policy
 from expcli.errors import ConfigError
+from expcli.named_callables import load_named
 
 __all__ = ["CallablePolicy", "Policy", "RandomPolicy", "check_actions", "make_policy"]
 
 TORCH_SUFFIXES = (".pt", ".pt2")
-_ARRAY_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
 
 
 class Policy(Protocol):
@@ -49,8 +44,9 @@ class Policy(Protocol):
 
     description: dict[str, Any]
 
-    def __call__(self, observations: Any) -> np.ndarray:
-        """A batch of actions ``(num_envs, *action_shape)`` for a batch of observations."""
+    def __call__(self, observations: Any) -> Any:
+        """A batch of actions ``(num_envs, *action_shape)`` for a batch of observations
+        (a dict or tuple of such arrays for Dict and Tuple spaces)."""
         ...
 
 
@@ -93,8 +89,8 @@ def make_policy(
 class RandomPolicy:
     """Uniform random actions from ``batch_space(action_space, num_envs)``, seeded.
 
-    Array spaces return ``(num_envs, *shape)`` arrays of the space's dtype; Dict, Tuple and
-    other composite spaces return an object array of one sample per env.
+    Array spaces return ``(num_envs, *shape)`` arrays of the space's dtype; Dict and Tuple
+    spaces return gymnasium's batch: a dict (tuple) of ``(num_envs, *leaf_shape)`` arrays.
     """
 
     def __init__(self, action_space: Any, num_envs: int, seed: int | None) -> None:
@@ -104,7 +100,7 @@ class RandomPolicy:
         self.num_envs = num_envs
         self.batched = batch_space(action_space, num_envs)
         self.description: dict[str, Any] = {"kind": "random", "spec": "random", "seed": seed}
-        self._composite = type(action_space).__name__ not in _ARRAY_SPACES
+        self._composite = type(action_space).__name__ not in ARRAY_SPACES
         self._shape = (num_envs, *action_space.shape) if not self._composite else (num_envs,)
         self.seed(seed)
 
@@ -113,11 +109,11 @@ class RandomPolicy:
         self.batched.seed(seed)
         self._draw = _fast_sampler(self.batched) or self.batched.sample
 
-    def __call__(self, observations: Any = None) -> np.ndarray:
+    def __call__(self, observations: Any = None) -> Any:
         """A batch of random actions (the observations are ignored)."""
         sample = self._draw()
         if self._composite:
-            return _per_env(self.batched, sample, self.num_envs)
+            return sample
         if sample.shape != self._shape:
             return sample.reshape(self._shape)
         return sample
@@ -172,16 +168,6 @@ def _fast_sampler(batched: Any) -> Callable[[], np.ndarray] | None:
     return draw
 
 
-def _per_env(batched: Any, sample: Any, num_envs: int) -> np.ndarray:
-    """A batched composite sample as an object array holding one sample per env."""
-    from gymnasium.vector.utils import iterate
-
-    out = np.empty(num_envs, dtype=object)
-    for i, item in enumerate(iterate(batched, sample)):
-        out[i] = item
-    return out
-
-
 class CallablePolicy:
     """A callable of a batch, its output made a numpy batch of the space's shape and dtype."""
 
@@ -192,11 +178,11 @@ class CallablePolicy:
         self.description = description
         self.action_space = space
         self.num_envs = num_envs
-        composite = type(space).__name__ not in _ARRAY_SPACES
+        composite = type(space).__name__ not in ARRAY_SPACES
         self._shape = None if composite else (num_envs, *space.shape)
         self._dtype = None if composite else np.dtype(space.dtype)
 
-    def __call__(self, observations: Any) -> np.ndarray:
+    def __call__(self, observations: Any) -> Any:
         """The callable's actions; a batch that does not match exactly is checked and cast."""
         spec = self.description["spec"]
         try:
@@ -216,30 +202,9 @@ class CallablePolicy:
 
 def _load_callable(spec: str) -> tuple[Callable[[Any], Any], dict[str, Any]]:
     """Import ``MODULE:NAME`` or ``file.py:NAME`` and check it is a callable of one batch."""
-    target, _, name = spec.rpartition(":")
-    if not target or not name:
-        raise ConfigError(f"policy {spec!r} must be MODULE:CALLABLE or path/to/file.py:CALLABLE")
-    description: dict[str, Any] = {"kind": "callable", "spec": spec, "name": name}
-    if target.endswith(".py") or "/" in target or os.sep in target:
-        path = Path(target)
-        if not path.is_file():
-            raise ConfigError(f"policy file {target!r} not found (from --policy {spec!r})")
-        module = _import_file(path, spec)
-        description.update(file=str(path.resolve()), sha256=file_sha256(path))
-    else:
-        module = _import_module(target, spec)
-        description["module"] = target
-    obj: Any = module
-    for part in name.split("."):
-        if not hasattr(obj, part):
-            import difflib
-
-            close = difflib.get_close_matches(part, [n for n in dir(obj) if not n.startswith("_")])
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"policy {spec!r}: {target!r} has no attribute {part!r}{hint}")
-        obj = getattr(obj, part)
+    obj, description = load_named(spec, "policy")
     _check_batch_callable(obj, spec)
-    return obj, description
+    return obj, {"kind": "callable", **description}
 
 
 def _check_batch_callable(obj: Any, spec: str) -> None:
@@ -269,61 +234,11 @@ def _check_batch_callable(obj: Any, spec: str) -> None:
         )
 
 
-@contextmanager
-def _cwd_on_path() -> Iterator[None]:
-    """The current folder importable, as ``python -m`` would have it (console scripts don't)."""
-    cwd = os.getcwd()
-    added = cwd not in sys.path and "" not in sys.path
-    if added:
-        sys.path.insert(0, cwd)
-    try:
-        yield
-    finally:
-        if added and cwd in sys.path:
-            sys.path.remove(cwd)
-
-
-def _import_module(target: str, spec: str) -> Any:
-    try:
-        with _cwd_on_path():
-            return importlib.import_module(target)
-    except ModuleNotFoundError as e:
-        if e.name and (target == e.name or target.startswith(e.name + ".")):
-            raise ConfigError(
-                f"policy {spec!r}: no module named {target!r} (not on PYTHONPATH nor in "
-                "the current folder)"
-            ) from e
-        raise ConfigError(f"policy {spec!r}: importing {target!r} failed: {e}") from e
-    except Exception as e:
-        raise ConfigError(
-            f"policy {spec!r}: importing {target!r} failed: {type(e).__name__}: {e}"
-        ) from e
-
-
-def _import_file(path: Path, spec: str) -> Any:
-    resolved = path.resolve()
-    tag = hashlib.sha1(str(resolved).encode()).hexdigest()[:8]
-    name = f"_expcli_policy_{resolved.stem}_{tag}"
-    if name in sys.modules:
-        return sys.modules[name]
-    module_spec = importlib.util.spec_from_file_location(name, resolved)
-    if module_spec is None or module_spec.loader is None:
-        raise ConfigError(f"policy {spec!r}: cannot import {str(path)!r} as a Python file")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module
-    try:
-        module_spec.loader.exec_module(module)
-    except Exception as e:
-        del sys.modules[name]
-        raise ConfigError(
-            f"policy {spec!r}: importing {str(path)!r} failed: {type(e).__name__}: {e}"
-        ) from e
-    return module
-
-
 def _describe_batch(batch: Any) -> str:
     if isinstance(batch, np.ndarray):
         return f"shape {batch.shape}, {batch.dtype}"
     if isinstance(batch, dict):
         return "dict of " + ", ".join(f"{k}: {_describe_batch(v)}" for k, v in batch.items())
+    if isinstance(batch, tuple):
+        return "tuple of " + ", ".join(_describe_batch(v) for v in batch)
     return type(batch).__name__

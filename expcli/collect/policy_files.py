@@ -10,10 +10,8 @@ to a full unpickle). Every member of an export archive must be one we know to be
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
-import os
 import warnings
 import zipfile
 from collections.abc import Callable
@@ -23,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import ConfigError, FormatError
+from expcli.named_callables import file_sha256
 
 __all__ = ["file_sha256", "load_torch_policy"]
 
@@ -30,15 +29,6 @@ _SAVE_HINT = (
     "save the policy with torch.jit.script(model).save(FILE) or "
     "torch.export.save(torch.export.export(model, (example,)), FILE)"
 )
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """Hex SHA-256 of a file's bytes (recorded so a dataset names the exact policy)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load_torch_policy(

@@ -25,6 +25,7 @@ COMPRESSIONS = ("none", "gzip", "lzf")
 MAX_ENVS = 65_536
 MAX_SEED = 2**64 - 1  # numpy and Gymnasium take any seed >= 0; 64 bits is what other tools take
 STEP_TIMEOUT = 60.0  # seconds an env's step may take before it is reported hung
+REWARD_DTYPES = ("float32", "float64")
 
 
 @dataclass
@@ -46,6 +47,8 @@ class CollectSettings:
     num_cpus: int | None = None
     step_timeout: float | str | None = STEP_TIMEOUT
     infos: bool = False
+    wrappers: list[str] = field(default_factory=list)
+    rewards_dtype: str = "float32"
     output: Path | None = None
     compression: str = "none"
     overwrite: bool = False
@@ -91,6 +94,16 @@ class CollectSettings:
             raise ConfigError(
                 "--force-mode applies to --mode vector only (the other modes give the same "
                 "data for the same seed)"
+            )
+        _choose("--rewards-dtype", self.rewards_dtype, REWARD_DTYPES)
+        if isinstance(self.wrappers, str):
+            self.wrappers = [self.wrappers]
+        if not all(isinstance(w, str) and w.strip() for w in self.wrappers):
+            raise ConfigError(f"--wrapper takes MODULE:CALLABLE specs, got {self.wrappers!r}")
+        if self.mode == "vector" and self.wrappers:
+            raise ConfigError(
+                "--mode vector builds Gymnasium's batched env, which --wrapper cannot wrap; "
+                "use --mode dummy or subproc"
             )
         if self.mode == "vector" and self.asynchronous != "restart":
             raise ConfigError(
@@ -138,7 +151,13 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     return out
 
 
-_ALIASES = {"env": "env_id", "async": "asynchronous", "o": "output", "env_id": "env_id"}
+_ALIASES = {
+    "env": "env_id",
+    "async": "asynchronous",
+    "o": "output",
+    "env_id": "env_id",
+    "wrapper": "wrappers",
+}
 
 _KINDS: Mapping[str, tuple[type, ...]] = {
     "env_id": (str,),
@@ -156,6 +175,8 @@ _KINDS: Mapping[str, tuple[type, ...]] = {
     "num_cpus": (int,),
     "step_timeout": (int, float, str),
     "infos": (bool,),
+    "wrappers": (list, str),
+    "rewards_dtype": (str,),
     "output": (str,),
     "compression": (str,),
     "overwrite": (bool,),
@@ -172,6 +193,14 @@ def _typed(value: Any, name: str, path: Path, key: str) -> Any:
         )
     if name == "output":
         return Path(str(value))
+    if name == "wrappers":
+        given: Any = value
+        values: list[Any] = [given] if isinstance(given, str) else list(given)
+        if not all(isinstance(v, str) for v in values):
+            raise ConfigError(
+                f"expected a list of MODULE:CALLABLE strings, got {value!r}", path=path, key=key
+            )
+        return values
     return value
 
 

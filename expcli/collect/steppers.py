@@ -49,8 +49,8 @@ class Stepper(Protocol):
         """Reset every env (seeded when ``seed`` is an int); the first observations."""
         ...
 
-    def step(self, actions: np.ndarray) -> StepOutcome:
-        """Step every env with its action."""
+    def step(self, actions: Any) -> StepOutcome:
+        """Step every env with its action (an array, or a batched Dict/Tuple of arrays)."""
         ...
 
     def close(self) -> None:
@@ -75,6 +75,7 @@ class ParallelEnvStepper:
         self.mode = env.asynchronous
         self._live = np.ones(self.num_envs, dtype=bool)
         self._obs: Any = None
+        self._batched_actions: Any = None
 
     def reset(self, seed: int | None) -> Any:
         obs, _ = self.env.reset(seed=seed)
@@ -82,7 +83,9 @@ class ParallelEnvStepper:
         self._obs = obs
         return obs
 
-    def step(self, actions: np.ndarray) -> StepOutcome:
+    def step(self, actions: Any) -> StepOutcome:
+        if isinstance(actions, (dict, tuple)):
+            actions = self._per_env(actions)
         obs, rewards, terminated, truncated, infos = self.env.step(actions)
         finished = terminated | truncated
         mode = self.mode
@@ -120,6 +123,14 @@ class ParallelEnvStepper:
         self._obs = next_obs
         return StepOutcome(next_obs, obs, rewards, terminated, truncated, valid, infos)
 
+    def _per_env(self, actions: Any) -> list[Any]:
+        """Gymnasium's batched Dict/Tuple actions as one action per env (what envs step)."""
+        from gymnasium.vector.utils import batch_space, iterate
+
+        if self._batched_actions is None:
+            self._batched_actions = batch_space(self.action_space, self.num_envs)
+        return list(iterate(self._batched_actions, actions))
+
     def close(self) -> None:
         self.env.close()
 
@@ -151,7 +162,7 @@ class VectorEnvStepper:
         self._ended[:] = False
         return obs
 
-    def step(self, actions: np.ndarray) -> StepOutcome:
+    def step(self, actions: Any) -> StepOutcome:
         obs, rewards, terminated, truncated, infos = self.env.step(actions)
         finished = terminated | truncated
         if self._next_step:
@@ -162,7 +173,12 @@ class VectorEnvStepper:
             )
         final = obs
         if "final_obs" in infos and np.count_nonzero(finished):
-            final = _copy_batch(obs)
+            if isinstance(obs, np.ndarray):
+                final = obs.copy()
+            else:  # a batched Dict or Tuple: one sample per env, then the final ones
+                from gymnasium.vector.utils import iterate
+
+                final = list(iterate(self.env.observation_space, obs))
             for i in np.flatnonzero(finished):
                 final[i] = infos["final_obs"][i]
         return StepOutcome(

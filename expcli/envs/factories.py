@@ -16,13 +16,20 @@ Factory = Callable[[], gym.Env[Any, Any]]
 
 @dataclass(frozen=True)
 class EnvFactory:
-    """Builds ``gym.make(env_id, **kwargs)``: plain data, so it pickles anywhere."""
+    """Builds ``gym.make(env_id, **kwargs)``, then applies ``wrappers`` (``MODULE:CALLABLE``
+    specs, see ``env_wrappers``): plain data, so it pickles anywhere."""
 
     env_id: str
     kwargs: dict[str, Any] = field(default_factory=dict)
+    wrappers: tuple[str, ...] = ()
 
     def __call__(self) -> gym.Env[Any, Any]:
-        return gym.make(self.env_id, **self.kwargs)
+        env = gym.make(self.env_id, **self.kwargs)
+        if self.wrappers:
+            from expcli.envs.env_wrappers import apply_wrappers
+
+            env = apply_wrappers(env, self.wrappers)
+        return env
 
 
 class _Cloudpickled:

@@ -145,11 +145,14 @@ class ParallelEnv:
         restart_on_error: bool = False,
         address: str | None = None,
         step_timeout: float | None = None,
+        wrappers: Sequence[str] = (),
         **make_kwargs: Any,
     ) -> ParallelEnv:
         """``num_envs`` copies of ``gym.make(env_id, **make_kwargs)``, built in the workers.
 
         ``seed`` seeds the first reset of env ``i`` with ``seed + i`` (or a list of seeds).
+        ``wrappers``: ``MODULE:CALLABLE`` or ``file.py:CALLABLE`` specs, each called with
+        the env right after ``gym.make`` (inside the workers) and returning the wrapped env.
 
         Raises:
             ConfigError: The env id is not registered, or another argument is invalid.
@@ -158,7 +161,9 @@ class ParallelEnv:
         check_env_id(env_id)
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
-        factory = EnvFactory(env_id, dict(make_kwargs))
+        from expcli.envs.env_wrappers import portable_spec
+
+        factory = EnvFactory(env_id, dict(make_kwargs), tuple(map(portable_spec, wrappers)))
         penv = cls(
             [factory] * num_envs,
             para_mode,

@@ -31,9 +31,7 @@ def written_transitions(tensors: Mapping[str, Any], memory_size: int, num_envs: 
     capacity = memory_size * num_envs
     if not any(np.dtype(a.dtype).kind == "f" for a in tensors.values()) or capacity == 0:
         return capacity
-    row_bytes = sum(
-        math.prod(a.shape[1:]) * np.dtype(a.dtype).itemsize for a in tensors.values()
-    )
+    row_bytes = sum(math.prod(a.shape[1:]) * np.dtype(a.dtype).itemsize for a in tensors.values())
     step = max(1, CHUNK_BYTES // max(1, int(row_bytes)))
     for stop in range(memory_size, 0, -step):
         start = max(0, stop - step)

@@ -75,6 +75,23 @@ class Dataset:
         memory.from_dataset(self)
         return memory
 
+    def structured(self, name: str) -> Any:
+        """The tensors stored under ``name``, nested as its space is.
+
+        ``observations``, ``next_observations`` and ``actions`` of a Dict (Tuple) space are
+        stored one tensor per leaf (``observations/pos``...); this gives them back as a
+        dict (tuple) of ``(T, N, *leaf_shape)`` arrays, nested as the space in the
+        metadata, with ``Text`` leaves decoded to string arrays ``(T, N)``. For any other
+        space it is the tensor itself; without a space in the metadata the nesting comes
+        from the names (``infos/...`` gives a dict).
+
+        Raises:
+            SchemaError: Nothing is stored under ``name``, or a leaf is missing.
+        """
+        from expcli.space_json import structured
+
+        return structured(self.metadata, self.tensors, name)
+
     def specs(self) -> list[TensorSpec]:
         """One spec per tensor, in name order."""
         return [TensorSpec.of(name, self.tensors[name]) for name in sorted(self.tensors)]

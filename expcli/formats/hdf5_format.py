@@ -336,9 +336,7 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
     return dataset_from_header(arrays, header, path)
 
 
-def open_lazy(
-    path: Path, *, num_envs: int | None = None
-) -> tuple[Dataset, Callable[[], None]]:
+def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
     """Like ``read``, but tensors stay in the file as ``LazyRows``; call the closer after.
 
     Raises:

@@ -81,9 +81,7 @@ def _write_member(archive: zipfile.ZipFile, name: str, array: Any) -> None:
             member.write(rows.reshape(-1).view(np.uint8).data)
 
 
-def open_lazy(
-    path: Path, *, num_envs: int | None = None
-) -> tuple[Dataset, Callable[[], None]]:
+def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
     """Like ``read``, but members stay on disk as ``LazyRows``: stored ones read in place,
     deflated ones inflated as their rows are asked for. Call the closer when done.
 

@@ -271,8 +271,10 @@ def header_specs(header: Mapping[str, Any], path: str | os.PathLike[str]) -> lis
         entry = tensors[name]
         dtype = entry.get("dtype") if isinstance(entry, dict) else None
         shape = entry.get("shape") if isinstance(entry, dict) else None
-        if not isinstance(dtype, str) or dtype not in SUPPORTED_DTYPES or not (
-            isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)
+        if (
+            not isinstance(dtype, str)
+            or dtype not in SUPPORTED_DTYPES
+            or not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape))
         ):
             raise SchemaError(
                 f"malformed tensor entry {brief(entry)} in metadata; expected "

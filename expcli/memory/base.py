@@ -211,6 +211,20 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         """
         return self.tensors[name] if keepdim else self.tensors_view[name]
 
+    def structured(self, name: str) -> Any:
+        """The tensors stored under ``name``, nested as its space is (``Dataset.structured``).
+
+        A dict (tuple) of ``(memory_size, num_envs, *leaf_shape)`` tensors for a Dict
+        (Tuple) space in ``metadata``; ``Text`` leaves stay int32 code points (torch holds
+        no strings; ``expcli.space_json.decode_text`` reads them).
+
+        Raises:
+            SchemaError: Nothing is stored under ``name``, or a leaf is missing.
+        """
+        from expcli.space_json import structured
+
+        return structured(self.metadata, self.tensors, name, text=False)
+
     def set_tensor_by_name(self, name: str, tensor: torch.Tensor | np.ndarray) -> None:
         """Copy ``tensor`` into the tensor of that name (broadcasting as torch does).
 

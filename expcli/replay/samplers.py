@@ -307,9 +307,7 @@ class SliceSampler(Sampler):
         """Flat indexes where a slice of ``steps`` may begin (cached until the data changes)."""
         key = storage.revision()
         if self._starts is None or self._starts[:2] != (key, steps):
-            starts, lengths = _slice_starts(
-                storage, steps, self.cross_episodes, self.strict_length
-            )
+            starts, lengths = _slice_starts(storage, steps, self.cross_episodes, self.strict_length)
             self._starts = (key, steps, starts, lengths)
         return self._starts[2]
 

@@ -23,15 +23,10 @@ from expcli.errors import FormatError, SchemaError
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import SEAMS_KEY
 from expcli.spec import CircularState
-from expcli.summary.checks import (
-    FAILED,
-    Finding,
-    RowFinder,
-    minari_episode_findings,
-    static_findings,
-)
+from expcli.summary.checks import FAILED, Finding, RowFinder
 from expcli.summary.chronology import Chunk, chunks, segments
 from expcli.summary.episodes import Distribution, EpisodeAccumulator, EpisodeStats
+from expcli.summary.static_checks import minari_episode_findings, static_findings
 from expcli.summary.stats import TensorAccumulator, TensorStats
 
 __all__ = ["Summary", "summarize"]

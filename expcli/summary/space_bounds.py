@@ -1,17 +1,19 @@
 """Gymnasium spaces from their JSON description in the metadata, and whether rows fit them.
 
-Two spellings are read: expcli's (``expcli.collect.spaces.describe_space``: bounds as
-numbers or the strings ``"inf"``/``"-inf"``) and Minari's (``serialize_space``: bounds as
-numbers, where JSON's ``Infinity`` stands for inf)::
+Two spellings are read (see ``expcli.space_json``): expcli's (``describe_space``: bounds
+as one number or nested lists, with the strings ``"inf"``/``"-inf"``) and Minari's
+(``serialize_space``: bounds as full lists, where JSON's ``Infinity`` stands for inf)::
 
-    {"type": "Box", "low": [...], "high": [...], "shape": [4], "dtype": "float32"}
+    {"type": "Box", "low": -1.0, "high": [...], "shape": [4], "dtype": "float32"}
     {"type": "Discrete", "n": 2, "start": 0}
     {"type": "MultiDiscrete", "nvec": [3, 2], "start": [0, 0]}
     {"type": "MultiBinary", "n": [4]}
+    {"type": "Text", "min_length": 1, "max_length": 8, "charset": "..."}
 
 Stored rows follow ``expcli.collect.spaces.layout_of``: a Discrete sample is one int64 (a
-feature shape ``(1,)``), a Box of shape ``()`` is ``(1,)``, the others keep their shape.
-Dict, Tuple and unknown spaces are not checked (they are stored flattened).
+feature shape ``(1,)``), a Box of shape ``()`` is ``(1,)``, a Text sample ``max_length``
+code points; the others keep their shape. Dict and Tuple spaces are checked leaf by leaf,
+each leaf against its own tensor (``observations/pos``...; ``leaf_bounds``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SpaceBounds", "parse_space"]
+from expcli.space_json import children, leaf_tensors, space_for
+
+__all__ = ["SpaceBounds", "leaf_bounds", "parse_space", "space_text"]
+
+_MAX_CODE_POINT = 0x10FFFF
 
 
 @dataclass(frozen=True)
@@ -101,9 +107,44 @@ def parse_space(description: Any) -> SpaceBounds | None:
                 return None
             text = f"MultiBinary({list(shape) if isinstance(n, list) else shape[0]})"
             return SpaceBounds(kind, shape, None, np.zeros(()), np.ones(()), True, text)
+        if kind == "Text":
+            length = _integer(description["max_length"])
+            if length < 0:
+                return None
+            text = f"Text(max_length={length})"
+            high = np.array(float(_MAX_CODE_POINT))
+            return SpaceBounds(kind, (length,), "int32", np.zeros(()), high, True, text)
     except (KeyError, TypeError, ValueError, OverflowError):
         return None
     return None
+
+
+def leaf_bounds(metadata: Any, prefix: str) -> list[tuple[str, Any, SpaceBounds | None]]:
+    """``(tensor name, leaf description, bounds)`` of every leaf of the space of ``prefix``.
+
+    ``prefix`` is ``observations``, ``next_observations`` or ``actions``; a space that is
+    not a Dict or Tuple is the one leaf ``prefix``. Empty without a space in the metadata.
+    """
+    description = space_for(metadata, prefix) if isinstance(metadata, dict) else None
+    if description is None:
+        return []
+    return [(name, leaf, parse_space(leaf)) for name, leaf in leaf_tensors(description, prefix)]
+
+
+def space_text(description: Any) -> str:
+    """A one-line description of a space: ``Dict(pos: Box(...), phase: Discrete(4))``."""
+    parts = children(description)
+    if parts is not None:
+        kind = description["type"]
+        if kind == "Tuple":
+            return f"Tuple({', '.join(space_text(sub) for _, sub in parts)})"
+        return f"Dict({', '.join(f'{key}: {space_text(sub)}' for key, sub in parts)})"
+    bounds = parse_space(description)
+    if bounds is not None:
+        return bounds.text
+    if isinstance(description, dict) and isinstance(description.get("type"), str):
+        return str(description["type"])
+    return "?"
 
 
 def _box(description: dict[str, Any]) -> SpaceBounds:

@@ -320,8 +320,20 @@ def test_metadata_is_json(tmp_path: Path) -> None:
 def test_inspect_agrees_with_the_collect_summary(tmp_path: Path, memory_size: int | None) -> None:
     out = tmp_path / "x.h5"
     extra = ["--memory-size", str(memory_size)] if memory_size else []
-    result = ok("CartPole-v1", "--envs", "4", "--steps", "400", "--mode", "vector", "--seed", "1",
-                "-o", str(out), *extra)
+    result = ok(
+        "CartPole-v1",
+        "--envs",
+        "4",
+        "--steps",
+        "400",
+        "--mode",
+        "vector",
+        "--seed",
+        "1",
+        "-o",
+        str(out),
+        *extra,
+    )
     inspected = CliRunner().invoke(app, ["inspect", str(out), "--json", "--check"])
     report = json.loads(inspected.stdout)
     assert report["wrapped"] is (memory_size is not None)

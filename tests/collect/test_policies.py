@@ -108,13 +108,20 @@ def test_random_is_seeded() -> None:
     assert not np.array_equal(a[0], other)
 
 
-def test_random_composite_space_gives_one_sample_per_env() -> None:
+def test_random_composite_space_gives_gymnasiums_batch() -> None:
     space = spaces.Dict({"move": spaces.Discrete(3), "force": spaces.Box(-1, 1, (2,))})
     actions = make_policy("random", OBS, space, 5, seed=0)(None)
-    assert actions.shape == (5,) and actions.dtype == object
-    assert all(space.contains(a) for a in actions)
+    reference = batch_space(space, 5)
+    reference.seed(0)
+    expected = reference.sample()
+    assert isinstance(actions, dict) and list(actions) == list(space.spaces)
+    assert actions["move"].shape == (5,) and actions["move"].dtype == np.int64
+    assert actions["force"].shape == (5, 2) and actions["force"].dtype == np.float32
+    for key in expected:
+        np.testing.assert_array_equal(actions[key], expected[key])
     checked = check_actions(actions, space, 5, "random")
-    assert list(checked) == list(actions)
+    for key in expected:
+        np.testing.assert_array_equal(checked[key], actions[key])
 
 
 # --- callables -----------------------------------------------------------------------
@@ -481,7 +488,9 @@ def test_composite_actions_are_checked_per_env() -> None:
         check_actions([(0, 0), (1, 5), (0, 1)], space, 3, "p")
     batched = (np.array([0, 1, 1]), np.array([2, 0, 1]))
     out = check_actions(batched, space, 3, "p")
-    assert [tuple(int(x) for x in a) for a in out] == [(0, 2), (1, 0), (1, 1)]
+    assert isinstance(out, tuple) and [a.tolist() for a in out] == [[0, 1, 1], [2, 0, 1]]
+    per_env = check_actions([(0, 2), (1, 0), (1, 1)], space, 3, "p")  # batched as gymnasium
+    assert isinstance(per_env, tuple) and [a.tolist() for a in per_env] == [[0, 1, 1], [2, 0, 1]]
 
 
 @settings(max_examples=30, deadline=None)

@@ -75,8 +75,13 @@ def test_a_small_memory_keeps_the_newest_complete_rows(
 ) -> None:
     steps = data.draw(st.integers(1, 80))
     valid = np.array(
-        data.draw(st.lists(st.lists(st.booleans(), min_size=envs, max_size=envs),
-                           min_size=steps, max_size=steps)),
+        data.draw(
+            st.lists(
+                st.lists(st.booleans(), min_size=envs, max_size=envs),
+                min_size=steps,
+                max_size=steps,
+            )
+        ),
         dtype=bool,
     )
     memory = _memory(size, envs)
@@ -129,8 +134,9 @@ def test_a_block_longer_than_the_memory_keeps_its_last_rows() -> None:
     memory = _memory(3, 2)
     writer = RowWriter(memory, lambda rows: None, block=16)
     for t in range(11):
-        writer.write({"x": np.full((2, 2), t, np.float32), "k": np.full((2, 1), t)},
-                     np.array([True, t > 0]))
+        writer.write(
+            {"x": np.full((2, 2), t, np.float32), "k": np.full((2, 1), t)}, np.array([True, t > 0])
+        )
     writer.flush()
     assert writer.committed_rows == 10 and memory.filled and memory.memory_index == 1
     k = memory.get_tensor_by_name("k").numpy()[..., 0]

@@ -85,9 +85,7 @@ def test_partly_filled_skrl_memory_reports_only_the_written_rows(tmp_path: Path,
 
 
 @pytest.mark.parametrize("fmt", ["pt", "npz"])
-def test_partial_skrl_export_loads_and_samples_only_written_rows(
-    tmp_path: Path, fmt: str
-) -> None:
+def test_partial_skrl_export_loads_and_samples_only_written_rows(tmp_path: Path, fmt: str) -> None:
     """The issue's case: memory_size=64, 4 envs, 40 rows written, saved by skrl itself."""
     from expcli import load
     from expcli.replay import ReplayBuffer

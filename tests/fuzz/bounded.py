@@ -39,9 +39,7 @@ class Run:
         return [line for line in self.stderr.splitlines() if line.strip()]
 
 
-def run_bounded(
-    args: list[str], timeout: float = 60.0, env: dict[str, str] | None = None
-) -> Run:
+def run_bounded(args: list[str], timeout: float = 60.0, env: dict[str, str] | None = None) -> Run:
     """Run ``python ARGS`` (``-c CODE`` or ``-m expcli ...``) with this checkout first on the
     path; kill it after ``timeout`` seconds. Its output is read as UTF-8, strictly."""
     environ = dict(os.environ if env is None else env)

@@ -205,6 +205,8 @@ def _wrapper_specs(meta: dict[str, Any]) -> list[str]:
         return []
     if isinstance(specs, str):
         specs = [specs]
+    # Each is a MODULE:CALLABLE string, or a record of one: {"spec": "MODULE:CALLABLE", ...}.
+    specs = [s.get("spec") if isinstance(s, dict) else s for s in specs]
     if not all(isinstance(s, str) for s in specs):
         raise CannotReplay(f"wrappers recorded as {specs!r}; expected MODULE:CALLABLE strings")
     return list(specs)

@@ -17,7 +17,7 @@ import numpy as np
 from expcli.errors import FormatError
 from expcli.formats._guards import MAX_METADATA_BYTES, check_source, load_json
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts._episodes import column_rows, foreign_rows
+from expcli.formats.layouts._minari_spaces import minari_space
 
 __all__ = [
     "MINARI_VERSION",
@@ -125,15 +125,12 @@ def minari_metadata(dataset: Dataset, path: Path, saved: dict[str, Any]) -> dict
     previous = dataset.metadata.get("minari")
     previous = previous if isinstance(previous, dict) else {}
     meta: dict[str, Any] = {k: previous[k] for k in _DESCRIPTIVE if k in previous}
-    observations, actions = (_valid_rows(dataset, name) for name in ("observations", "actions"))
     meta.update(
         {
             "data_format": "hdf5",
             "jpeg_encoding": False,
-            "observation_space": _space_json(
-                dataset.metadata.get("observation_space"), observations
-            ),
-            "action_space": _space_json(dataset.metadata.get("action_space"), actions),
+            "observation_space": minari_space(dataset, "observations"),
+            "action_space": minari_space(dataset, "actions"),
             "dataset_id": _dataset_id(previous.get("dataset_id"), path),
             "minari_version": MINARI_VERSION,
         }
@@ -146,13 +143,6 @@ def minari_metadata(dataset: Dataset, path: Path, saved: dict[str, Any]) -> dict
         meta["env_spec"] = env_spec
     meta["expcli"] = saved
     return meta
-
-
-def _valid_rows(dataset: Dataset, name: str) -> np.ndarray:
-    """A tensor's valid rows of every env column, as the files hold them."""
-    array = dataset.tensors[name]
-    rows = [array[r, j] for j, r in enumerate(column_rows(dataset))]
-    return foreign_rows(name, np.concatenate(rows) if rows else array[:0, 0])
 
 
 def _json_text(text: Any) -> dict[str, Any] | None:
@@ -173,54 +163,3 @@ def _dataset_id(previous: Any, path: Path) -> str:
         return previous
     name = re.sub(r"[^-_\w]", "_", path.name) or "dataset"
     return name if re.search(r"-v\d+$", name) else f"{name}-v0"
-
-
-def _space_json(described: Any, rows: np.ndarray) -> str:
-    """Minari's JSON for a space: the one in the metadata if it fits the data, else one
-    made from the data (``Box`` of infinite bounds, ``Discrete`` for integer scalars)."""
-    space = _parse_space(described)
-    feature = rows.shape[1:]
-    if space is not None and _fits(space, rows):
-        return json.dumps(space)
-    if rows.dtype.kind == "f":
-        bounds = np.full(feature, np.inf)
-        return json.dumps(
-            {
-                "type": "Box",
-                "dtype": rows.dtype.name,
-                "shape": list(feature),
-                "low": (-bounds).tolist(),
-                "high": bounds.tolist(),
-            }
-        )
-    if rows.dtype.kind == "b":
-        return json.dumps({"type": "MultiBinary", "n": list(feature) if feature else 1})
-    if not feature:
-        low = int(rows.min()) if rows.size else 0
-        high = int(rows.max()) if rows.size else 0
-        return json.dumps({"type": "Discrete", "dtype": "int64", "start": low, "n": high - low + 1})
-    info = np.iinfo(rows.dtype)
-    return json.dumps(
-        {
-            "type": "Box",
-            "dtype": rows.dtype.name,
-            "shape": list(feature),
-            "low": np.full(feature, info.min).tolist(),
-            "high": np.full(feature, info.max).tolist(),
-        }
-    )
-
-
-def _fits(space: dict[str, Any], rows: np.ndarray) -> bool:
-    feature = rows.shape[1:]
-    kind = space["type"]
-    if kind == "Box":
-        return tuple(space.get("shape", ())) == feature
-    if kind == "Discrete":
-        return feature == () and rows.dtype.kind in "iu"
-    if kind == "MultiDiscrete":
-        return feature == (len(space.get("nvec", ())),)
-    if kind == "MultiBinary":
-        n = space.get("n")
-        return feature == (tuple(n) if isinstance(n, list) else (n,))
-    return False

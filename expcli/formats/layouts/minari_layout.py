@@ -21,6 +21,10 @@ episode per run of steps of each env column (valid rows, oldest first) up to a
 repeats its first step's infos. Non-standard tensors other than ``infos/*`` are kept as
 infos under their own names (read back as ``infos/<name>``). Images are stored raw
 (``jpeg_encoding`` false), and expcli's metadata is kept under the key ``expcli``.
+
+Dict and Tuple observations and actions are groups of one dataset per leaf both ways
+(``observations/pos``; Tuple parts ``_index_<i>`` become ``observations/<i>``; Text
+leaves are strings in Minari, code points in expcli): see ``_minari_spaces``.
 """
 
 from __future__ import annotations
@@ -52,6 +56,13 @@ from expcli.formats.layouts._minari_meta import (
     json_object,
     metadata_file,
     minari_metadata,
+)
+from expcli.formats.layouts._minari_spaces import (
+    expcli_leaf,
+    read_leaf,
+    step_data,
+    stored_leaves,
+    text_leaves,
 )
 from expcli.formats.layouts._write import atomic_folder
 from expcli.formats.registry import encode_header
@@ -145,6 +156,10 @@ def read(h5: Any, path: Path, meta: dict[str, Any] | None = None) -> Dataset:
         meta = _sibling_metadata(path)
     episodes = sorted((int(m.group(1)), key) for key in h5.keys() if (m := _EPISODE.fullmatch(key)))
     image_shape = jpeg_image_shape(meta)
+    metadata = expcli_metadata(meta)
+    texts: dict[str, int] = {}
+    for space_key, prefix in (("observation_space", "observations"), ("action_space", "actions")):
+        texts.update(text_leaves(metadata.get(space_key), prefix))
     parts: dict[str, list[np.ndarray]] = {}
     infos: dict[str, list[np.ndarray]] = {}
     skipped: list[str] = []
@@ -154,7 +169,7 @@ def read(h5: Any, path: Path, meta: dict[str, Any] | None = None) -> Dataset:
         group = h5[key]
         if not isinstance(group, h5py.Group):
             raise FormatError("is not a group; expected an episode", path=path, key=key)
-        steps = _episode(group, path, key, image_shape, parts)
+        steps = _episode(group, path, key, image_shape, parts, texts)
         _episode_infos(group, path, key, steps, infos, skipped)
         total += steps
         last_flags = parts["terminated"][-1][-1:] | parts["truncated"][-1][-1:]
@@ -168,7 +183,6 @@ def read(h5: Any, path: Path, meta: dict[str, Any] | None = None) -> Dataset:
         else:
             skipped.append(f"{name} (not in every episode)")
     tensors = {name: _concatenate(name, pieces, path) for name, pieces in parts.items()}
-    metadata = expcli_metadata(meta)
     if skipped:
         metadata["minari"]["skipped"] = sorted(set(skipped))
     if seams:
@@ -190,10 +204,15 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     """
 
     tensors = dataset.tensors
-    for name in ("observations", "actions", "rewards"):
-        if name not in tensors:
-            raise SchemaError("missing; the minari layout needs it", path=path, key=name)
-    extras = sorted(name for name in tensors if name not in _STANDARD)
+    if "rewards" not in tensors:
+        raise SchemaError("missing; the minari layout needs it", path=path, key="rewards")
+    try:
+        observations, actions = (stored_leaves(dataset, p) for p in ("observations", "actions"))
+    except SchemaError as e:
+        raise SchemaError(e.message, path=path, key=e.key) from e
+    leaves = {leaf.name for leaf in (*observations, *actions)}
+    leaves |= {"next_" + leaf.name for leaf in observations}
+    extras = sorted(name for name in tensors if name not in _STANDARD and name not in leaves)
     infos = [name.removeprefix("infos/") for name in extras]
     for name, info in zip(extras, infos, strict=True):
         if infos.count(info) > 1:
@@ -202,18 +221,19 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
                 path=path,
                 key=name,
             )
-    final = tensors.get("next_observations", tensors["observations"])
-    feature = tensors["observations"].shape[2:]
-    if final.shape[2:] != feature:  # Minari keeps both in one array
-        raise SchemaError(
-            f"has feature shape {final.shape[2:]} and observations {feature}; the minari "
-            "layout stores both in one array, so they must agree",
-            path=path,
-            key="next_observations",
-        )
+    finals = {leaf.name: tensors.get("next_" + leaf.name) for leaf in observations}
+    for name, final in finals.items():
+        feature = tensors[name].shape[2:]
+        if final is not None and final.shape[2:] != feature:  # Minari keeps both in one array
+            raise SchemaError(
+                f"has feature shape {final.shape[2:]} and {name} {feature}; the minari "
+                "layout stores both in one array, so they must agree",
+                path=path,
+                key="next_" + name,
+            )
     done = done_flags(tensors, dataset.memory_size, dataset.num_envs)
     saved = user_metadata(dataset.metadata, "minari")
-    if "next_observations" not in tensors:
+    if any(final is None for final in finals.values()):
         saved["final_observations"] = "repeated: the dataset had no next_observations"
     encode_header(saved, path)
     episode = steps = 0
@@ -227,14 +247,15 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
                     group = h5.create_group(f"episode_{episode}")
                     group.attrs["id"] = episode
                     group.attrs["total_steps"] = len(picked)
-                    observations = np.concatenate(
-                        [tensors["observations"][picked, j], final[picked[-1:], j]]
-                    )
-                    _step_data(group, "observations", foreign_rows("observations", observations))
-                    _step_data(
-                        group, "actions", foreign_rows("actions", tensors["actions"][picked, j])
-                    )
-                    _step_data(
+                    for leaf in observations:
+                        values = tensors[leaf.name]
+                        final = finals[leaf.name]
+                        last = (values if final is None else final)[picked[-1:], j]
+                        both = np.concatenate([values[picked, j], last])
+                        step_data(group, leaf.key, leaf.rows(both))
+                    for leaf in actions:
+                        step_data(group, leaf.key, leaf.rows(tensors[leaf.name][picked, j]))
+                    step_data(
                         group, "rewards", foreign_rows("rewards", tensors["rewards"][picked, j])
                     )
                     for flag, key in (("terminated", "terminations"), ("truncated", "truncations")):
@@ -243,10 +264,10 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
                             if flag in tensors
                             else np.zeros(len(picked), dtype=bool)
                         )
-                        _step_data(group, key, values)
+                        step_data(group, key, values)
                     for name, info in zip(extras, infos, strict=True):
                         values = foreign_rows(name, tensors[name][picked, j])
-                        _step_data(group, f"infos/{info}", np.concatenate([values[:1], values]))
+                        step_data(group, f"infos/{info}", np.concatenate([values[:1], values]))
                     episode += 1
                     steps += len(picked)
         meta = minari_metadata(dataset, path, saved)
@@ -262,9 +283,15 @@ def _episode(
     key: str,
     image_shape: tuple[int, ...] | None,
     parts: dict[str, list[np.ndarray]],
+    texts: dict[str, int],
 ) -> int:
-    """Append one episode's step data to ``parts``; return its number of steps."""
-    arrays = {name: _leaves(group, name, path, key) for name in ("observations", *_STEP_KEYS)}
+    """Append one episode's step data to ``parts``; return its number of steps.
+
+    The leaves of Dict and Tuple spaces become tensors of their own (``observations/a``,
+    Minari's ``_index_<i>`` as ``observations/<i>``); Text leaves become code points."""
+    arrays = {
+        name: _leaves(group, name, path, key, texts) for name in ("observations", *_STEP_KEYS)
+    }
     steps = len(_single(arrays["rewards"], path, f"{key}/rewards"))
     for name in _STEP_KEYS:
         for sub, array in arrays[name].items():
@@ -288,10 +315,10 @@ def _episode(
                 path=path,
                 key=f"{key}/observations{sub}",
             )
-        _add(parts, f"observations{sub}", array[:-1])
-        _add(parts, f"next_observations{sub}", array[1:])
+        _add(parts, f"observations{expcli_leaf(sub)}", array[:-1])
+        _add(parts, f"next_observations{expcli_leaf(sub)}", array[1:])
     for sub, array in arrays["actions"].items():
-        _add(parts, f"actions{sub}", array)
+        _add(parts, f"actions{expcli_leaf(sub)}", array)
     _add(parts, "rewards", arrays["rewards"][""])
     for name, flag in (("terminations", "terminated"), ("truncations", "truncated")):
         values = _single(arrays[name], path, f"{key}/{name}")
@@ -335,21 +362,24 @@ def _episode_infos(
     info.visititems(visit)
 
 
-def _leaves(group: Any, name: str, path: Path, key: str) -> dict[str, np.ndarray]:
+def _leaves(
+    group: Any, name: str, path: Path, key: str, texts: dict[str, int]
+) -> dict[str, np.ndarray]:
     """The arrays under ``name``: ``{"": array}``, or ``{"/a": ..., "/b/c": ...}`` for a
-    Dict or Tuple space stored as a group."""
+    Dict or Tuple space stored as a group; ``texts`` names the Text leaves (strings)."""
     import h5py
 
     obj = group.get(name)
     if obj is None:
         raise FormatError("missing from the episode", path=path, key=f"{key}/{name}")
     if isinstance(obj, h5py.Dataset):
-        return {"": load_array(obj, path, f"{key}/{name}")}
+        return {"": read_leaf(obj, path, f"{key}/{name}", texts.get(name))}
     leaves: dict[str, np.ndarray] = {}
 
     def visit(sub: str, member: Any) -> None:
         if isinstance(member, h5py.Dataset):
-            leaves[f"/{sub}"] = load_array(member, path, f"{key}/{name}/{sub}")
+            length = texts.get(f"{name}/{sub}")
+            leaves[f"/{sub}"] = read_leaf(member, path, f"{key}/{name}/{sub}", length)
 
     obj.visititems(visit)
     if not leaves:
@@ -377,11 +407,6 @@ def _concatenate(name: str, pieces: list[np.ndarray], path: Path) -> np.ndarray:
             f"feature shapes differ between episodes: {sorted(shapes)}", path=path, key=name
         )
     return one_column(np.concatenate(pieces))
-
-
-def _step_data(group: Any, key: str, array: np.ndarray) -> None:
-    """A dataset as Minari makes them: chunked and growable along the steps."""
-    group.create_dataset(key, data=array, chunks=True, maxshape=(None, *array.shape[1:]))
 
 
 def _data_folder(path: Path) -> Path | None:

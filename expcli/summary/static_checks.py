@@ -1,0 +1,169 @@
+"""Checks of a dataset that read no rows: the metadata against the data, and Minari episodes.
+
+* ``metadata``: sizes, dtypes and spaces that the metadata gives and the data contradicts
+  (Dict and Tuple spaces leaf by leaf: each leaf against its own tensor).
+* ``d4rl_flags``: a D4RL file with neither ``terminals`` nor ``timeouts``.
+* ``minari_episodes``: Minari episodes whose observations are not one row longer than their
+  actions (found in the file itself: such a file cannot be read into expcli's schema).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.summary.checks import FAILED, PASSED, SHOWN_ROWS, SKIPPED, Finding
+from expcli.summary.space_bounds import SpaceBounds, leaf_bounds
+
+__all__ = ["minari_episode_findings", "static_findings"]
+
+_EPISODE = re.compile(r"episode_[0-9]+")
+
+
+def static_findings(
+    metadata: Mapping[str, Any],
+    specs: Mapping[str, tuple[np.dtype[Any], tuple[int, ...]]],
+    memory_size: int,
+    episodes: int | None,
+) -> list[Finding]:
+    """Checks of the metadata against the data's shapes, dtypes and counts.
+
+    Args:
+        metadata: The dataset's metadata.
+        specs: Name to ``(dtype, feature shape)`` of every tensor.
+        memory_size: Rows.
+        episodes: Episodes found (complete and incomplete), or None when unknown.
+    """
+    problems: list[str] = []
+    checked = False
+    for key, prefix in (("observation_space", "observations"), ("action_space", "actions")):
+        leaves = leaf_bounds(dict(metadata), prefix)
+        if len(leaves) > 1 and prefix in specs and not any(n in specs for n, _, _ in leaves):
+            continue  # written before leaves were stored apart: flattened, not checked
+        for name, _, bounds in leaves:
+            if bounds is None:
+                continue
+            if name not in specs:
+                if len(leaves) > 1:
+                    checked = True
+                    problems.append(f"{key} has the leaf {name!r}, missing from the data")
+                continue
+            checked = True
+            problems += _leaf_problems(key, name, bounds, *specs[name])
+    minari = metadata.get("minari")
+    if metadata.get("layout") == "minari" and isinstance(minari, dict):
+        for key, found in (("total_steps", memory_size), ("total_episodes", episodes)):
+            said = minari.get(key)
+            if isinstance(said, int) and found is not None:
+                checked = True
+                if said != found:
+                    problems.append(f"metadata.json says {key} = {said}; the data has {found}")
+    out = [_listing("metadata", problems, checked, "metadata agrees with the data")]
+    if metadata.get("layout") == "d4rl":
+        section = metadata.get("d4rl")
+        listed = section.get("missing") if isinstance(section, dict) else None
+        missing = {m for m in listed if isinstance(m, str)} if isinstance(listed, list) else set()
+        if {"terminals", "timeouts"} <= missing:
+            message = "neither 'terminals' nor 'timeouts': episode ends are unknown"
+            out.append(Finding("d4rl_flags", FAILED, message, 1))
+        else:
+            out.append(Finding("d4rl_flags", PASSED, "episode ends are recorded"))
+    return out
+
+
+def minari_episode_findings(path: Path) -> Finding | None:
+    """Minari episodes whose observations are not one row longer than their actions.
+
+    Reads only the datasets' shapes; the message lists the episode ids. Returns None when
+    ``path`` is not a Minari file or folder.
+    """
+    import h5py
+
+    from expcli.formats.layouts import is_minari_folder
+
+    main = path / "data" / "main_data.hdf5" if (path / "data").is_dir() else path / "main_data.hdf5"
+    target = main if path.is_dir() and is_minari_folder(path) else path
+    if not target.is_file():  # a named pipe would block the open
+        return None
+    try:
+        h5 = h5py.File(target, "r", locking=False)
+    except (OSError, ValueError):
+        return None
+    bad: list[int] = []
+    try:
+        with h5:
+            names = list(h5)
+            episodes = [k for k in names if isinstance(k, str) and _EPISODE.fullmatch(k)]
+            if not episodes or len(episodes) != len(names):
+                return None
+            for key in sorted(episodes, key=lambda k: int(k[8:])):
+                group = h5[key]
+                if not isinstance(group, h5py.Group):
+                    bad.append(int(key[8:]))
+                    continue
+                observations = _lengths(group.get("observations"))
+                actions = _lengths(group.get("actions"))
+                steps = actions[0] if actions else None
+                if steps is None or any(n != steps + 1 for n in observations):
+                    bad.append(int(key[8:]))
+    except Exception as e:  # h5py raises KeyError, RuntimeError, ... for damaged groups
+        message = f"cannot read the episodes ({type(e).__name__}): the file is corrupt"
+        return Finding("minari_episodes", FAILED, message, 1)
+    if not bad:
+        return Finding("minari_episodes", PASSED, "every episode has one observation more")
+    ids = ", ".join(map(str, bad[:SHOWN_ROWS]))
+    return Finding(
+        "minari_episodes",
+        FAILED,
+        f"episodes whose observations do not have one row more than their actions: {ids}"
+        + (" ..." if len(bad) > SHOWN_ROWS else ""),
+        len(bad),
+    )
+
+
+def _lengths(item: Any) -> list[int]:
+    """First-dimension lengths of a dataset, or of every dataset in a group."""
+    import h5py
+
+    if isinstance(item, h5py.Dataset):
+        return [int(item.shape[0])] if item.shape else [0]
+    found: list[int] = []
+    if isinstance(item, h5py.Group):
+        item.visititems(
+            lambda _, obj: (
+                found.append(int(obj.shape[0]) if obj.shape else 0)
+                if isinstance(obj, h5py.Dataset)
+                else None
+            )
+        )
+    return found
+
+
+def _leaf_problems(
+    key: str, name: str, bounds: SpaceBounds, dtype: np.dtype[Any], feature: tuple[int, ...]
+) -> list[str]:
+    """What the metadata's space says of one tensor and the tensor contradicts."""
+    problems = []
+    where = f"{key} is {bounds.text}" if "/" not in name else f"{key} has {name} as {bounds.text}"
+    if not bounds.fits_shape(feature):
+        problems.append(
+            f"{where}, stored as rows of shape {bounds.shape}, but {name!r} has feature "
+            f"shape {feature}"
+        )
+    if bounds.integral and np.dtype(dtype).kind not in "iub":
+        problems.append(f"{where} but {name!r} holds {np.dtype(dtype).name}")
+    elif bounds.kind == "Box" and bounds.dtype and np.dtype(bounds.dtype) != dtype:
+        problems.append(f"{where} but {name!r} holds {np.dtype(dtype).name}")
+    return problems
+
+
+def _listing(check: str, problems: list[str], checked: bool, passed: str) -> Finding:
+    if problems:
+        return Finding(check, FAILED, "; ".join(problems), len(problems))
+    if not checked:
+        return Finding(check, SKIPPED, "no spaces or counts in the metadata to check")
+    return Finding(check, PASSED, passed)
