@@ -42,15 +42,13 @@ from expcli.formats._hdf5_checks import (
     check_size,
     check_written,
     header_text,
-    native_dtype,
     open_file,
 )
+from expcli.formats._hdf5_lazy import lazy_dataset, read_dataset_rows
 from expcli.formats.dataset import Dataset
-from expcli.formats.lazy import LazyRows
 from expcli.formats.registry import (
     dataset_from_header,
     encode_header,
-    error_summary,
     header_specs,
     parse_header,
 )
@@ -278,20 +276,18 @@ class Hdf5Reader:
             raise SchemaError("no such tensor in the file", path=self.path, key=name)
         if not 0 <= start <= stop <= self.memory_size:
             raise ValueError(f"rows {start}..{stop} outside 0..{self.memory_size} of {name!r}")
-        out = np.empty((stop - start, *dataset.shape[1:]), dtype=native_dtype(dataset).name)
-        if out.size:
-            try:
-                dataset.read_direct(out, source_sel=np.s_[start:stop])
-            except MemoryError:
-                raise
-            except Exception as e:  # h5py raises OSError, ValueError, ... for damaged data
-                raise FormatError(
-                    f"cannot read rows {start}..{stop} ({error_summary(e)}); the file is "
-                    f"corrupt or truncated",
-                    path=self.path,
-                    key=name,
-                ) from e
-        return out
+        return read_dataset_rows(dataset, self.path, name, start, stop)
+
+    def dataset(self, name: str) -> Any:
+        """The ``h5py.Dataset`` of a tensor, checked (for its chunks and storage).
+
+        Raises:
+            SchemaError: No such tensor.
+        """
+        dataset = self._datasets.get(name)
+        if dataset is None:
+            raise SchemaError("no such tensor in the file", path=self.path, key=name)
+        return dataset
 
     def slab_rows(self, name: str) -> int:
         """Rows to ask per ``read_rows`` call: whole chunks, about 16 MiB."""
@@ -348,10 +344,9 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
         return read(path, num_envs=num_envs), lambda: None
     reader = Hdf5Reader(path)
     try:
-        size = (reader.memory_size, reader.num_envs)
         arrays: dict[str, Any] = {
-            s.name: LazyRows(
-                (*size, *s.shape), np.dtype(s.dtype), partial(reader.read_rows, s.name)
+            s.name: lazy_dataset(
+                reader.dataset(s.name), path, s.name, partial(reader.read_rows, s.name)
             )
             for s in reader.specs
         }
