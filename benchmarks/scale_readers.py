@@ -36,9 +36,7 @@ CHILD = """
 import sys, time
 
 def kib(field):
-    for line in open("/proc/self/status"):
-        if line.startswith(field):
-            return int(line.split()[1])
+    return int(next(x for x in open("/proc/self/status") if x.startswith(field)).split()[1])
 
 what, source = sys.argv[1], sys.argv[2]
 import h5py, numpy, expcli.formats.hdf5_format, expcli.formats.npz_format
