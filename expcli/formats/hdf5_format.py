@@ -75,7 +75,7 @@ _SLAB_BYTES = 16 << 20  # rows moved per call by read and write: whole chunks, a
 _CACHE_BYTES = 4 << 20  # chunk cache per dataset: a few chunks, for unaligned row slices
 _GZIP_LEVEL = 4
 _LAYOUTS = "tianshou, Minari, D4RL"
-_ForeignHook = Callable[[Any, Path, int | None], Dataset | None]
+_ForeignHook = Callable[..., Dataset | None]
 
 
 def chunk_shape(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...] | None:
@@ -338,10 +338,14 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
     Raises:
         FormatError, SchemaError: As ``read``.
     """
-    with open_file(path, _CACHE_BYTES) as file:
-        foreign = header_text(file, path) is None
-    if foreign:
-        return read(path, num_envs=num_envs), lambda: None
+    file = open_file(path, _CACHE_BYTES)
+    try:
+        if header_text(file, path) is None:  # a foreign layout, read from the open file
+            return _read_foreign(file, path, num_envs, lazy=True), file.close
+    except BaseException:
+        file.close()
+        raise
+    file.close()
     reader = Hdf5Reader(path)
     try:
         arrays: dict[str, Any] = {
@@ -374,12 +378,13 @@ def _slab_rows(dataset: Any) -> int:
     return max(step, _SLAB_BYTES // row_bytes // step * step)
 
 
-def _read_foreign(file: Any, path: Path, num_envs: int | None) -> Dataset:
-    """Hand a file without expcli's metadata to the foreign layouts."""
+def _read_foreign(file: Any, path: Path, num_envs: int | None, lazy: bool = False) -> Dataset:
+    """Hand a file without expcli's metadata to the foreign layouts (``lazy``: those that
+    can leave rows in the file, which must then stay open)."""
     found = check_all_stored(file, path)  # so that the layouts read only what it holds
     hook = _foreign_hook()
     with as_format_errors(path, "its layout"):
-        dataset = hook(file, path, num_envs) if hook is not None else None
+        dataset = hook(file, path, num_envs, lazy=lazy) if hook is not None else None
     if dataset is None:
         names = ", ".join(list(found)[:8]) or "none"
         raise FormatError(
