@@ -384,7 +384,8 @@ def _read_foreign(file: Any, path: Path, num_envs: int | None, lazy: bool = Fals
     found = check_all_stored(file, path)  # so that the layouts read only what it holds
     hook = _foreign_hook()
     with as_format_errors(path, "its layout"):
-        dataset = hook(file, path, num_envs, lazy=lazy) if hook is not None else None
+        lazily = {"lazy": True} if lazy else {}  # a hook that cannot leave rows is read whole
+        dataset = hook(file, path, num_envs, **lazily) if hook is not None else None
     if dataset is None:
         names = ", ".join(list(found)[:8]) or "none"
         raise FormatError(
