@@ -48,8 +48,8 @@ def sample_cmd(
     num_envs: NumEnvs = None,
 ) -> None:
     """Draw one batch from a dataset and print its tensors' shapes and first rows."""
-    from expcli.conversion import load
     from expcli.replay import PrioritizedSampler, RandomSampler, ReplayBuffer, SliceSampler
+    from expcli.replay.storages import DatasetStorage
 
     if (sampler is SamplerName.slice) != (slice_len is not None):
         raise ConfigError(
@@ -68,7 +68,8 @@ def sample_cmd(
     else:
         chosen = RandomSampler()
     warn_unrecorded_envs(file, num_envs)
-    buffer = ReplayBuffer(load(file, num_envs=num_envs), sampler=chosen, seed=seed)
+    storage = DatasetStorage.open(file, num_envs=num_envs)  # rows are read as drawn
+    buffer = ReplayBuffer(storage, sampler=chosen, seed=seed)
     _check_batch_fits(buffer, size)
     batch, info = buffer.sample(size, return_info=True)
     if size != batch_size:

@@ -42,15 +42,13 @@ from expcli.formats._hdf5_checks import (
     check_size,
     check_written,
     header_text,
-    native_dtype,
     open_file,
 )
+from expcli.formats._hdf5_lazy import lazy_dataset, read_dataset_rows
 from expcli.formats.dataset import Dataset
-from expcli.formats.lazy import LazyRows
 from expcli.formats.registry import (
     dataset_from_header,
     encode_header,
-    error_summary,
     header_specs,
     parse_header,
 )
@@ -77,7 +75,7 @@ _SLAB_BYTES = 16 << 20  # rows moved per call by read and write: whole chunks, a
 _CACHE_BYTES = 4 << 20  # chunk cache per dataset: a few chunks, for unaligned row slices
 _GZIP_LEVEL = 4
 _LAYOUTS = "tianshou, Minari, D4RL"
-_ForeignHook = Callable[[Any, Path, int | None], Dataset | None]
+_ForeignHook = Callable[..., Dataset | None]
 
 
 def chunk_shape(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...] | None:
@@ -278,20 +276,18 @@ class Hdf5Reader:
             raise SchemaError("no such tensor in the file", path=self.path, key=name)
         if not 0 <= start <= stop <= self.memory_size:
             raise ValueError(f"rows {start}..{stop} outside 0..{self.memory_size} of {name!r}")
-        out = np.empty((stop - start, *dataset.shape[1:]), dtype=native_dtype(dataset).name)
-        if out.size:
-            try:
-                dataset.read_direct(out, source_sel=np.s_[start:stop])
-            except MemoryError:
-                raise
-            except Exception as e:  # h5py raises OSError, ValueError, ... for damaged data
-                raise FormatError(
-                    f"cannot read rows {start}..{stop} ({error_summary(e)}); the file is "
-                    f"corrupt or truncated",
-                    path=self.path,
-                    key=name,
-                ) from e
-        return out
+        return read_dataset_rows(dataset, self.path, name, start, stop)
+
+    def dataset(self, name: str) -> Any:
+        """The ``h5py.Dataset`` of a tensor, checked (for its chunks and storage).
+
+        Raises:
+            SchemaError: No such tensor.
+        """
+        dataset = self._datasets.get(name)
+        if dataset is None:
+            raise SchemaError("no such tensor in the file", path=self.path, key=name)
+        return dataset
 
     def slab_rows(self, name: str) -> int:
         """Rows to ask per ``read_rows`` call: whole chunks, about 16 MiB."""
@@ -342,16 +338,19 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
     Raises:
         FormatError, SchemaError: As ``read``.
     """
-    with open_file(path, _CACHE_BYTES) as file:
-        foreign = header_text(file, path) is None
-    if foreign:
-        return read(path, num_envs=num_envs), lambda: None
+    file = open_file(path, _CACHE_BYTES)
+    try:
+        if header_text(file, path) is None:  # a foreign layout, read from the open file
+            return _read_foreign(file, path, num_envs, lazy=True), file.close
+    except BaseException:
+        file.close()
+        raise
+    file.close()
     reader = Hdf5Reader(path)
     try:
-        size = (reader.memory_size, reader.num_envs)
         arrays: dict[str, Any] = {
-            s.name: LazyRows(
-                (*size, *s.shape), np.dtype(s.dtype), partial(reader.read_rows, s.name)
+            s.name: lazy_dataset(
+                reader.dataset(s.name), path, s.name, partial(reader.read_rows, s.name)
             )
             for s in reader.specs
         }
@@ -379,12 +378,14 @@ def _slab_rows(dataset: Any) -> int:
     return max(step, _SLAB_BYTES // row_bytes // step * step)
 
 
-def _read_foreign(file: Any, path: Path, num_envs: int | None) -> Dataset:
-    """Hand a file without expcli's metadata to the foreign layouts."""
+def _read_foreign(file: Any, path: Path, num_envs: int | None, lazy: bool = False) -> Dataset:
+    """Hand a file without expcli's metadata to the foreign layouts (``lazy``: those that
+    can leave rows in the file, which must then stay open)."""
     found = check_all_stored(file, path)  # so that the layouts read only what it holds
     hook = _foreign_hook()
     with as_format_errors(path, "its layout"):
-        dataset = hook(file, path, num_envs) if hook is not None else None
+        lazily = {"lazy": True} if lazy else {}  # a hook that cannot leave rows is read whole
+        dataset = hook(file, path, num_envs, **lazily) if hook is not None else None
     if dataset is None:
         names = ", ".join(list(found)[:8]) or "none"
         raise FormatError(

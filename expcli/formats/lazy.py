@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import ConfigError
+from expcli.formats.row_gather import take_rows
 
 __all__ = ["CHUNK_BYTES", "LazyRows", "RowSpill", "row_chunks"]
 
@@ -30,6 +31,7 @@ class LazyRows:
 
     ``file_offset``: where the tensor's bytes start in its file, when they lie there whole
     in C order (as ``dtype`` says), so that a reader may map them instead.
+    ``block_rows``: rows of one storage block (an HDF5 chunk), read together by ``take``.
     """
 
     def __init__(
@@ -38,11 +40,13 @@ class LazyRows:
         dtype: np.dtype[Any],
         read: Callable[[int, int], np.ndarray],
         file_offset: int | None = None,
+        block_rows: int | None = None,
     ) -> None:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self._read = read
         self.file_offset = file_offset
+        self.block_rows = block_rows
         self._ahead: tuple[tuple[int, int], Future[np.ndarray]] | None = None
 
     @property
@@ -64,7 +68,22 @@ class LazyRows:
         if isinstance(key, slice) and key.step in (None, 1):
             start, stop, _ = key.indices(len(self))
             return self._slice(start, max(start, stop))
+        if isinstance(key, int | np.integer | list | np.ndarray):
+            rows = np.asarray(key)
+            if rows.dtype.kind in "iu" or rows.size == 0:
+                return self.take(rows.astype(np.int64))
         return np.asarray(np.asarray(self)[key])
+
+    def take(self, index: np.ndarray) -> np.ndarray:
+        """Rows ``index`` (integers, any shape, in that order) as ``(*index.shape, *shape[1:])``.
+
+        Only those rows are read: sorted, neighbours (and rows of one storage block) in one
+        slice, each slice bounded in bytes (``row_gather.take_rows``).
+
+        Raises:
+            IndexError: An index is not an integer or lies outside the rows.
+        """
+        return take_rows(self._read, self.shape, self.dtype, index, self.block_rows)
 
     def _slice(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start..stop``; the next slice of the same size is read ahead meanwhile,

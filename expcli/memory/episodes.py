@@ -19,12 +19,20 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
+from expcli.formats.row_gather import gather_flat
 from expcli.spec import CircularState, chronological_rows
 
 if TYPE_CHECKING:
     from expcli.memory.batches import TemporalBatch
 
-__all__ = ["Episode", "EpisodeBookkeeping", "EpisodeIndex", "EpisodeTable", "done_flags"]
+__all__ = [
+    "Episode",
+    "EpisodeBookkeeping",
+    "EpisodeIndex",
+    "EpisodeTable",
+    "done_flags",
+    "resident",
+]
 
 DONE_NAMES = ("terminated", "truncated")
 
@@ -301,17 +309,17 @@ class EpisodeBookkeeping:
         arrays, _, memory_size, num_envs = self._episode_source()
         if key not in arrays:
             raise KeyError(f"no tensor named {key!r}; tensors: {sorted(arrays)}")
-        array = np.asarray(arrays[key])
-        flat = array.reshape(memory_size * num_envs, *array.shape[2:])
+        array = arrays[key]
         idx, _, _ = self._check_index(index)
         if stack_num == 1:
-            return np.asarray(flat[idx])
-        frames = np.empty((stack_num, *idx.shape, *flat.shape[1:]), dtype=flat.dtype)
+            return gather_flat(array, idx, num_envs)
+        stacked = np.empty((stack_num, *idx.shape), dtype=np.int64)
         current = idx
         for k in range(stack_num - 1, -1, -1):
-            frames[k] = flat[current]
+            stacked[k] = current
             if k:
                 current = np.asarray(self.prev(current))
+        frames = gather_flat(array, stacked, num_envs)  # one read of every frame's rows
         return np.ascontiguousarray(np.moveaxis(frames, 0, idx.ndim))
 
     def episodes_batch(
@@ -352,8 +360,7 @@ class EpisodeBookkeeping:
         index = np.where(valid, index, table.start[:, None])
         tensors = {}
         for name in names:
-            array = np.asarray(arrays[name])
-            values = array.reshape(memory_size * num_envs, *array.shape[2:])[index]
+            values = gather_flat(arrays[name], index, num_envs)
             values[~valid] = 0
             tensors[name] = torch.from_numpy(values)
         return TemporalBatch(tensors, torch.from_numpy(lengths.astype(np.int64)))
@@ -369,7 +376,8 @@ class EpisodeIndex(EpisodeBookkeeping):
         state: The circular state when ``source`` is a mapping (default: not wrapped,
             every row written).
 
-    Lazily read tensors (``formats.open_lazy``) are read whole on first use.
+    Lazily read tensors (``formats.open_lazy``) stay on disk, read a batch of rows at a time
+    by ``get`` and ``episodes_batch``; only ``terminated`` and ``truncated`` are read whole.
     """
 
     def __init__(self, source: Any, state: CircularState | None = None) -> None:
@@ -378,7 +386,7 @@ class EpisodeIndex(EpisodeBookkeeping):
         else:
             arrays = dict(source.tensors)
             state = state or source.state
-        arrays = {name: np.asarray(array) for name, array in arrays.items()}
+        arrays = {name: resident(name, array) for name, array in arrays.items()}
         first = next(iter(arrays.values()), None)
         if first is None or first.ndim < 2:
             raise ValueError("expected tensors shaped (memory_size, num_envs, ...)")
@@ -388,6 +396,17 @@ class EpisodeIndex(EpisodeBookkeeping):
 
     def _episode_source(self) -> tuple[Mapping[str, Any], CircularState, int, int]:
         return self._arrays, self._state, self._size[0], self._size[1]
+
+
+def resident(name: str, array: Any) -> Any:
+    """What bookkeeping keeps of a tensor: a numpy array as it is; a tensor left on disk
+    that reads rows with ``take`` left there, except the episode flags, which every episode
+    question reads whole; anything else read whole."""
+    if isinstance(array, np.ndarray):
+        return array
+    if callable(getattr(array, "take", None)) and name not in DONE_NAMES:
+        return array
+    return np.asarray(array)
 
 
 def _column_geometry(

@@ -1,6 +1,7 @@
 """Where a replay buffer's data lives: a ``Memory`` (writable) or a loaded dataset (read-only).
 
-Both are seen through the same small interface: numpy arrays shaped ``(T, N, *feature)``,
+Both are seen through the same small interface: tensors shaped ``(T, N, *feature)`` (numpy
+arrays, or for a dataset left on disk anything that reads rows with ``take``),
 the circular state, a ``revision`` that changes whenever the data changes, and ``gather``,
 which reads flat indexes (``t * num_envs + env``) of any shape into torch tensors.
 """
@@ -8,14 +9,19 @@ which reads flat indexes (``t * num_envs + env``) of any shape into torch tensor
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from expcli.errors import ConfigError, SchemaError
+from expcli.formats.dataset import Dataset
+from expcli.formats.row_gather import gather_flat, take_flat
 from expcli.memory import Memory
+from expcli.memory.episodes import resident
 from expcli.spec import CircularState
 
 __all__ = ["DatasetStorage", "MemoryStorage", "Storage", "as_storage"]
@@ -26,7 +32,7 @@ class Storage:
 
     memory_size: int
     num_envs: int
-    _flat_cache: tuple[Hashable, tuple[str, ...], dict[str, np.ndarray]] | None = None
+    _flat_cache: tuple[Hashable, tuple[str, ...], dict[str, Any]] | None = None
 
     @property
     def capacity(self) -> int:
@@ -49,8 +55,9 @@ class Storage:
         """Flat indexes written since ``revision``, or None when anything may have changed."""
         return None
 
-    def arrays(self) -> Mapping[str, np.ndarray]:
-        """The tensors as numpy arrays shaped ``(T, N, *feature)``."""
+    def arrays(self) -> Mapping[str, Any]:
+        """The tensors shaped ``(T, N, *feature)``: numpy arrays, or tensors left on disk
+        that read rows with ``take`` (``LazyRows``)."""
         raise NotImplementedError
 
     def names(self) -> tuple[str, ...]:
@@ -60,28 +67,42 @@ class Storage:
     def gather(self, names: Sequence[str], index: np.ndarray) -> dict[str, torch.Tensor]:
         """The named tensors at flat ``index`` (any shape), as ``(*index.shape, *feature)``.
 
+        Numpy arrays (memory maps too) are indexed in place; tensors left on disk
+        (``LazyRows``, anything with ``take``) give only the rows the index touches.
+
         Raises:
             SchemaError: A name is not a tensor of the storage.
         """
         flat = self._views()[1]
         try:
-            return {name: torch.from_numpy(flat[name].take(index, axis=0)) for name in names}
+            arrays = [flat[name] for name in names]
         except KeyError as e:
             raise SchemaError(
                 f"no such tensor; tensors: {', '.join(sorted(flat))}", key=e.args[0]
             ) from None
+        return {
+            name: torch.from_numpy(
+                take_flat(array, index)
+                if isinstance(array, np.ndarray)
+                else gather_flat(array, index, self.num_envs)
+            )
+            for name, array in zip(names, arrays, strict=True)
+        }
 
     def _view_key(self) -> Hashable:
         """Changes when the arrays themselves (not their contents) change."""
         return 0
 
-    def _views(self) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
-        """Sorted names and ``(T * N, *feature)`` views, cached until ``_view_key`` changes."""
+    def _views(self) -> tuple[tuple[str, ...], dict[str, Any]]:
+        """Sorted names and ``(T * N, *feature)`` views of the numpy arrays (lazy tensors as
+        they are), cached until ``_view_key`` changes."""
         key = self._view_key()
         if self._flat_cache is None or self._flat_cache[0] != key:
             arrays = self.arrays()
             flat = {
                 name: array.reshape(self.capacity, *array.shape[2:])
+                if isinstance(array, np.ndarray)
+                else array
                 for name, array in arrays.items()
             }
             self._flat_cache = (key, tuple(sorted(flat)), flat)
@@ -164,19 +185,52 @@ class MemoryStorage(Storage):
 
 
 class DatasetStorage(Storage):
-    """A loaded dataset, read-only. ``.pt`` files load memory-mapped, so sampling reads
-    only the pages it touches; other formats are read into memory when loaded (a lazily
-    opened dataset's tensors are read whole here), because random rows of a compressed or
-    chunked file cost a read of a whole chunk each."""
+    """A dataset, read-only. Tensors left on disk stay there: a dataset opened lazily
+    (``open_lazy``, ``DatasetStorage.open``) is read a batch of rows at a time, so memory
+    holds the batches drawn, whatever the file's size. Only the episode flags
+    (``terminated``, ``truncated``: a byte or so per transition) are read whole, once."""
 
-    def __init__(self, dataset: Any) -> None:
-        tensors = {name: np.asarray(array) for name, array in dataset.tensors.items()}
+    def __init__(self, dataset: Any, close: Callable[[], None] | None = None) -> None:
+        """Sample ``dataset`` (anything with ``tensors`` and ``state``); ``close`` is called
+        when the storage is garbage-collected or closed (the file that lazy tensors read)."""
+        tensors = {name: resident(name, array) for name, array in dataset.tensors.items()}
         if not tensors:
+            if close is not None:
+                close()
             raise SchemaError("the dataset holds no tensors to sample")
         first = next(iter(tensors.values()))
         self.memory_size, self.num_envs = int(first.shape[0]), int(first.shape[1])
         self._tensors = tensors
         self._state = dataset.state
+        self._closer = weakref.finalize(self, close) if close is not None else None
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, num_envs: int | None = None) -> DatasetStorage:
+        """A storage reading a dataset file lazily: uncompressed tensors are mapped (``.pt``,
+        stored ``.npz`` members, contiguous HDF5 datasets), others (chunked or compressed
+        HDF5, deflated ``.npz`` members, CSV) read a batch of rows at a time.
+
+        Raises:
+            FormatError, SchemaError: The path cannot be read as a dataset.
+        """
+        from expcli.conversion import load
+        from expcli.formats import detect_format, open_lazy
+
+        source = Path(path)
+        if source.is_dir() or not source.exists() or detect_format(source) == "pt":
+            return cls(load(source, num_envs=num_envs))
+        dataset, close = open_lazy(source, num_envs=num_envs)
+        try:
+            tensors = {name: _mapped(source, a) for name, a in dataset.tensors.items()}
+            return cls(Dataset(tensors, dataset.state, dataset.metadata), close)
+        except BaseException:
+            close()
+            raise
+
+    def close(self) -> None:
+        """Close the file that lazy tensors read (sampling them afterwards fails)."""
+        if self._closer is not None:
+            self._closer()
 
     @property
     def state(self) -> CircularState:
@@ -185,8 +239,16 @@ class DatasetStorage(Storage):
     def revision(self) -> Hashable:
         return 0
 
-    def arrays(self) -> Mapping[str, np.ndarray]:
+    def arrays(self) -> Mapping[str, Any]:
         return self._tensors
+
+
+def _mapped(path: Path, array: Any) -> Any:
+    """A lazy tensor whose bytes lie whole in the file, mapped read-only; others as they are."""
+    offset = getattr(array, "file_offset", None)
+    if offset is None or not array.size:
+        return array
+    return np.memmap(path, array.dtype, "r", offset, array.shape)
 
 
 def as_storage(source: Any) -> Storage:
@@ -201,9 +263,7 @@ def as_storage(source: Any) -> Storage:
     if isinstance(source, Memory):
         return MemoryStorage(source)
     if isinstance(source, str | os.PathLike):
-        from expcli.conversion import load
-
-        return DatasetStorage(load(source))
+        return DatasetStorage.open(source)
     if hasattr(source, "tensors") and hasattr(source, "state"):
         return DatasetStorage(source)
     raise ConfigError(

@@ -90,7 +90,9 @@ def layout_format(layout: str, path: str | os.PathLike[str], format: str | None 
     return chosen or allowed[0]
 
 
-def read_foreign_hdf5(h5: Any, path: Path, num_envs: int | None = None) -> Dataset | None:
+def read_foreign_hdf5(
+    h5: Any, path: Path, num_envs: int | None = None, *, lazy: bool = False
+) -> Dataset | None:
     """Read an open HDF5 file of a foreign layout, or return None when none matches.
 
     Tried in order: tianshou (a ``_meta`` group and a ``maxsize`` attribute), Minari
@@ -102,6 +104,8 @@ def read_foreign_hdf5(h5: Any, path: Path, num_envs: int | None = None) -> Datas
         path: The file's path, for messages (and a Minari ``metadata.json`` beside it).
         num_envs: For D4RL files only: split the rows into this many equal env columns,
             env by env (as ``write_layout`` lays them out); default one column.
+        lazy: Leave the rows of D4RL files (one env column) in the file as ``LazyRows``,
+            read a slice at a time; ``h5`` must then stay open while they are read.
 
     Raises:
         FormatError: The file is of a recognised layout but malformed, or holds data that
@@ -116,7 +120,7 @@ def read_foreign_hdf5(h5: Any, path: Path, num_envs: int | None = None) -> Datas
     if minari_layout.is_minari_file(h5, path):
         return minari_layout.read(h5, path)
     if d4rl_layout.is_d4rl(h5):
-        return d4rl_layout.read(h5, path, num_envs)
+        return d4rl_layout.read(h5, path, num_envs, lazy=lazy)
     return None
 
 

@@ -36,6 +36,8 @@ from expcli.formats.layouts._episodes import (
     next_in_episode,
     user_metadata,
 )
+from expcli.formats.layouts._lazy_columns import column_of, following_rows, lazy_native
+from expcli.formats.lazy import LazyRows
 from expcli.formats.registry import encode_header
 from expcli.spec import CircularState
 
@@ -55,7 +57,7 @@ def is_d4rl(h5: Any) -> bool:
     return all(isinstance(h5.get(key), h5py.Dataset) for key in _REQUIRED)
 
 
-def read(h5: Any, path: Path, num_envs: int | None = None) -> Dataset:
+def read(h5: Any, path: Path, num_envs: int | None = None, *, lazy: bool = False) -> Dataset:
     """Read a D4RL file as ``(T / num_envs, num_envs)`` tensors (default one column).
 
     Raises:
@@ -66,7 +68,7 @@ def read(h5: Any, path: Path, num_envs: int | None = None) -> Dataset:
     import h5py
 
     rows = _length(h5["observations"], path, "observations")
-    arrays: dict[str, np.ndarray] = {}
+    arrays: dict[str, Any] = {}
     metadata: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     skipped: list[str] = []
@@ -84,7 +86,8 @@ def read(h5: Any, path: Path, num_envs: int | None = None) -> Dataset:
                 key=name,
             )
         try:
-            arrays[name] = load_array(obj, path, name)
+            whole = not lazy or name in _FLAGS or (num_envs or 1) > 1
+            arrays[name] = load_array(obj, path, name) if whole else lazy_native(obj, path, name)
         except (FormatError, SchemaError):
             if not name.startswith("infos/"):
                 raise
@@ -106,10 +109,13 @@ def read(h5: Any, path: Path, num_envs: int | None = None) -> Dataset:
     if "next_observations" not in tensors:
         observations = tensors["observations"]
         ends = tensors["terminated"][:, :, 0] | tensors["truncated"][:, :, 0]
-        following = np.empty_like(observations)
-        for j in range(columns):
-            following[:, j] = next_in_episode(observations[:, j], ends[:, j])
-        tensors["next_observations"] = following
+        if isinstance(observations, LazyRows):
+            tensors["next_observations"] = following_rows(observations, ends[:, 0])
+        else:
+            following = np.empty_like(observations)
+            for j in range(columns):
+                following[:, j] = next_in_episode(observations[:, j], ends[:, j])
+            tensors["next_observations"] = following
         derived.append("next_observations")
     d4rl: dict[str, Any] = {}
     if extra:
@@ -188,8 +194,11 @@ def _length(obj: Any, path: Path, key: str) -> int:
     return int(obj.shape[0])
 
 
-def _columns(array: np.ndarray, columns: int) -> np.ndarray:
-    """``(T, *f)`` in env-by-env blocks as ``(T / columns, columns, *f)``; scalars get ``(1,)``."""
+def _columns(array: Any, columns: int) -> Any:
+    """``(T, *f)`` in env-by-env blocks as ``(T / columns, columns, *f)``; scalars get ``(1,)``.
+    ``LazyRows`` (read with one column) stay lazy."""
+    if isinstance(array, LazyRows):
+        return column_of(array)
     if array.ndim == 1:
         array = array[:, None]
     length = array.shape[0] // columns

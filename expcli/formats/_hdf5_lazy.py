@@ -1,0 +1,87 @@
+"""HDF5 datasets left in the file as ``LazyRows``, read by slices of rows or scattered rows.
+
+A chunked dataset (compressed or not) is read a slice at a time through HDF5, its chunk
+size given to ``take`` so that a draw of scattered rows decompresses each chunk it touches
+once. A contiguous, unfiltered dataset in native byte order also gets its file offset, so
+that a reader may map it in place as it maps ``.npz`` members.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.errors import FormatError
+from expcli.formats._hdf5_checks import native_dtype
+from expcli.formats.lazy import LazyRows
+from expcli.formats.registry import error_summary
+
+__all__ = ["contiguous_offset", "lazy_dataset", "read_dataset_rows"]
+
+
+def read_dataset_rows(dataset: Any, path: Path, key: str, start: int, stop: int) -> np.ndarray:
+    """Rows ``start`` to ``stop`` of an ``h5py.Dataset`` in native byte order.
+
+    Raises:
+        FormatError: The data cannot be read (corrupt file, unavailable filter).
+    """
+    out = np.empty((stop - start, *dataset.shape[1:]), dtype=native_dtype(dataset))
+    if out.size:
+        try:
+            dataset.read_direct(out, source_sel=np.s_[start:stop])
+        except MemoryError:
+            raise
+        except Exception as e:  # h5py raises OSError, ValueError, ... for damaged data
+            raise FormatError(
+                f"cannot read rows {start}..{stop} ({error_summary(e)}); the file is corrupt "
+                "or truncated",
+                path=path,
+                key=key,
+            ) from e
+    return out
+
+
+def lazy_dataset(
+    dataset: Any, path: Path, key: str, read: Callable[[int, int], np.ndarray] | None = None
+) -> LazyRows:
+    """An ``h5py.Dataset`` of at least one dimension as ``LazyRows`` (the file must stay
+    open while they are read); ``read`` replaces the plain row reader when given."""
+    reader = read if read is not None else partial(read_dataset_rows, dataset, path, key)
+    chunks = dataset.chunks
+    return LazyRows(
+        tuple(dataset.shape),
+        native_dtype(dataset),
+        reader,
+        file_offset=contiguous_offset(dataset),
+        block_rows=int(chunks[0]) if chunks else None,
+    )
+
+
+def contiguous_offset(dataset: Any) -> int | None:
+    """Where a dataset's bytes lie whole in its file, as ``dtype`` says; None when they do
+    not (chunked, filtered, another byte order, a user block, not yet allocated)."""
+    import h5py
+
+    if dataset.chunks is not None or dataset.dtype.byteorder not in "|=":
+        return None
+    try:
+        plist = dataset.id.get_create_plist()
+        if plist.get_layout() != h5py.h5d.CONTIGUOUS or plist.get_external_count() > 0:
+            return None
+        if dataset.file.userblock_size:
+            return None
+        offset = dataset.id.get_offset()
+    except Exception:  # anything odd: read it through HDF5 instead
+        return None
+    if offset is None:
+        return None
+    nbytes = math.prod(dataset.shape) * dataset.dtype.itemsize
+    size = os.stat(dataset.file.filename).st_size
+    return int(offset) if int(offset) + nbytes <= size else None
+
