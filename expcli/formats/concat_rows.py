@@ -2,23 +2,24 @@
 
 Each shard's piece is fetched on demand (a memory-mapped member, or ``LazyRows``), so a
 slice or a gather touches only the shards holding its rows, and memory holds what was
-asked for. It offers what writers and samplers use, as ``LazyRows`` does: ``shape``,
-``dtype``, ``len``, ``[start:stop]`` (across shard boundaries), ``take`` and ``__array__``.
+asked for. It is a ``LazyRows`` (``shape``, ``dtype``, ``len``, ``[start:stop]`` across shard
+boundaries, read ahead, ``__array__``) that also gathers rows: ``take``.
 """
 
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from expcli.formats.lazy import LazyRows
+
 __all__ = ["ConcatRows"]
 
 
-class ConcatRows:
+class ConcatRows(LazyRows):
     """Rows of ``pieces`` (shard ``k`` holds ``lengths[k]`` rows) one after the other.
 
     Args:
@@ -40,28 +41,12 @@ class ConcatRows:
         self._starts = [0]
         for rows in lengths:
             self._starts.append(self._starts[-1] + int(rows))
-        self.shape = (self._starts[-1], *(int(d) for d in tail))
-        self.dtype = np.dtype(dtype)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
-    def __len__(self) -> int:
-        return self.shape[0]
+        super().__init__((self._starts[-1], *tail), dtype, self._rows)
 
     def __getitem__(self, key: Any) -> np.ndarray:
         if isinstance(key, slice) and key.step in (None, 1):
             start, stop, _ = key.indices(len(self))
-            return self._rows(start, max(start, stop))
+            return self._slice(start, max(start, stop))
         if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
             index = int(key) + (len(self) if key < 0 else 0)
             if not 0 <= index < len(self):
@@ -107,10 +92,6 @@ class ConcatRows:
             local = index[group] - self._starts[shard]
             out[group] = _gather(piece, local)
         return out
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        whole = self._rows(0, len(self))
-        return whole if dtype is None else np.asarray(whole.astype(dtype))
 
 
 def _gather(piece: Any, local: np.ndarray) -> np.ndarray:
