@@ -3,8 +3,9 @@
 A thin layer over ``expcli.collect.job.CollectJob``. Ctrl-C or SIGTERM once: stop (an env
 stuck in a step is given up after a second), close the envs, save what was collected (a
 folder output: the staging area as a last shard) and exit 130. Twice, or before
-collecting began: stop at once, writing nothing, exit 130. A run that collected nothing (failed or stopped before its first row) writes nothing, so an
-existing file under ``--overwrite`` is kept.
+collecting began: stop at once, writing nothing, exit 130. A run that collected nothing
+(failed or stopped before its first row) writes nothing, so an existing file under
+``--overwrite`` is kept.
 """
 
 from __future__ import annotations
