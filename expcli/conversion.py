@@ -34,6 +34,7 @@ from expcli.formats._atomic import (
     output_errors,
 )
 from expcli.formats._free_space import DISK_FULL, check_space, disk_full_error, estimate_size
+from expcli.formats._manifest import is_sharded_folder
 from expcli.formats.dataset import Dataset
 from expcli.formats.lazy import row_chunks
 
@@ -90,7 +91,7 @@ def load(
     source = Path(path)
     if not source.exists():
         raise FormatError("no such file or folder", path=source)
-    if source.is_dir():
+    if source.is_dir() and not is_sharded_folder(source):
         return _load_folder(source)
     return read_dataset(source, format, num_envs=num_envs)
 
@@ -252,7 +253,7 @@ def _open_source(
 ) -> tuple[Dataset, str, Callable[[], None]]:
     """The dataset of a file (read lazily where its format allows) or a Minari folder, its
     format, and what to call when done with it."""
-    if source.is_dir():
+    if source.is_dir() and not is_sharded_folder(source):
         return load(source), "minari", _nothing
     if not source.exists():
         raise FormatError("no such file or folder", path=source)
@@ -280,6 +281,8 @@ def _target_format(target: Path, to: str | None, layout: str) -> str:
 
         return layout_format(layout, target, to)
     fmt = to or format_from_suffix(target)
+    if fmt is None and (not target.suffix or is_sharded_folder(target)):
+        fmt = "folder"
     if fmt is None:
         raise ConfigError(
             f"cannot tell the output format from {target.name!r}; name a suffix "
@@ -293,7 +296,7 @@ def _check_target(target: Path, fmt: str, layout: str, overwrite: bool) -> None:
     check_writable(target, overwrite=overwrite)
     if layout == "expcli" and fmt == "csv":
         check_writable(_sidecar(target), overwrite=overwrite)
-    check_can_write(target, folder=layout == "minari")
+    check_can_write(target, folder=layout == "minari" or fmt == "folder")
 
 
 def _write_then_rename(

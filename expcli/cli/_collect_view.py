@@ -223,7 +223,10 @@ class CollectView:
         table.add_column("value", justify="right")
         steps = f"{stats.steps:,}"
         episodes = f"{e.complete:,} complete, {e.incomplete:,} incomplete"
-        if saved.transitions != stats.steps or saved.episodes != e.complete:
+        resumed = self.job.before[0]
+        if resumed:  # --resume: the folder holds the earlier segments too
+            steps = f"{stats.steps:,} collected now; {saved.transitions:,} in the folder"
+        elif saved.transitions != stats.steps or saved.episodes != e.complete:
             # The memory wrapped (--memory-size): the file keeps only the newest rows.
             steps = f"{stats.steps:,} collected; the file keeps the newest {saved.transitions:,}"
             episodes += f"; {saved.episodes:,} complete in the file"

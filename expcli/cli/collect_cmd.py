@@ -1,10 +1,11 @@
 """``expcli collect``: options and config file in, progress bar and summary out.
 
 A thin layer over ``expcli.collect.job.CollectJob``. Ctrl-C or SIGTERM once: stop (an env
-stuck in a step is given up after a second), close the envs, save what was collected and
-exit 130. Twice, or before collecting began: stop at once, writing nothing, exit 130. A
-run that collected nothing (failed or stopped before its first row) writes nothing, so an
-existing file under ``--overwrite`` is kept.
+stuck in a step is given up after a second), close the envs, save what was collected (a
+folder output: the staging area as a last shard) and exit 130. Twice, or before
+collecting began: stop at once, writing nothing, exit 130. A run that collected nothing
+(failed or stopped before its first row) writes nothing, so an existing file under
+``--overwrite`` is kept.
 """
 
 from __future__ import annotations
@@ -119,6 +120,21 @@ def collect_cmd(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress or summary; print the path only.")
     ] = False,
+    shard_size: Annotated[
+        str | None,
+        typer.Option(
+            "--shard-size",
+            help="Folder output: rows per shard (5000) or bytes (256MB) [default: 128MB].",
+        ),
+    ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            "--resume",
+            metavar="FOLDER",
+            help="Continue the run stored in a folder output (after a kill or Ctrl-C).",
+        ),
+    ] = None,
 ) -> None:
     """Collect experience from a Gymnasium env into a dataset file."""
     from expcli.collect.job import CollectJob
@@ -146,7 +162,13 @@ def collect_cmd(
         "compression": compression,
         "overwrite": overwrite,
         "quiet": quiet,
+        "shard_size": shard_size,
     }
+    if resume is not None:
+        from expcli.collect.resume import resume_settings
+
+        job = CollectJob(resume_settings(resume, quiet=quiet))
+        return _run(job)
     values = read_config(config) if config is not None else {}
     for name, value in given.items():
         if name not in values or _from_command_line(ctx, _PARAMETERS.get(name, name)):
@@ -155,7 +177,11 @@ def collect_cmd(
         values["env_id"] = ""
     if str(values.get("output")) == "-":
         raise ConfigError("collect cannot write to stdout (-o -); name a file, then convert it")
-    job = CollectJob(CollectSettings(**values))
+    _run(CollectJob(CollectSettings(**values)))
+
+
+def _run(job: Any) -> None:
+    """Run a collect job with progress, signals and the summary; exit as the module says."""
     from expcli.cli._collect_view import CollectView
 
     view = CollectView(job, quiet=job.settings.quiet)

@@ -89,14 +89,24 @@ class CollectJob:
         self.wrapper_descriptions = describe_wrappers(settings.wrappers)
         self.wrappers = [portable_spec(spec) for spec in settings.wrappers]
         self.output = Path(settings.output) if settings.output else default_output(settings.env_id)
-        if self.output.exists() and not settings.overwrite:
+        from expcli.collect.folder_run import is_folder_output
+
+        self.to_folder = is_folder_output(self.output)
+        if self.output.exists() and not settings.overwrite and not settings.resuming:
             raise OutputExistsError(self.output)
         from expcli.formats._atomic import check_can_write
 
-        check_can_write(self.output)  # a folder in the way or a read-only one: say so now
+        # a folder in the way or a read-only one: say so now
+        check_can_write(self.output, folder=self.to_folder)
         from expcli.formats.registry import format_from_suffix
 
-        self.format = format_from_suffix(self.output)
+        self.format = "folder" if self.to_folder else format_from_suffix(self.output)
+        self.sink: Any = None  # a ShardSink, for a folder output
+        # A folder run's segments (one per --resume), the whole run's targets when
+        # resumed, and the (steps, env steps) of the segments before this one.
+        self.segments: list[dict[str, Any]] = []
+        self.targets: dict[str, int | None] = {}
+        self.before = (0, 0)
         if settings.compression != "none" and self.format != "hdf5":
             from expcli.errors import ConfigError
 
@@ -142,6 +152,10 @@ class CollectJob:
             )
         try:
             self.collector = self._collector()
+            if self.to_folder:
+                from expcli.collect.folder_run import open_sink
+
+                self.sink = open_sink(self)
         except BaseException:
             self.close()
             raise
@@ -157,10 +171,17 @@ class CollectJob:
             s.policy, stepper.observation_space, stepper.action_space, s.envs, s.seed
         )
         self.policy_description = dict(getattr(policy, "description", {"spec": s.policy}))
-        check_run_fits(
-            stepper.observation_space, stepper.action_space, s.envs, s.memory_size, s.steps
-        )
-        if s.memory_size is not None:
+        if self.to_folder:
+            from expcli.collect.folder_run import staging_rows
+
+            rows, grow = staging_rows(self, stepper), False
+        else:
+            check_run_fits(
+                stepper.observation_space, stepper.action_space, s.envs, s.memory_size, s.steps
+            )
+        if self.to_folder:
+            pass
+        elif s.memory_size is not None:
             rows, grow = s.memory_size, False
         elif s.steps is not None:
             # Preallocate the rows that fit the run, but grow towards a huge one instead.
@@ -244,6 +265,10 @@ class CollectJob:
         """
         from expcli.conversion import save
 
+        if self.sink is not None:
+            from expcli.collect.folder_run import finish_folder
+
+            return finish_folder(self)
         s = self.settings
         dataset = self.dataset()
         if len(dataset) == 0:
@@ -264,7 +289,9 @@ class CollectJob:
         if env is not None:
             env.close()
 
-    def _metadata(self) -> dict[str, Any]:
+    def _metadata(self, in_file: tuple[int, int] | None = None) -> dict[str, Any]:
+        """The run's metadata; ``in_file``: (transitions, complete episodes) the output
+        holds, counted from the memory when not given."""
         import gymnasium as gym
         import torch
 
@@ -290,8 +317,10 @@ class CollectJob:
                 "steps": stats.steps if stats else None,
                 "env_steps": stats.env_steps if stats else None,
                 "episodes": stats.episodes.complete if stats else None,
-                "transitions_in_file": len(memory),
-                "complete_episodes_in_file": int(memory.episodes().complete.sum()),
+                "transitions_in_file": len(memory) if in_file is None else in_file[0],
+                "complete_episodes_in_file": (
+                    int(memory.episodes().complete.sum()) if in_file is None else in_file[1]
+                ),
                 "interrupted": stats.interrupted if stats else None,
                 "target_steps": s.steps,
                 "target_episodes": s.episodes,

@@ -53,6 +53,8 @@ class CollectSettings:
     compression: str = "none"
     overwrite: bool = False
     quiet: bool = False
+    shard_size: str | int | None = None  # a folder output's shards: rows or bytes ("256MB")
+    resuming: bool = False  # set by ``--resume``: the folder output exists and goes on
 
     @property
     def step_timeout_seconds(self) -> float | None:
@@ -181,6 +183,8 @@ _KINDS: Mapping[str, tuple[type, ...]] = {
     "compression": (str,),
     "overwrite": (bool,),
     "quiet": (bool,),
+    "shard_size": (int, str),
+    "resuming": (bool,),
 }
 
 

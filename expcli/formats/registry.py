@@ -57,9 +57,11 @@ _REGISTRY: dict[str, _Entry] = {
     "npz": _Entry((".npz",), "a zip archive of .npy members", "expcli.formats.npz_format"),
     "csv": _Entry((".csv",), "comma-separated text", "expcli.formats.csv_format"),
     "hdf5": _Entry((".h5", ".hdf5"), "an HDF5 file", "expcli.formats.hdf5_format", True),
+    # A folder: named by no suffix (or being one), so not among the file FORMATS.
+    "folder": _Entry((), "a sharded dataset folder", "expcli.formats.sharded"),
 }
 
-FORMATS: tuple[str, ...] = tuple(name for name, entry in _REGISTRY.items() if entry.module)
+FORMATS: tuple[str, ...] = tuple(n for n, e in _REGISTRY.items() if e.module and e.suffixes)
 """Names of the formats that can be read and written."""
 
 _EXPECTED = ", ".join(FORMATS)
@@ -97,6 +99,8 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         OSError: The file cannot be opened.
     """
     check_source(path)
+    if os.path.isdir(path):
+        return str(_folder_format(path))
     with open(path, "rb") as f:
         head = f.read(_SNIFF_BYTES)
     if not head:
@@ -169,7 +173,7 @@ def write_dataset(
     if format is not None:
         fmt = _normalise(format, path)
     else:
-        found = format_from_suffix(target)
+        found = format_from_suffix(target) or _folder_format(target, writing=True)
         if found is None:
             raise FormatError(
                 f"cannot tell the format from the suffix {target.suffix!r}; "
@@ -356,6 +360,21 @@ def error_summary(error: BaseException) -> str:
     line = useful[0].removeprefix("WeightsUnpickler error:").strip()
     first = re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0].strip().rstrip(".")
     return first or type(error).__name__
+
+
+def _folder_format(path: str | os.PathLike[str], *, writing: bool = False) -> Any:
+    """``"folder"`` for a sharded dataset folder (or, to write, a name without suffix)."""
+    from expcli.formats._manifest import is_sharded_folder
+
+    if is_sharded_folder(path) or (writing and not Path(path).suffix):
+        return "folder"
+    if writing:
+        return None
+    raise FormatError(
+        "is a folder without an expcli manifest.json; expected a dataset file or a sharded "
+        "dataset folder",
+        path=path,
+    )
 
 
 def _normalise(format: str, path: str | os.PathLike[str]) -> str:

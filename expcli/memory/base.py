@@ -9,7 +9,7 @@ per-call dispatch. Writing and growth live in ``writes.py``, files in ``files.py
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -76,6 +76,9 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         self.export_format = export_format
         self.export_directory = export_directory
         self.metadata: dict[str, Any] = {}
+        # Called when the write head wraps, before any row is overwritten (a streaming
+        # collect flushes the memory, its staging area, to a shard there).
+        self.on_wrap: Callable[[], None] | None = None
         # numpy views of the CPU tensors: (T, N, *f) and flattened (T * N, *f)
         self._arrays: dict[str, np.ndarray] = {}
         self._flat: dict[str, np.ndarray] = {}

@@ -2,14 +2,15 @@
 
 A mixin of ``Memory``, and the only code that moves its write head: every write ends in
 ``_advance``, which wraps at the last row (``filled``, one more lap in ``revision``) and,
-with ``export``, saves the memory before the next row overwrites its oldest.
+with ``export``, saves the memory before the next row overwrites its oldest (``on_wrap``,
+when set, is called there first: a streaming collect flushes its staging memory).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,6 +34,7 @@ class MemoryWrites:
     export: bool
     export_format: str
     export_directory: str
+    on_wrap: Callable[[], None] | None
     tensors: dict[str, torch.Tensor]
     _arrays: dict[str, np.ndarray]
     _features: dict[str, tuple[int, ...]]
@@ -277,6 +279,8 @@ class MemoryWrites:
         self.memory_index = 0
         self.filled = True
         self._laps += 1
+        if self.on_wrap is not None:
+            self.on_wrap()
         if self.export:
             self.save(directory=self.export_directory, format=self.export_format)
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
+from expcli.formats._manifest import is_sharded_folder
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import SEAMS_KEY
 from expcli.spec import CircularState
@@ -135,7 +136,8 @@ def summarize(
     source = Path(path)
     if not source.exists():
         raise FormatError("no such file or folder", path=source)
-    fmt = "hdf5" if source.is_dir() else _detect(source)
+    minari_folder = source.is_dir() and not is_sharded_folder(source)
+    fmt = "hdf5" if minari_folder else _detect(source)
     minari = minari_episode_findings(source) if check and fmt == "hdf5" else None
     try:
         dataset, close = _open(source, fmt, num_envs)
@@ -270,7 +272,7 @@ def _detect(source: Path) -> str:
 
 
 def _open(source: Path, fmt: str, num_envs: int | None) -> tuple[Dataset, Callable[[], None]]:
-    if source.is_dir():
+    if source.is_dir() and not is_sharded_folder(source):
         from expcli.formats.layouts import read_minari_folder
 
         return read_minari_folder(source), lambda: None  # or says why it is not one

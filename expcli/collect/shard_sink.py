@@ -1,0 +1,131 @@
+"""Streaming a collect run to a sharded folder: a staging memory flushed shard by shard.
+
+The run's memory is a fixed staging area of one shard's rows. When its write head wraps
+(``Memory.on_wrap``), its rows are copied to a second buffer and written as the next
+shard by a background thread while the envs go on stepping into the first (double
+buffering: memory holds two shards, whatever the run's length). ``finish`` writes the
+rows since the last wrap as a last shard: the end of the run, Ctrl-C or an env's failure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.errors import ConfigError
+from expcli.formats._manifest import Manifest
+from expcli.formats.dataset import Dataset
+from expcli.formats.sharded import ShardWriter
+
+__all__ = ["DEFAULT_SHARD_SIZE", "ShardSink", "parse_shard_size"]
+
+DEFAULT_SHARD_SIZE = "128MB"
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]i?b)", re.IGNORECASE)
+_UNITS = {"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "kib": 2**10, "mib": 2**20}
+_UNITS |= {"gib": 2**30, "tib": 2**40}
+
+
+def parse_shard_size(text: str | int) -> tuple[int | None, int | None]:
+    """``--shard-size``: rows (a plain number) or bytes (``256MB``, ``1GiB``).
+
+    Returns:
+        ``(rows, None)`` or ``(None, bytes)``.
+
+    Raises:
+        ConfigError: Neither a positive number of rows nor a size in bytes.
+    """
+    value = str(text).strip()
+    if value.isdigit() and int(value) > 0:
+        return int(value), None
+    match = _SIZE.fullmatch(value)
+    if match is None or float(match.group(1)) <= 0:
+        raise ConfigError(
+            f"--shard-size must be rows (e.g. 5000) or a size (e.g. 256MB, 1GiB), got {text!r}"
+        )
+    return None, max(1, int(float(match.group(1)) * _UNITS[match.group(2).lower()]))
+
+
+class ShardSink:
+    """Writes what a staging ``memory`` collects to the shards of ``folder``.
+
+    Args:
+        memory: The staging memory (its tensors created); every row it gets is stored.
+        folder: The dataset folder; its manifest is written at once (no rows yet) unless
+            ``manifest`` (read back to resume) is given.
+        metadata: Called at each shard for the user metadata the manifest records.
+        manifest: A folder's manifest to go on from (``--resume``).
+    """
+
+    def __init__(
+        self,
+        memory: Any,
+        folder: Path,
+        metadata: Callable[[], dict[str, Any]],
+        manifest: Manifest | None = None,
+    ) -> None:
+        self.memory = memory
+        self._metadata = metadata
+        tensors = memory.to_dataset().tensors
+        self.names = sorted(tensors)  # fixed now: a tensor created later is not stored
+        if manifest is None:
+            empty = {name: tensors[name][:0] for name in self.names}
+            manifest = Manifest(Dataset(empty, metadata=metadata()).header())
+            self.writer = ShardWriter(folder, manifest)
+            self.writer.replace_metadata(metadata())
+        else:
+            self.writer = ShardWriter(folder, manifest)
+        self._spare: dict[str, np.ndarray] = {}
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="expcli-shards")
+        self._pending: Future[Any] | None = None
+        memory.on_wrap = self._on_wrap
+
+    @property
+    def rows(self) -> int:
+        """Rows in the folder's shards (those being written included once done)."""
+        self._wait()
+        return self.writer.manifest.rows
+
+    def _on_wrap(self) -> None:
+        self._submit(self.memory.memory_size)
+
+    def _submit(self, rows: int) -> None:
+        self._wait()
+        arrays = self.memory.to_dataset().tensors
+        staged = {}
+        for name in self.names:
+            source = arrays[name][:rows]
+            spare = self._spare.get(name)
+            if spare is None or spare.shape[1:] != source.shape[1:] or len(spare) < rows:
+                shape = (len(arrays[name]), *source.shape[1:])
+                spare = self._spare[name] = np.empty(shape, source.dtype)
+            np.copyto(spare[:rows], source)
+            staged[name] = spare[:rows]
+        self._pending = self._pool.submit(self.writer.append, staged, self._metadata())
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()  # a write's error (a full disk) surfaces here
+
+    def finish(self, metadata: dict[str, Any]) -> None:
+        """Write the rows since the last flush as a last shard, then the manifest with
+        ``metadata``; wait for every write."""
+        try:
+            rows = self.memory.memory_index
+            self._wait()
+            self.memory.on_wrap = None
+            if rows:
+                self._submit(rows)
+                self._wait()
+            self.writer.replace_metadata(metadata)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the writing thread (after the shard it is writing, if any)."""
+        self._pool.shutdown(wait=True)

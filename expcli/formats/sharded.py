@@ -1,0 +1,352 @@
+"""Sharded dataset folders: ``manifest.json`` plus shards of contiguous rows, any size.
+
+Each shard (``shard-000000.npz``...) is an uncompressed expcli ``.npz`` file holding rows
+``(T_k, N, ...)`` of every tensor: a valid dataset of its own, whose members a reader maps
+instead of reading (why npz: appending a shard is one sequential write, and a stored
+member lies whole in the file, ready for ``mmap``). Shards are written to a temporary
+name, fsynced and renamed; then the manifest (``_manifest``) is replaced the same way. A
+reader trusts the manifest alone, so a writer killed at any moment leaves a folder that
+opens and holds every shard completed before the kill.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import shutil
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.errors import FormatError, OutputError, OutputExistsError, SchemaError
+from expcli.formats._atomic import atomic_write, create_temp, fsync_dir, output_errors
+from expcli.formats._guards import check_memory
+from expcli.formats._manifest import (
+    Crc32Writer,
+    Manifest,
+    ShardEntry,
+    file_crc32,
+    is_sharded_folder,
+    shard_name,
+)
+from expcli.formats.concat_rows import ConcatRows
+from expcli.formats.dataset import Dataset
+from expcli.formats.lazy import LazyRows
+from expcli.formats.registry import encode_header, header_specs
+from expcli.spec import CircularState
+
+__all__ = [
+    "DEFAULT_SHARD_BYTES",
+    "ShardWriter",
+    "check_shards",
+    "is_sharded_folder",
+    "open_lazy",
+    "read",
+    "shard_rows",
+    "write",
+]
+
+DEFAULT_SHARD_BYTES = 128 << 20
+_MAPPED_SHARDS = 256  # shard files kept mapped at once (each mapping holds a descriptor)
+
+
+def shard_rows(tensors: Mapping[str, Any], shard_bytes: int) -> int:
+    """Rows per shard so that a shard takes about ``shard_bytes`` (at least one row)."""
+    row = sum(int(np.prod(a.shape[1:])) * np.dtype(a.dtype).itemsize for a in tensors.values())
+    return max(1, int(shard_bytes) // max(1, int(row)))
+
+
+class ShardWriter:
+    """Appends shards to a folder and keeps its manifest up to date after each one.
+
+    Args:
+        folder: The dataset folder (created if missing).
+        manifest: Its manifest: a new one (``Manifest(dataset.header())``, no shards) or
+            one read back to go on.
+        state: The circular state to record; None for a run's rows in order (full once
+            there is a row).
+    """
+
+    def __init__(
+        self, folder: Path, manifest: Manifest, state: CircularState | None = None
+    ) -> None:
+        self.folder = folder
+        self.manifest = manifest
+        self.state = state
+        with output_errors(folder, every=True):
+            folder.mkdir(parents=True, exist_ok=True)
+        self._next = manifest.next_index(folder)
+        self._lock = threading.Lock()
+
+    def append(self, tensors: Mapping[str, Any], metadata: Mapping[str, Any]) -> ShardEntry | None:
+        """Write ``tensors`` (each ``(k, N, ...)``, ``k`` the same) as the next shard, then
+        the manifest with ``metadata`` as its user metadata. Nothing is written for 0 rows.
+
+        Raises:
+            OutputError: The folder cannot be written (full, read-only).
+        """
+        rows = len(next(iter(tensors.values()))) if tensors else 0
+        with self._lock:
+            if rows == 0:
+                self.replace_metadata(metadata)
+                return None
+            name = shard_name(self._next)
+            self._next += 1
+            first = self.manifest.rows
+            shard = Dataset(
+                dict(tensors), CircularState(0, 0, True), {"shard": {"first_row": first}}
+            )
+            entry = _write_shard(shard, self.folder / name)
+            self.manifest.shards.append(entry)
+            self._save(metadata)
+            return entry
+
+    def replace_metadata(self, metadata: Mapping[str, Any]) -> None:
+        """Write the manifest again with ``metadata`` as its user metadata."""
+        self._save(metadata)
+
+    def replace_last(self, tensors: Mapping[str, Any], metadata: Mapping[str, Any]) -> None:
+        """Put ``tensors`` in place of the last shard (same rows): written under a new name,
+        listed by the manifest instead of the old one, which is then deleted."""
+        with self._lock:
+            old = self.manifest.shards.pop()
+            name = shard_name(self._next)
+            self._next += 1
+            first = self.manifest.rows
+            shard = Dataset(
+                dict(tensors), CircularState(0, 0, True), {"shard": {"first_row": first}}
+            )
+            self.manifest.shards.append(_write_shard(shard, self.folder / name))
+            self._save(metadata)
+            with contextlib.suppress(OSError):
+                (self.folder / old.file).unlink()
+
+    def _save(self, metadata: Mapping[str, Any]) -> None:
+        header, rows = self.manifest.header, self.manifest.rows
+        state = self.state if self.state is not None else CircularState(0, 0, rows > 0)
+        own = {k: header[k] for k in _KEPT if k in header}
+        self.manifest.header = {**own, "memory_size": rows, **state.to_json(), **metadata}
+        self.manifest.save(self.folder)
+
+
+_KEPT = ("schema", "expcli_version", "created", "num_envs", "tensors")
+_HEADER_KEYS = frozenset(
+    {"schema", "expcli_version", "num_envs", "memory_size", "memory_index", "env_index"}
+    | {"filled", "tensors"}
+)
+
+
+def user_metadata(header: Mapping[str, Any]) -> dict[str, Any]:
+    """A metadata object without the keys the manifest owns (``created`` stays)."""
+    return {k: v for k, v in header.items() if k not in _HEADER_KEYS}
+
+
+def _write_shard(shard: Dataset, path: Path) -> ShardEntry:
+    from expcli.formats.npz_format import write_to
+
+    text = encode_header(shard.header(), path)
+    with atomic_write(path) as f:
+        out = Crc32Writer(f)
+        write_to(shard, out, text)  # type: ignore[arg-type]
+    return ShardEntry(path.name, shard.memory_size, out.size, out.hexdigest)
+
+
+def write(
+    dataset: Dataset, path: Path, *, overwrite: bool, shard_bytes: int = DEFAULT_SHARD_BYTES
+) -> None:
+    """Write ``dataset`` as a sharded folder, reading it a shard of rows at a time.
+
+    The folder is built beside the target under a temporary name and renamed into place
+    when complete (an existing folder is replaced only with ``overwrite``).
+
+    Raises:
+        OutputExistsError: ``path`` exists and ``overwrite`` is false.
+        OutputError: The folder cannot be written.
+    """
+    if os.path.lexists(path) and not overwrite:
+        raise OutputExistsError(path)
+    if os.path.lexists(path) and not is_sharded_folder(path):
+        raise OutputError(
+            "exists and is not a sharded dataset folder; refusing to replace it", path=path
+        )
+    tmp = create_temp(path, folder=True)
+    try:
+        header = dataset.header()
+        writer = ShardWriter(tmp, Manifest(header), dataset.state)
+        metadata = user_metadata(header)
+        step = shard_rows(dataset.tensors, shard_bytes)
+        for start in range(0, dataset.memory_size, step):
+            rows = {name: a[start : start + step] for name, a in dataset.tensors.items()}
+            writer.append(rows, metadata)
+        if not writer.manifest.shards:
+            writer.replace_metadata(metadata)
+        _replace_folder(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _replace_folder(tmp: Path, target: Path) -> None:
+    """Rename the complete folder ``tmp`` to ``target``, replacing what is there."""
+    old = None
+    with output_errors(target, every=True):
+        if os.path.lexists(target):
+            old = create_temp(target, folder=True)
+            os.rmdir(old)
+            os.replace(target, old)
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+    if old is not None:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
+
+
+def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
+    """The folder's dataset, each tensor a ``ConcatRows`` over its shards' mapped members.
+
+    Raises:
+        FormatError: The manifest or a shard is missing, damaged, or not the size the
+            manifest says.
+        SchemaError: A shard's tensors disagree with the manifest.
+    """
+    del num_envs
+    manifest = Manifest.load(path)
+    header = manifest.header
+    specs = header_specs(header, path / "manifest.json")
+    rows = manifest.rows
+    if header.get("memory_size") != rows:
+        raise SchemaError(
+            f"manifest says memory_size {header.get('memory_size')!r}; its shards hold {rows}",
+            path=path,
+            key="memory_size",
+        )
+    num = header.get("num_envs")
+    if type(num) is not int or num < 0:
+        raise SchemaError(f"num_envs is {num!r}; expected a count", path=path, key="num_envs")
+    for entry in manifest.shards:
+        _check_size(path, entry)
+    state, metadata = Dataset.split_header(header, path)
+    maps = _ShardMaps(path, manifest.shards, {s.name: s for s in specs}, num)
+    lengths = [entry.rows for entry in manifest.shards]
+    tensors: dict[str, Any] = {}
+    for spec in specs:
+        tensors[spec.name] = ConcatRows(
+            _fetcher(maps, spec.name), lengths, (num, *spec.shape), np.dtype(spec.dtype)
+        )
+    return Dataset(tensors, state, metadata), maps.close
+
+
+def _fetcher(maps: _ShardMaps, name: str) -> Callable[[int], Any]:
+    return lambda shard: maps.member(shard, name)
+
+
+def read(path: Path, *, num_envs: int | None = None) -> Dataset:
+    """The whole folder in memory (for data that fits; ``open_lazy`` streams).
+
+    Raises:
+        FormatError, SchemaError: As ``open_lazy``; FormatError also when the memory
+            cannot hold the data.
+    """
+    lazy, close = open_lazy(path, num_envs=num_envs)
+    try:
+        check_memory(sum(a.nbytes for a in lazy.tensors.values()), path, None)
+        tensors = {name: np.asarray(array) for name, array in lazy.tensors.items()}
+    finally:
+        close()
+    return Dataset(tensors, lazy.state, lazy.metadata)
+
+
+def check_shards(path: Path) -> list[str]:
+    """Problems of a folder's shards: a size or CRC-32 that is not the manifest's (each
+    shard is read once, chunk by chunk). Empty when every shard is intact."""
+    problems = []
+    for entry in Manifest.load(path).shards:
+        file = path / entry.file
+        try:
+            _check_size(path, entry)
+            crc = file_crc32(file)
+        except (FormatError, OSError) as e:
+            problems.append(str(e))
+            continue
+        if crc != entry.crc32:
+            problems.append(f"{entry.file}: CRC-32 {crc}; the manifest says {entry.crc32}")
+    return problems
+
+
+def _check_size(folder: Path, entry: ShardEntry) -> None:
+    try:
+        size = (folder / entry.file).stat().st_size
+    except FileNotFoundError:
+        raise FormatError("listed in the manifest but missing", path=folder / entry.file) from None
+    if size != entry.bytes:
+        raise FormatError(
+            f"holds {size:,} bytes; the manifest says {entry.bytes:,}", path=folder / entry.file
+        )
+
+
+class _ShardMaps:
+    """Shard files mapped on first use (the least recently used unmapped beyond a bound),
+    their members as read-only arrays over the mapping."""
+
+    def __init__(
+        self, folder: Path, shards: list[ShardEntry], specs: Mapping[str, Any], num_envs: int
+    ) -> None:
+        self.folder, self.shards, self.specs, self.num_envs = folder, shards, specs, num_envs
+        self._open: OrderedDict[int, dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def member(self, shard: int, name: str) -> Any:
+        with self._lock:
+            members = self._open.get(shard)
+            if members is None:
+                members = self._map(shard)
+                self._open[shard] = members
+                while len(self._open) > _MAPPED_SHARDS:
+                    self._open.popitem(last=False)  # views still in use keep their mapping
+            else:
+                self._open.move_to_end(shard)
+            return members[name]
+
+    def _map(self, shard: int) -> dict[str, Any]:
+        from expcli.formats.npz_format import open_lazy as open_npz
+
+        entry = self.shards[shard]
+        path = self.folder / entry.file
+        lazy, close = open_npz(path)
+        close()
+        expected = entry.rows, self.num_envs
+        members: dict[str, Any] = {}
+        mapped: mmap.mmap | None = None
+        for name, spec in self.specs.items():
+            array = lazy.tensors.get(name)
+            if (
+                array is None
+                or array.shape != (*expected, *spec.shape)
+                or array.dtype != spec.dtype
+            ):
+                got = "missing" if array is None else f"{array.dtype} {tuple(array.shape)}"
+                raise SchemaError(
+                    f"holds {got}; the manifest says {spec.dtype} {(*expected, *spec.shape)}",
+                    path=path,
+                    key=name,
+                )
+            if isinstance(array, LazyRows) and array.file_offset is not None and array.size:
+                if mapped is None:
+                    with open(path, "rb") as f:
+                        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                flat = np.frombuffer(mapped, array.dtype, array.size, array.file_offset)
+                members[name] = flat.reshape(array.shape)
+            else:
+                members[name] = array
+        return members
+
+    def close(self) -> None:
+        with self._lock:
+            self._open.clear()

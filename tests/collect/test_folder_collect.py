@@ -1,0 +1,122 @@
+"""Collecting to a sharded folder: a kill -9 at any moment leaves a folder that opens and
+holds the first rows of the uninterrupted run, --resume finishes it, Ctrl-C flushes the
+staging area, and the peak memory does not grow with the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import expcli
+
+EXPCLI = [sys.executable, "-m", "expcli"]
+RUN = ["collect", "CartPole-v1", "--envs", "2", "--seed", "7", "--mode", "dummy"]
+STEPS = 20_000
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+
+def expcli_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([*EXPCLI, *args], capture_output=True, text=True, env=ENV)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> expcli.Dataset:
+    """The uninterrupted run, written as one file."""
+    path = tmp_path_factory.mktemp("ref") / "ref.npz"
+    expcli_cli(*RUN, "--steps", str(STEPS), "-o", str(path), "-q")
+    return expcli.load(path)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_kill_9_leaves_the_first_rows_and_resume_finishes(
+    tmp_path: Path, reference: expcli.Dataset, seed: int
+) -> None:
+    folder = tmp_path / "run"
+    child = subprocess.Popen(
+        [*EXPCLI, *RUN, "--steps", str(STEPS), "-o", str(folder), "--shard-size", "250", "-q"],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not (folder / "manifest.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)  # the run has begun: its envs are built, its folder created
+    time.sleep(random.Random(seed).uniform(0.0, 1.0))
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    expcli_cli("inspect", "--check", str(folder))
+    expcli_cli("convert", str(folder), str(tmp_path / "copy.npz"))
+    killed = expcli.load(folder)
+    rows = killed.memory_size
+    for name, want in reference.tensors.items():
+        assert np.array_equal(killed.tensors[name], want[:rows]), name
+
+    if rows * 2 < STEPS:
+        expcli_cli("collect", "--resume", str(folder), "-q")
+        whole = expcli.load(folder)
+        assert len(whole) == STEPS
+        collector = whole.metadata["collector"]
+        assert collector["steps"] == STEPS and len(collector["segments"]) == 2
+        kept = {k: v for k, v in reference.tensors.items() if k != "truncated"}
+        for name, want in kept.items():
+            assert np.array_equal(whole.tensors[name][:rows], want[:rows]), name
+        cut = whole.tensors["truncated"][rows - 1, :, 0]
+        ended = reference.tensors["terminated"][rows - 1, :, 0]
+        assert (cut | ended).all()  # every episode the kill cut ends in the last stored row
+
+
+def test_ctrl_c_flushes_the_staging_area(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    child = subprocess.Popen(
+        [*EXPCLI, *RUN, "--steps", "10000000", "-o", str(folder), "-q"],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not (folder / "manifest.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(1.0)
+    child.send_signal(signal.SIGINT)
+    assert child.wait(timeout=60) == 130
+    dataset = expcli.load(folder)
+    collector = dataset.metadata["collector"]
+    assert len(dataset) > 0 and collector["steps"] == len(dataset)  # nothing collected lost
+    assert collector["interrupted"] is True
+
+
+_PEAK = """
+import resource, subprocess, sys
+subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def _peak_kib(*args: str) -> int:
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK, *EXPCLI, *args], capture_output=True, text=True, env=ENV
+    )
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.split()[-1])
+
+
+def test_peak_memory_of_a_folder_collect_does_not_grow_with_the_run(tmp_path: Path) -> None:
+    frames = ["collect", "benchmarks.frame_env:ConstantFrame-v0", "--mode", "dummy"]
+    frames += ["--env-kwargs", json.dumps({"shape": [32, 32, 4]}), "--shard-size", "2MB"]
+    small = _peak_kib(*frames, "--steps", "1000", "-o", str(tmp_path / "small"))
+    large = _peak_kib(*frames, "--steps", "20000", "-o", str(tmp_path / "large"))
+    assert expcli.load(tmp_path / "large").memory_size == 20_000
+    # In memory the larger run holds 156 MB more (8 KiB a transition); here, two shards.
+    assert large - small < 30 * 1024, (small, large)
