@@ -26,6 +26,7 @@ valid rows, oldest first, seams marked ``truncated``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from expcli.formats.layouts._episodes import (
     next_in_episode,
     one_column,
 )
+from expcli.formats.layouts._row_streams import picked_rows, rows_of
 from expcli.spec import CircularState
 
 __all__ = ["is_tianshou", "read", "write"]
@@ -139,23 +141,33 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         flat_done = done[rows, envs]
         ends = np.cumsum([len(c) for c in columns])[:-1] - 1
         seams = [int(e) for e in ends if e >= 0 and not flat_done[e]]
-    data: dict[str, np.ndarray] = {}
-    for name, array in sorted(dataset.tensors.items()):
+    names: dict[str, str] = {}
+    for name in sorted(dataset.tensors):
         key = _tianshou_name(name)
-        if key in data:
+        if key in names.values():
             raise SchemaError(
                 f"would be stored as {key!r} like another tensor", path=path, key=name
             )
-        data[key] = foreign_rows(name, array[rows, envs])
+        names[name] = key
+    data: dict[str, np.ndarray] = {}  # the flags, a byte a row; other tensors by slices
     for flag in ("terminated", "truncated"):
-        data.setdefault(flag, np.zeros(maxsize, dtype=bool))
-        data[flag] = data[flag].astype(bool)
+        if flag in dataset.tensors:
+            picked = np.asarray(dataset.tensors[flag])[rows, envs]
+            data[flag] = foreign_rows(flag, picked).astype(bool)
+        else:
+            data[flag] = np.zeros(maxsize, dtype=bool)
     if seams:
         data["truncated"][seams] = True
-    data["rew"] = data["rew"].astype(np.float64, copy=False)
     data["done"] = data["terminated"] | data["truncated"]
-    ep_start, ep_len, ep_return = _unfinished(order[:valid], data["done"], data["rew"], maxsize)
-    save_obs_next = "obs_next" in data
+
+    def rewards(where: np.ndarray) -> np.ndarray:
+        picked = rows_of(dataset.tensors["rewards"], rows[where])[
+            np.arange(len(where)), envs[where]
+        ]
+        return foreign_rows("rewards", picked).astype(np.float64, copy=False)
+
+    ep_start, ep_len, ep_return = _unfinished(order[:valid], data["done"], rewards, maxsize)
+    save_obs_next = "obs_next" in names.values()
     with atomic_path(path, overwrite=overwrite) as tmp, Hdf5Output(tmp) as h5:
         attrs = {
             "maxsize": maxsize,
@@ -184,8 +196,12 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         )
         meta = h5.create_group("_meta")
         meta.attrs["__data_type__"] = "Batch"
-        for key in sorted(data):
-            _array(meta, key, data[key])
+        for key in sorted({*data, *names.values()}):
+            if key in data:
+                _array(meta, key, data[key])
+        for name, key in names.items():
+            if key not in data:
+                _rows_array(meta, key, name, dataset.tensors[name], rows, envs)
 
 
 def _tianshou_name(name: str) -> str:
@@ -200,16 +216,29 @@ def _array(group: Any, key: str, array: np.ndarray) -> None:
     group[key].attrs["__data_type__"] = "ndarray"
 
 
+def _rows_array(
+    group: Any, key: str, name: str, array: Any, rows: np.ndarray, envs: np.ndarray
+) -> None:
+    """``_array`` of ``array[rows, envs]``, read and written a slice at a time."""
+    empty = foreign_rows(name, np.empty((0, *array.shape[2:]), array.dtype))
+    dtype = np.float64 if key == "rew" else empty.dtype
+    target = group.create_dataset(key, shape=(len(rows), *empty.shape[1:]), dtype=dtype)
+    target.attrs["__data_type__"] = "ndarray"
+    for start, part in picked_rows(array, rows, envs):
+        target[start : start + len(part)] = foreign_rows(name, part)
+
+
 def _unfinished(
-    order: np.ndarray, done: np.ndarray, rew: np.ndarray, maxsize: int
+    order: np.ndarray, done: np.ndarray, rewards: Callable[[np.ndarray], np.ndarray], maxsize: int
 ) -> tuple[int, int, float]:
-    """Start row, length and return of the episode still running at the newest row."""
+    """Start row, length and return of the episode still running at the newest row
+    (``rewards(rows)`` gives the rewards of some output rows)."""
     if not len(order) or done[order[-1]]:
         return (int(order[-1]) + 1) % maxsize if len(order) else 0, 0, 0.0
     ends = np.flatnonzero(done[order])
     first = int(ends[-1]) + 1 if len(ends) else 0
     running = order[first:]
-    return int(running[0]), len(running), float(rew[running].sum())
+    return int(running[0]), len(running), float(rewards(running).sum())
 
 
 def _int_attr(h5: Any, key: str, path: Path) -> int:
