@@ -237,8 +237,8 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
                 key="next_" + name,
             )
     done = done_flags(tensors, dataset.memory_size, dataset.num_envs)
-    flags = {  # a byte a row, read whole
-        flag: np.asarray(tensors[flag]).reshape(*done.shape, -1).astype(bool).any(axis=2)
+    flags: dict[str, np.ndarray] = {  # a byte a row, read whole
+        flag: np.asarray(np.asarray(tensors[flag]).reshape(*done.shape, -1).any(axis=2))
         if flag in tensors
         else np.zeros(done.shape, dtype=bool)
         for flag in ("terminated", "truncated")
