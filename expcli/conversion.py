@@ -318,10 +318,7 @@ def _write_then_rename(
         if layout != "expcli":
             from expcli.formats.layouts import write_layout
 
-            whole = {name: np.asarray(array) for name, array in dataset.tensors.items()}
-            write_layout(
-                Dataset(whole, dataset.state, dataset.metadata), target, layout, overwrite=overwrite
-            )
+            write_layout(dataset, target, layout, overwrite=overwrite)  # it reads by slices
             return
         verifying: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if checksums is not None:

@@ -40,7 +40,8 @@ else:
     from expcli.conversion import convert
     import expcli.formats.npz_format, expcli.formats.hdf5_format, h5py
     before = kib("VmRSS:")
-    convert(source, sys.argv[3], overwrite=True)
+    layout = sys.argv[4] if len(sys.argv) > 4 else "expcli"
+    convert(source, sys.argv[3], overwrite=True, layout=layout)
 print((kib("VmHWM:") - before) // 1024)
 """
 

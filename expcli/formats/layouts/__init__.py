@@ -116,7 +116,7 @@ def read_foreign_hdf5(
     from expcli.formats.layouts import d4rl_layout, minari_layout, tianshou_layout
 
     if tianshou_layout.is_tianshou(h5):
-        return tianshou_layout.read(h5, path)
+        return tianshou_layout.read(h5, path, lazy=lazy)
     if minari_layout.is_minari_file(h5, path):
         return minari_layout.read(h5, path)
     if d4rl_layout.is_d4rl(h5):

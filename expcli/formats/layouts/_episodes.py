@@ -147,7 +147,7 @@ def done_flags(tensors: Mapping[str, np.ndarray], memory_size: int, num_envs: in
     done = np.zeros((memory_size, num_envs), dtype=bool)
     for name in ("terminated", "truncated"):
         if name in tensors:
-            flags = tensors[name].reshape(memory_size, num_envs, -1)
+            flags = np.asarray(tensors[name]).reshape(memory_size, num_envs, -1)  # a byte a row
             done |= flags.astype(bool).any(axis=2)
     return done
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from expcli.formats._hdf5_lazy import lazy_dataset
+from expcli.formats._hdf5_lazy import lazy_dataset, read_dataset_rows
 from expcli.formats.layouts._episodes import load_array, native, next_in_episode, one_column
 from expcli.formats.lazy import LazyRows
 
@@ -33,8 +33,8 @@ def lazy_native(dataset: Any, path: Path, key: str) -> LazyRows | np.ndarray:
     dtype = native(np.empty(0, dataset.dtype), path, key).dtype
     rows = lazy_dataset(dataset, path, key)
 
-    def read(start: int, stop: int) -> np.ndarray:
-        return native(rows[start:stop], path, key)
+    def read(start: int, stop: int) -> np.ndarray:  # not rows[...]: it may run read ahead
+        return native(read_dataset_rows(dataset, path, key, start, stop), path, key)
 
     return LazyRows(rows.shape, dtype, read, block_rows=rows.block_rows)
 
@@ -44,7 +44,7 @@ def column_of(array: LazyRows) -> LazyRows:
     shape = (len(array), 1, *(array.shape[1:] or (1,)))
 
     def read(start: int, stop: int) -> np.ndarray:
-        return one_column(array[start:stop])
+        return one_column(array.take(np.arange(start, stop)))  # no nested read ahead
 
     return LazyRows(shape, array.dtype, read, block_rows=array.block_rows)
 
@@ -55,7 +55,7 @@ def following_rows(observations: LazyRows, ends: np.ndarray) -> LazyRows:
     total = len(observations)
 
     def read(start: int, stop: int) -> np.ndarray:
-        rows = observations[start : min(stop + 1, total)]  # and the row after the slice
+        rows = observations.take(np.arange(start, min(stop + 1, total)))  # and the row after
         return next_in_episode(rows, ends[start : start + len(rows)])[: stop - start]
 
     return LazyRows(observations.shape, observations.dtype, read)

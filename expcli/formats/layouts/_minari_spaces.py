@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import numpy as np
 from expcli.errors import FormatError, SchemaError
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts._episodes import column_rows, foreign_rows, load_array
+from expcli.formats.layouts._row_streams import rows_of
 from expcli.formats.registry import error_summary
 from expcli.space_json import (
     SEPARATOR,
@@ -39,6 +41,7 @@ __all__ = [
     "minari_space",
     "read_leaf",
     "step_data",
+    "step_rows",
     "stored_leaves",
     "text_leaves",
 ]
@@ -156,18 +159,21 @@ def _dict_from_names(parts: dict[str, StoredLeaf], dataset: Dataset) -> dict[str
 
 
 def _leaf_space(leaf: StoredLeaf, dataset: Dataset) -> dict[str, Any]:
-    rows = _valid_rows(dataset, leaf)
+    rows = _valid_rows(dataset, leaf, 1)  # a row tells the shape and dtype
     space = leaf.space
     if space is not None and _fits(space, rows):
         return _minari_spelling(space)
+    if rows.dtype.kind in "iu" and rows.shape[1:] == ():  # a Discrete: its bounds
+        rows = _valid_rows(dataset, leaf)  # integers, one per row
     return _from_data(rows)
 
 
-def _valid_rows(dataset: Dataset, leaf: StoredLeaf) -> np.ndarray:
-    """A leaf's valid rows of every env column, as the files hold them."""
+def _valid_rows(dataset: Dataset, leaf: StoredLeaf, limit: int | None = None) -> np.ndarray:
+    """A leaf's valid rows of every env column (the first ``limit`` of each), as the files
+    hold them; only those rows are read."""
     array = dataset.tensors[leaf.name]
-    rows = [array[r, j] for j, r in enumerate(column_rows(dataset))]
-    return leaf.rows(np.concatenate(rows) if rows else array[:0, 0])
+    rows = [rows_of(array, r[:limit])[:, j] for j, r in enumerate(column_rows(dataset))]
+    return leaf.rows(np.concatenate(rows) if rows else np.empty((0, *array.shape[2:]), array.dtype))
 
 
 def _minari_spelling(space: dict[str, Any]) -> dict[str, Any]:
@@ -287,12 +293,20 @@ def read_leaf(dataset: Any, path: Path, key: str, text_length: int | None) -> np
 def step_data(group: Any, key: str, array: np.ndarray) -> None:
     """A dataset as Minari makes them: chunked and growable along the steps (strings, for a
     Text leaf, as UTF-8 strings)."""
-    if array.dtype.kind == "U":
-        import h5py
+    step_rows(group, key, len(array), [(0, array)])
 
-        strings = array.astype(object)
-        group.create_dataset(
-            key, data=strings, dtype=h5py.string_dtype("utf-8"), chunks=True, maxshape=(None,)
-        )
-        return
-    group.create_dataset(key, data=array, chunks=True, maxshape=(None, *array.shape[1:]))
+
+def step_rows(group: Any, key: str, length: int, parts: Iterable[tuple[int, np.ndarray]]) -> None:
+    """``step_data`` of ``length`` rows given a slice at a time, ``(offset, rows)``."""
+    import h5py
+
+    target = None
+    for offset, rows in parts:
+        text = rows.dtype.kind == "U"
+        if target is None:
+            dtype = h5py.string_dtype("utf-8") if text else rows.dtype
+            feature = rows.shape[1:]
+            target = group.create_dataset(
+                key, shape=(length, *feature), dtype=dtype, chunks=True, maxshape=(None, *feature)
+            )
+        target[offset : offset + len(rows)] = rows.astype(object) if text else rows

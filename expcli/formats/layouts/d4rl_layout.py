@@ -37,6 +37,7 @@ from expcli.formats.layouts._episodes import (
     user_metadata,
 )
 from expcli.formats.layouts._lazy_columns import column_of, following_rows, lazy_native
+from expcli.formats.layouts._row_streams import picked_rows
 from expcli.formats.lazy import LazyRows
 from expcli.formats.registry import encode_header
 from expcli.spec import CircularState
@@ -159,13 +160,14 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     with atomic_path(path, overwrite=overwrite) as tmp, Hdf5Output(tmp) as h5:
         for name in sorted(dataset.tensors):
             array = dataset.tensors[name]
-            target = _NAMES.get(name, name)
+            empty = foreign_rows(name, np.empty((0, *array.shape[2:]), array.dtype))
+            target = h5.create_dataset(
+                _NAMES.get(name, name), shape=(total, *empty.shape[1:]), dtype=empty.dtype
+            )
             offset = 0
-            for j, rows in enumerate(columns):
-                part = foreign_rows(name, array[rows, j])
-                if j == 0:
-                    h5.create_dataset(target, shape=(total, *part.shape[1:]), dtype=part.dtype)
-                h5[target][offset : offset + len(rows)] = part
+            for j, rows in enumerate(columns):  # a slice at a time: the source may be lazy
+                for start, part in picked_rows(array, rows, j):
+                    target[offset + start : offset + start + len(part)] = foreign_rows(name, part)
                 offset += len(rows)
         for flag, name in _NAMES.items():
             if flag not in dataset.tensors:

@@ -32,6 +32,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable, Iterator
+from functools import partial
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +64,11 @@ from expcli.formats.layouts._minari_spaces import (
     expcli_leaf,
     read_leaf,
     step_data,
+    step_rows,
     stored_leaves,
     text_leaves,
 )
+from expcli.formats.layouts._row_streams import picked_rows, rows_of
 from expcli.formats.layouts._write import atomic_folder
 from expcli.formats.registry import encode_header
 from expcli.spec import CircularState
@@ -232,6 +237,12 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
                 key="next_" + name,
             )
     done = done_flags(tensors, dataset.memory_size, dataset.num_envs)
+    flags: dict[str, np.ndarray] = {  # a byte a row, read whole
+        flag: np.asarray(np.asarray(tensors[flag]).reshape(*done.shape, -1).any(axis=2))
+        if flag in tensors
+        else np.zeros(done.shape, dtype=bool)
+        for flag in ("terminated", "truncated")
+    }
     saved = user_metadata(dataset.metadata, "minari")
     if any(final is None for final in finals.values()):
         saved["final_observations"] = "repeated: the dataset had no next_observations"
@@ -250,24 +261,25 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
                     for leaf in observations:
                         values = tensors[leaf.name]
                         final = finals[leaf.name]
-                        last = (values if final is None else final)[picked[-1:], j]
-                        both = np.concatenate([values[picked, j], last])
-                        step_data(group, leaf.key, leaf.rows(both))
+                        last = rows_of(values if final is None else final, picked[-1:])[:, j]
+                        parts = _leaf_parts(leaf.rows, values, picked, j)
+                        tail = (len(picked), leaf.rows(last))
+                        step_rows(group, leaf.key, len(picked) + 1, chain(parts, [tail]))
                     for leaf in actions:
-                        step_data(group, leaf.key, leaf.rows(tensors[leaf.name][picked, j]))
-                    step_data(
-                        group, "rewards", foreign_rows("rewards", tensors["rewards"][picked, j])
+                        parts = _leaf_parts(leaf.rows, tensors[leaf.name], picked, j)
+                        step_rows(group, leaf.key, len(picked), parts)
+                    rewards = _leaf_parts(
+                        partial(foreign_rows, "rewards"), tensors["rewards"], picked, j
                     )
+                    step_rows(group, "rewards", len(picked), rewards)
                     for flag, key in (("terminated", "terminations"), ("truncated", "truncations")):
-                        values = (
-                            tensors[flag][picked, j].reshape(len(picked), -1).any(axis=1)
-                            if flag in tensors
-                            else np.zeros(len(picked), dtype=bool)
-                        )
-                        step_data(group, key, values)
+                        step_data(group, key, flags[flag][picked, j])
                     for name, info in zip(extras, infos, strict=True):
-                        values = foreign_rows(name, tensors[name][picked, j])
-                        step_data(group, f"infos/{info}", np.concatenate([values[:1], values]))
+                        convert = partial(foreign_rows, name)
+                        first = convert(rows_of(tensors[name], picked[:1])[:, j])  # as reset info
+                        parts = _leaf_parts(convert, tensors[name], picked, j)
+                        shifted = chain([(0, first)], ((1 + at, rows) for at, rows in parts))
+                        step_rows(group, f"infos/{info}", len(picked) + 1, shifted)
                     episode += 1
                     steps += len(picked)
         meta = minari_metadata(dataset, path, saved)
@@ -275,6 +287,14 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         meta["dataset_size"] = round(os.path.getsize(data / MAIN_FILE) / 1e6, 1)
         with open(data / METADATA_FILE, "w", encoding="utf-8") as f:
             json.dump(meta, f)
+
+
+def _leaf_parts(
+    convert: Callable[[np.ndarray], np.ndarray], array: Any, picked: np.ndarray, column: int
+) -> Iterator[tuple[int, np.ndarray]]:
+    """An episode's rows of one tensor in one env column, a bounded slice at a time."""
+    for at, rows in picked_rows(array, picked, column):
+        yield at, convert(rows)
 
 
 def _episode(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, Any, cast
 
 import numpy as np
 
@@ -39,10 +39,11 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         _write_pt(arrays, path, overwrite)
 
 
-def _flat(array: np.ndarray) -> np.ndarray:
-    """``(T, N, *f)`` as skrl's ``(T, N, size)``."""
+def _flat(array: Any) -> np.ndarray:
+    """``(T, N, *f)`` as skrl's ``(T, N, size)`` (a lazy tensor read whole: skrl's files
+    hold whole arrays)."""
     size = math.prod(array.shape[2:])
-    return np.ascontiguousarray(array.reshape(*array.shape[:2], size))
+    return np.ascontiguousarray(np.asarray(array).reshape(*array.shape[:2], size))
 
 
 def _write_pt(arrays: dict[str, np.ndarray], path: Path, overwrite: bool) -> None:

@@ -26,6 +26,7 @@ valid rows, oldest first, seams marked ``truncated``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +45,9 @@ from expcli.formats.layouts._episodes import (
     foreign_rows,
     load_array,
     next_in_episode,
-    one_column,
 )
+from expcli.formats.layouts._lazy_columns import lazy_native
+from expcli.formats.layouts._row_streams import gathered, picked_rows, rows_of
 from expcli.spec import CircularState
 
 __all__ = ["is_tianshou", "read", "write"]
@@ -63,6 +65,7 @@ _TO_EXPCLI = {
 _TO_TIANSHOU = {v: k for k, v in _TO_EXPCLI.items()}
 _STANDARD = frozenset({"obs", "obs_next", "act", "rew", "terminated", "truncated", "done"})
 _ARRAY_TYPES = frozenset({"ndarray", "Tensor"})
+_FLAGS = frozenset({"terminated", "truncated", "done"})
 
 
 def is_tianshou(h5: Any) -> bool:
@@ -72,15 +75,16 @@ def is_tianshou(h5: Any) -> bool:
     return isinstance(h5.get("_meta"), h5py.Group) and "maxsize" in h5.attrs
 
 
-def read(h5: Any, path: Path) -> Dataset:
-    """Read a saved ReplayBuffer or VectorReplayBuffer.
+def read(h5: Any, path: Path, *, lazy: bool = False) -> Dataset:
+    """Read a saved ReplayBuffer or VectorReplayBuffer (``lazy``: its data rows left in the
+    open file as ``LazyRows``, reordered a slice at a time; the flags are read whole).
 
     Raises:
         FormatError: Standard data is stored pickled, or a dataset cannot be read.
         SchemaError: The data rows disagree with ``maxsize`` or the sub-buffer edges.
     """
     maxsize = _int_attr(h5, "maxsize", path)
-    leaves, skipped = _leaves(h5["_meta"], path, maxsize)
+    leaves, skipped = _leaves(h5["_meta"], path, maxsize, lazy)
     vector = "_extend_offset" in h5
     edges, columns = _columns(h5, path, maxsize, vector)
     tianshou: dict[str, Any] = {
@@ -97,9 +101,10 @@ def read(h5: Any, path: Path) -> Dataset:
     done = leaves.pop("done", None)
     if "terminated" not in leaves and "truncated" not in leaves and done is not None:
         leaves["terminated"] = done  # tianshou before 0.5 kept only ``done``
-    tensors, state, seams = _arrange(leaves, edges, columns)
+    tensors, state, seams, index = _arrange(leaves, edges, columns)
     if "next_observations" not in tensors and "observations" in tensors:
-        tensors["next_observations"] = _next_observations(tensors, state)
+        following = index[_next_rows(tensors, state), np.arange(index.shape[1])]
+        tensors["next_observations"] = gathered(leaves["observations"], following)
         tianshou["derived"] = ["next_observations"]
     if seams:
         metadata[SEAMS_KEY] = seams
@@ -139,23 +144,33 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         flat_done = done[rows, envs]
         ends = np.cumsum([len(c) for c in columns])[:-1] - 1
         seams = [int(e) for e in ends if e >= 0 and not flat_done[e]]
-    data: dict[str, np.ndarray] = {}
-    for name, array in sorted(dataset.tensors.items()):
+    names: dict[str, str] = {}
+    for name in sorted(dataset.tensors):
         key = _tianshou_name(name)
-        if key in data:
+        if key in names.values():
             raise SchemaError(
                 f"would be stored as {key!r} like another tensor", path=path, key=name
             )
-        data[key] = foreign_rows(name, array[rows, envs])
+        names[name] = key
+    data: dict[str, np.ndarray] = {}  # the flags, a byte a row; other tensors by slices
     for flag in ("terminated", "truncated"):
-        data.setdefault(flag, np.zeros(maxsize, dtype=bool))
-        data[flag] = data[flag].astype(bool)
+        if flag in dataset.tensors:
+            picked = np.asarray(dataset.tensors[flag])[rows, envs]
+            data[flag] = foreign_rows(flag, picked).astype(bool)
+        else:
+            data[flag] = np.zeros(maxsize, dtype=bool)
     if seams:
         data["truncated"][seams] = True
-    data["rew"] = data["rew"].astype(np.float64, copy=False)
     data["done"] = data["terminated"] | data["truncated"]
-    ep_start, ep_len, ep_return = _unfinished(order[:valid], data["done"], data["rew"], maxsize)
-    save_obs_next = "obs_next" in data
+
+    def rewards(where: np.ndarray) -> np.ndarray:
+        picked = rows_of(dataset.tensors["rewards"], rows[where])[
+            np.arange(len(where)), envs[where]
+        ]
+        return foreign_rows("rewards", picked).astype(np.float64, copy=False)
+
+    ep_start, ep_len, ep_return = _unfinished(order[:valid], data["done"], rewards, maxsize)
+    save_obs_next = "obs_next" in names.values()
     with atomic_path(path, overwrite=overwrite) as tmp, Hdf5Output(tmp) as h5:
         attrs = {
             "maxsize": maxsize,
@@ -184,8 +199,12 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         )
         meta = h5.create_group("_meta")
         meta.attrs["__data_type__"] = "Batch"
-        for key in sorted(data):
-            _array(meta, key, data[key])
+        for key in sorted({*data, *names.values()}):
+            if key in data:
+                _array(meta, key, data[key])
+        for name, key in names.items():
+            if key not in data:
+                _rows_array(meta, key, name, dataset.tensors[name], rows, envs)
 
 
 def _tianshou_name(name: str) -> str:
@@ -200,16 +219,29 @@ def _array(group: Any, key: str, array: np.ndarray) -> None:
     group[key].attrs["__data_type__"] = "ndarray"
 
 
+def _rows_array(
+    group: Any, key: str, name: str, array: Any, rows: np.ndarray, envs: np.ndarray
+) -> None:
+    """``_array`` of ``array[rows, envs]``, read and written a slice at a time."""
+    empty = foreign_rows(name, np.empty((0, *array.shape[2:]), array.dtype))
+    dtype = np.float64 if key == "rew" else empty.dtype
+    target = group.create_dataset(key, shape=(len(rows), *empty.shape[1:]), dtype=dtype)
+    target.attrs["__data_type__"] = "ndarray"
+    for start, part in picked_rows(array, rows, envs):
+        target[start : start + len(part)] = foreign_rows(name, part)
+
+
 def _unfinished(
-    order: np.ndarray, done: np.ndarray, rew: np.ndarray, maxsize: int
+    order: np.ndarray, done: np.ndarray, rewards: Callable[[np.ndarray], np.ndarray], maxsize: int
 ) -> tuple[int, int, float]:
-    """Start row, length and return of the episode still running at the newest row."""
+    """Start row, length and return of the episode still running at the newest row
+    (``rewards(rows)`` gives the rewards of some output rows)."""
     if not len(order) or done[order[-1]]:
         return (int(order[-1]) + 1) % maxsize if len(order) else 0, 0, 0.0
     ends = np.flatnonzero(done[order])
     first = int(ends[-1]) + 1 if len(ends) else 0
     running = order[first:]
-    return int(running[0]), len(running), float(rew[running].sum())
+    return int(running[0]), len(running), float(rewards(running).sum())
 
 
 def _int_attr(h5: Any, key: str, path: Path) -> int:
@@ -225,8 +257,9 @@ def _int_attr(h5: Any, key: str, path: Path) -> int:
     return value
 
 
-def _leaves(meta: Any, path: Path, maxsize: int) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Every array under ``_meta`` by expcli name (``info/x`` as ``infos/x``), and skipped ones.
+def _leaves(meta: Any, path: Path, maxsize: int, lazy: bool) -> tuple[dict[str, Any], list[str]]:
+    """Every array under ``_meta`` by expcli name (``info/x`` as ``infos/x``), and skipped ones
+    (``lazy``: left in the file, but for the flags).
 
     Raises:
         FormatError: Standard data is pickled, or an array cannot be read.
@@ -234,13 +267,14 @@ def _leaves(meta: Any, path: Path, maxsize: int) -> tuple[dict[str, np.ndarray],
     """
     import h5py
 
-    leaves: dict[str, np.ndarray] = {}
+    leaves: dict[str, Any] = {}
     skipped: list[str] = []
 
     def visit(name: str, obj: Any) -> None:
         if not isinstance(obj, h5py.Dataset):
             return
         head, _, rest = name.partition("/")
+        whole = not lazy or head in _FLAGS
         kind = read_attribute(obj, "__data_type__", path, f"_meta/{name}")
         if isinstance(kind, bytes):
             kind = kind.decode(errors="replace")
@@ -264,7 +298,8 @@ def _leaves(meta: Any, path: Path, maxsize: int) -> tuple[dict[str, np.ndarray],
                 key=f"_meta/{name}",
             )
         expcli = _TO_EXPCLI.get(head, head)
-        leaves[f"{expcli}/{rest}" if rest else expcli] = load_array(obj, path, f"_meta/{name}")
+        read = load_array if whole else lazy_native
+        leaves[f"{expcli}/{rest}" if rest else expcli] = read(obj, path, f"_meta/{name}")
 
     meta.visititems(visit)
     return leaves, skipped
@@ -352,16 +387,48 @@ def _state_for(columns: list[tuple[int, int]], size: int) -> CircularState | Non
 
 
 def _arrange(
-    leaves: dict[str, np.ndarray], edges: list[int], columns: list[tuple[int, int]]
-) -> tuple[dict[str, np.ndarray], CircularState, list[int]]:
-    """Rows of the flat buffer as ``(T, N, *f)`` tensors with their circular state."""
+    leaves: dict[str, Any], edges: list[int], columns: list[tuple[int, int]]
+) -> tuple[dict[str, Any], CircularState, list[int], np.ndarray]:
+    """Rows of the flat buffer as ``(T, N, *f)`` tensors with their circular state, and the
+    flat row of each ``(T, N)`` position."""
+    index, state, parts = _positions(edges, columns)
+    tensors = {k: gathered(v, index) for k, v in leaves.items()}
+    if parts is None:
+        return tensors, state, [], index
+    rows = len(index)
+    done = np.zeros(rows, dtype=bool)
+    for flag in ("terminated", "truncated"):
+        if flag in tensors:
+            done |= tensors[flag].reshape(rows, -1).astype(bool).any(axis=1)
+    seams = []
+    position = 0
+    for part in parts[:-1]:
+        position += part
+        if part and not done[position - 1]:
+            seams.append(position - 1)
+    if seams:
+        truncated = tensors.get("truncated")
+        if truncated is None:
+            truncated = np.zeros((rows, 1, 1), dtype=bool)
+        truncated = truncated.astype(bool)
+        truncated[seams] = True
+        tensors["truncated"] = truncated
+    return tensors, state, seams, index
+
+
+def _positions(
+    edges: list[int], columns: list[tuple[int, int]]
+) -> tuple[np.ndarray, CircularState, list[int] | None]:
+    """The flat row of each ``(T, N)`` position: each sub-buffer in place as an env column
+    when one circular state describes them all, else rotated oldest first, else (with the
+    sub-buffers' lengths) their valid rows one after the other in one column."""
     sizes = {b - a for a, b in zip(edges, edges[1:], strict=False)}
     size = sizes.pop() if len(sizes) == 1 else 0
     if size:
         count = len(columns)
         state = _state_for(columns, size)
         if state is not None:
-            return {k: _split(v, count, size) for k, v in leaves.items()}, state, []
+            return np.arange(count * size).reshape(count, size).T, state, None
         rotated = [(length % size, length) for _, length in columns]
         state = _state_for(rotated, size)
         if state is not None:
@@ -371,39 +438,14 @@ def _arrange(
                     for start, (ins, length) in zip(edges, columns, strict=False)
                 ]
             )
-            return {k: _split(v[order], count, size) for k, v in leaves.items()}, state, []
-    return _concatenated(leaves, edges, columns)
-
-
-def _concatenated(
-    leaves: dict[str, np.ndarray], edges: list[int], columns: list[tuple[int, int]]
-) -> tuple[dict[str, np.ndarray], CircularState, list[int]]:
-    """Every sub-buffer's valid rows, oldest first, one after the other in one column."""
+            return order.reshape(count, size).T, state, None
     parts = []
     for (start, stop), (ins, length) in zip(
         zip(edges, edges[1:], strict=False), columns, strict=True
     ):
         parts.append(start + _oldest_first(ins, length, stop - start, length))
     order = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    tensors = {k: one_column(v[order]) for k, v in leaves.items()}
-    done = np.zeros(len(order), dtype=bool)
-    for flag in ("terminated", "truncated"):
-        if flag in tensors:
-            done |= tensors[flag].reshape(len(order), -1).astype(bool).any(axis=1)
-    seams = []
-    position = 0
-    for part in parts[:-1]:
-        position += len(part)
-        if len(part) and not done[position - 1]:
-            seams.append(position - 1)
-    if seams:
-        truncated = tensors.get("truncated")
-        if truncated is None:
-            truncated = np.zeros((len(order), 1, 1), dtype=bool)
-        truncated = truncated.astype(bool)
-        truncated[seams] = True
-        tensors["truncated"] = truncated
-    return tensors, CircularState(0, 0, filled=True), seams
+    return order[:, None], CircularState(0, 0, filled=True), [len(p) for p in parts]
 
 
 def _oldest_first(insertion: int, length: int, size: int, count: int) -> np.ndarray:
@@ -412,21 +454,13 @@ def _oldest_first(insertion: int, length: int, size: int, count: int) -> np.ndar
     return (oldest + np.arange(count)) % max(size, 1)
 
 
-def _split(array: np.ndarray, count: int, size: int) -> np.ndarray:
-    """Rows of ``count`` sub-buffers of ``size`` rows as ``(size, count, *f)``."""
-    if array.ndim == 1:
-        array = array[:, None]
-    blocks = array.reshape(count, size, *array.shape[1:])
-    return np.ascontiguousarray(np.swapaxes(blocks, 0, 1))
-
-
-def _next_observations(tensors: dict[str, np.ndarray], state: CircularState) -> np.ndarray:
-    """tianshou's ``obs[next(index)]``: the next row in the episode, else the row itself."""
-    observations = tensors["observations"]
-    size, count = observations.shape[:2]
-    dataset = Dataset({"observations": observations}, state)
+def _next_rows(tensors: dict[str, Any], state: CircularState) -> np.ndarray:
+    """tianshou's ``next(index)`` per ``(T, N)`` position: the row of the next step in the
+    episode, else the row itself (at an episode's end, the newest row, invalid rows)."""
+    size, count = tensors["observations"].shape[:2]
+    dataset = Dataset({"observations": tensors["observations"]}, state)
     done = done_flags(tensors, size, count)
-    following = observations.copy()
+    following = np.repeat(np.arange(size)[:, None], count, axis=1)
     for j, rows in enumerate(column_rows(dataset)):
-        following[rows, j] = next_in_episode(observations[rows, j], done[rows, j])
+        following[rows, j] = rows[next_in_episode(np.arange(len(rows)), done[rows, j])]
     return following
