@@ -58,7 +58,7 @@ def _header(summary: Summary) -> Table:
     grid.add_column(overflow="fold")
     meta = summary.metadata
     grid.add_row("path", _safe(summary.path))
-    grid.add_row("format", f"{summary.format}, {summary.layout} layout")
+    grid.add_row("format", _safe(f"{summary.format}, {summary.layout} layout"))
     grid.add_row("size", _bytes(summary.size_bytes))
     if isinstance(meta.get("env_id"), str):
         grid.add_row("env", _safe(meta["env_id"]))

@@ -187,8 +187,9 @@ def _numbers(value: Any) -> np.ndarray:
 
 
 def _short_list(values: np.ndarray) -> str:
-    items = values.astype(np.int64).reshape(-1).tolist()
-    shown = ", ".join(map(str, items[:8])) + (", ..." if len(items) > 8 else "")
+    flat = values.reshape(-1)
+    items = [int(v) for v in flat[:8]]  # Python ints: no overflow warning for huge sizes
+    shown = ", ".join(map(str, items)) + (", ..." if flat.size > 8 else "")
     return f"[{shown}]"
 
 

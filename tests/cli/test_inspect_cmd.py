@@ -163,3 +163,22 @@ def test_torch_is_imported_only_for_pt_files(tmp_path: Path) -> None:
         assert "numpy" in loaded and "torch" not in loaded, suffix
         assert not loaded & {"gymnasium", "ray"}
     assert "torch" in _modules_after_inspect(write_dataset(dataset, tmp_path / "d.pt"))
+
+
+def test_a_layout_that_is_not_utf8_prints_escaped_on_a_strict_stdout(tmp_path: Path) -> None:
+    csv = tmp_path / "t.csv"
+    write_dataset(random_dataset(size=6, envs=2), csv)
+    sidecar = tmp_path / "t.csv.meta.json"
+    header = json.loads(sidecar.read_text())
+    header["layout"] = "\udcff"  # a lone surrogate: what undecodable bytes become
+    sidecar.write_text(json.dumps(header))
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict", "NO_COLOR": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "expcli", "inspect", str(csv)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "\\udcff layout" in done.stdout
