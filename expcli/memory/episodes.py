@@ -288,8 +288,12 @@ class EpisodeBookkeeping:
 
         Returns ``[x[t - stack_num + 1], ..., x[t]]`` along a new axis after the index's
         axes, so an index shaped ``(B,)`` gives ``(B, stack_num, *feature)``; at an
-        episode's start the first frame is repeated (tianshou's frame stacking). With
-        ``stack_num == 1`` the values come without the stacking axis.
+        episode's start the first frame is repeated (tianshou's frame stacking, and
+        EnvPool's). A ``next_<name>`` tensor beside ``<name>`` (``next_observations``)
+        stacks as the step after ``t`` sees it: ``<name>``'s stack at ``t`` shifted by
+        one, then ``next_<name>[t]``, so its first step's stack starts with the episode's
+        first observation. With ``stack_num == 1`` the values come without the stacking
+        axis.
 
         Raises:
             KeyError: No tensor is called ``key``.
@@ -307,11 +311,19 @@ class EpisodeBookkeeping:
         if stack_num == 1:
             return np.asarray(flat[idx])
         frames = np.empty((stack_num, *idx.shape, *flat.shape[1:]), dtype=flat.dtype)
+        frames[-1] = flat[idx]
+        before = key.removeprefix("next_")
+        if before != key and before in arrays:  # the frames before come from <name>
+            array = np.asarray(arrays[before])
+            flat = array.reshape(memory_size * num_envs, *array.shape[2:])
+            frames[-2] = flat[idx]
+            last = stack_num - 3
+        else:
+            last = stack_num - 2
         current = idx
-        for k in range(stack_num - 1, -1, -1):
+        for k in range(last, -1, -1):
+            current = np.asarray(self.prev(current))
             frames[k] = flat[current]
-            if k:
-                current = np.asarray(self.prev(current))
         return np.ascontiguousarray(np.moveaxis(frames, 0, idx.ndim))
 
     def episodes_batch(
