@@ -22,7 +22,11 @@ from expcli.errors import ConfigError, EnvError
 def collect_cmd(
     ctx: typer.Context,
     env_id: Annotated[
-        str | None, typer.Argument(help="Gymnasium env id, e.g. CartPole-v1 (see `expcli envs`).")
+        str | None,
+        typer.Argument(
+            help="Gymnasium env id, e.g. CartPole-v1 (see `expcli envs`); with --mode envpool, "
+            "EnvPool's id (see `expcli envs --envpool`)."
+        ),
     ] = None,
     envs: Annotated[int, typer.Option("--envs", "-n", help="Parallel envs (at most 65,536).")] = 1,
     steps: Annotated[
@@ -41,13 +45,14 @@ def collect_cmd(
     ] = None,
     mode: Annotated[
         str,
-        typer.Option("--mode", help="auto, dummy, subproc, ray, ray-subproc or vector."),
+        typer.Option("--mode", help="auto, dummy, subproc, ray, ray-subproc, vector or envpool."),
     ] = "auto",
     force_mode: Annotated[
         bool,
         typer.Option(
             "--force-mode",
-            help="With --mode vector: use it even where its spec differs from the env gym.make builds.",
+            help="With --mode vector: use it even where its spec differs from the env "
+            "gym.make builds.",
         ),
     ] = False,
     asynchronous: Annotated[
@@ -61,7 +66,11 @@ def collect_cmd(
         int | None, typer.Option("--seed", help="Seed of envs and policy (0 or more).")
     ] = None,
     env_kwargs: Annotated[
-        str | None, typer.Option("--env-kwargs", help="JSON object passed to gym.make.")
+        str | None,
+        typer.Option(
+            "--env-kwargs",
+            help="JSON object passed to gym.make (to envpool.make with --mode envpool).",
+        ),
     ] = None,
     ray_address: Annotated[
         str | None, typer.Option("--ray-address", help="Ray cluster to join (ray modes).")
@@ -94,7 +103,7 @@ def collect_cmd(
         bool, typer.Option("--quiet", "-q", help="No progress or summary; print the path only.")
     ] = False,
 ) -> None:
-    """Collect experience from a Gymnasium env into a dataset file."""
+    """Collect experience from a Gymnasium env (or EnvPool's) into a dataset file."""
     from expcli.collect.job import CollectJob
     from expcli.collect.settings import CollectSettings, read_config
 

@@ -80,7 +80,12 @@ class CollectJob:
         from expcli.envs.parallel_env import check_env_id
 
         self.settings = settings.validate()
-        check_env_id(settings.env_id)
+        if settings.mode == "envpool":
+            from expcli.envs.envpool_envs import check_envpool_id
+
+            check_envpool_id(settings.env_id)
+        else:
+            check_env_id(settings.env_id)
         if settings.mode == "vector":
             require_vector_entry_point(settings.env_id)
         self.output = Path(settings.output) if settings.output else default_output(settings.env_id)
@@ -96,6 +101,7 @@ class CollectJob:
         self.mode = settings.mode
         self.probes: list[Probe] = []
         self.mode_differences: list[str] = []  # what --force-mode let through
+        self.engine: dict[str, Any] = {"gym_spec": True}  # see _engine_metadata
         self.env: Any = None
         self.collector: Collector | None = None
         self.stats: CollectStats | None = None
@@ -107,7 +113,13 @@ class CollectJob:
         if s.mode == "auto":
             # The probed envs are closed: the run's are built afresh, as in any other mode.
             self.mode, self.probes = choose_mode(
-                s.env_id, s.envs, asynchronous, s.env_kwargs, seed=s.seed, num_cpus=s.num_cpus
+                s.env_id,
+                s.envs,
+                asynchronous,
+                s.env_kwargs,
+                seed=s.seed,
+                num_cpus=s.num_cpus,
+                infos=s.infos,
             )
         if self.mode == "vector":
             self.env, self.mode_differences = build_checked_vector(
@@ -122,8 +134,10 @@ class CollectJob:
                 s.env_kwargs,
                 num_cpus=s.num_cpus,
                 ray_address=s.ray_address,
+                seed=s.seed,
             )
         try:
+            self.engine = _engine_metadata(self.env, s.env_id, s.env_kwargs)
             self.collector = self._collector()
         except BaseException:
             self.close()
@@ -234,9 +248,11 @@ class CollectJob:
         stepper = self.collector.stepper
         memory = self.collector.memory
         stats = self.stats
+        engine = dict(self.engine)
+        envpool = engine.get("envpool", {})
         return {
             "env_id": s.env_id,
-            "env_spec": _env_spec(s.env_id, s.env_kwargs),
+            "env_spec": _env_spec(s.env_id, s.env_kwargs) if engine.pop("gym_spec") else None,
             "env_kwargs": s.env_kwargs,
             "observation_space": describe_space(stepper.observation_space),
             "action_space": describe_space(stepper.action_space),
@@ -257,7 +273,9 @@ class CollectJob:
                 "interrupted": stats.interrupted if stats else None,
                 "target_steps": s.steps,
                 "target_episodes": s.episodes,
+                **engine,
             },
+            **({"frame_stack": envpool["frame_stack"]} if "frame_stack" in envpool else {}),
             "versions": {
                 "expcli": __version__,
                 "gymnasium": gym.__version__,
@@ -266,6 +284,16 @@ class CollectJob:
                 "python": platform.python_version(),
             },
         }
+
+
+def _engine_metadata(env: Any, env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """EnvPool's part of the metadata (``envpool``: task id, version, config, seeds), and
+    ``gym_spec``: whether Gymnasium's spec of ``env_id`` describes the envs that ran."""
+    from expcli.envs.envpool_envs import EnvPoolEnvs, gym_equivalent
+
+    if not isinstance(env, EnvPoolEnvs):
+        return {"gym_spec": True}
+    return {"gym_spec": gym_equivalent(env_id, env_kwargs), "envpool": env.metadata()}
 
 
 def _env_spec(env_id: str, env_kwargs: dict[str, Any]) -> Any:
