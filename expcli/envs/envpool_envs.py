@@ -55,7 +55,7 @@ _OWN_KWARGS = {
 
 # EnvPool ids whose envs are, step for step, the envs ``gym.make(id)`` builds (with no
 # --env-kwargs): the same spaces, and from the same state the same actions give the same
-# observations, rewards and flags, bit for bit (tests/collect/test_envpool_equivalence.py
+# observations, rewards and flags, bit for bit (tests/envpool/test_gym_equivalence.py
 # proves it; the time limit is expcli's, as Gymnasium's). Only their random streams differ,
 # so ``auto`` may run them through EnvPool when no --seed is given. Left out, measured:
 # CartPole (its C++ multiplies in another order: float32 observations part after about 200
