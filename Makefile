@@ -18,11 +18,11 @@ $(VENV)/.core: $(BIN)/python pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.core
-	$(PIP) -e '.[dev,ray,test-envs]'
+	$(PIP) -e '.[dev,ray,test-envs,envpool]'
 	touch $@
 
 $(VENV)/.bench: $(VENV)/.core
-	$(PIP) -e '.[bench]'
+	$(PIP) -e '.[bench,envpool]'
 	touch $@
 
 demo: $(VENV)/.core

@@ -24,7 +24,11 @@ from expcli.errors import ConfigError, EnvError, OutputError
 def collect_cmd(
     ctx: typer.Context,
     env_id: Annotated[
-        str | None, typer.Argument(help="Gymnasium env id, e.g. CartPole-v1 (see `expcli envs`).")
+        str | None,
+        typer.Argument(
+            help="Gymnasium env id, e.g. CartPole-v1 (see `expcli envs`); with --mode envpool, "
+            "EnvPool's id (see `expcli envs --envpool`)."
+        ),
     ] = None,
     envs: Annotated[int, typer.Option("--envs", "-n", help="Parallel envs (at most 65,536).")] = 1,
     steps: Annotated[
@@ -45,9 +49,9 @@ def collect_cmd(
         str,
         typer.Option(
             "--mode",
-            help="auto, dummy, subproc, ray, ray-subproc or vector. dummy runs the envs in "
-            "this process: one that calls os._exit or segfaults takes expcli down and nothing "
-            "is saved; subproc survives it.",
+            help="auto, dummy, subproc, ray, ray-subproc, vector or envpool. dummy runs the "
+            "envs in this process: one that calls os._exit or segfaults takes expcli down and "
+            "nothing is saved; subproc survives it.",
         ),
     ] = "auto",
     force_mode: Annotated[
@@ -68,7 +72,11 @@ def collect_cmd(
         int | None, typer.Option("--seed", help="Seed of envs and policy (0 or more).")
     ] = None,
     env_kwargs: Annotated[
-        str | None, typer.Option("--env-kwargs", help="JSON object passed to gym.make.")
+        str | None,
+        typer.Option(
+            "--env-kwargs",
+            help="JSON object passed to gym.make (to envpool.make with --mode envpool).",
+        ),
     ] = None,
     ray_address: Annotated[
         str | None, typer.Option("--ray-address", help="Ray cluster to join (ray modes).")
@@ -136,7 +144,7 @@ def collect_cmd(
         ),
     ] = None,
 ) -> None:
-    """Collect experience from a Gymnasium env into a dataset file."""
+    """Collect experience from a Gymnasium env (or EnvPool's) into a dataset file."""
     from expcli.collect.job import CollectJob
     from expcli.collect.settings import CollectSettings, read_config
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -284,7 +284,7 @@ class Collector:
             values[INFO_PREFIX + key] = _info_column(outcome.infos, key)
         return values
 
-    def _find_new_infos(self, infos: list[dict[str, Any]]) -> None:
+    def _find_new_infos(self, infos: Sequence[dict[str, Any]]) -> None:
         """Create a tensor for each numeric scalar info key seen for the first time."""
         import torch
 
@@ -334,7 +334,7 @@ def _is_numeric_scalar(value: Any) -> bool:
     return isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf"
 
 
-def _info_column(infos: list[dict[str, Any]], key: str) -> np.ndarray:
+def _info_column(infos: Sequence[dict[str, Any]], key: str) -> np.ndarray:
     column = np.full((len(infos), 1), np.nan)
     for i, info in enumerate(infos):
         value = info.get(key)

@@ -1,15 +1,18 @@
 """Building the envs of a collect run in the mode asked for, or choosing the fastest (``auto``).
 
 ``vector`` is Gymnasium's own batched implementation of an env, where one is registered
-(``gym.make_vec(..., vectorization_mode="vector_entry_point")``, e.g. CartPole); the
-other modes are ``ParallelEnv``'s. ``auto`` builds each candidate, steps it briefly with
-random actions, closes it, and names the fastest. It never changes the data: every mode
-but ``vector`` gives the same bytes for the same seed, and ``vector`` is a candidate only
-without a seed and when it is the env ``gym.make`` builds (``vector_checks``).
+(``gym.make_vec(..., vectorization_mode="vector_entry_point")``, e.g. CartPole);
+``envpool`` is EnvPool's C++ implementation (the ``envpool`` extra); the other modes are
+``ParallelEnv``'s. ``auto`` builds each candidate, steps it briefly with random actions,
+closes it, and names the fastest. It never changes the data: every ``ParallelEnv`` mode
+gives the same bytes for the same seed, and ``vector`` and ``envpool`` (other
+implementations, with their own generators) are candidates only without a seed and where
+they are the env ``gym.make`` builds (``vector_checks``; ``envpool_envs.gym_equivalent``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import time
@@ -78,8 +81,10 @@ def build_env(
     ray_address: str | None = None,
     step_timeout: float | None = None,
     wrappers: tuple[str, ...] | list[str] = (),
+    seed: int | None = None,
 ) -> Any:
-    """The envs of one mode: a ``ParallelEnv``, or a Gymnasium vector env for ``vector``.
+    """The envs of one mode: a ``ParallelEnv``, a Gymnasium vector env for ``vector``, or
+    ``EnvPoolEnvs`` for ``envpool`` (whose seeds, ``seed + i``, are fixed here).
 
     ``step_timeout`` applies to the ``ParallelEnv`` modes (Gymnasium's vector envs have none).
     ``wrappers`` (``MODULE:CALLABLE`` specs) wrap each env right after ``gym.make``.
@@ -87,10 +92,24 @@ def build_env(
     Raises:
         ConfigError: Unknown env id, bad kwargs, or ``vector`` for an env without one.
         EnvError: The envs could not be built.
+        MissingDependencyError: ``envpool`` without the extra.
     """
     from expcli.envs import ParallelEnv
     from expcli.envs.parallel_env import check_env_id
 
+    if mode == "envpool":
+        from expcli.envs.envpool_envs import make_envpool_envs
+
+        if wrappers:
+            raise ConfigError("--mode envpool cannot apply --wrapper; use --mode dummy or subproc")
+
+        return make_envpool_envs(
+            env_id.rpartition(":")[2],
+            num_envs,
+            seed=seed,
+            asynchronous=asynchronous,
+            env_kwargs=env_kwargs,
+        )
     name = check_env_id(env_id)
     if mode != "vector":
         return ParallelEnv.from_id(
@@ -123,12 +142,16 @@ def build_env(
 
 def candidate_modes(env_id: str, num_envs: int, asynchronous: str | None) -> list[str]:
     """The modes ``auto`` considers, cheapest to start first."""
+    from expcli.envs.envpool_envs import GYM_EQUIVALENT_IDS
+
     modes = []
     if asynchronous == "restart" and has_vector_entry_point(env_id):
         modes.append("vector")
     modes.append("dummy")
     if num_envs >= 2 and (os.cpu_count() or 1) >= 2:
         modes.append("subproc")
+    if env_id.rpartition(":")[2] in GYM_EQUIVALENT_IDS and asynchronous != "continue":
+        modes.append("envpool")
     return modes
 
 
@@ -167,14 +190,17 @@ def choose_mode(
     num_cpus: int | None = None,
     step_timeout: float | None = None,
     wrappers: tuple[str, ...] | list[str] = (),
+    infos: bool = False,
 ) -> tuple[str, list[Probe]]:
     """The fastest mode that stores the data every mode stores, and what was tried.
 
     ``vector`` is considered only when no ``seed`` is given (its envs draw from their own
     generator) and it is the env ``gym.make`` builds (``vector_checks``); a vector env
-    that cannot take ``env_kwargs`` is skipped too. Each candidate is built, stepped for
-    a moment and closed: the caller builds the chosen mode afresh, because some envs'
-    ``reset(seed)`` is not a full reset, and probed envs would change the data.
+    that cannot take ``env_kwargs`` is skipped too. ``envpool`` likewise: only without a
+    seed, without ``env_kwargs``, for the ids proven to be ``gym.make``'s envs, and
+    without ``infos`` (EnvPool reports infos of its own). Each candidate is built,
+    stepped for a moment and closed: the caller builds the chosen mode afresh, because
+    some envs' ``reset(seed)`` is not a full reset, and probed envs would change the data.
 
     Returns:
         The chosen mode and one ``Probe`` per candidate (skipped ones with their reason).
@@ -185,6 +211,8 @@ def choose_mode(
         reason = None
         if mode == "vector":
             reason = _vector_skip_reason(env_id, env_kwargs, seed, bool(wrappers))
+        elif mode == "envpool":
+            reason = _envpool_skip_reason(env_kwargs, seed, infos, bool(wrappers))
         if reason is None:
             runnable.append(mode)
         else:
@@ -205,7 +233,7 @@ def choose_mode(
                 wrappers=wrappers,
             )
         except (ConfigError, EnvError) as e:
-            if mode != "vector":
+            if mode not in ("vector", "envpool"):
                 raise
             skipped.append(Probe(mode, math.nan, f"it could not be built ({e})"))
             continue
@@ -240,6 +268,23 @@ def _vector_skip_reason(
         return "--seed is given, and its envs draw from their own generator (other bytes)"
     differences = spec_differences(env_id, env_kwargs)
     return _differ(differences) if differences else None
+
+
+def _envpool_skip_reason(
+    env_kwargs: dict[str, Any], seed: int | None, infos: bool, wrapped: bool
+) -> str | None:
+    """Why ``auto`` must not try EnvPool's env (proven to be ``gym.make``'s); None to try it."""
+    if wrapped:
+        return "--wrapper is given, and EnvPool's envs are not Gymnasium envs to wrap"
+    if seed is not None:
+        return "--seed is given, and EnvPool's envs draw from their own generators (other bytes)"
+    if env_kwargs:
+        return "--env-kwargs are given: its equivalence with gym.make's env is proven without"
+    if infos:
+        return "--infos is given, and EnvPool reports infos of its own"
+    if importlib.util.find_spec("envpool") is None:
+        return 'EnvPool is not installed (pip install "expcli[envpool]")'
+    return None
 
 
 def _differ(differences: list[str]) -> str:

@@ -81,7 +81,12 @@ class CollectJob:
         from expcli.envs.parallel_env import check_env_id
 
         self.settings = settings.validate()
-        check_env_id(settings.env_id)
+        if settings.mode == "envpool":
+            from expcli.envs.envpool_envs import check_envpool_id
+
+            check_envpool_id(settings.env_id)
+        else:
+            check_env_id(settings.env_id)
         if settings.mode == "vector":
             require_vector_entry_point(settings.env_id)
         from expcli.envs.env_wrappers import describe_wrappers, portable_spec
@@ -114,6 +119,7 @@ class CollectJob:
         self.mode = settings.mode
         self.probes: list[Probe] = []
         self.mode_differences: list[str] = []  # what --force-mode let through
+        self.engine: dict[str, Any] = {"gym_spec": True}  # see _engine_metadata
         self.env: Any = None
         self.collector: Collector | None = None
         self.stats: CollectStats | None = None
@@ -133,6 +139,7 @@ class CollectJob:
                 num_cpus=s.num_cpus,
                 step_timeout=s.step_timeout_seconds,
                 wrappers=self.wrappers,
+                infos=s.infos,
             )
         if self.mode == "vector":
             self.env, self.mode_differences = build_checked_vector(
@@ -149,8 +156,10 @@ class CollectJob:
                 ray_address=s.ray_address,
                 step_timeout=s.step_timeout_seconds,
                 wrappers=self.wrappers,
+                seed=s.seed,
             )
         try:
+            self.engine = _engine_metadata(self.env, s.env_id, s.env_kwargs)
             self.collector = self._collector()
             if self.to_folder:
                 from expcli.collect.folder_run import open_sink
@@ -299,9 +308,11 @@ class CollectJob:
         s = self.settings
         memory = self.collector.memory
         stats = self.stats
+        engine = dict(self.engine)
+        envpool = engine.get("envpool", {})
         return {
             "env_id": s.env_id,
-            "env_spec": _env_spec(s.env_id, s.env_kwargs),
+            "env_spec": _env_spec(s.env_id, s.env_kwargs) if engine.pop("gym_spec") else None,
             "env_kwargs": s.env_kwargs,
             "wrappers": self.wrapper_descriptions,
             **self.collector.space_metadata(),
@@ -324,7 +335,9 @@ class CollectJob:
                 "interrupted": stats.interrupted if stats else None,
                 "target_steps": s.steps,
                 "target_episodes": s.episodes,
+                **engine,
             },
+            **({"frame_stack": envpool["frame_stack"]} if "frame_stack" in envpool else {}),
             "versions": {
                 "expcli": __version__,
                 "gymnasium": gym.__version__,
@@ -379,6 +392,14 @@ def _with_note(error: OutputError, note: str, saved_to: Path | None) -> OutputEr
         free=error.free,
         saved_to=saved_to,
     )
+def _engine_metadata(env: Any, env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """EnvPool's part of the metadata (``envpool``: task id, version, config, seeds), and
+    ``gym_spec``: whether Gymnasium's spec of ``env_id`` describes the envs that ran."""
+    from expcli.envs.envpool_envs import EnvPoolEnvs, gym_equivalent
+
+    if not isinstance(env, EnvPoolEnvs):
+        return {"gym_spec": True}
+    return {"gym_spec": gym_equivalent(env_id, env_kwargs), "envpool": env.metadata()}
 
 
 def _env_spec(env_id: str, env_kwargs: dict[str, Any]) -> Any:

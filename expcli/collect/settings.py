@@ -17,7 +17,7 @@ from expcli.errors import ConfigError
 
 __all__ = ["MAX_ENVS", "MAX_SEED", "MODES", "CollectSettings", "read_config"]
 
-MODES = ("auto", "dummy", "subproc", "ray", "ray-subproc", "vector")
+MODES = ("auto", "dummy", "subproc", "ray", "ray-subproc", "vector", "envpool")
 ASYNC_MODES = ("none", "idle", "restart", "continue")
 COMPRESSIONS = ("none", "gzip", "lzf")
 # Envs of one run: far beyond what one machine steps usefully (Atari runs use 8 to 256),
@@ -107,6 +107,10 @@ class CollectSettings:
                 "--mode vector builds Gymnasium's batched env, which --wrapper cannot wrap; "
                 "use --mode dummy or subproc"
             )
+        if self.mode == "envpool":
+            from expcli.envs.envpool_envs import check_envpool_async
+
+            check_envpool_async(self.asynchronous)
         if self.mode == "vector" and self.asynchronous != "restart":
             raise ConfigError(
                 "--mode vector always resets an ended env (Gymnasium's autoreset); it takes "

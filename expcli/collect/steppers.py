@@ -1,4 +1,4 @@
-"""Uniform stepping over a ParallelEnv (any asynchronous mode) or a Gymnasium vector env.
+"""Uniform stepping over a ParallelEnv (any asynchronous mode), a Gymnasium vector env or EnvPool.
 
 Each stepper answers one question per step: which of the results are real transitions,
 and what is each one's true next observation. That is where the autoreset conventions
@@ -7,6 +7,7 @@ differ, and where bogus rows come from when they are ignored.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,7 +27,7 @@ class StepOutcome:
         terminated: bool ``(N,)``.
         truncated: bool ``(N,)`` (also set where the collector cut an episode short).
         valid: Which envs made a transition (None: all of them).
-        infos: One dict per env.
+        infos: One dict per env (a sequence: EnvPool's are built when read).
     """
 
     next_obs: Any
@@ -35,7 +36,7 @@ class StepOutcome:
     terminated: np.ndarray
     truncated: np.ndarray
     valid: np.ndarray | None
-    infos: list[dict[str, Any]]
+    infos: Sequence[dict[str, Any]]
 
 
 class Stepper(Protocol):
@@ -189,17 +190,25 @@ class VectorEnvStepper:
         self.env.close()
 
 
-def make_stepper(env: Any) -> ParallelEnvStepper | VectorEnvStepper:
-    """The stepper for a ``ParallelEnv`` or a Gymnasium ``VectorEnv``."""
+def make_stepper(env: Any) -> Stepper:
+    """The stepper for a ``ParallelEnv``, EnvPool's envs or a Gymnasium ``VectorEnv``."""
     from expcli.envs import ParallelEnv
+    from expcli.envs.envpool_envs import EnvPoolEnvs
 
     if isinstance(env, ParallelEnv):
         return ParallelEnvStepper(env)
+    pool = EnvPoolEnvs.of(env)  # before VectorEnv: EnvPool's envs are VectorEnvs too
+    if pool is not None:
+        from expcli.collect.envpool_stepper import EnvPoolStepper
+
+        return EnvPoolStepper(pool)
     from gymnasium.vector import VectorEnv
 
     if isinstance(env, VectorEnv):
         return VectorEnvStepper(env)
-    raise TypeError(f"expected a ParallelEnv or a gymnasium VectorEnv, got {type(env).__name__}")
+    raise TypeError(
+        f"expected a ParallelEnv, EnvPool's envs or a gymnasium VectorEnv, got {type(env).__name__}"
+    )
 
 
 def _copy_batch(obs: Any) -> Any:

@@ -296,8 +296,12 @@ class EpisodeBookkeeping:
 
         Returns ``[x[t - stack_num + 1], ..., x[t]]`` along a new axis after the index's
         axes, so an index shaped ``(B,)`` gives ``(B, stack_num, *feature)``; at an
-        episode's start the first frame is repeated (tianshou's frame stacking). With
-        ``stack_num == 1`` the values come without the stacking axis.
+        episode's start the first frame is repeated (tianshou's frame stacking, and
+        EnvPool's). A ``next_<name>`` tensor beside ``<name>`` (``next_observations``)
+        stacks as the step after ``t`` sees it: ``<name>``'s stack at ``t`` shifted by
+        one, then ``next_<name>[t]``, so its first step's stack starts with the episode's
+        first observation. With ``stack_num == 1`` the values come without the stacking
+        axis.
 
         Raises:
             KeyError: No tensor is called ``key``.
@@ -313,13 +317,29 @@ class EpisodeBookkeeping:
         idx, _, _ = self._check_index(index)
         if stack_num == 1:
             return gather_flat(array, idx, num_envs)
+        # A next_<name> stack is what the following step sees: its last frame from
+        # next_<name>, the frames before it from <name> (this row's and earlier ones).
+        before = key.removeprefix("next_")
+        shifted = before != key and before in arrays
         stacked = np.empty((stack_num, *idx.shape), dtype=np.int64)
+        stacked[-1] = idx
+        first = stack_num - 2
+        if shifted:
+            stacked[-2] = idx
+            first -= 1
         current = idx
-        for k in range(stack_num - 1, -1, -1):
+        for k in range(first, -1, -1):
+            current = np.asarray(self.prev(current))
             stacked[k] = current
-            if k:
-                current = np.asarray(self.prev(current))
-        frames = gather_flat(array, stacked, num_envs)  # one read of every frame's rows
+        if shifted:
+            frames = np.concatenate(
+                [
+                    gather_flat(arrays[before], stacked[:-1], num_envs),
+                    gather_flat(array, stacked[-1:], num_envs),
+                ]
+            )
+        else:
+            frames = gather_flat(array, stacked, num_envs)  # one read of every frame's rows
         return np.ascontiguousarray(np.moveaxis(frames, 0, idx.ndim))
 
     def episodes_batch(

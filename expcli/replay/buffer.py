@@ -52,6 +52,11 @@ class ReplayBuffer(EpisodeBookkeeping):
         names: Tensors to put in batches; default all.
         seed: Seed of the buffer's ``numpy.random.Generator``: a seeded buffer draws the
             same batches every run.
+        stack_num: Frames to stack in ``observations`` and ``next_observations`` (and
+            their leaves) at sample time, as ``get(index, name, stack_num)`` does: each
+            becomes ``(B, stack_num, *feature)``. For data that stores one frame per
+            transition and records ``metadata["frame_stack"]`` (``--mode envpool`` on
+            Atari).
 
     Raises:
         ConfigError: ``prefetch`` without ``batch_size``, a size below 1, or a storage
@@ -68,8 +73,13 @@ class ReplayBuffer(EpisodeBookkeeping):
         prefetch: int | None = None,
         names: Sequence[str] | None = None,
         seed: int | None = None,
+        stack_num: int = 1,
     ) -> None:
-        for label, value in (("batch_size", batch_size), ("prefetch", prefetch)):
+        for label, value in (
+            ("batch_size", batch_size),
+            ("prefetch", prefetch),
+            ("stack_num", stack_num),
+        ):
             if value is not None and value < 1:
                 raise ConfigError(f"{label} must be at least 1, got {value}")
         if prefetch and batch_size is None:
@@ -80,6 +90,7 @@ class ReplayBuffer(EpisodeBookkeeping):
         self.transform = transform
         self.batch_size = batch_size
         self.names = tuple(names) if names is not None else None
+        self.stack_num = stack_num
         self._rng = np.random.default_rng(seed)
         self._seen: Hashable | None = None
         self._prefetcher: Prefetcher[_Draw] | None = None
@@ -155,6 +166,8 @@ class ReplayBuffer(EpisodeBookkeeping):
         index, info = self.sampler.sample(self.storage, batch_size, self._rng)
         names = self.names if self.names is not None else self.storage.names()
         tensors = self.storage.gather(names, index)
+        if self.stack_num > 1:
+            self._stack(tensors, index)
         batch: Any
         if index.ndim == 1:
             batch = DictBatch.of(tensors)
@@ -164,6 +177,15 @@ class ReplayBuffer(EpisodeBookkeeping):
             batch = self.transform(batch)
         info["index"] = index
         return batch, info, self.sampler.ran_out
+
+    def _stack(self, tensors: dict[str, Any], index: np.ndarray) -> None:
+        """Replace the observations in ``tensors`` by their frame stacks at ``index``."""
+        import torch
+
+        for name, tensor in tensors.items():
+            if name.removeprefix("next_").partition("/")[0] == "observations":
+                stacked = self.get(index, name, self.stack_num)
+                tensors[name] = torch.from_numpy(stacked).to(tensor.device)
 
     def _sync(self) -> None:
         """Tell the sampler what the storage wrote since it last looked."""

@@ -123,6 +123,29 @@ def test_wrapped_column_order_and_episode_across_the_wrap_point() -> None:
     assert frames.tolist() == [[3, 4, 5], [4, 4, 5]]
 
 
+def test_next_observations_stack_as_the_next_step_sees_them() -> None:
+    # One env, frames f0..f5; episodes f0 f1 f2 | f3 f4 (f2 and f5 final observations).
+    memory = RandomMemory(5, 1, "cpu")
+    for name in ("observations", "next_observations"):
+        memory.create_tensor(name, 1, torch.int64)
+    memory.create_tensor("terminated", 1, torch.bool)
+    for obs, nxt, end in ((0, 1, 0), (1, 2, 1), (3, 4, 0), (4, 5, 1)):
+        memory.add_samples(
+            observations=[[obs]], next_observations=[[nxt]], terminated=[[bool(end)]]
+        )
+    index = np.arange(4)
+    assert memory.get(index, "observations", 3)[..., 0].tolist() == [
+        [0, 0, 0], [0, 0, 1], [3, 3, 3], [3, 3, 4]
+    ]  # fmt: skip
+    # Each next stack is the observation stack of the step after: [f0 f0 f1] at a start.
+    assert memory.get(index, "next_observations", 3)[..., 0].tolist() == [
+        [0, 0, 1], [0, 1, 2], [3, 3, 4], [3, 4, 5]
+    ]  # fmt: skip
+    assert memory.get(index, "next_observations", 2)[..., 0].tolist() == [
+        [0, 1], [1, 2], [3, 4], [4, 5]
+    ]  # fmt: skip
+
+
 def test_get_buffer_indices_like_tianshou_and_refuses_other_columns() -> None:
     memory = make_memory(5, 2, [2] * 5, seed=0)
     assert memory.get_buffer_indices(4, 8).tolist() == [4, 6]
