@@ -36,7 +36,7 @@ from expcli.formats._atomic import (
 from expcli.formats._free_space import DISK_FULL, check_space, disk_full_error, estimate_size
 from expcli.formats._manifest import is_sharded_folder
 from expcli.formats.dataset import Dataset
-from expcli.formats.lazy import row_chunks
+from expcli.formats.lazy import LazyRows, row_chunks
 
 __all__ = [
     "COMPRESSIONS",
@@ -171,6 +171,8 @@ def convert(
         report("read", 1.0)
         checksums = _checksums(dataset) if verify else None
         report("write", 0.0)
+        if progress is not None and layout == "expcli":
+            dataset = _reporting(dataset, lambda done: report("write", done))
         _write_then_rename(dataset, target, fmt, layout, compression, checksums, overwrite)
         report("write", 1.0)
     finally:
@@ -329,6 +331,28 @@ def _write_then_rename(
         if e.errno not in DISK_FULL or e.needed is not None or needed is None:
             raise
         raise disk_full_error(target, needed, e.errno or errno.ENOSPC, free=e.free) from e
+
+
+def _reporting(dataset: Dataset, report: Callable[[float], None]) -> Dataset:
+    """``dataset`` whose tensors call ``report`` with the fraction of all bytes read so far
+    (the writers read each tensor once, a slice of rows at a time)."""
+    total = max(1, sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in dataset.tensors.values()))
+    done = [0]
+
+    def counted(array: Any) -> Any:
+        if getattr(array, "ndim", 0) == 0 or len(array) == 0:
+            return array
+
+        def read(start: int, stop: int) -> np.ndarray:
+            rows = np.asarray(array[start:stop])
+            done[0] += rows.nbytes
+            report(min(1.0, done[0] / total))
+            return rows
+
+        return LazyRows(array.shape, array.dtype, read)
+
+    tensors = {name: counted(array) for name, array in dataset.tensors.items()}
+    return Dataset(tensors, dataset.state, dataset.metadata)
 
 
 def _verify(written: Path, fmt: str, checksums: dict[str, str], target: Path) -> None:

@@ -168,6 +168,25 @@ class CollectView:
 
             yield update
 
+    @contextmanager
+    def merging(self) -> Iterator[Callable[[str, float], None] | None]:
+        """A progress bar for merging a spooled run into its file (none for other runs)."""
+        if self.quiet or self.job.spool is None:
+            yield None
+            return
+        from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bar
+
+        columns = (TextColumn("[bold]write"), BarColumn(), TaskProgressColumn())
+        with Bar(*columns, TimeElapsedColumn(), console=self.err, transient=True) as bar:
+            task = bar.add_task("write", total=1.0)
+
+            def update(phase: str, done: float) -> None:
+                if phase == "write":
+                    bar.update(task, completed=done)
+
+            yield update
+
     def crashed(self, error: EnvError, saved: SavedFile | None) -> None:
         if saved is None:
             what = f"nothing was collected before the failure: {self._not_written()}"

@@ -135,6 +135,14 @@ def collect_cmd(
             help="Folder output: rows per shard (5000) or bytes (256MB) [default: 128MB].",
         ),
     ] = None,
+    spool: Annotated[
+        bool | None,
+        typer.Option(
+            "--spool/--no-spool",
+            help="File output: stream to shards beside it, then merge (bounded memory) "
+            "[default: when the run may exceed 256 MB].",
+        ),
+    ] = None,
     resume: Annotated[
         Path | None,
         typer.Option(
@@ -171,6 +179,7 @@ def collect_cmd(
         "overwrite": overwrite,
         "quiet": quiet,
         "shard_size": shard_size,
+        "spool": spool,
     }
     if resume is not None:
         from expcli.collect.resume import resume_settings
@@ -205,7 +214,7 @@ def _run(job: Any) -> None:
                 except EnvError as error:
                     job.close()
                     try:
-                        saved = job.save()
+                        saved = _save(job, view)
                     except OutputError:  # two failures: say the first, then the save's
                         from rich.markup import escape
 
@@ -214,7 +223,7 @@ def _run(job: Any) -> None:
                     view.crashed(error, saved)
                     raise typer.Exit(1) from None
             job.close()
-            saved = job.save()
+            saved = _save(job, view)
             if saved is None:  # stopped before the first row: an existing file stays as it was
                 view.nothing_saved()
                 raise typer.Exit(130 if signals.received else 1)
@@ -224,6 +233,12 @@ def _run(job: Any) -> None:
                 raise typer.Exit(130)
     finally:
         job.close()
+
+
+def _save(job: Any, view: Any) -> Any:
+    """``job.save()``, with a progress bar while a spooled run is merged into its file."""
+    with view.merging() as progress:
+        return job.save(progress)
 
 
 _PARAMETERS = {"wrappers": "wrapper"}  # settings named otherwise than their parameter

@@ -63,8 +63,10 @@ def staging_rows(job: CollectJob, stepper: Any) -> int:
     if rows is None:
         assert size is not None
         rows = max(1, size // (per * s.envs))
+    if s.steps is not None and job.spool is not None:
+        rows = min(rows, -(-s.steps // s.envs))  # a spooled run shorter than a shard
     if s.steps is not None:
-        needed = s.steps * per
+        needed = s.steps * per * (1 if job.spool is None else 2)  # spool and file
         parent = job.output if job.output.is_dir() else job.output.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
@@ -89,9 +91,11 @@ def open_sink(job: CollectJob) -> ShardSink:
 
         manifest = continue_folder(job)
     else:
-        _clear(output)
+        if job.spool is None:  # a spooled file output is replaced when merged
+            _clear(output)
         job.segments = [{"segment": 0, "seed": job.settings.seed, "first_row": 0}]
-    return ShardSink(job.collector.memory, output, lambda: _metadata(job), manifest)
+    folder = output if job.spool is None else job.spool
+    return ShardSink(job.collector.memory, folder, lambda: _metadata(job), manifest)
 
 
 def _clear(output: Path) -> None:
@@ -110,6 +114,8 @@ def _clear(output: Path) -> None:
 
 def _metadata(job: CollectJob, in_file: tuple[int, int] | None = None) -> dict[str, Any]:
     metadata = job._metadata(in_file or (0, 0))
+    if job.spool is not None:  # a file's metadata, as an in-memory run writes it
+        return metadata
     metadata["seed"] = job.segments[0]["seed"]
     settings = dataclasses.asdict(job.settings)
     settings = {k: v for k, v in settings.items() if k not in ("output", "quiet", "resuming")}
@@ -143,5 +149,6 @@ def finish_folder(job: CollectJob) -> SavedFile | None:
     sink.finish(metadata)
     if rows == 0:
         return None
-    size = sum(p.stat().st_size for p in job.output.iterdir() if p.is_file())
-    return SavedFile(job.output, size, rows * n, summary.complete)
+    folder = sink.writer.folder
+    size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    return SavedFile(folder, size, rows * n, summary.complete)

@@ -7,7 +7,6 @@ the progress bar and the summary, and turns signals into ``stop()``.
 from __future__ import annotations
 
 import datetime
-import os
 import platform
 import re
 from collections.abc import Callable
@@ -106,7 +105,8 @@ class CollectJob:
         from expcli.formats.registry import format_from_suffix
 
         self.format = "folder" if self.to_folder else format_from_suffix(self.output)
-        self.sink: Any = None  # a ShardSink, for a folder output
+        self.sink: Any = None  # a ShardSink, for a folder output or a spooled file
+        self.spool: Path | None = None  # a file output's spool folder (``spool_run``)
         # A folder run's segments (one per --resume), the whole run's targets when
         # resumed, and the (steps, env steps) of the segments before this one.
         self.segments: list[dict[str, Any]] = []
@@ -161,7 +161,7 @@ class CollectJob:
         try:
             self.engine = _engine_metadata(self.env, s.env_id, s.env_kwargs)
             self.collector = self._collector()
-            if self.to_folder:
+            if self.to_folder or self.spool is not None:
                 from expcli.collect.folder_run import open_sink
 
                 self.sink = open_sink(self)
@@ -180,7 +180,10 @@ class CollectJob:
             s.policy, stepper.observation_space, stepper.action_space, s.envs, s.seed
         )
         self.policy_description = dict(getattr(policy, "description", {"spec": s.policy}))
-        if self.to_folder:
+        from expcli.collect.spool_run import spool_folder
+
+        self.spool = spool_folder(self, stepper)
+        if self.to_folder or self.spool is not None:
             from expcli.collect.folder_run import staging_rows
 
             rows, grow = staging_rows(self, stepper), False
@@ -188,7 +191,7 @@ class CollectJob:
             check_run_fits(
                 stepper.observation_space, stepper.action_space, s.envs, s.memory_size, s.steps
             )
-        if self.to_folder:
+        if self.to_folder or self.spool is not None:
             pass
         elif s.memory_size is not None:
             rows, grow = s.memory_size, False
@@ -256,8 +259,9 @@ class CollectJob:
             dataset = Dataset(tensors, state, dataset.metadata)
         return dataset
 
-    def save(self) -> SavedFile | None:
-        """Write the dataset atomically to the output path.
+    def save(self, progress: Callable[[str, float], None] | None = None) -> SavedFile | None:
+        """Write the dataset atomically to the output path (``progress``: a spooled run's
+        merge, as ``convert`` reports it).
 
         When the output cannot be written (a full disk, a read-only folder, a folder in
         the way), what was collected is saved instead, in the same format, to the system's
@@ -274,6 +278,10 @@ class CollectJob:
         """
         from expcli.conversion import save
 
+        if self.spool is not None:
+            from expcli.collect.spool_run import merge_spool
+
+            return merge_spool(self, progress)
         if self.sink is not None:
             from expcli.collect.folder_run import finish_folder
 
@@ -288,7 +296,9 @@ class CollectJob:
         except OutputError as error:
             if isinstance(error, OutputExistsError):
                 raise
-            raise _save_elsewhere(dataset, self.output, compression, error) from error
+            from expcli.collect.rescue import save_elsewhere
+
+            raise save_elsewhere(dataset, self.output, compression, error) from error
         episodes = dataset.metadata["collector"]["complete_episodes_in_file"]
         return SavedFile(path, path.stat().st_size, len(dataset), episodes)
 
@@ -348,50 +358,6 @@ class CollectJob:
         }
 
 
-def _save_elsewhere(
-    dataset: Dataset, output: Path, compression: str | None, error: OutputError
-) -> OutputError:
-    """Save ``dataset`` to the first fallback folder that takes it; the error to raise."""
-    import tempfile
-
-    from expcli.conversion import save
-
-    tried: list[str] = []
-    for folder in dict.fromkeys(Path(f).resolve() for f in (tempfile.gettempdir(), os.curdir)):
-        if folder == output.parent.resolve():
-            continue
-        path = _unused_name(folder, output)
-        try:
-            save(dataset, path, overwrite=False, compression=compression)
-        except OutputError:
-            tried.append(str(folder))
-            continue
-        note = f"the {len(dataset):,} transitions collected were saved to {path} instead"
-        return _with_note(error, note, path)
-    note = f"saving what was collected to {' or '.join(tried) or 'another folder'} failed too"
-    return _with_note(error, note, None)
-
-
-def _unused_name(folder: Path, output: Path) -> Path:
-    """``folder/NAME-rescued.SUFFIX``, numbered if taken (a CSV's sidecar included)."""
-    k = 0
-    while True:
-        path = folder / f"{output.stem}-rescued{f'-{k}' if k else ''}{output.suffix}"
-        if not any(os.path.lexists(f"{path}{extra}") for extra in ("", ".meta.json")):
-            return path
-        k += 1
-
-
-def _with_note(error: OutputError, note: str, saved_to: Path | None) -> OutputError:
-    assert error.path is not None
-    return OutputError(
-        f"{error.message}; {note}",
-        path=error.path,
-        errno=error.errno,
-        needed=error.needed,
-        free=error.free,
-        saved_to=saved_to,
-    )
 def _engine_metadata(env: Any, env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
     """EnvPool's part of the metadata (``envpool``: task id, version, config, seeds), and
     ``gym_spec``: whether Gymnasium's spec of ``env_id`` describes the envs that ran."""

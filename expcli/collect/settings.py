@@ -55,6 +55,7 @@ class CollectSettings:
     quiet: bool = False
     shard_size: str | int | None = None  # a folder output's shards: rows or bytes ("256MB")
     resuming: bool = False  # set by ``--resume``: the folder output exists and goes on
+    spool: bool | None = None  # a file output through shards beside it; None: when large
 
     @property
     def step_timeout_seconds(self) -> float | None:
@@ -127,6 +128,10 @@ class CollectSettings:
             )
         if not isinstance(self.env_kwargs, dict):
             raise ConfigError(f"--env-kwargs must be a JSON object, got {self.env_kwargs!r}")
+        if self.spool and self.memory_size is not None:
+            raise ConfigError(
+                "--spool stores every row; --memory-size keeps the newest: give one of them"
+            )
         self.step_timeout = self.step_timeout_seconds
         return self
 
@@ -189,6 +194,7 @@ _KINDS: Mapping[str, tuple[type, ...]] = {
     "quiet": (bool,),
     "shard_size": (int, str),
     "resuming": (bool,),
+    "spool": (bool,),
 }
 
 

@@ -27,7 +27,7 @@ from expcli.spec import CircularState
 from expcli.summary.checks import FAILED, Finding, RowFinder
 from expcli.summary.chronology import Chunk, chunks, segments
 from expcli.summary.episodes import Distribution, EpisodeAccumulator, EpisodeStats
-from expcli.summary.static_checks import minari_episode_findings, static_findings
+from expcli.summary.static_checks import minari_episode_findings, shard_findings, static_findings
 from expcli.summary.stats import TensorAccumulator, TensorStats
 
 __all__ = ["Summary", "summarize"]
@@ -139,39 +139,54 @@ def summarize(
     minari_folder = source.is_dir() and not is_sharded_folder(source)
     fmt = "hdf5" if minari_folder else _detect(source)
     minari = minari_episode_findings(source) if check and fmt == "hdf5" else None
+    shards = shard_findings(source) if check and is_sharded_folder(source) else None
+    damaged = shards is not None and shards.failed  # then reading may fail: say which shard
     try:
         dataset, close = _open(source, fmt, num_envs)
-    except SchemaError as e:
-        if not check:
+    except (SchemaError, FormatError) as e:
+        if not check or (isinstance(e, FormatError) and not damaged):
             raise
         if minari is not None and minari.failed:  # what the reader stumbled on, in full
-            findings, layout = [minari], "minari"
-        else:
-            findings = [Finding("metadata", FAILED, f"the data cannot be read: {e}", 1)]
-            layout = "unknown"
-        return Summary(
-            path=str(source),
-            format=fmt,
-            layout=layout,
-            size_bytes=_size(source),
-            memory_size=0,
-            num_envs=0,
-            transitions=0,
-            wrapped=False,
-            metadata={},
-            tensors=(),
-            episodes=None,
-            checks=tuple(findings),
-            error=str(e),
-        )
+            return _unreadable(source, fmt, [minari], "minari", e)
+        if shards is not None and damaged:
+            return _unreadable(source, fmt, [shards], "expcli", e)
+        finding = Finding("metadata", FAILED, f"the data cannot be read: {e}", 1)
+        return _unreadable(source, fmt, [finding], "unknown", e)
     try:
         with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf are counted instead
             summary = _summarize(dataset, source, fmt, episodes, head, check, progress)
+    except FormatError as e:
+        if shards is None or not damaged:
+            raise
+        return _unreadable(source, fmt, [shards], "expcli", e)
     finally:
         close()
     if minari is not None and summary.checks is not None:
         summary = dataclasses.replace(summary, checks=(*summary.checks, minari))
+    if shards is not None and summary.checks is not None:
+        summary = dataclasses.replace(summary, checks=(*summary.checks, shards))
     return summary
+
+
+def _unreadable(
+    source: Path, fmt: str, findings: list[Finding], layout: str, error: Exception
+) -> Summary:
+    """The summary of a dataset that cannot be read: only ``findings``."""
+    return Summary(
+        path=str(source),
+        format=fmt,
+        layout=layout,
+        size_bytes=_size(source),
+        memory_size=0,
+        num_envs=0,
+        transitions=0,
+        wrapped=False,
+        metadata={},
+        tensors=(),
+        episodes=None,
+        checks=tuple(findings),
+        error=str(error),
+    )
 
 
 def _summarize(

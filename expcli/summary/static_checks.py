@@ -5,6 +5,8 @@
 * ``d4rl_flags``: a D4RL file with neither ``terminals`` nor ``timeouts``.
 * ``minari_episodes``: Minari episodes whose observations are not one row longer than their
   actions (found in the file itself: such a file cannot be read into expcli's schema).
+* ``shards``: a sharded folder's shards whose size or CRC-32 is not the manifest's (each
+  shard is read once, chunk by chunk: this one does read the rows, as bytes).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 from expcli.summary.checks import FAILED, PASSED, SHOWN_ROWS, SKIPPED, Finding
 from expcli.summary.space_bounds import SpaceBounds, leaf_bounds
 
-__all__ = ["minari_episode_findings", "static_findings"]
+__all__ = ["minari_episode_findings", "shard_findings", "static_findings"]
 
 _EPISODE = re.compile(r"episode_[0-9]+")
 
@@ -159,6 +161,15 @@ def _leaf_problems(
     elif bounds.kind == "Box" and bounds.dtype and np.dtype(bounds.dtype) != dtype:
         problems.append(f"{where} but {name!r} holds {np.dtype(dtype).name}")
     return problems
+
+
+def shard_findings(folder: Path) -> Finding:
+    """Whether every shard of the sharded ``folder`` has the size and CRC-32 its manifest
+    records; a failure names each bad shard."""
+    from expcli.formats.sharded import check_shards
+
+    problems = check_shards(folder)
+    return _listing("shards", problems, True, "every shard matches the manifest's CRC-32")
 
 
 def _listing(check: str, problems: list[str], checked: bool, passed: str) -> Finding:

@@ -15,6 +15,8 @@ from expcli.conversion import convert
 from expcli.formats import FORMATS, Dataset, open_lazy, read_dataset, sharded, write_dataset
 from expcli.formats._manifest import Manifest
 from expcli.spec import CircularState
+from expcli.summary import summarize
+from expcli.summary.checks import FAILED, PASSED
 from tests.formats.test_roundtrip import assert_same_dataset, datasets
 
 
@@ -88,6 +90,15 @@ def test_check_shards_finds_a_changed_byte(tmp_path: Path) -> None:
     shard.write_bytes(bytes(data))
     problems = sharded.check_shards(folder)
     assert len(problems) == 1 and shard.name in problems[0]
+    findings = {f.check: f for f in summarize(folder, check=True).checks or ()}
+    assert findings["shards"].status == FAILED and shard.name in findings["shards"].message
+
+
+def test_inspect_check_passes_intact_shards(tmp_path: Path) -> None:
+    folder = tmp_path / "d"
+    sharded.write(_sample(), folder, overwrite=False, shard_bytes=1000)
+    findings = {f.check: f for f in summarize(folder, check=True).checks or ()}
+    assert findings["shards"].status == PASSED
 
 
 def test_a_folder_that_is_not_a_dataset_is_never_replaced(tmp_path: Path) -> None:

@@ -1,0 +1,140 @@
+"""A large collect run to a single file: spooled to shards beside it, then merged.
+
+An in-memory run holds the whole run until it is written; a run that may not fit
+comfortably (``SPOOL_ABOVE``, or a quarter of the memory available, whichever is less;
+or a run of unknown length) streams instead, as a folder output does, into a hidden
+temporary folder beside the target (``_temp_names``: a dead run's is cleaned by the next
+writer of that target). At the end the folder is converted to the file a slice of rows at
+a time (the file lands atomically, as every write does) and removed. A merge that fails
+keeps the collected rows: the folder is renamed ``NAME-rescued`` and the error says so.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from expcli.errors import OutputError
+
+if TYPE_CHECKING:
+    from expcli.collect.job import CollectJob, SavedFile
+
+__all__ = ["SPOOL_ABOVE", "merge_spool", "spool_folder"]
+
+SPOOL_ABOVE = 256 * 10**6
+"""Bytes of a run above which a file output streams through a spool folder."""
+
+
+def spool_folder(job: CollectJob, stepper: Any) -> Path | None:
+    """The spool folder of a file output that should stream, else None.
+
+    ``--spool`` forces it and ``--no-spool`` forbids it; by default a run spools when it
+    is estimated above the threshold, or when its length cannot be bounded (``--episodes``
+    of an env with no time limit). ``--memory-size`` runs stay in memory (they are
+    bounded by it).
+    """
+    from expcli.collect.folder_run import transition_bytes
+    from expcli.formats._temp_names import remove_stale, temp_name
+
+    s = job.settings
+    if job.to_folder or s.memory_size is not None or s.spool is False:
+        return None
+    if not s.spool:
+        size = _run_bytes(job, transition_bytes(stepper))
+        if size is not None and size <= _threshold():
+            return None
+    remove_stale(job.output)
+    return temp_name(job.output)
+
+
+def _run_bytes(job: CollectJob, per_transition: int) -> int | None:
+    """The run's size at most, or None when unbounded (episodes without a time limit)."""
+    s = job.settings
+    if s.steps is not None:
+        return s.steps * per_transition
+    import gymnasium as gym
+
+    try:
+        limit = gym.spec(s.env_id.rpartition(":")[2]).max_episode_steps
+    except Exception:  # an id gymnasium does not know (yet): its length is unknown
+        return None
+    if not limit or s.episodes is None:
+        return None
+    # The asked episodes, plus one cut short in every env when the last one ends.
+    return (s.episodes + s.envs) * int(limit) * per_transition
+
+
+def _threshold() -> int:
+    from expcli.host_memory import available_bytes
+
+    available = available_bytes()
+    return SPOOL_ABOVE if available is None else min(SPOOL_ABOVE, available // 4)
+
+
+def merge_spool(
+    job: CollectJob, progress: Callable[[str, float], None] | None = None
+) -> SavedFile | None:
+    """Flush the staging area, convert the spool folder to the output file by slices of
+    rows (``progress`` gets the fraction written), then remove the folder.
+
+    Raises:
+        OutputError: The file could not be written; the rows are kept in the folder its
+            ``saved_to`` names (``expcli convert FOLDER FILE`` writes the file later).
+    """
+    from expcli.collect.folder_run import finish_folder
+    from expcli.collect.job import SavedFile
+    from expcli.conversion import convert
+    from expcli.formats._temp_names import remove
+
+    spool = job.spool
+    assert spool is not None
+    try:
+        folded = finish_folder(job)
+    except BaseException:
+        remove(spool)  # the staging area could not be written: nothing to keep
+        raise
+    if folded is None:
+        remove(spool)
+        return None
+    s = job.settings
+    compression = None if s.compression == "none" else s.compression
+    try:
+        convert(
+            spool, job.output, compression=compression, overwrite=s.overwrite, progress=progress
+        )
+    except BaseException as error:
+        kept = _keep(spool, job.output)
+        if not isinstance(error, Exception):
+            raise  # a second Ctrl-C: stop now, the rows stay in ``kept``
+        raise _kept_error(error, job.output, kept, folded.transitions) from error
+    remove(spool)
+    size = job.output.stat().st_size
+    return SavedFile(job.output, size, folded.transitions, folded.episodes)
+
+
+def _keep(spool: Path, output: Path) -> Path | None:
+    """Give the spool folder a name of its own (a stale temporary one would be cleaned)."""
+    from expcli.collect.rescue import unused_name
+
+    kept = unused_name(output.parent, output, suffix="")
+    try:
+        os.replace(spool, kept)
+    except OSError:
+        return None
+    return kept
+
+
+def _kept_error(error: Exception, output: Path, kept: Path | None, rows: int) -> Exception:
+    from expcli.collect.rescue import with_note
+
+    where = (
+        f"the {rows:,} transitions collected are kept in the sharded folder {kept} "
+        f"(`expcli convert {kept} {output.name}` writes the file)"
+        if kept is not None
+        else "the collected rows could not be kept"
+    )
+    if not isinstance(error, OutputError):
+        error = OutputError(f"writing failed: {error}", path=output)
+    return with_note(error, where, kept)
