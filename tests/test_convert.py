@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from expcli import ConfigError, ExpcliError, FormatError, OutputExistsError
+from expcli import ConfigError, ExpcliError, FormatError, OutputExistsError, RandomMemory
 from expcli.cli import app
 from expcli.conversion import convert, load, save
 from expcli.formats.dataset import Dataset
@@ -173,8 +173,9 @@ def test_cli_missing_source(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "no such file" in result.stderr
 
 
-def test_dataset_to_memory(tmp_path: Path) -> None:
-    memory = load(save(sample_dataset(), tmp_path / "a.npz")).to_memory(device="cpu")
+def test_memory_from_dataset(tmp_path: Path) -> None:
+    memory = RandomMemory.from_dataset(load(save(sample_dataset(), tmp_path / "a.npz")), "cpu")
+    assert isinstance(memory, RandomMemory)
     assert (memory.memory_index, memory.env_index, memory.filled) == (2, 1, True)
     assert memory.tensors["actions"].shape == (6, 2, 1) and len(memory) == 12
 

@@ -10,7 +10,7 @@ per-call dispatch. Writing and growth live in ``writes.py``, files in ``files.py
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -22,6 +22,9 @@ from expcli.memory.episodes import EpisodeBookkeeping
 from expcli.memory.files import EXPORT_FORMATS, MemoryFiles
 from expcli.memory.writes import MemoryWrites
 from expcli.spec import CircularState, chronological_rows
+
+if TYPE_CHECKING:
+    from expcli.formats.dataset import Dataset
 
 __all__ = ["Memory"]
 
@@ -336,7 +339,7 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
                 out.append(None)
         return out
 
-    def to_dataset(self) -> Any:
+    def to_dataset(self) -> Dataset:
         """The memory as a ``formats.Dataset``: zero-copy numpy views on the CPU.
 
         Raises:
@@ -359,7 +362,7 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
             tensors[name] = array
         return Dataset(tensors, self.state, dict(self.metadata))
 
-    def from_dataset(self, dataset: Any) -> None:
+    def _adopt(self, dataset: Dataset) -> None:
         """Adopt a ``formats.Dataset``'s tensors (copied to ``device``), sizes and state."""
         if dataset.tensors:
             self.memory_size, self.num_envs = dataset.memory_size, dataset.num_envs

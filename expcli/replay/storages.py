@@ -135,7 +135,7 @@ class MemoryStorage(Storage):
         return None
 
     def arrays(self) -> Mapping[str, np.ndarray]:
-        return self.memory.to_dataset().tensors  # type: ignore[no-any-return]
+        return self.memory.to_dataset().tensors
 
     def names(self) -> tuple[str, ...]:
         return tuple(self.memory.get_tensor_names())
