@@ -204,7 +204,7 @@ def convert_to_stream(
         FormatError, SchemaError: The source cannot be read.
     """
     from expcli.formats import csv_format, npz_format, pt_format
-    from expcli.formats.registry import encode_header
+    from expcli.formats.header import encode_header
 
     if to not in STREAM_FORMATS:
         raise ConfigError(

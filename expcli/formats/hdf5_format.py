@@ -32,6 +32,7 @@ import numpy as np
 
 from expcli.errors import ConfigError, FormatError, SchemaError
 from expcli.formats._atomic import atomic_path
+from expcli.formats._error_summary import error_summary
 from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._hdf5_checks import (
     ATTRIBUTE,
@@ -46,14 +47,8 @@ from expcli.formats._hdf5_checks import (
     open_file,
 )
 from expcli.formats.dataset import Dataset
+from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import LazyRows
-from expcli.formats.registry import (
-    dataset_from_header,
-    encode_header,
-    error_summary,
-    header_specs,
-    parse_header,
-)
 from expcli.spec import TensorSpec
 
 __all__ = [

@@ -18,7 +18,7 @@ import torch
 from expcli import RandomMemory, load
 from expcli.errors import FormatError, SchemaError
 from expcli.formats import Dataset, read_dataset, write_dataset
-from expcli.formats.registry import header_specs
+from expcli.formats.header import header_specs
 from expcli.replay import ReplayBuffer
 from expcli.spec import CircularState
 from tests.fuzz.bounded import run_bounded

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
+from expcli.formats._error_summary import error_summary
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts._episodes import column_rows, foreign_rows, load_array
-from expcli.formats.registry import error_summary
 from expcli.space_json import (
     SEPARATOR,
     children,

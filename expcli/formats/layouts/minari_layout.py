@@ -40,6 +40,7 @@ import numpy as np
 from expcli.errors import FormatError, SchemaError
 from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats.dataset import Dataset
+from expcli.formats.header import encode_header
 from expcli.formats.layouts._episodes import (
     SEAMS_KEY,
     column_rows,
@@ -65,7 +66,6 @@ from expcli.formats.layouts._minari_spaces import (
     text_leaves,
 )
 from expcli.formats.layouts._write import atomic_folder
-from expcli.formats.registry import encode_header
 from expcli.spec import CircularState
 
 __all__ = ["MAIN_FILE", "is_minari_file", "is_minari_folder", "read", "read_folder", "write"]
