@@ -21,10 +21,10 @@ import numpy as np
 
 from expcli.errors import ConfigError, FormatError, OutputError
 from expcli.formats import (
-    detect_format,
     format_from_suffix,
     open_lazy,
     read_dataset,
+    source_format,
     write_dataset,
 )
 from expcli.formats._atomic import (
@@ -83,16 +83,14 @@ def load(
     (skrl's export; rows ``t * num_envs + env``) or a D4RL file (equal blocks of rows, env by
     env). Default 1. Files that record it ignore it.
 
+    A folder is read as a Minari dataset (``formats.read_dataset`` decides, for every
+    caller).
+
     Raises:
-        FormatError: Unknown, corrupt, truncated or unsafe file.
+        FormatError: No such file or folder; an unknown, corrupt, truncated or unsafe file.
         SchemaError: Tensors that disagree with each other or with the metadata.
     """
-    source = Path(path)
-    if not source.exists():
-        raise FormatError("no such file or folder", path=source)
-    if source.is_dir():
-        return _load_folder(source)
-    return read_dataset(source, format, num_envs=num_envs)
+    return read_dataset(path, format, num_envs=num_envs)
 
 
 def save(
@@ -252,17 +250,9 @@ def _open_source(
 ) -> tuple[Dataset, str, Callable[[], None]]:
     """The dataset of a file (read lazily where its format allows) or a Minari folder, its
     format, and what to call when done with it."""
-    if source.is_dir():
-        return load(source), "minari", _nothing
-    if not source.exists():
-        raise FormatError("no such file or folder", path=source)
-    src_format = detect_format(source)
+    src_format = source_format(source)
     dataset, close = open_lazy(source, src_format, num_envs=num_envs)
     return dataset, src_format, close
-
-
-def _nothing() -> None:
-    return None
 
 
 def _check_options(layout: str, compression: str | None) -> None:
@@ -362,12 +352,6 @@ def _digest(array: Any) -> str:
         rows = np.asarray(array[start : start + chunks.step])
         h.update(np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder("=")).tobytes())
     return h.hexdigest()
-
-
-def _load_folder(folder: Path) -> Dataset:
-    from expcli.formats.layouts import read_minari_folder
-
-    return read_minari_folder(folder)  # or says why the folder is not a Minari dataset
 
 
 def _sidecar(path: Path) -> Path:

@@ -2,6 +2,7 @@
 
 * ExpcliError                       exit 1   base class; never raised directly
   + FormatError                     exit 1   unknown, corrupt, truncated or unsafe file
+  |  + SourceNotFoundError          exit 1   no such file or folder (also FileNotFoundError)
   + SchemaError                     exit 1   missing tensor, shape or dtype mismatch
   + EnvError                        exit 1   an env or worker failed (index, remote traceback)
   + ConfigError                     exit 2   bad options or config file (also ValueError)
@@ -17,6 +18,7 @@ expected. The CLI turns any of them into one red line and ``exit_code``.
 
 from __future__ import annotations
 
+import errno as errnos
 import os
 from typing import ClassVar
 
@@ -29,6 +31,7 @@ __all__ = [
     "OutputError",
     "OutputExistsError",
     "SchemaError",
+    "SourceNotFoundError",
 ]
 
 
@@ -61,6 +64,14 @@ class ExpcliError(Exception):
 
 class FormatError(ExpcliError):
     """A file is of an unknown format, corrupt, truncated or unsafe to read."""
+
+
+class SourceNotFoundError(FormatError, FileNotFoundError):
+    """The dataset to read does not exist: no such file or folder."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__("no such file or folder", path=path)
+        self.errno = errnos.ENOENT  # no filename: OSError would then render the message
 
 
 class SchemaError(ExpcliError):

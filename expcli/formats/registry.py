@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from expcli.errors import ConfigError, FormatError, SchemaError
+from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundError
 from expcli.formats._error_summary import error_summary
 from expcli.formats._guards import check_source
 from expcli.formats._sniffing import SNIFF_BYTES, sniff
@@ -33,6 +33,7 @@ from expcli.formats.header import (
 from expcli.spec import METADATA_KEY
 
 __all__ = [
+    "FOLDER_FORMAT",
     "FORMATS",
     "dataset_from_header",
     "detect_format",
@@ -44,6 +45,7 @@ __all__ = [
     "open_lazy",
     "parse_header",
     "read_dataset",
+    "source_format",
     "write_dataset",
 ]
 
@@ -67,6 +69,9 @@ _REGISTRY: dict[str, _Entry] = {
 
 FORMATS: tuple[str, ...] = tuple(name for name, entry in _REGISTRY.items() if entry.module)
 """Names of the formats that can be read and written."""
+
+FOLDER_FORMAT = "minari"
+"""What ``source_format`` calls a folder: a Minari dataset, the one layout kept in folders."""
 
 _EXPECTED = ", ".join(FORMATS)
 _DESCRIBED = ", ".join(f"{name} ({_REGISTRY[name].holds})" for name in FORMATS)
@@ -107,6 +112,24 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     return found
 
 
+def source_format(path: str | os.PathLike[str], format: str | None = None) -> str:
+    """The format of a dataset to read: ``FOLDER_FORMAT`` for a folder, else ``format``
+    (checked) or what ``detect_format`` tells. "File or folder?" is decided here only.
+
+    Raises:
+        SourceNotFoundError: No such file or folder.
+        FormatError: Not a regular file or folder, an unknown ``format``, or a file whose
+            format cannot be told.
+        OSError: The file cannot be opened.
+    """
+    check_source(path)
+    if not os.path.exists(path):
+        raise SourceNotFoundError(path)
+    if os.path.isdir(path):
+        return FOLDER_FORMAT
+    return _normalise(format, path) if format is not None else detect_format(path)
+
+
 def read_dataset(
     path: str | os.PathLike[str],
     format: str | None = None,
@@ -116,22 +139,30 @@ def read_dataset(
     """Read a dataset file of any supported format.
 
     Args:
-        path: File to read.
+        path: File to read, or a Minari dataset folder.
         format: One of ``FORMATS``; by default the file's bytes tell, then its suffix.
+            Ignored for a folder.
         num_envs: Number of env columns of a file that does not record it (a CSV without
             sidecar, such as skrl's export; default 1). Files that record it ignore it.
 
     Raises:
-        FormatError: Unknown format, or an empty, corrupt, truncated or unsafe file.
+        SourceNotFoundError: No such file or folder (a ``FormatError`` and a
+            ``FileNotFoundError``).
+        FormatError: Unknown format, or an empty, corrupt, truncated or unsafe file, or a
+            folder that is not a Minari dataset.
         SchemaError: The tensors disagree with each other or with the metadata.
         ConfigError: ``num_envs`` is less than 1.
         OSError: The file cannot be opened.
     """
     if num_envs is not None and num_envs < 1:
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
-    check_source(path)
-    fmt = _normalise(format, path) if format is not None else detect_format(path)
-    dataset = _module(fmt, path).read(Path(path), num_envs=num_envs)
+    fmt = source_format(path, format)
+    if fmt == FOLDER_FORMAT:
+        from expcli.formats.layouts import read_minari_folder
+
+        dataset = read_minari_folder(path)  # or says why the folder is not a Minari dataset
+    else:
+        dataset = _module(fmt, path).read(Path(path), num_envs=num_envs)
     dataset.validate(path)
     return dataset
 
@@ -201,7 +232,7 @@ def open_lazy(
     expcli HDF5 files, CSV rows), read by slices of rows; others are read whole.
 
     Args:
-        path: File to read.
+        path: File to read, or a Minari dataset folder (read whole).
         format: As ``read_dataset``.
         num_envs: As ``read_dataset``: for files that do not record it (CSV, D4RL).
 
@@ -213,9 +244,8 @@ def open_lazy(
     """
     if num_envs is not None and num_envs < 1:
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
-    check_source(path)
-    fmt = _normalise(format, path) if format is not None else detect_format(path)
-    opener = getattr(_module(fmt, path), "open_lazy", None)
+    fmt = source_format(path, format)
+    opener = None if fmt == FOLDER_FORMAT else getattr(_module(fmt, path), "open_lazy", None)
     if opener is None:
         return read_dataset(path, fmt, num_envs=num_envs), lambda: None
     opened = opener(Path(path), num_envs=num_envs)

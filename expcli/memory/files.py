@@ -88,9 +88,7 @@ class MemoryFiles:
         self._adopt(dataset)
 
     @classmethod
-    def from_dataset(
-        cls, dataset: Dataset, device: str | torch.device | None = None
-    ) -> Self:
+    def from_dataset(cls, dataset: Dataset, device: str | torch.device | None = None) -> Self:
         """A new memory holding a ``Dataset``'s tensors (copied to ``device``), circular
         state and metadata, sized as the dataset (at least one row and one column)."""
         memory = cls(max(dataset.memory_size, 1), max(dataset.num_envs, 1), device=device)

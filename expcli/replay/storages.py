@@ -201,9 +201,9 @@ def as_storage(source: Any) -> Storage:
     if isinstance(source, Memory):
         return MemoryStorage(source)
     if isinstance(source, str | os.PathLike):
-        from expcli.conversion import load
+        from expcli.formats import read_dataset
 
-        return DatasetStorage(load(source))
+        return DatasetStorage(read_dataset(source))
     if hasattr(source, "tensors") and hasattr(source, "state"):
         return DatasetStorage(source)
     raise ConfigError(

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from expcli.errors import FormatError, SchemaError
+from expcli.errors import SchemaError
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import SEAMS_KEY
 from expcli.spec import CircularState
@@ -132,13 +132,14 @@ def summarize(
         SchemaError: The tensors disagree with each other or the metadata (without check).
         OSError: The file cannot be read.
     """
+    from expcli.formats import FOLDER_FORMAT, open_lazy, source_format
+
     source = Path(path)
-    if not source.exists():
-        raise FormatError("no such file or folder", path=source)
-    fmt = "hdf5" if source.is_dir() else _detect(source)
+    found = source_format(source)
+    fmt = "hdf5" if found == FOLDER_FORMAT else found  # a Minari folder's storage
     minari = minari_episode_findings(source) if check and fmt == "hdf5" else None
     try:
-        dataset, close = _open(source, fmt, num_envs)
+        dataset, close = open_lazy(source, found, num_envs=num_envs)
     except SchemaError as e:
         if not check:
             raise
@@ -261,22 +262,6 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     return value
-
-
-def _detect(source: Path) -> str:
-    from expcli.formats import detect_format
-
-    return detect_format(source)
-
-
-def _open(source: Path, fmt: str, num_envs: int | None) -> tuple[Dataset, Callable[[], None]]:
-    if source.is_dir():
-        from expcli.formats.layouts import read_minari_folder
-
-        return read_minari_folder(source), lambda: None  # or says why it is not one
-    from expcli.formats import open_lazy
-
-    return open_lazy(source, fmt, num_envs=num_envs)
 
 
 def _wrapped(state: CircularState, metadata: dict[str, Any], capacity: int) -> bool:
