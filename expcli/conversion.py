@@ -1,15 +1,13 @@
 """load, save and convert: datasets between files, formats and layouts.
 
-Every write lands atomically: the data goes to a temporary file beside the target, is
-optionally read back and checked, and only then renamed into place, so a failed or
-interrupted conversion leaves no output (or, with ``overwrite``, the old file intact).
+Every write lands atomically (``formats.checked_write``): the data goes to a temporary file
+beside the target, is optionally read back and checked, and only then renamed into place,
+so a failed or interrupted conversion leaves no output (or, with ``overwrite``, the old
+file intact).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -17,25 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
-import numpy as np
-
-from expcli.errors import ConfigError, FormatError, OutputError
+from expcli.errors import ConfigError
 from expcli.formats import (
     format_from_suffix,
     open_lazy,
     read_dataset,
     source_format,
-    write_dataset,
 )
-from expcli.formats._atomic import (
-    check_before_commit,
-    check_can_write,
-    check_writable,
-    output_errors,
-)
-from expcli.formats._free_space import DISK_FULL, check_space, disk_full_error, estimate_size
+from expcli.formats.checked_write import check_target, checksums, write_checked
 from expcli.formats.dataset import Dataset
-from expcli.formats.lazy import row_chunks
 
 __all__ = [
     "COMPRESSIONS",
@@ -126,9 +114,9 @@ def save(
     target = Path(path)
     _check_options(layout, compression)
     fmt = _target_format(target, format, layout)
-    _check_target(target, fmt, layout, overwrite)
-    checksums = _checksums(dataset) if verify else None
-    _write_then_rename(dataset, target, fmt, layout, compression, checksums, overwrite)
+    check_target(target, fmt, layout, overwrite)
+    sums = checksums(dataset) if verify else None
+    write_checked(dataset, target, fmt, layout, compression, sums, overwrite)
     return target
 
 
@@ -158,7 +146,7 @@ def convert(
     source, target = Path(src), Path(dst)
     _check_options(layout, compression)
     fmt = _target_format(target, to, layout)
-    _check_target(target, fmt, layout, overwrite)
+    check_target(target, fmt, layout, overwrite)
     if source.resolve() == target.resolve():
         raise ConfigError(f"source and destination are the same file: {source}")
     report = progress or (lambda phase, done: None)
@@ -166,9 +154,9 @@ def convert(
     dataset, src_format, close = _open_source(source, num_envs)
     try:
         report("read", 1.0)
-        checksums = _checksums(dataset) if verify else None
+        sums = checksums(dataset) if verify else None
         report("write", 0.0)
-        _write_then_rename(dataset, target, fmt, layout, compression, checksums, overwrite)
+        write_checked(dataset, target, fmt, layout, compression, sums, overwrite)
         report("write", 1.0)
     finally:
         close()
@@ -276,86 +264,6 @@ def _target_format(target: Path, to: str | None, layout: str) -> str:
             "(.pt, .npz, .csv, .h5) or pass a format"
         )
     return fmt
-
-
-def _check_target(target: Path, fmt: str, layout: str, overwrite: bool) -> None:
-    """Refuse, before reading anything, a target that may not be written."""
-    check_writable(target, overwrite=overwrite)
-    if layout == "expcli" and fmt == "csv":
-        check_writable(_sidecar(target), overwrite=overwrite)
-    check_can_write(target, folder=layout == "minari")
-
-
-def _write_then_rename(
-    dataset: Dataset,
-    target: Path,
-    fmt: str,
-    layout: str,
-    compression: str | None,
-    checksums: dict[str, str] | None,
-    overwrite: bool,
-) -> None:
-    """Write beside the target under a temporary name, check, then rename into place;
-    refuse at once what cannot fit in the target's folder."""
-    with output_errors(target, every=True):
-        target.parent.mkdir(parents=True, exist_ok=True)
-    needed = estimate_size(dataset.tensors, fmt, compression) if layout == "expcli" else None
-    check_space(target, needed)
-    try:
-        if layout != "expcli":
-            from expcli.formats.layouts import write_layout
-
-            whole = {name: np.asarray(array) for name, array in dataset.tensors.items()}
-            write_layout(
-                Dataset(whole, dataset.state, dataset.metadata), target, layout, overwrite=overwrite
-            )
-            return
-        verifying: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-        if checksums is not None:
-            verifying = check_before_commit(lambda tmp: _verify(tmp, fmt, checksums, target))
-        with verifying:
-            write_dataset(dataset, target, fmt, overwrite=overwrite, compression=compression)
-    except OutputError as e:
-        if e.errno not in DISK_FULL or e.needed is not None or needed is None:
-            raise
-        raise disk_full_error(target, needed, e.errno or errno.ENOSPC, free=e.free) from e
-
-
-def _verify(written: Path, fmt: str, checksums: dict[str, str], target: Path) -> None:
-    """Read the complete temporary file ``written`` back and compare every tensor."""
-    again, close = open_lazy(written, fmt)
-    try:
-        for name, digest in checksums.items():
-            if name not in again.tensors or _digest(again.tensors[name]) != digest:
-                raise FormatError(
-                    "verification failed: the written tensor differs from the source",
-                    path=target,
-                    key=name,
-                )
-    finally:
-        close()
-
-
-def _checksums(dataset: Dataset) -> dict[str, str]:
-    return {name: _digest(array) for name, array in dataset.tensors.items()}
-
-
-def _digest(array: Any) -> str:
-    """A checksum of dtype, shape and bytes, computed slice by slice."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{np.dtype(array.dtype).newbyteorder('=').str}{tuple(array.shape)}".encode())
-    if array.ndim == 0 or array.size == 0:
-        h.update(np.ascontiguousarray(array).tobytes())
-        return h.hexdigest()
-    chunks = row_chunks(array)
-    for start in chunks:
-        rows = np.asarray(array[start : start + chunks.step])
-        h.update(np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder("=")).tobytes())
-    return h.hexdigest()
-
-
-def _sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".meta.json")
 
 
 def _size(path: Path) -> int:

@@ -43,6 +43,7 @@ __all__ = [
     "format_from_suffix",
     "header_specs",
     "open_lazy",
+    "output_files",
     "parse_header",
     "read_dataset",
     "source_format",
@@ -223,6 +224,17 @@ def write_dataset(
         raise SchemaError("this name is reserved for the metadata", path=path, key=METADATA_KEY)
     module.write(dataset, target, overwrite=overwrite, **options)
     return target
+
+
+def output_files(target: str | os.PathLike[str], format: str) -> tuple[Path, ...]:
+    """The files that writing ``format`` to ``target`` makes: the target, and a CSV's
+    metadata sidecar (``PATH.meta.json``)."""
+    path = Path(target)
+    if format.lower().lstrip(".") == "csv":
+        from expcli.formats.csv_format import sidecar_path
+
+        return path, sidecar_path(path)
+    return (path,)
 
 
 def open_lazy(
