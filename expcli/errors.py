@@ -11,6 +11,8 @@
   |                                          or missing folder, no permission (also OSError)
   |  + OutputExistsError            exit 1   refusing to overwrite (also FileExistsError)
 
+``printable`` makes text from a file (a name, a path) safe to put in a message.
+
 Errors carry their data as attributes (``path``, ``key``, ``index``) so that callers and
 tests need not parse messages; the message itself names the file, the key and what was
 expected. The CLI turns any of them into one red line and ``exit_code``.
@@ -32,7 +34,14 @@ __all__ = [
     "OutputExistsError",
     "SchemaError",
     "SourceNotFoundError",
+    "printable",
 ]
+
+
+def printable(text: str) -> str:
+    """``text`` with what is not valid UTF-8 (lone surrogates, as undecodable bytes become)
+    written as escapes, so that printing it (in a message, on a terminal) never fails."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class ExpcliError(Exception):

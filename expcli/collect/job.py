@@ -91,10 +91,10 @@ class CollectJob:
         self.output = Path(settings.output) if settings.output else default_output(settings.env_id)
         if self.output.exists() and not settings.overwrite:
             raise OutputExistsError(self.output)
-        from expcli.formats._atomic import check_can_write
+        from expcli.formats import format_from_suffix
+        from expcli.formats.checked_write import check_can_write
 
         check_can_write(self.output)  # a folder in the way or a read-only one: say so now
-        from expcli.formats.registry import format_from_suffix
 
         self.format = format_from_suffix(self.output)
         if settings.compression != "none" and self.format != "hdf5":
