@@ -57,7 +57,7 @@ class _Entry:
 
     suffixes: tuple[str, ...]
     holds: str
-    module: str | None  # None: recognised, but not supported yet
+    module: str
     compresses: bool = False  # whether its writer takes a ``compression`` option
 
 
@@ -68,7 +68,7 @@ _REGISTRY: dict[str, _Entry] = {
     "hdf5": _Entry((".h5", ".hdf5"), "an HDF5 file", "expcli.formats.hdf5_format", True),
 }
 
-FORMATS: tuple[str, ...] = tuple(name for name, entry in _REGISTRY.items() if entry.module)
+FORMATS: tuple[str, ...] = tuple(_REGISTRY)
 """Names of the formats that can be read and written."""
 
 FOLDER_FORMAT = "minari"
@@ -163,7 +163,7 @@ def read_dataset(
 
         dataset = read_minari_folder(path)  # or says why the folder is not a Minari dataset
     else:
-        dataset = _module(fmt, path).read(Path(path), num_envs=num_envs)
+        dataset = _module(fmt).read(Path(path), num_envs=num_envs)
     dataset.validate(path)
     return dataset
 
@@ -218,7 +218,7 @@ def write_dataset(
             f"{fmt} files cannot be compressed (got compression {compression!r}); "
             f"compression is for {compressing}"
         )
-    module = _module(fmt, path)
+    module = _module(fmt)
     dataset.validate(path)
     if METADATA_KEY in dataset.tensors:
         raise SchemaError("this name is reserved for the metadata", path=path, key=METADATA_KEY)
@@ -257,7 +257,7 @@ def open_lazy(
     if num_envs is not None and num_envs < 1:
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
     fmt = source_format(path, format)
-    opener = None if fmt == FOLDER_FORMAT else getattr(_module(fmt, path), "open_lazy", None)
+    opener = None if fmt == FOLDER_FORMAT else getattr(_module(fmt), "open_lazy", None)
     if opener is None:
         return read_dataset(path, fmt, num_envs=num_envs), lambda: None
     opened = opener(Path(path), num_envs=num_envs)
@@ -277,11 +277,5 @@ def _normalise(format: str, path: str | os.PathLike[str]) -> str:
     return name
 
 
-def _module(fmt: str, path: str | os.PathLike[str]) -> _FormatModule:
-    module = _REGISTRY[fmt].module
-    if module is None:
-        raise FormatError(
-            f"{fmt.upper()} support is not available yet; expected one of {_EXPECTED}",
-            path=path,
-        )
-    return cast(_FormatModule, importlib.import_module(module))
+def _module(fmt: str) -> _FormatModule:
+    return cast(_FormatModule, importlib.import_module(_REGISTRY[fmt].module))
