@@ -6,6 +6,8 @@
   + SchemaError                     exit 1   missing tensor, shape or dtype mismatch
   + EnvError                        exit 1   an env or worker failed (index, remote traceback)
   + ConfigError                     exit 2   bad options or config file (also ValueError)
+  + InvalidValueError               exit 1   a value the library API cannot take (also ValueError)
+  + InvalidTypeError                exit 1   a type the library API cannot take (also TypeError)
   + MissingDependencyError          exit 1   an optional extra is not installed (also ImportError)
   + OutputError                     exit 1   the output cannot be written: no space, a read-only
   |                                          or missing folder, no permission (also OSError)
@@ -29,6 +31,8 @@ __all__ = [
     "EnvError",
     "ExpcliError",
     "FormatError",
+    "InvalidTypeError",
+    "InvalidValueError",
     "MissingDependencyError",
     "OutputError",
     "OutputExistsError",
@@ -110,6 +114,17 @@ class ConfigError(ExpcliError, ValueError):
     """An option, a combination of options or a config file is invalid."""
 
     exit_code: ClassVar[int] = 2
+
+
+class InvalidValueError(ExpcliError, ValueError):
+    """A library call got a value it cannot take (a size, an index, a row that does not fit).
+
+    Also a ``ValueError``, which skrl's memory raises in the same places.
+    """
+
+
+class InvalidTypeError(ExpcliError, TypeError):
+    """A library call got an argument of a type it cannot take (also a ``TypeError``)."""
 
 
 class MissingDependencyError(ExpcliError, ImportError):

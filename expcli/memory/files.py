@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
+from expcli.errors import InvalidValueError
+
 if TYPE_CHECKING:
     import torch
 
@@ -57,7 +59,7 @@ class MemoryFiles:
         suffix = format_from_suffix(target)
         if suffix is not None and not target.is_dir():
             if format is not None and format != suffix:
-                raise ValueError(
+                raise InvalidValueError(
                     f"format {format!r} contradicts the file suffix of {str(target)!r}"
                 )
             format = suffix
@@ -65,7 +67,7 @@ class MemoryFiles:
         else:
             format = format or "pt"
             if format not in EXPORT_FORMATS:
-                raise ValueError(
+                raise InvalidValueError(
                     f"Unsupported export format: {format!r}; expected one of {EXPORT_FORMATS}"
                 )
             stamp = datetime.datetime.now().strftime("%y-%m-%d_%H-%M-%S-%f")
