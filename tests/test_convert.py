@@ -90,6 +90,7 @@ def test_verify_catches_a_writer_that_changes_data(
 ) -> None:
     save(sample_dataset(), tmp_path / "a.npz")
     import expcli.conversion as module
+    import expcli.formats.checked_write as writing
 
     real = module.open_lazy
     calls = []
@@ -101,7 +102,8 @@ def test_verify_catches_a_writer_that_changes_data(
             dataset.tensors["actions"] = np.asarray(dataset.tensors["actions"]) + 1
         return dataset, close
 
-    monkeypatch.setattr(module, "open_lazy", corrupting)
+    monkeypatch.setattr(module, "open_lazy", corrupting)  # reads the source
+    monkeypatch.setattr(writing, "open_lazy", corrupting)  # reads the written file back
     with pytest.raises(FormatError, match="verification failed") as caught:
         convert(tmp_path / "a.npz", tmp_path / "b.pt", verify=True)
     assert caught.value.key == "actions"
