@@ -38,8 +38,7 @@ __all__ = [
     "OutputExistsError",
     "SchemaError",
     "SourceNotFoundError",
-    "printable",
-]
+]  # the error classes only; ``printable`` is imported by name
 
 
 def printable(text: str) -> str:
