@@ -18,9 +18,7 @@ What it measures
     * torchrl's ``TensorDictReplayBuffer`` over a ``LazyTensorStorage`` (torch-fed; default
       ``RandomSampler``, and ``SamplerWithoutReplacement``).
 
-    Libraries that are not installed are reported and skipped. Until ``from expcli import
-    RandomMemory`` works, skrl's ``RandomMemory`` stands in for expcli (clearly labelled), so the
-    harness itself can be exercised.
+    Libraries that are not installed are reported and skipped.
 
 How it times
     Each step's input is ``array[t]`` (a view) for every tensor, so the harness's indexing cost is
@@ -242,7 +240,7 @@ def bound_drawer(batch_size: int) -> Callable[[NumpyBound, bool], Step]:
 def skrl_api_contender(
     label: str, role: str, cls: type, cfg: Config, inputs: dict[str, Any], full_fill: bool
 ) -> Contender:
-    """A memory with skrl's API (skrl itself, expcli, or the stand-in), fed ``inputs``."""
+    """A memory with skrl's API (skrl itself or expcli), fed ``inputs``."""
 
     def new(replacement: bool) -> Any:
         mem = cls(
@@ -357,36 +355,6 @@ def torchrl_contender(cfg: Config, data: Data) -> Contender:
     )
 
 
-def load_expcli_memory() -> tuple[type | None, str]:
-    """expcli's RandomMemory, or skrl's (accepting numpy rows) standing in for it, and a label."""
-    try:
-        from expcli import RandomMemory
-
-        return RandomMemory, "expcli RandomMemory"
-    except Exception as exc:  # noqa: BLE001 - the package is under construction; report why
-        reason = f"{type(exc).__name__}: {exc}"
-    try:
-        from skrl.memories.torch import RandomMemory as SkrlRandomMemory
-    except ImportError:
-        print(
-            f"not installed: expcli RandomMemory ({reason}), and skrl is missing too: no stand-in"
-        )
-        return None, ""
-
-    class SkrlStandIn(SkrlRandomMemory):  # type: ignore[misc]
-        def add_samples(self, **tensors: Any) -> None:
-            super().add_samples(
-                **{
-                    k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
-                    for k, v in tensors.items()
-                }
-            )
-
-    print(f"expcli RandomMemory not importable ({reason}):")
-    print("  skrl's RandomMemory STANDS IN for it (numpy rows wrapped with torch.from_numpy)")
-    return SkrlStandIn, "expcli [stand-in: skrl]"
-
-
 def build_contenders(cfg: Config, data: Data) -> list[Contender]:
     contenders = [
         Contender(
@@ -399,14 +367,14 @@ def build_contenders(cfg: Config, data: Data) -> list[Contender]:
             notes=["bound: numpy-fed; w/o replacement = Generator.choice(replace=False)"],
         )
     ]
-    expcli_cls, expcli_label = load_expcli_memory()
-    if expcli_cls is not None:
-        for feed, inputs in (("numpy", data.numpy), ("torch", data.torch)):
-            contenders.append(
-                skrl_api_contender(
-                    f"{expcli_label} ({feed}-fed)", "expcli", expcli_cls, cfg, inputs, True
-                )
+    from expcli import RandomMemory
+
+    for feed, inputs in (("numpy", data.numpy), ("torch", data.torch)):
+        contenders.append(
+            skrl_api_contender(
+                f"expcli RandomMemory ({feed}-fed)", "expcli", RandomMemory, cfg, inputs, True
             )
+        )
     try:
         from skrl.memories.torch import RandomMemory as SkrlRandomMemory
 
@@ -684,10 +652,6 @@ def print_targets(results: Sequence[Result]) -> None:
         measured = "n/a" if t.value is None else f"{t.value:.2f}x"
         extra = f"  ({t.comment})" if t.comment else ""
         print(f"  {t.verdict}  {t.text:<{width}}  measured {measured:>6}{extra}")
-    if any("stand-in" in r.label for r in results):
-        print(
-            "  NOTE: skrl stood in for expcli, so these verdicts describe the stand-in, not expcli."
-        )
 
 
 def print_environment(cfg: Config) -> None:

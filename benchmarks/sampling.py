@@ -115,10 +115,8 @@ def expcli_contenders(arrays: dict[str, np.ndarray], folder: Path) -> list[Conte
     )
     from expcli.spec import CircularState
 
-    steps = len(arrays["observations"])
     dataset = Dataset(arrays, CircularState(0, 0, True))
-    memory = RandomMemory(steps, NUM_ENVS, "cpu")
-    memory.from_dataset(dataset)
+    memory = RandomMemory.from_dataset(dataset, "cpu")
     path = save(dataset, folder / "bench.pt")
     mapped = load(path)
     out = []

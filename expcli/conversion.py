@@ -1,15 +1,13 @@
 """load, save and convert: datasets between files, formats and layouts.
 
-Every write lands atomically: the data goes to a temporary file beside the target, is
-optionally read back and checked, and only then renamed into place, so a failed or
-interrupted conversion leaves no output (or, with ``overwrite``, the old file intact).
+Every write lands atomically (``formats.checked_write``): the data goes to a temporary file
+beside the target, is optionally read back and checked, and only then renamed into place,
+so a failed or interrupted conversion leaves no output (or, with ``overwrite``, the old
+file intact).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -19,24 +17,17 @@ from typing import IO, Any, cast
 
 import numpy as np
 
-from expcli.errors import ConfigError, FormatError, OutputError
+from expcli.errors import ConfigError
 from expcli.formats import (
-    detect_format,
     format_from_suffix,
     open_lazy,
     read_dataset,
-    write_dataset,
+    source_format,
 )
-from expcli.formats._atomic import (
-    check_before_commit,
-    check_can_write,
-    check_writable,
-    output_errors,
-)
-from expcli.formats._free_space import DISK_FULL, check_space, disk_full_error, estimate_size
-from expcli.formats._manifest import is_sharded_folder
+from expcli.formats.checked_write import check_target, checksums, write_checked
 from expcli.formats.dataset import Dataset
-from expcli.formats.lazy import LazyRows, row_chunks
+from expcli.formats.lazy import LazyRows
+from expcli.formats.sharded import is_sharded_folder
 
 __all__ = [
     "COMPRESSIONS",
@@ -84,16 +75,14 @@ def load(
     (skrl's export; rows ``t * num_envs + env``) or a D4RL file (equal blocks of rows, env by
     env). Default 1. Files that record it ignore it.
 
+    A folder is read as a Minari dataset (``formats.read_dataset`` decides, for every
+    caller).
+
     Raises:
-        FormatError: Unknown, corrupt, truncated or unsafe file.
+        FormatError: No such file or folder; an unknown, corrupt, truncated or unsafe file.
         SchemaError: Tensors that disagree with each other or with the metadata.
     """
-    source = Path(path)
-    if not source.exists():
-        raise FormatError("no such file or folder", path=source)
-    if source.is_dir() and not is_sharded_folder(source):
-        return _load_folder(source)
-    return read_dataset(source, format, num_envs=num_envs)
+    return read_dataset(path, format, num_envs=num_envs)
 
 
 def save(
@@ -129,9 +118,9 @@ def save(
     target = Path(path)
     _check_options(layout, compression)
     fmt = _target_format(target, format, layout)
-    _check_target(target, fmt, layout, overwrite)
-    checksums = _checksums(dataset) if verify else None
-    _write_then_rename(dataset, target, fmt, layout, compression, checksums, overwrite)
+    check_target(target, fmt, layout, overwrite)
+    sums = checksums(dataset) if verify else None
+    write_checked(dataset, target, fmt, layout, compression, sums, overwrite)
     return target
 
 
@@ -161,7 +150,7 @@ def convert(
     source, target = Path(src), Path(dst)
     _check_options(layout, compression)
     fmt = _target_format(target, to, layout)
-    _check_target(target, fmt, layout, overwrite)
+    check_target(target, fmt, layout, overwrite)
     if source.resolve() == target.resolve():
         raise ConfigError(f"source and destination are the same file: {source}")
     report = progress or (lambda phase, done: None)
@@ -169,11 +158,11 @@ def convert(
     dataset, src_format, close = _open_source(source, num_envs)
     try:
         report("read", 1.0)
-        checksums = _checksums(dataset) if verify else None
+        sums = checksums(dataset) if verify else None
         report("write", 0.0)
         if progress is not None and layout == "expcli":
             dataset = _reporting(dataset, lambda done: report("write", done))
-        _write_then_rename(dataset, target, fmt, layout, compression, checksums, overwrite)
+        write_checked(dataset, target, fmt, layout, compression, sums, overwrite)
         report("write", 1.0)
     finally:
         close()
@@ -207,7 +196,7 @@ def convert_to_stream(
         FormatError, SchemaError: The source cannot be read.
     """
     from expcli.formats import csv_format, npz_format, pt_format
-    from expcli.formats.registry import encode_header
+    from expcli.formats.header import encode_header
 
     if to not in STREAM_FORMATS:
         raise ConfigError(
@@ -255,17 +244,9 @@ def _open_source(
 ) -> tuple[Dataset, str, Callable[[], None]]:
     """The dataset of a file (read lazily where its format allows) or a Minari folder, its
     format, and what to call when done with it."""
-    if source.is_dir() and not is_sharded_folder(source):
-        return load(source), "minari", _nothing
-    if not source.exists():
-        raise FormatError("no such file or folder", path=source)
-    src_format = detect_format(source)
+    src_format = source_format(source)
     dataset, close = open_lazy(source, src_format, num_envs=num_envs)
     return dataset, src_format, close
-
-
-def _nothing() -> None:
-    return None
 
 
 def _check_options(layout: str, compression: str | None) -> None:
@@ -293,46 +274,6 @@ def _target_format(target: Path, to: str | None, layout: str) -> str:
     return fmt
 
 
-def _check_target(target: Path, fmt: str, layout: str, overwrite: bool) -> None:
-    """Refuse, before reading anything, a target that may not be written."""
-    check_writable(target, overwrite=overwrite)
-    if layout == "expcli" and fmt == "csv":
-        check_writable(_sidecar(target), overwrite=overwrite)
-    check_can_write(target, folder=layout == "minari" or fmt == "folder")
-
-
-def _write_then_rename(
-    dataset: Dataset,
-    target: Path,
-    fmt: str,
-    layout: str,
-    compression: str | None,
-    checksums: dict[str, str] | None,
-    overwrite: bool,
-) -> None:
-    """Write beside the target under a temporary name, check, then rename into place;
-    refuse at once what cannot fit in the target's folder."""
-    with output_errors(target, every=True):
-        target.parent.mkdir(parents=True, exist_ok=True)
-    needed = estimate_size(dataset.tensors, fmt, compression) if layout == "expcli" else None
-    check_space(target, needed)
-    try:
-        if layout != "expcli":
-            from expcli.formats.layouts import write_layout
-
-            write_layout(dataset, target, layout, overwrite=overwrite)  # it reads by slices
-            return
-        verifying: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-        if checksums is not None:
-            verifying = check_before_commit(lambda tmp: _verify(tmp, fmt, checksums, target))
-        with verifying:
-            write_dataset(dataset, target, fmt, overwrite=overwrite, compression=compression)
-    except OutputError as e:
-        if e.errno not in DISK_FULL or e.needed is not None or needed is None:
-            raise
-        raise disk_full_error(target, needed, e.errno or errno.ENOSPC, free=e.free) from e
-
-
 def _reporting(dataset: Dataset, report: Callable[[float], None]) -> Dataset:
     """``dataset`` whose tensors call ``report`` with the fraction of all bytes read so far
     (the writers read each tensor once, a slice of rows at a time)."""
@@ -353,49 +294,6 @@ def _reporting(dataset: Dataset, report: Callable[[float], None]) -> Dataset:
 
     tensors = {name: counted(array) for name, array in dataset.tensors.items()}
     return Dataset(tensors, dataset.state, dataset.metadata)
-
-
-def _verify(written: Path, fmt: str, checksums: dict[str, str], target: Path) -> None:
-    """Read the complete temporary file ``written`` back and compare every tensor."""
-    again, close = open_lazy(written, fmt)
-    try:
-        for name, digest in checksums.items():
-            if name not in again.tensors or _digest(again.tensors[name]) != digest:
-                raise FormatError(
-                    "verification failed: the written tensor differs from the source",
-                    path=target,
-                    key=name,
-                )
-    finally:
-        close()
-
-
-def _checksums(dataset: Dataset) -> dict[str, str]:
-    return {name: _digest(array) for name, array in dataset.tensors.items()}
-
-
-def _digest(array: Any) -> str:
-    """A checksum of dtype, shape and bytes, computed slice by slice."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{np.dtype(array.dtype).newbyteorder('=').str}{tuple(array.shape)}".encode())
-    if array.ndim == 0 or array.size == 0:
-        h.update(np.ascontiguousarray(array).tobytes())
-        return h.hexdigest()
-    chunks = row_chunks(array)
-    for start in chunks:
-        rows = np.asarray(array[start : start + chunks.step])
-        h.update(np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder("=")).tobytes())
-    return h.hexdigest()
-
-
-def _load_folder(folder: Path) -> Dataset:
-    from expcli.formats.layouts import read_minari_folder
-
-    return read_minari_folder(folder)  # or says why the folder is not a Minari dataset
-
-
-def _sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".meta.json")
 
 
 def _size(path: Path) -> int:

@@ -2,13 +2,18 @@
 
 * ExpcliError                       exit 1   base class; never raised directly
   + FormatError                     exit 1   unknown, corrupt, truncated or unsafe file
+  |  + SourceNotFoundError          exit 1   no such file or folder (also FileNotFoundError)
   + SchemaError                     exit 1   missing tensor, shape or dtype mismatch
   + EnvError                        exit 1   an env or worker failed (index, remote traceback)
   + ConfigError                     exit 2   bad options or config file (also ValueError)
+  + InvalidValueError               exit 1   a value the library API cannot take (also ValueError)
+  + InvalidTypeError                exit 1   a type the library API cannot take (also TypeError)
   + MissingDependencyError          exit 1   an optional extra is not installed (also ImportError)
   + OutputError                     exit 1   the output cannot be written: no space, a read-only
   |                                          or missing folder, no permission (also OSError)
   |  + OutputExistsError            exit 1   refusing to overwrite (also FileExistsError)
+
+``printable`` makes text from a file (a name, a path) safe to put in a message.
 
 Errors carry their data as attributes (``path``, ``key``, ``index``) so that callers and
 tests need not parse messages; the message itself names the file, the key and what was
@@ -17,6 +22,7 @@ expected. The CLI turns any of them into one red line and ``exit_code``.
 
 from __future__ import annotations
 
+import errno as errnos
 import os
 from typing import ClassVar
 
@@ -25,11 +31,20 @@ __all__ = [
     "EnvError",
     "ExpcliError",
     "FormatError",
+    "InvalidTypeError",
+    "InvalidValueError",
     "MissingDependencyError",
     "OutputError",
     "OutputExistsError",
     "SchemaError",
-]
+    "SourceNotFoundError",
+]  # the error classes only; ``printable`` is imported by name
+
+
+def printable(text: str) -> str:
+    """``text`` with what is not valid UTF-8 (lone surrogates, as undecodable bytes become)
+    written as escapes, so that printing it (in a message, on a terminal) never fails."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class ExpcliError(Exception):
@@ -63,6 +78,14 @@ class FormatError(ExpcliError):
     """A file is of an unknown format, corrupt, truncated or unsafe to read."""
 
 
+class SourceNotFoundError(FormatError, FileNotFoundError):
+    """The dataset to read does not exist: no such file or folder."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__("no such file or folder", path=path)
+        self.errno = errnos.ENOENT  # no filename: OSError would then render the message
+
+
 class SchemaError(ExpcliError):
     """A dataset lacks a tensor, or a tensor has the wrong shape or dtype."""
 
@@ -90,6 +113,17 @@ class ConfigError(ExpcliError, ValueError):
     """An option, a combination of options or a config file is invalid."""
 
     exit_code: ClassVar[int] = 2
+
+
+class InvalidValueError(ExpcliError, ValueError):
+    """A library call got a value it cannot take (a size, an index, a row that does not fit).
+
+    Also a ``ValueError``, which skrl's memory raises in the same places.
+    """
+
+
+class InvalidTypeError(ExpcliError, TypeError):
+    """A library call got an argument of a type it cannot take (also a ``TypeError``)."""
 
 
 class MissingDependencyError(ExpcliError, ImportError):

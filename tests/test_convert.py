@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from expcli import ConfigError, ExpcliError, FormatError, OutputExistsError
+from expcli import ConfigError, ExpcliError, FormatError, OutputExistsError, RandomMemory
 from expcli.cli import app
 from expcli.conversion import convert, load, save
 from expcli.formats.dataset import Dataset
@@ -77,7 +77,7 @@ def test_a_failed_conversion_leaves_nothing(
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("expcli.conversion.write_dataset", broken)
+    monkeypatch.setattr("expcli.formats.checked_write.write_dataset", broken)
     for target in ("c.csv", "b.csv"):
         with pytest.raises(OSError):
             convert(tmp_path / "a.npz", tmp_path / target, overwrite=True)
@@ -90,6 +90,7 @@ def test_verify_catches_a_writer_that_changes_data(
 ) -> None:
     save(sample_dataset(), tmp_path / "a.npz")
     import expcli.conversion as module
+    import expcli.formats.checked_write as writing
 
     real = module.open_lazy
     calls = []
@@ -101,7 +102,8 @@ def test_verify_catches_a_writer_that_changes_data(
             dataset.tensors["actions"] = np.asarray(dataset.tensors["actions"]) + 1
         return dataset, close
 
-    monkeypatch.setattr(module, "open_lazy", corrupting)
+    monkeypatch.setattr(module, "open_lazy", corrupting)  # reads the source
+    monkeypatch.setattr(writing, "open_lazy", corrupting)  # reads the written file back
     with pytest.raises(FormatError, match="verification failed") as caught:
         convert(tmp_path / "a.npz", tmp_path / "b.pt", verify=True)
     assert caught.value.key == "actions"
@@ -173,8 +175,9 @@ def test_cli_missing_source(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "no such file" in result.stderr
 
 
-def test_dataset_to_memory(tmp_path: Path) -> None:
-    memory = load(save(sample_dataset(), tmp_path / "a.npz")).to_memory(device="cpu")
+def test_memory_from_dataset(tmp_path: Path) -> None:
+    memory = RandomMemory.from_dataset(load(save(sample_dataset(), tmp_path / "a.npz")), "cpu")
+    assert isinstance(memory, RandomMemory)
     assert (memory.memory_index, memory.env_index, memory.filled) == (2, 1, True)
     assert memory.tensors["actions"].shape == (6, 2, 1) and len(memory) == 12
 

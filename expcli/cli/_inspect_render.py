@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from expcli.formats._guards import printable
+from expcli.errors import printable
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType

@@ -36,9 +36,8 @@ def warn_unrecorded_envs(path: Path, num_envs: int | None) -> None:
         return
     from rich.markup import escape
 
-    from expcli.errors import ExpcliError
+    from expcli.errors import ExpcliError, printable
     from expcli.formats import detect_format
-    from expcli.formats._guards import printable
     from expcli.formats.csv_format import sidecar_path
 
     try:

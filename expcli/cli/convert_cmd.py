@@ -50,7 +50,7 @@ def convert_cmd(
     from rich.markup import escape
 
     from expcli.conversion import convert
-    from expcli.formats._guards import printable
+    from expcli.errors import printable
 
     warn_unrecorded_envs(src, num_envs)
     if str(dst) == "-":

@@ -48,7 +48,7 @@ def inspect_cmd(
     """Summarize a dataset: tensor statistics, episodes, and (--check) structural checks."""
     from rich.markup import escape
 
-    from expcli.formats._guards import printable
+    from expcli.errors import printable
     from expcli.summary import newest_dataset, summarize
 
     out = out_console()

@@ -159,7 +159,7 @@ def _print(report: dict[str, Any], batch: Any, rows: int) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from expcli.formats._guards import printable
+    from expcli.errors import printable
 
     console = out_console()
     shape = " x ".join(map(str, report["batch_shape"]))

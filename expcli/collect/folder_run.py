@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from expcli.collect.memory_check import sample_bytes
 from expcli.collect.shard_sink import DEFAULT_SHARD_SIZE, ShardSink, parse_shard_size
 from expcli.errors import ConfigError, OutputError
-from expcli.formats._manifest import Manifest, is_sharded_folder
+from expcli.formats.sharded import Manifest, is_sharded_folder
 
 if TYPE_CHECKING:
     from expcli.collect.job import CollectJob, SavedFile
@@ -49,7 +49,7 @@ def staging_rows(job: CollectJob, stepper: Any) -> int:
         ConfigError: ``--memory-size`` with a folder, a bad ``--shard-size``, or a
             ``--steps`` run estimated larger than the free space of the output's disk.
     """
-    from expcli.formats._free_space import free_bytes
+    from expcli.formats.checked_write import free_bytes
     from expcli.host_memory import format_bytes
 
     s = job.settings

@@ -98,11 +98,11 @@ class CollectJob:
         self.to_folder = is_folder_output(self.output)
         if self.output.exists() and not settings.overwrite and not settings.resuming:
             raise OutputExistsError(self.output)
-        from expcli.formats._atomic import check_can_write
+        from expcli.formats import format_from_suffix
+        from expcli.formats.checked_write import check_can_write
 
         # a folder in the way or a read-only one: say so now
         check_can_write(self.output, folder=self.to_folder)
-        from expcli.formats.registry import format_from_suffix
 
         self.format = "folder" if self.to_folder else format_from_suffix(self.output)
         self.sink: Any = None  # a ShardSink, for a folder output or a spooled file

@@ -18,8 +18,7 @@ import numpy as np
 
 from expcli.collect.settings import CollectSettings
 from expcli.errors import ConfigError
-from expcli.formats._manifest import Manifest
-from expcli.formats.sharded import user_metadata
+from expcli.formats.sharded import Manifest, user_metadata
 
 if TYPE_CHECKING:
     from expcli.collect.job import CollectJob

@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import ConfigError
-from expcli.formats._manifest import Manifest
 from expcli.formats.dataset import Dataset
-from expcli.formats.sharded import ShardWriter
+from expcli.formats.sharded import Manifest, ShardWriter
 
 __all__ = ["DEFAULT_SHARD_SIZE", "ShardSink", "parse_shard_size"]
 

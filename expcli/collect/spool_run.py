@@ -36,7 +36,7 @@ def spool_folder(job: CollectJob, stepper: Any) -> Path | None:
     bounded by it).
     """
     from expcli.collect.folder_run import transition_bytes
-    from expcli.formats._temp_names import remove_stale, temp_name
+    from expcli.formats.checked_write import remove_stale, temp_name
 
     s = job.settings
     if job.to_folder or s.memory_size is not None or s.spool is False:
@@ -86,7 +86,7 @@ def merge_spool(
     from expcli.collect.folder_run import finish_folder
     from expcli.collect.job import SavedFile
     from expcli.conversion import convert
-    from expcli.formats._temp_names import remove
+    from expcli.formats.checked_write import remove
 
     spool = job.spool
     assert spool is not None

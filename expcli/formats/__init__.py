@@ -10,20 +10,24 @@ from __future__ import annotations
 
 from expcli.formats.dataset import Dataset
 from expcli.formats.registry import (
+    FOLDER_FORMAT,
     FORMATS,
     detect_format,
     format_from_suffix,
     open_lazy,
     read_dataset,
+    source_format,
     write_dataset,
 )
 
 __all__ = [
+    "FOLDER_FORMAT",
     "FORMATS",
     "Dataset",
     "detect_format",
     "format_from_suffix",
     "open_lazy",
     "read_dataset",
+    "source_format",
     "write_dataset",
 ]

@@ -6,8 +6,8 @@
   refused, so that no recursive step afterwards (rendering, copying, dumping) overflows.
 * ``check_memory``: an array that must be held whole (a compressed npz member that ``load``
   reads, say) must fit in the memory the machine has available.
-* ``printable``: text from a file (metadata, names) as a terminal may print it, and
-  ``brief``: a value from a file, cut short, for a one-line message.
+* ``brief``: a value from a file, cut short and ``printable`` (``expcli.errors``), for a
+  one-line message.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 import stat
 from typing import Any
 
-from expcli.errors import FormatError
+from expcli.errors import FormatError, printable
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -28,7 +28,6 @@ __all__ = [
     "check_memory",
     "check_source",
     "load_json",
-    "printable",
 ]
 
 MAX_JSON_DEPTH = 64
@@ -134,12 +133,6 @@ def check_memory(nbytes: int, path: str | os.PathLike[str], key: str | None) -> 
             path=path,
             key=key,
         )
-
-
-def printable(text: str) -> str:
-    """``text`` with what is not valid UTF-8 (lone surrogates, as undecodable bytes become)
-    written as escapes, so that printing it never fails."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def brief(value: Any, limit: int = 80) -> str:

@@ -18,8 +18,8 @@ import h5py
 import numpy as np
 
 from expcli.errors import ExpcliError, FormatError, SchemaError
+from expcli.formats._error_summary import error_summary
 from expcli.formats._hdf5_heap import read_attribute
-from expcli.formats.registry import error_summary
 from expcli.spec import SUPPORTED_DTYPES, CircularState, TensorSpec
 
 __all__ = [

@@ -22,8 +22,8 @@ from typing import Any
 import h5py
 
 from expcli.errors import FormatError
+from expcli.formats._error_summary import error_summary
 from expcli.formats._guards import MAX_METADATA_BYTES
-from expcli.formats.registry import error_summary
 
 __all__ = ["read_attribute", "read_scalar"]
 

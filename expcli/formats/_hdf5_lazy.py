@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError
+from expcli.formats._error_summary import error_summary
 from expcli.formats._hdf5_checks import native_dtype
 from expcli.formats.lazy import LazyRows
-from expcli.formats.registry import error_summary
 
 __all__ = ["contiguous_offset", "lazy_dataset", "read_dataset_rows"]
 
@@ -84,4 +84,3 @@ def contiguous_offset(dataset: Any) -> int | None:
     nbytes = math.prod(dataset.shape) * dataset.dtype.itemsize
     size = os.stat(dataset.file.filename).st_size
     return int(offset) if int(offset) + nbytes <= size else None
-

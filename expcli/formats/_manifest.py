@@ -20,7 +20,7 @@ from typing import IO, Any
 from expcli.errors import FormatError
 from expcli.formats._atomic import atomic_write
 from expcli.formats._guards import MAX_METADATA_BYTES, brief
-from expcli.formats.registry import encode_header, parse_header
+from expcli.formats.header import encode_header, parse_header
 from expcli.spec import SCHEMA
 
 __all__ = [

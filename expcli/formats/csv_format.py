@@ -31,8 +31,8 @@ from expcli.formats._csv_rows import Chunk, Group, read_chunks
 from expcli.formats._csv_text import encode_rows
 from expcli.formats._guards import MAX_METADATA_BYTES
 from expcli.formats.dataset import Dataset
+from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import LazyRows, RowSpill
-from expcli.formats.registry import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.spec import CircularState, TensorSpec
 
 __all__ = ["open_lazy", "read", "sidecar_path", "write", "write_rows"]

@@ -67,14 +67,6 @@ class Dataset:
         """Number of valid transitions, as ``len(memory)``."""
         return self.state.valid_length(self.memory_size, self.num_envs)
 
-    def to_memory(self, device: Any = None) -> Any:
-        """A ``RandomMemory`` holding this data (imports torch; the one way up the layers)."""
-        from expcli.memory import RandomMemory
-
-        memory = RandomMemory(max(self.memory_size, 1), max(self.num_envs, 1), device=device)
-        memory.from_dataset(self)
-        return memory
-
     def structured(self, name: str) -> Any:
         """The tensors stored under ``name``, nested as its space is.
 

@@ -46,12 +46,7 @@ from expcli.formats._hdf5_checks import (
 )
 from expcli.formats._hdf5_lazy import lazy_dataset, read_dataset_rows
 from expcli.formats.dataset import Dataset
-from expcli.formats.registry import (
-    dataset_from_header,
-    encode_header,
-    header_specs,
-    parse_header,
-)
+from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.spec import TensorSpec
 
 __all__ = [

@@ -23,16 +23,11 @@ import numpy as np
 
 from expcli.errors import ExpcliError, FormatError
 from expcli.formats._atomic import atomic_write
+from expcli.formats._error_summary import error_summary
 from expcli.formats._guards import MAX_METADATA_BYTES, check_memory
 from expcli.formats.dataset import Dataset
+from expcli.formats.header import dataset_from_header, encode_header, foreign_dataset, parse_header
 from expcli.formats.lazy import CHUNK_BYTES, LazyRows, row_chunks
-from expcli.formats.registry import (
-    dataset_from_header,
-    encode_header,
-    error_summary,
-    foreign_dataset,
-    parse_header,
-)
 from expcli.spec import METADATA_KEY
 
 __all__ = ["open_lazy", "read", "write", "write_to"]

@@ -20,17 +20,12 @@ import numpy as np
 
 from expcli.errors import FormatError, SchemaError
 from expcli.formats._atomic import atomic_write
+from expcli.formats._error_summary import error_summary
 from expcli.formats._pt_archive import PtArchiveWriter
 from expcli.formats._pt_pickle import StoredTensor, dict_pickle
 from expcli.formats.dataset import Dataset
+from expcli.formats.header import dataset_from_header, encode_header, foreign_dataset, parse_header
 from expcli.formats.lazy import row_chunks
-from expcli.formats.registry import (
-    dataset_from_header,
-    encode_header,
-    error_summary,
-    foreign_dataset,
-    parse_header,
-)
 from expcli.spec import METADATA_KEY, SUPPORTED_DTYPES
 
 if TYPE_CHECKING:

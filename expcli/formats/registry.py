@@ -1,32 +1,39 @@
-"""Format names, suffixes, sniffing, and the dispatch of reads and writes to format modules.
+"""Format names and suffixes, and the dispatch of reads and writes to format modules.
 
 Format modules are imported only when a file of their format is read or written, so that
 ``import expcli.formats`` never loads torch. Adding a format is one entry in ``_REGISTRY``.
-This module also holds the metadata codec that every format module shares.
+The metadata codec that every format module shares is ``header``; telling a format from a
+file's bytes is ``_sniffing``; a library error's gist is ``_error_summary``.
 """
 
 from __future__ import annotations
 
-import codecs
 import importlib
-import json
 import os
-import re
-import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-import numpy as np
-
-from expcli.errors import ConfigError, FormatError, SchemaError
-from expcli.formats._guards import brief, check_source, load_json
-from expcli.formats._skrl_tail import written_transitions
+from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundError
+from expcli.formats._error_summary import error_summary
+from expcli.formats._guards import check_source
+from expcli.formats._sniffing import SNIFF_BYTES, sniff
 from expcli.formats.dataset import Dataset
-from expcli.spec import METADATA_KEY, SUPPORTED_DTYPES, CircularState, TensorSpec
+
+# Re-exported for format modules written before the codec had its own module; new code
+# imports them from ``expcli.formats.header`` and ``expcli.formats._error_summary``.
+from expcli.formats.header import (
+    dataset_from_header,
+    encode_header,
+    foreign_dataset,
+    header_specs,
+    parse_header,
+)
+from expcli.spec import METADATA_KEY
 
 __all__ = [
+    "FOLDER_FORMAT",
     "FORMATS",
     "dataset_from_header",
     "detect_format",
@@ -36,8 +43,10 @@ __all__ = [
     "format_from_suffix",
     "header_specs",
     "open_lazy",
+    "output_files",
     "parse_header",
     "read_dataset",
+    "source_format",
     "write_dataset",
 ]
 
@@ -48,7 +57,7 @@ class _Entry:
 
     suffixes: tuple[str, ...]
     holds: str
-    module: str | None  # None: recognised, but not supported yet
+    module: str
     compresses: bool = False  # whether its writer takes a ``compression`` option
 
 
@@ -61,17 +70,14 @@ _REGISTRY: dict[str, _Entry] = {
     "folder": _Entry((), "a sharded dataset folder", "expcli.formats.sharded"),
 }
 
-FORMATS: tuple[str, ...] = tuple(n for n, e in _REGISTRY.items() if e.module and e.suffixes)
+FORMATS: tuple[str, ...] = tuple(n for n, e in _REGISTRY.items() if e.suffixes)
 """Names of the formats that can be read and written."""
+
+FOLDER_FORMAT = "minari"
+"""What ``source_format`` calls a folder: a Minari dataset, the one layout kept in folders."""
 
 _EXPECTED = ", ".join(FORMATS)
 _DESCRIBED = ", ".join(f"{name} ({_REGISTRY[name].holds})" for name in FORMATS)
-_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
-_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
-_TORCH_LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"  # pickled magic number
-_SNIFF_BYTES = 64 * 1024
-_CSV_HEADER_FIELD = re.compile(r"[^,]+\.\d+")
-_ADVICE = re.compile(r"weights_only|Weights only load failed|documentation of torch\.load")
 
 
 class _FormatModule(Protocol):
@@ -102,13 +108,34 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     if os.path.isdir(path):
         return str(_folder_format(path))
     with open(path, "rb") as f:
-        head = f.read(_SNIFF_BYTES)
+        head = f.read(SNIFF_BYTES)
     if not head:
         raise FormatError(f"file is empty; expected a dataset ({_EXPECTED})", path=path)
-    found = _sniff(Path(path), head) or format_from_suffix(path)
+    found = sniff(Path(path), head) or format_from_suffix(path)
     if found is None:
         raise FormatError(f"unrecognised content; expected a dataset: {_DESCRIBED}", path=path)
     return found
+
+
+def source_format(path: str | os.PathLike[str], format: str | None = None) -> str:
+    """The format of a dataset to read: ``"folder"`` for a sharded dataset folder (one
+    holding an expcli ``manifest.json``), ``FOLDER_FORMAT`` for another folder, else ``format``
+    (checked) or what ``detect_format`` tells. "File or folder?" is decided here only.
+
+    Raises:
+        SourceNotFoundError: No such file or folder.
+        FormatError: Not a regular file or folder, an unknown ``format``, or a file whose
+            format cannot be told.
+        OSError: The file cannot be opened.
+    """
+    check_source(path)
+    if not os.path.exists(path):
+        raise SourceNotFoundError(path)
+    if os.path.isdir(path):
+        from expcli.formats._manifest import is_sharded_folder
+
+        return "folder" if is_sharded_folder(path) else FOLDER_FORMAT
+    return _normalise(format, path) if format is not None else detect_format(path)
 
 
 def read_dataset(
@@ -120,22 +147,30 @@ def read_dataset(
     """Read a dataset file of any supported format.
 
     Args:
-        path: File to read.
+        path: File to read, or a Minari dataset folder.
         format: One of ``FORMATS``; by default the file's bytes tell, then its suffix.
+            Ignored for a folder.
         num_envs: Number of env columns of a file that does not record it (a CSV without
             sidecar, such as skrl's export; default 1). Files that record it ignore it.
 
     Raises:
-        FormatError: Unknown format, or an empty, corrupt, truncated or unsafe file.
+        SourceNotFoundError: No such file or folder (a ``FormatError`` and a
+            ``FileNotFoundError``).
+        FormatError: Unknown format, or an empty, corrupt, truncated or unsafe file, or a
+            folder that is not a Minari dataset.
         SchemaError: The tensors disagree with each other or with the metadata.
         ConfigError: ``num_envs`` is less than 1.
         OSError: The file cannot be opened.
     """
     if num_envs is not None and num_envs < 1:
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
-    check_source(path)
-    fmt = _normalise(format, path) if format is not None else detect_format(path)
-    dataset = _module(fmt, path).read(Path(path), num_envs=num_envs)
+    fmt = source_format(path, format)
+    if fmt == FOLDER_FORMAT:
+        from expcli.formats.layouts import read_minari_folder
+
+        dataset = read_minari_folder(path)  # or says why the folder is not a Minari dataset
+    else:
+        dataset = _module(fmt).read(Path(path), num_envs=num_envs)
     dataset.validate(path)
     return dataset
 
@@ -190,12 +225,23 @@ def write_dataset(
             f"{fmt} files cannot be compressed (got compression {compression!r}); "
             f"compression is for {compressing}"
         )
-    module = _module(fmt, path)
+    module = _module(fmt)
     dataset.validate(path)
     if METADATA_KEY in dataset.tensors:
         raise SchemaError("this name is reserved for the metadata", path=path, key=METADATA_KEY)
     module.write(dataset, target, overwrite=overwrite, **options)
     return target
+
+
+def output_files(target: str | os.PathLike[str], format: str) -> tuple[Path, ...]:
+    """The files that writing ``format`` to ``target`` makes: the target, and a CSV's
+    metadata sidecar (``PATH.meta.json``)."""
+    path = Path(target)
+    if format.lower().lstrip(".") == "csv":
+        from expcli.formats.csv_format import sidecar_path
+
+        return path, sidecar_path(path)
+    return (path,)
 
 
 def open_lazy(
@@ -205,7 +251,7 @@ def open_lazy(
     expcli HDF5 files, CSV rows), read by slices of rows; others are read whole.
 
     Args:
-        path: File to read.
+        path: File to read, or a Minari dataset folder (read whole).
         format: As ``read_dataset``.
         num_envs: As ``read_dataset``: for files that do not record it (CSV, D4RL).
 
@@ -217,9 +263,8 @@ def open_lazy(
     """
     if num_envs is not None and num_envs < 1:
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
-    check_source(path)
-    fmt = _normalise(format, path) if format is not None else detect_format(path)
-    opener = getattr(_module(fmt, path), "open_lazy", None)
+    fmt = source_format(path, format)
+    opener = None if fmt == FOLDER_FORMAT else getattr(_module(fmt), "open_lazy", None)
     if opener is None:
         return read_dataset(path, fmt, num_envs=num_envs), lambda: None
     opened = opener(Path(path), num_envs=num_envs)
@@ -230,136 +275,6 @@ def open_lazy(
         close()
         raise
     return dataset, close
-
-
-def encode_header(
-    header: Mapping[str, Any], path: str | os.PathLike[str], *, indent: int | None = None
-) -> str:
-    """A metadata object (``Dataset.header()``, perhaps with more keys) as a JSON string.
-
-    Raises:
-        SchemaError: A metadata value is not JSON-serialisable (its key is named).
-    """
-    try:
-        return json.dumps(header, indent=indent)
-    except (TypeError, ValueError) as e:
-        key = next((k for k, v in header.items() if not _serialisable(v)), None)
-        raise SchemaError(f"metadata is not JSON-serialisable: {e}", path=path, key=key) from e
-
-
-def parse_header(text: str | bytes, path: str | os.PathLike[str], key: str) -> dict[str, Any]:
-    """Parse a stored metadata JSON object.
-
-    Raises:
-        FormatError: The text is not a JSON object, or is nested too deep.
-    """
-    header = load_json(text, path, key)
-    if not isinstance(header, dict):
-        raise FormatError(
-            f"metadata is a JSON {type(header).__name__}; expected an object", path=path, key=key
-        )
-    return header
-
-
-def header_specs(header: Mapping[str, Any], path: str | os.PathLike[str]) -> list[TensorSpec]:
-    """The tensor specs listed under ``tensors`` in a metadata object, in name order.
-
-    Raises:
-        SchemaError: ``tensors`` is missing or malformed, or names an unsupported dtype.
-    """
-    tensors = header.get("tensors")
-    if not isinstance(tensors, dict):
-        raise SchemaError("metadata lacks a 'tensors' object", path=path, key="tensors")
-    specs = []
-    for name in sorted(tensors):
-        entry = tensors[name]
-        dtype = entry.get("dtype") if isinstance(entry, dict) else None
-        shape = entry.get("shape") if isinstance(entry, dict) else None
-        if (
-            not isinstance(dtype, str)
-            or dtype not in SUPPORTED_DTYPES
-            or not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape))
-        ):
-            raise SchemaError(
-                f"malformed tensor entry {brief(entry)} in metadata; expected "
-                f'{{"dtype": one of {sorted(SUPPORTED_DTYPES)}, "shape": [sizes]}}',
-                path=path,
-                key=name,
-            )
-        specs.append(TensorSpec(name, str(dtype), tuple(shape)))
-    return specs
-
-
-def dataset_from_header(
-    arrays: dict[str, np.ndarray], header: Mapping[str, Any], path: str | os.PathLike[str]
-) -> Dataset:
-    """Build a dataset from stored arrays and their metadata object, checking they agree.
-
-    Raises:
-        SchemaError: The metadata is not expcli's schema or disagrees with the arrays.
-    """
-    state, metadata = Dataset.split_header(header, path)
-    specs = {spec.name: spec for spec in header_specs(header, path)}
-    for name in sorted(specs.keys() | arrays.keys()):
-        if name not in arrays:
-            raise SchemaError("listed in the metadata but missing", path=path, key=name)
-        if name not in specs:
-            raise SchemaError("present but not listed in the metadata", path=path, key=name)
-        actual = TensorSpec.of(name, arrays[name])
-        if (actual.dtype, actual.shape) != (specs[name].dtype, specs[name].shape):
-            raise SchemaError(
-                f"stored as {actual.dtype} with feature shape {actual.shape}; the metadata "
-                f"says {specs[name].dtype} with feature shape {specs[name].shape}",
-                path=path,
-                key=name,
-            )
-    dataset = Dataset(arrays, state, metadata)
-    if arrays:
-        for key, actual_size in (
-            ("memory_size", dataset.memory_size),
-            ("num_envs", dataset.num_envs),
-        ):
-            if header.get(key) != actual_size:
-                raise SchemaError(
-                    f"metadata says {header.get(key)!r}; the tensors have {actual_size}",
-                    path=path,
-                    key=key,
-                )
-    dataset.validate(path)
-    return dataset
-
-
-def foreign_dataset(arrays: dict[str, Any], path: str | os.PathLike[str]) -> Dataset:
-    """A dataset from arrays without metadata: a skrl export (``Memory.save``).
-
-    It counts as a full memory, unless it ends with transitions that skrl never wrote (NaN
-    in every float tensor, zero in the others: see ``_skrl_tail``); then only the written
-    ones are valid, and the metadata says how many were left out, under
-    ``skrl.unwritten_transitions``.
-    """
-    dataset = Dataset(arrays, CircularState(0, 0, filled=True), {})
-    dataset.validate(path)
-    size, envs = dataset.memory_size, dataset.num_envs
-    written = written_transitions(arrays, size, envs)
-    if written < size * envs:
-        state = CircularState(written // envs, written % envs, False)
-        unwritten = {"unwritten_transitions": size * envs - written}
-        dataset = Dataset(arrays, state, {"layout": "skrl", "skrl": unwritten})
-    return dataset
-
-
-def error_summary(error: BaseException) -> str:
-    """A library error's gist for a one-line message: its first informative sentence.
-
-    Lines of advice (such as torch's suggestion to retry with ``weights_only=False``) are
-    skipped; so are ANSI colours and a trailing full stop.
-    """
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    useful = [line for line in lines if not _ADVICE.search(line)] or lines or [""]
-    line = useful[0].removeprefix("WeightsUnpickler error:").strip()
-    first = re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0].strip().rstrip(".")
-    return first or type(error).__name__
 
 
 def _folder_format(path: str | os.PathLike[str], *, writing: bool = False) -> Any:
@@ -384,70 +299,5 @@ def _normalise(format: str, path: str | os.PathLike[str]) -> str:
     return name
 
 
-def _module(fmt: str, path: str | os.PathLike[str]) -> _FormatModule:
-    module = _REGISTRY[fmt].module
-    if module is None:
-        raise FormatError(
-            f"{fmt.upper()} support is not available yet; expected one of {_EXPECTED}",
-            path=path,
-        )
-    return cast(_FormatModule, importlib.import_module(module))
-
-
-def _sniff(path: Path, head: bytes) -> str | None:
-    """The format the first bytes of a file show, or None."""
-    if head.startswith(_ZIP_MAGICS):
-        return _sniff_zip(path, head)
-    if head.startswith(_HDF5_MAGIC):
-        return "hdf5"
-    if head.startswith(_TORCH_LEGACY_MAGIC):
-        return "pt"
-    return "csv" if _looks_like_csv(head) else None
-
-
-def _sniff_zip(path: Path, head: bytes) -> str | None:
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-    except Exception:  # sniffing is best effort; the reader reports what is wrong
-        # Truncated: the member list at the end is gone; the first member's name is not.
-        names = [_first_member(head)] if len(head) >= 30 else []
-        names = [n for n in names if n]
-        if not names:
-            return None
-    if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
-        return "pt"
-    if all(n.endswith(".npy") for n in names):
-        return "npz"
-    return None
-
-
-def _first_member(head: bytes) -> str:
-    """Name of the first member in a zip local file header (torch writes data.pkl first)."""
-    length = int.from_bytes(head[26:28], "little")
-    return head[30 : 30 + length].decode("utf-8", errors="replace")
-
-
-_LINE_BREAKS_AND_TABS = str.maketrans("", "", "\r\n\t")
-
-
-def _looks_like_csv(head: bytes) -> bool:
-    """Printable UTF-8 text with commas, or a one-column skrl-style header (``name.0``)."""
-    if b"\x00" in head:
-        return False
-    try:
-        text = codecs.getincrementaldecoder("utf-8-sig")().decode(head, final=False)
-    except UnicodeDecodeError:
-        return False
-    if not text.translate(_LINE_BREAKS_AND_TABS).isprintable():  # one C call, not one per char
-        return False
-    first_line = text.split("\n", 1)[0].rstrip("\r")
-    return "," in text or _CSV_HEADER_FIELD.fullmatch(first_line) is not None
-
-
-def _serialisable(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
+def _module(fmt: str) -> _FormatModule:
+    return cast(_FormatModule, importlib.import_module(_REGISTRY[fmt].module))

@@ -36,12 +36,13 @@ from expcli.formats._manifest import (
 )
 from expcli.formats.concat_rows import ConcatRows
 from expcli.formats.dataset import Dataset
+from expcli.formats.header import encode_header, header_specs
 from expcli.formats.lazy import LazyRows
-from expcli.formats.registry import encode_header, header_specs
 from expcli.spec import CircularState
 
 __all__ = [
     "DEFAULT_SHARD_BYTES",
+    "Manifest",
     "ShardWriter",
     "check_shards",
     "is_sharded_folder",

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from expcli.errors import InvalidTypeError, InvalidValueError
+
 if TYPE_CHECKING:
     from gymnasium import spaces
 
@@ -42,7 +44,7 @@ def feature_shape(size: Any, keep_dimensions: bool = False) -> tuple[int, ...]:
         TypeError: The size is neither an int, a sequence of ints nor a gymnasium space.
     """
     if isinstance(size, bool):
-        raise TypeError(
+        raise InvalidTypeError(
             f"size must be an int, a sequence of ints or a gymnasium space, got {size!r}"
         )
     if isinstance(size, (int, np.integer)) or (isinstance(size, float) and size.is_integer()):
@@ -56,7 +58,9 @@ def feature_shape(size: Any, keep_dimensions: bool = False) -> tuple[int, ...]:
         if keep_dimensions:
             return _kept_space_shape(size)
         return (_positive(occupied_size(size)),)
-    raise TypeError(f"size must be an int, a sequence of ints or a gymnasium space, got {size!r}")
+    raise InvalidTypeError(
+        f"size must be an int, a sequence of ints or a gymnasium space, got {size!r}"
+    )
 
 
 def occupied_size(space: spaces.Space[Any]) -> int:
@@ -80,24 +84,24 @@ def _kept_space_shape(space: spaces.Space[Any]) -> tuple[int, ...]:
     if isinstance(space, spaces.Discrete):
         return (1,)
     if isinstance(space, (spaces.Dict, spaces.Tuple)):
-        raise ValueError(
+        raise InvalidValueError(
             f"keep_dimensions=True cannot keep the dimensions of a composite space ({space}); "
             "create one tensor per sub-space or flatten it"
         )
     if space.shape is None:
-        raise ValueError(f"space {space} has no shape to keep")
+        raise InvalidValueError(f"space {space} has no shape to keep")
     return tuple(_positive(int(d)) for d in space.shape)
 
 
 def _as_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"size dimensions must be ints, got {value!r}")
+        raise InvalidTypeError(f"size dimensions must be ints, got {value!r}")
     return int(value)
 
 
 def _positive(n: int) -> int:
     if n < 1:
-        raise ValueError(f"size dimensions must be positive, got {n}")
+        raise InvalidValueError(f"size dimensions must be positive, got {n}")
     return n
 
 
@@ -127,9 +131,9 @@ def torch_dtype(dtype: Any) -> torch.dtype:
     try:
         name = np.dtype(dtype).name
     except TypeError as e:
-        raise TypeError(f"unknown dtype {dtype!r}") from e
+        raise InvalidTypeError(f"unknown dtype {dtype!r}") from e
     if name not in _NUMPY_TO_TORCH:
-        raise TypeError(
+        raise InvalidTypeError(
             f"dtype {name} is not supported; expected one of {', '.join(_NUMPY_TO_TORCH)}"
         )
     return _NUMPY_TO_TORCH[name]

@@ -10,18 +10,21 @@ per-call dispatch. Writing and growth live in ``writes.py``, files in ``files.py
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from expcli.errors import SchemaError
+from expcli.errors import InvalidTypeError, InvalidValueError, SchemaError
 from expcli.memory._shapes import NUMPY_DTYPES, feature_shape, torch_dtype
 from expcli.memory.episode_report import EpisodeTracker
 from expcli.memory.episodes import EpisodeBookkeeping
 from expcli.memory.files import EXPORT_FORMATS, MemoryFiles
 from expcli.memory.writes import MemoryWrites
 from expcli.spec import CircularState, chronological_rows
+
+if TYPE_CHECKING:
+    from expcli.formats.dataset import Dataset
 
 __all__ = ["Memory"]
 
@@ -58,9 +61,9 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
     ) -> None:
         for label, value in (("memory_size", memory_size), ("num_envs", num_envs)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{label} must be a positive integer, got {value!r}")
+                raise InvalidValueError(f"{label} must be a positive integer, got {value!r}")
         if export_format not in EXPORT_FORMATS:
-            raise ValueError(
+            raise InvalidValueError(
                 f"Unsupported export format: {export_format!r}; expected one of {EXPORT_FORMATS}"
             )
         self.memory_size = int(memory_size)
@@ -177,19 +180,19 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         if size is None:
             return False
         if not isinstance(name, str) or not name or name.startswith("__"):
-            raise ValueError(
+            raise InvalidValueError(
                 f"tensor name must be a non-empty string not starting with '__', got {name!r}"
             )
         shape = feature_shape(size, keep_dimensions)
         if name in self.tensors:
             existing = self.tensors[name]
             if tuple(existing.shape[2:]) != shape:
-                raise ValueError(
+                raise InvalidValueError(
                     f"Tensor size ({shape}) doesn't match the existing one "
                     f"({tuple(existing.shape[2:])}): {name!r}"
                 )
             if dtype is not None and existing.dtype != torch_dtype(dtype):
-                raise ValueError(
+                raise InvalidValueError(
                     f"Tensor dtype ({torch_dtype(dtype)}) doesn't match the existing one "
                     f"({existing.dtype}): {name!r}"
                 )
@@ -339,7 +342,7 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
                 out.append(None)
         return out
 
-    def to_dataset(self) -> Any:
+    def to_dataset(self) -> Dataset:
         """The memory as a ``formats.Dataset``: zero-copy numpy views on the CPU.
 
         Raises:
@@ -362,7 +365,7 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
             tensors[name] = array
         return Dataset(tensors, self.state, dict(self.metadata))
 
-    def from_dataset(self, dataset: Any) -> None:
+    def _adopt(self, dataset: Dataset) -> None:
         """Adopt a ``formats.Dataset``'s tensors (copied to ``device``), sizes and state."""
         if dataset.tensors:
             self.memory_size, self.num_envs = dataset.memory_size, dataset.num_envs
@@ -398,5 +401,5 @@ def _as_index_array(indexes: Sequence[int] | np.ndarray | torch.Tensor) -> np.nd
     if index.dtype.kind not in "iu":
         if index.size == 0:
             return index.astype(np.int64)
-        raise TypeError(f"indexes must be integers, got dtype {index.dtype}")
+        raise InvalidTypeError(f"indexes must be integers, got dtype {index.dtype}")
     return index

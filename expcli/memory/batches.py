@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from expcli.errors import InvalidValueError
+
 __all__ = ["DictBatch", "TemporalBatch"]
 
 
@@ -69,7 +71,9 @@ class DictBatch(_Batch):
         self._tensors = dict(tensors or {})
         sizes = {k: tuple(v.shape[:1]) for k, v in self._tensors.items()}
         if any(not s for s in sizes.values()) or len(set(sizes.values())) > 1:
-            raise ValueError(f"tensors must share their first (batch) dimension, got {sizes}")
+            raise InvalidValueError(
+                f"tensors must share their first (batch) dimension, got {sizes}"
+            )
 
     @classmethod
     def of(cls, tensors: dict[str, torch.Tensor]) -> DictBatch:
@@ -81,7 +85,9 @@ class DictBatch(_Batch):
     def set(self, key: str, value: torch.Tensor) -> None:
         """Add or replace a tensor of the same batch size."""
         if self._tensors and int(value.shape[0]) != self.n_elems():
-            raise ValueError(f"{key!r} has batch size {value.shape[0]}, not {self.n_elems()}")
+            raise InvalidValueError(
+                f"{key!r} has batch size {value.shape[0]}, not {self.n_elems()}"
+            )
         self._tensors[key] = value
 
     def slice(self, index_from: int, index_to: int | None = None) -> DictBatch:
@@ -154,7 +160,9 @@ class TemporalBatch(_Batch):
         self._tensors = dict(tensors)
         sizes = {k: tuple(v.shape[:2]) for k, v in self._tensors.items()}
         if any(len(s) < 2 for s in sizes.values()) or len(set(sizes.values())) > 1:
-            raise ValueError(f"tensors must share their first two (B, T) dimensions, got {sizes}")
+            raise InvalidValueError(
+                f"tensors must share their first two (B, T) dimensions, got {sizes}"
+            )
         batch, steps = next(iter(sizes.values()), (0, 0))
         if lengths is None:
             lengths = torch.full((batch,), steps, dtype=torch.int64)
@@ -162,7 +170,9 @@ class TemporalBatch(_Batch):
         if tuple(lengths.shape) != (batch,) or (
             batch and (int(lengths.min()) < 0 or int(lengths.max()) > steps)
         ):
-            raise ValueError(f"lengths must be {batch} integers in 0..{steps}, got {lengths}")
+            raise InvalidValueError(
+                f"lengths must be {batch} integers in 0..{steps}, got {lengths}"
+            )
         self.lengths = lengths
 
     @property
@@ -200,7 +210,7 @@ class TemporalBatch(_Batch):
     def temporal_slice(self, index_from: int, index_to: int) -> TemporalBatch:
         """Steps ``index_from`` to ``index_to`` (exclusive) of every sequence."""
         if not 0 <= index_from <= index_to <= self.max_len:
-            raise ValueError(f"need 0 <= {index_from} <= {index_to} <= {self.max_len}")
+            raise InvalidValueError(f"need 0 <= {index_from} <= {index_to} <= {self.max_len}")
         lengths = (self.lengths - index_from).clamp(0, index_to - index_from)
         return self._new({k: v[:, index_from:index_to] for k, v in self._tensors.items()}, lengths)
 

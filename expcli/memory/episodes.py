@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
+from expcli.errors import InvalidTypeError, InvalidValueError
 from expcli.formats.row_gather import gather_flat
 from expcli.spec import CircularState, chronological_rows
 
@@ -136,7 +137,7 @@ class EpisodeBookkeeping:
         oldest, count, memory_size, num_envs = self._columns()
         idx = np.asarray(index)
         if idx.dtype.kind not in "iu":
-            raise TypeError(f"indexes must be integers, got dtype {idx.dtype}")
+            raise InvalidTypeError(f"indexes must be integers, got dtype {idx.dtype}")
         idx = idx.astype(np.int64, copy=False)
         capacity = memory_size * num_envs
         if idx.size and (idx.min() < 0 or idx.max() >= capacity):
@@ -227,9 +228,9 @@ class EpisodeBookkeeping:
         capacity = memory_size * num_envs
         env = start % num_envs
         if not 0 <= start < capacity:
-            raise ValueError(f"start {start} is outside 0..{capacity - 1}")
+            raise InvalidValueError(f"start {start} is outside 0..{capacity - 1}")
         if stop % num_envs != env or not 0 <= stop <= start + capacity:
-            raise ValueError(
+            raise InvalidValueError(
                 f"Start and stop indices must be within the same env column: start {start} "
                 f"is in column {env}, stop {stop} in column {stop % num_envs} "
                 f"(num_envs={num_envs}, memory_size={memory_size}, stop at most "
@@ -309,7 +310,7 @@ class EpisodeBookkeeping:
             ValueError: ``stack_num`` is less than 1.
         """
         if stack_num < 1:
-            raise ValueError(f"stack_num must be at least 1, got {stack_num}")
+            raise InvalidValueError(f"stack_num must be at least 1, got {stack_num}")
         arrays, _, memory_size, num_envs = self._episode_source()
         if key not in arrays:
             raise KeyError(f"no tensor named {key!r}; tensors: {sorted(arrays)}")
@@ -364,7 +365,7 @@ class EpisodeBookkeeping:
         from expcli.memory.batches import TemporalBatch
 
         if max_len is not None and max_len < 1:
-            raise ValueError(f"max_len must be at least 1, got {max_len}")
+            raise InvalidValueError(f"max_len must be at least 1, got {max_len}")
         arrays, _, memory_size, num_envs = self._episode_source()
         names = list(arrays) if names is None else list(names)
         missing = [name for name in names if name not in arrays]
@@ -409,7 +410,7 @@ class EpisodeIndex(EpisodeBookkeeping):
         arrays = {name: resident(name, array) for name, array in arrays.items()}
         first = next(iter(arrays.values()), None)
         if first is None or first.ndim < 2:
-            raise ValueError("expected tensors shaped (memory_size, num_envs, ...)")
+            raise InvalidValueError("expected tensors shaped (memory_size, num_envs, ...)")
         self._arrays = arrays
         self._size = int(first.shape[0]), int(first.shape[1])
         self._state = state if state is not None else CircularState(0, 0, True)

@@ -1,8 +1,9 @@
 """A Memory's files: ``save`` (skrl's export layout or any path), ``load`` and ``from_file``.
 
 A mixin of ``Memory``: what goes into a file is ``Memory.to_dataset()``, and what comes out
-of one is adopted with ``Memory.from_dataset()``; the formats themselves live in
-``expcli.formats``.
+of one becomes a memory with ``Memory.from_dataset()``; the formats themselves live in
+``expcli.formats``, which never imports the memory (``Dataset`` is imported here for
+typing only).
 """
 
 from __future__ import annotations
@@ -10,10 +11,14 @@ from __future__ import annotations
 import datetime
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
+
+from expcli.errors import InvalidValueError
 
 if TYPE_CHECKING:
     import torch
+
+    from expcli.formats.dataset import Dataset
 
 __all__ = ["EXPORT_FORMATS", "MemoryFiles"]
 
@@ -32,9 +37,9 @@ class MemoryFiles:
             self, memory_size: int, num_envs: int = 1, device: str | torch.device | None = None
         ) -> None: ...
 
-        def to_dataset(self) -> Any: ...
+        def to_dataset(self) -> Dataset: ...
 
-        def from_dataset(self, dataset: Any) -> None: ...
+        def _adopt(self, dataset: Dataset) -> None: ...
 
     def save(self, directory: str | os.PathLike[str] = "", format: str | None = None) -> str:
         """Write the memory to a file atomically and return its path.
@@ -54,7 +59,7 @@ class MemoryFiles:
         suffix = format_from_suffix(target)
         if suffix is not None and not target.is_dir():
             if format is not None and format != suffix:
-                raise ValueError(
+                raise InvalidValueError(
                     f"format {format!r} contradicts the file suffix of {str(target)!r}"
                 )
             format = suffix
@@ -62,7 +67,7 @@ class MemoryFiles:
         else:
             format = format or "pt"
             if format not in EXPORT_FORMATS:
-                raise ValueError(
+                raise InvalidValueError(
                     f"Unsupported export format: {format!r}; expected one of {EXPORT_FORMATS}"
                 )
             stamp = datetime.datetime.now().strftime("%y-%m-%d_%H-%M-%S-%f")
@@ -82,7 +87,15 @@ class MemoryFiles:
         from expcli.formats import read_dataset
 
         dataset = read_dataset(path, num_envs=self.num_envs)
-        self.from_dataset(dataset)
+        self._adopt(dataset)
+
+    @classmethod
+    def from_dataset(cls, dataset: Dataset, device: str | torch.device | None = None) -> Self:
+        """A new memory holding a ``Dataset``'s tensors (copied to ``device``), circular
+        state and metadata, sized as the dataset (at least one row and one column)."""
+        memory = cls(max(dataset.memory_size, 1), max(dataset.num_envs, 1), device=device)
+        memory._adopt(dataset)
+        return memory
 
     @classmethod
     def from_file(
@@ -91,7 +104,4 @@ class MemoryFiles:
         """A new memory holding what ``path`` holds (sizes taken from the file)."""
         from expcli.formats import read_dataset
 
-        dataset = read_dataset(path)
-        memory = cls(max(dataset.memory_size, 1), max(dataset.num_envs, 1), device=device)
-        memory.from_dataset(dataset)
-        return memory
+        return cls.from_dataset(read_dataset(path), device)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from expcli.errors import InvalidValueError
 from expcli.memory.base import Batch, Memory
 
 __all__ = ["RandomMemory"]
@@ -63,13 +64,13 @@ class RandomMemory(Memory):
                 size argument is not positive.
         """
         if batch_size < 1 or mini_batches < 1 or sequence_length < 1:
-            raise ValueError(
+            raise InvalidValueError(
                 "batch_size, mini_batches and sequence_length must be positive, got "
                 f"{batch_size}, {mini_batches}, {sequence_length}"
             )
         count = len(self) - (sequence_length - 1) * self.num_envs
         if count < 1:
-            raise ValueError(
+            raise InvalidValueError(
                 f"Cannot sample sequences of {sequence_length} step(s): the memory holds "
                 f"{len(self)} transition(s) over {self.num_envs} env(s)"
             )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from expcli.errors import InvalidValueError
 from expcli.memory.episode_report import EpisodeReport, EpisodeTracker
 
 __all__ = ["MemoryWrites"]
@@ -119,7 +120,7 @@ class MemoryWrites:
     def _add_samples(self, tensors: dict[str, Any]) -> None:
         """add_samples for every case: partial rows, reshaping, conversions, torch writes."""
         if not tensors:
-            raise ValueError(
+            raise InvalidValueError(
                 "There are no samples. Provide samples as key-value arguments, "
                 "where keys are the tensor names"
             )
@@ -127,7 +128,7 @@ class MemoryWrites:
         num_envs, memory_index, env_index = self.num_envs, self.memory_index, self.env_index
         full_row = n == num_envs and env_index == 0 and not single
         if not full_row and n > num_envs - env_index and num_envs > 1:
-            raise ValueError(
+            raise InvalidValueError(
                 f"Got {n} samples but row {memory_index} has only {num_envs - env_index} free "
                 f"env slots (env_index={env_index}, num_envs={num_envs})"
             )
@@ -214,7 +215,7 @@ class MemoryWrites:
                 tensor, or values not shaped ``(k, num_envs, *feature)`` with one ``k``.
         """
         if self.env_index != 0:
-            raise ValueError(
+            raise InvalidValueError(
                 f"row {self.memory_index} is partly written (env_index={self.env_index}); "
                 "write_rows writes complete rows only"
             )
@@ -222,12 +223,14 @@ class MemoryWrites:
         count: int | None = None
         for name, value in rows.items():
             if name not in self.tensors:
-                raise ValueError(f"no tensor named {name!r}; tensors: {sorted(self.tensors)}")
+                raise InvalidValueError(
+                    f"no tensor named {name!r}; tensors: {sorted(self.tensors)}"
+                )
             array = value if type(value) is np.ndarray else _as_numpy(value, name)
             row_shape = self._row_shapes[name]
             if array.shape[1:] != row_shape or (count is not None and len(array) != count):
                 expected = ", ".join(map(str, ("k" if count is None else count, *row_shape)))
-                raise ValueError(
+                raise InvalidValueError(
                     f"Tensor {name!r} has shape {tuple(array.shape)}; expected ({expected})"
                 )
             count = len(array)
@@ -300,13 +303,13 @@ class MemoryWrites:
         """
         old = self.memory_size
         if isinstance(memory_size, bool) or not isinstance(memory_size, (int, np.integer)):
-            raise ValueError(f"memory_size must be an integer, got {memory_size!r}")
+            raise InvalidValueError(f"memory_size must be an integer, got {memory_size!r}")
         if memory_size < old:
-            raise ValueError(f"cannot shrink the memory from {old} to {memory_size} rows")
+            raise InvalidValueError(f"cannot shrink the memory from {old} to {memory_size} rows")
         if memory_size == old:
             return
         if self.filled and self.env_index:
-            raise ValueError(
+            raise InvalidValueError(
                 f"row {self.memory_index} is partly written (env_index={self.env_index}); "
                 "a wrapped memory grows only between complete rows"
             )
@@ -338,7 +341,7 @@ class MemoryWrites:
         if name is None:
             name = next((k for k, v in tensors.items() if v is not None), None)
         if name is None:
-            raise ValueError("There are no samples: every value is None")
+            raise InvalidValueError("There are no samples: every value is None")
         value = tensors[name]
         shape = tuple(value.shape) if hasattr(value, "shape") else np.shape(value)
         feature = self._features.get(name)
@@ -357,7 +360,7 @@ class MemoryWrites:
             return shape[0], False
         elif len(shape) >= 1 and math.prod(shape) == math.prod(feature):
             return 1, True
-        raise ValueError(
+        raise InvalidValueError(
             f"Expected {name!r} shaped (n, {', '.join(map(str, feature or ('size',)))}) with "
             f"n <= {self.num_envs}, or one sample shaped {feature}; got {shape}"
         )
@@ -371,7 +374,7 @@ class MemoryWrites:
             single or (value.ndim >= 1 and value.shape[0] == n)
         ):
             return value.reshape(expected)
-        raise ValueError(
+        raise InvalidValueError(
             f"Tensor {name!r} has shape {tuple(value.shape)}; expected {expected} "
             f"({n} sample{'s' if n != 1 else ''} of feature shape {feature})"
         )
@@ -409,4 +412,6 @@ def _as_numpy(value: Any, name: str) -> np.ndarray:
     try:
         return np.asarray(value)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"Tensor {name!r}: cannot read {type(value).__name__} as an array") from e
+        raise InvalidValueError(
+            f"Tensor {name!r}: cannot read {type(value).__name__} as an array"
+        ) from e

@@ -156,7 +156,7 @@ class MemoryStorage(Storage):
         return None
 
     def arrays(self) -> Mapping[str, np.ndarray]:
-        return self.memory.to_dataset().tensors  # type: ignore[no-any-return]
+        return self.memory.to_dataset().tensors
 
     def names(self) -> tuple[str, ...]:
         return tuple(self.memory.get_tensor_names())
@@ -213,13 +213,13 @@ class DatasetStorage(Storage):
         Raises:
             FormatError, SchemaError: The path cannot be read as a dataset.
         """
-        from expcli.conversion import load
-        from expcli.formats import detect_format, open_lazy
+        from expcli.formats import FOLDER_FORMAT, open_lazy, read_dataset, source_format
 
         source = Path(path)
-        if source.is_dir() or not source.exists() or detect_format(source) == "pt":
-            return cls(load(source, num_envs=num_envs))
-        dataset, close = open_lazy(source, num_envs=num_envs)
+        fmt = source_format(source)
+        if fmt in (FOLDER_FORMAT, "pt"):  # a Minari folder; .pt is mapped by its reader
+            return cls(read_dataset(source, fmt, num_envs=num_envs))
+        dataset, close = open_lazy(source, fmt, num_envs=num_envs)
         try:
             tensors = {name: _mapped(source, a) for name, a in dataset.tensors.items()}
             return cls(Dataset(tensors, dataset.state, dataset.metadata), close)

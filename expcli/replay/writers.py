@@ -30,7 +30,7 @@ class RoundRobinWriter:
         if not isinstance(storage, MemoryStorage):
             raise ConfigError(
                 "this storage is read-only (a loaded dataset); sample from it, or write to "
-                "dataset.to_memory() instead"
+                "RandomMemory.from_dataset(dataset) instead"
             )
         memory = storage.memory
         values = {k: v if hasattr(v, "shape") else np.asarray(v) for k, v in data.items()}

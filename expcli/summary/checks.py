@@ -142,15 +142,6 @@ class RowFinder:
         self._prev_done = np.zeros(num_envs, dtype=bool)
         self._prev_row = np.zeros(num_envs, dtype=np.int64)
 
-    def tensors_needed(self) -> set[str]:
-        """The tensors ``update`` reads."""
-        names = set(self.flags) | set(self.spaces)
-        for pair in self.pairs:
-            names |= set(pair)
-        if self.pairs and "rewards" in self.specs:
-            names.add("rewards")
-        return names
-
     def update(self, chunk: Chunk, done: np.ndarray, nonfinite: set[str]) -> None:
         """Check one chunk; ``done`` is ``(rows, columns)``, ``nonfinite`` the tensors in
         which the statistics found NaN or inf in this chunk."""

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
-from expcli.formats._manifest import is_sharded_folder
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import SEAMS_KEY
+from expcli.formats.sharded import is_sharded_folder
 from expcli.spec import CircularState
 from expcli.summary.checks import FAILED, Finding, RowFinder
 from expcli.summary.chronology import Chunk, chunks, segments
@@ -133,16 +133,16 @@ def summarize(
         SchemaError: The tensors disagree with each other or the metadata (without check).
         OSError: The file cannot be read.
     """
+    from expcli.formats import FOLDER_FORMAT, open_lazy, source_format
+
     source = Path(path)
-    if not source.exists():
-        raise FormatError("no such file or folder", path=source)
-    minari_folder = source.is_dir() and not is_sharded_folder(source)
-    fmt = "hdf5" if minari_folder else _detect(source)
+    found = source_format(source)
+    fmt = "hdf5" if found == FOLDER_FORMAT else found  # a Minari folder's storage
     minari = minari_episode_findings(source) if check and fmt == "hdf5" else None
     shards = shard_findings(source) if check and is_sharded_folder(source) else None
     damaged = shards is not None and shards.failed  # then reading may fail: say which shard
     try:
-        dataset, close = _open(source, fmt, num_envs)
+        dataset, close = open_lazy(source, found, num_envs=num_envs)
     except (SchemaError, FormatError) as e:
         if not check or (isinstance(e, FormatError) and not damaged):
             raise
@@ -278,22 +278,6 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     return value
-
-
-def _detect(source: Path) -> str:
-    from expcli.formats import detect_format
-
-    return detect_format(source)
-
-
-def _open(source: Path, fmt: str, num_envs: int | None) -> tuple[Dataset, Callable[[], None]]:
-    if source.is_dir() and not is_sharded_folder(source):
-        from expcli.formats.layouts import read_minari_folder
-
-        return read_minari_folder(source), lambda: None  # or says why it is not one
-    from expcli.formats import open_lazy
-
-    return open_lazy(source, fmt, num_envs=num_envs)
 
 
 def _wrapped(state: CircularState, metadata: dict[str, Any], capacity: int) -> bool:

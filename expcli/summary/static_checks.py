@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,6 @@ from expcli.summary.checks import FAILED, PASSED, SHOWN_ROWS, SKIPPED, Finding
 from expcli.summary.space_bounds import SpaceBounds, leaf_bounds
 
 __all__ = ["minari_episode_findings", "shard_findings", "static_findings"]
-
-_EPISODE = re.compile(r"episode_[0-9]+")
 
 
 def static_findings(
@@ -80,41 +77,19 @@ def static_findings(
 def minari_episode_findings(path: Path) -> Finding | None:
     """Minari episodes whose observations are not one row longer than their actions.
 
-    Reads only the datasets' shapes; the message lists the episode ids. Returns None when
-    ``path`` is not a Minari file or folder.
+    The check itself is the Minari layout's (it reads only the datasets' shapes); the
+    message lists the episode ids. Returns None when ``path`` is not a Minari file or
+    folder.
     """
-    import h5py
+    from expcli.errors import FormatError
+    from expcli.formats.layouts import minari_episode_mismatches
 
-    from expcli.formats.layouts import is_minari_folder
-
-    main = path / "data" / "main_data.hdf5" if (path / "data").is_dir() else path / "main_data.hdf5"
-    target = main if path.is_dir() and is_minari_folder(path) else path
-    if not target.is_file():  # a named pipe would block the open
-        return None
     try:
-        h5 = h5py.File(target, "r", locking=False)
-    except (OSError, ValueError):
+        bad = minari_episode_mismatches(path)
+    except FormatError as e:
+        return Finding("minari_episodes", FAILED, e.message, 1)
+    if bad is None:
         return None
-    bad: list[int] = []
-    try:
-        with h5:
-            names = list(h5)
-            episodes = [k for k in names if isinstance(k, str) and _EPISODE.fullmatch(k)]
-            if not episodes or len(episodes) != len(names):
-                return None
-            for key in sorted(episodes, key=lambda k: int(k[8:])):
-                group = h5[key]
-                if not isinstance(group, h5py.Group):
-                    bad.append(int(key[8:]))
-                    continue
-                observations = _lengths(group.get("observations"))
-                actions = _lengths(group.get("actions"))
-                steps = actions[0] if actions else None
-                if steps is None or any(n != steps + 1 for n in observations):
-                    bad.append(int(key[8:]))
-    except Exception as e:  # h5py raises KeyError, RuntimeError, ... for damaged groups
-        message = f"cannot read the episodes ({type(e).__name__}): the file is corrupt"
-        return Finding("minari_episodes", FAILED, message, 1)
     if not bad:
         return Finding("minari_episodes", PASSED, "every episode has one observation more")
     ids = ", ".join(map(str, bad[:SHOWN_ROWS]))
@@ -125,24 +100,6 @@ def minari_episode_findings(path: Path) -> Finding | None:
         + (" ..." if len(bad) > SHOWN_ROWS else ""),
         len(bad),
     )
-
-
-def _lengths(item: Any) -> list[int]:
-    """First-dimension lengths of a dataset, or of every dataset in a group."""
-    import h5py
-
-    if isinstance(item, h5py.Dataset):
-        return [int(item.shape[0])] if item.shape else [0]
-    found: list[int] = []
-    if isinstance(item, h5py.Group):
-        item.visititems(
-            lambda _, obj: (
-                found.append(int(obj.shape[0]) if obj.shape else 0)
-                if isinstance(obj, h5py.Dataset)
-                else None
-            )
-        )
-    return found
 
 
 def _leaf_problems(

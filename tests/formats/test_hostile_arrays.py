@@ -1,7 +1,7 @@
 """npz and pt files whose arrays declare what they do not hold: refused before allocating.
 
 Each case was a traceback, a hang or a blow-up (issue 13): a negative or huge shape in a
-member header, a deflate bomb, a big-endian member under ``to_memory`` and sampling, a
+member header, a deflate bomb, a big-endian member under ``Memory.from_dataset`` and sampling, a
 meta-device tensor, a tensor whose strides repeat one value over a huge shape.
 """
 
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from expcli import load
+from expcli import RandomMemory, load
 from expcli.errors import FormatError, SchemaError
 from expcli.formats import Dataset, read_dataset, write_dataset
-from expcli.formats.registry import header_specs
+from expcli.formats.header import header_specs
 from expcli.replay import ReplayBuffer
 from expcli.spec import CircularState
 from tests.fuzz.bounded import run_bounded
@@ -104,7 +104,7 @@ def test_a_big_endian_member_loads_natively_for_memories_and_sampling(tmp_path: 
     for name, array in dataset.tensors.items():
         assert loaded.tensors[name].dtype == array.dtype  # native order
         np.testing.assert_array_equal(loaded.tensors[name], array)
-    memory = loaded.to_memory(device="cpu")
+    memory = RandomMemory.from_dataset(loaded, device="cpu")
     assert torch.equal(memory.tensors["actions"], torch.from_numpy(dataset.tensors["actions"]))
     batch = ReplayBuffer(loaded, seed=0).sample(8)
     assert batch["observations"].dtype == torch.float32

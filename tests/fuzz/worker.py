@@ -2,7 +2,7 @@
 
 Started as ``python -m tests.fuzz.worker``, it imports expcli, torch and h5py once, then
 reads one JSON request per line on stdin (``{"path": ..., "args": [...]}``: the command
-line of an ``expcli`` command, or no ``args`` for ``expcli.load`` and ``to_memory``) and
+line of an ``expcli`` command, or no ``args`` for ``expcli.load`` and ``Memory.from_dataset``) and
 answers one JSON line per request on the stdout it was started with (its own file
 descriptors 1 and 2 go to ``/dev/null``, so that nothing a library prints can garble the
 answers). The parent enforces the time limit and watches memory; the worker measures its
@@ -54,14 +54,14 @@ def _cause(error: BaseException) -> str:
 
 
 def _load(path: str) -> dict[str, Any]:
-    from expcli import load
+    from expcli import RandomMemory, load
     from expcli.errors import ExpcliError
 
     try:
         dataset = load(path)
         nbytes = sum(int(getattr(a, "nbytes", 0)) for a in dataset.tensors.values())
         if dataset.tensors:
-            dataset.to_memory(device="cpu")
+            RandomMemory.from_dataset(dataset, device="cpu")
     except ExpcliError as e:
         return {"status": "error", "detail": str(e)[:300]}
     return {"status": "ok", "nbytes": nbytes}

@@ -183,3 +183,17 @@ def test_load_reads_skrl_exports(tmp_path: Path) -> None:
         assert m.filled and len(m) == 8
         assert torch.equal(m.tensors["observations"], ref.tensors["observations"])
         assert torch.equal(m.tensors["terminated"].bool(), ref.tensors["terminated"])
+
+
+def test_memory_misuse_is_an_expcli_error_and_still_a_value_or_type_error() -> None:
+    from expcli.errors import ExpcliError, InvalidTypeError, InvalidValueError
+
+    with pytest.raises(InvalidValueError) as info:
+        RandomMemory(0, device="cpu")
+    assert isinstance(info.value, ValueError) and isinstance(info.value, ExpcliError)
+    assert str(info.value) == "memory_size must be a positive integer, got 0"
+    memory = RandomMemory(4, device="cpu")
+    memory.create_tensor("x", 1, torch.float32)
+    with pytest.raises(InvalidTypeError) as typed:
+        memory.sample_by_index(["x"], np.array([0.5]))
+    assert isinstance(typed.value, TypeError)

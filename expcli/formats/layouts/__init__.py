@@ -34,6 +34,7 @@ __all__ = [
     "LAYOUTS",
     "SEAMS_KEY",
     "is_minari_folder",
+    "minari_episode_mismatches",
     "layout_format",
     "read_foreign_hdf5",
     "read_minari_folder",
@@ -129,6 +130,18 @@ def is_minari_folder(path: str | os.PathLike[str]) -> bool:
     from expcli.formats.layouts import minari_layout
 
     return minari_layout.is_minari_folder(path)
+
+
+def minari_episode_mismatches(path: str | os.PathLike[str]) -> list[int] | None:
+    """Ids of the Minari episodes whose observations are not one row longer than their
+    actions, or None when ``path`` is no Minari folder or file (see ``minari_layout``).
+
+    Raises:
+        FormatError: The episodes cannot be read: the file is damaged.
+    """
+    from expcli.formats.layouts import minari_layout
+
+    return minari_layout.mismatched_episodes(Path(path))
 
 
 def read_minari_folder(path: str | os.PathLike[str]) -> Dataset:

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
+from expcli.formats._error_summary import error_summary
 from expcli.formats.dataset import Dataset
-from expcli.formats.registry import error_summary
 from expcli.spec import SUPPORTED_DTYPES, CircularState, chronological_rows
 
 __all__ = [

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
+from expcli.formats._error_summary import error_summary
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts._episodes import column_rows, foreign_rows, load_array
 from expcli.formats.layouts._row_streams import rows_of
-from expcli.formats.registry import error_summary
 from expcli.space_json import (
     SEPARATOR,
     children,

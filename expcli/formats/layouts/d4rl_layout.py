@@ -28,6 +28,7 @@ from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._guards import load_json
 from expcli.formats._hdf5_heap import read_scalar
 from expcli.formats.dataset import Dataset
+from expcli.formats.header import encode_header
 from expcli.formats.layouts._episodes import (
     column_rows,
     done_flags,
@@ -39,7 +40,6 @@ from expcli.formats.layouts._episodes import (
 from expcli.formats.layouts._lazy_columns import column_of, following_rows, lazy_native
 from expcli.formats.layouts._row_streams import picked_rows
 from expcli.formats.lazy import LazyRows
-from expcli.formats.registry import encode_header
 from expcli.spec import CircularState
 
 __all__ = ["is_d4rl", "read", "write"]

@@ -43,6 +43,7 @@ import numpy as np
 from expcli.errors import FormatError, SchemaError
 from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats.dataset import Dataset
+from expcli.formats.header import encode_header
 from expcli.formats.layouts._episodes import (
     SEAMS_KEY,
     column_rows,
@@ -70,10 +71,17 @@ from expcli.formats.layouts._minari_spaces import (
 )
 from expcli.formats.layouts._row_streams import picked_rows, rows_of
 from expcli.formats.layouts._write import atomic_folder
-from expcli.formats.registry import encode_header
 from expcli.spec import CircularState
 
-__all__ = ["MAIN_FILE", "is_minari_file", "is_minari_folder", "read", "read_folder", "write"]
+__all__ = [
+    "MAIN_FILE",
+    "is_minari_file",
+    "is_minari_folder",
+    "mismatched_episodes",
+    "read",
+    "read_folder",
+    "write",
+]
 
 MAIN_FILE = "main_data.hdf5"
 METADATA_FILE = "metadata.json"
@@ -105,6 +113,50 @@ def is_minari_file(h5: Any, path: Path) -> bool:
 def is_minari_folder(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a Minari dataset folder (or its ``data`` folder)."""
     return _data_folder(Path(path)) is not None
+
+
+def mismatched_episodes(path: Path) -> list[int] | None:
+    """Ids of the episodes whose observations are not one row longer than their actions.
+
+    ``path`` is a Minari folder or its ``main_data.hdf5``; only the datasets' shapes are
+    read, so this finds what makes ``read`` refuse a file, all of it at once. Returns None
+    when ``path`` is neither (a root member that is not an ``episode_<id>``).
+
+    Raises:
+        FormatError: The episodes cannot be read: the file is damaged.
+    """
+    import h5py
+
+    main = path / "data" / MAIN_FILE if (path / "data").is_dir() else path / MAIN_FILE
+    target = main if path.is_dir() and is_minari_folder(path) else path
+    if not target.is_file():  # a named pipe would block the open
+        return None
+    try:
+        h5 = h5py.File(target, "r", locking=False)
+    except (OSError, ValueError):
+        return None
+    bad: list[int] = []
+    try:
+        with h5:
+            names = list(h5)
+            episodes = [k for k in names if isinstance(k, str) and _EPISODE.fullmatch(k)]
+            if not episodes or len(episodes) != len(names):
+                return None
+            for key in sorted(episodes, key=lambda k: int(k[8:])):
+                group = h5[key]
+                if not isinstance(group, h5py.Group):
+                    bad.append(int(key[8:]))
+                    continue
+                observations = _lengths(group.get("observations"), h5py)
+                actions = _lengths(group.get("actions"), h5py)
+                steps = actions[0] if actions else None
+                if steps is None or any(n != steps + 1 for n in observations):
+                    bad.append(int(key[8:]))
+    except Exception as e:  # h5py raises KeyError, RuntimeError, ... for damaged groups
+        raise FormatError(
+            f"cannot read the episodes ({type(e).__name__}): the file is corrupt", path=target
+        ) from e
+    return bad
 
 
 def read_folder(path: Path) -> Dataset:
@@ -434,6 +486,22 @@ def _data_folder(path: Path) -> Path | None:
         if "data_format" in json_object(candidate / METADATA_FILE):
             return candidate
     return None
+
+
+def _lengths(item: Any, h5py: Any) -> list[int]:
+    """First-dimension lengths of a dataset, or of every dataset in a group."""
+    if isinstance(item, h5py.Dataset):
+        return [int(item.shape[0])] if item.shape else [0]
+    found: list[int] = []
+    if isinstance(item, h5py.Group):
+        item.visititems(
+            lambda _, obj: (
+                found.append(int(obj.shape[0]) if obj.shape else 0)
+                if isinstance(obj, h5py.Dataset)
+                else None
+            )
+        )
+    return found
 
 
 def _sibling_metadata(path: Path) -> dict[str, Any]:

@@ -1,0 +1,120 @@
+"""Writing a dataset where a failure leaves nothing behind, optionally verified.
+
+The data goes to a temporary file beside the target; with checksums it is read back and
+compared tensor by tensor before it is renamed into place; a target that cannot fit in
+its folder is refused before anything is written. ``expcli.save`` and ``expcli.convert``
+call these after checking their options.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.errors import FormatError, OutputError
+from expcli.formats._atomic import (
+    check_before_commit,
+    check_can_write,
+    check_writable,
+    output_errors,
+)
+from expcli.formats._free_space import (
+    DISK_FULL,
+    check_space,
+    disk_full_error,
+    estimate_size,
+    free_bytes,
+)
+from expcli.formats._temp_names import remove, remove_stale, temp_name
+from expcli.formats.dataset import Dataset
+from expcli.formats.lazy import row_chunks
+from expcli.formats.registry import open_lazy, output_files, write_dataset
+
+__all__ = [
+    "check_can_write",
+    "check_target",
+    "checksums",
+    "free_bytes",
+    "remove",
+    "remove_stale",
+    "temp_name",
+    "write_checked",
+]
+
+
+def check_target(target: Path, fmt: str, layout: str, overwrite: bool) -> None:
+    """Refuse, before reading anything, a target that may not be written."""
+    for path in output_files(target, fmt) if layout == "expcli" else (target,):
+        check_writable(path, overwrite=overwrite)
+    check_can_write(target, folder=layout == "minari" or fmt == "folder")
+
+
+def write_checked(
+    dataset: Dataset,
+    target: Path,
+    fmt: str,
+    layout: str,
+    compression: str | None,
+    checksums: dict[str, str] | None,
+    overwrite: bool,
+) -> None:
+    """Write beside the target under a temporary name, check, then rename into place;
+    refuse at once what cannot fit in the target's folder."""
+    with output_errors(target, every=True):
+        target.parent.mkdir(parents=True, exist_ok=True)
+    needed = estimate_size(dataset.tensors, fmt, compression) if layout == "expcli" else None
+    check_space(target, needed)
+    try:
+        if layout != "expcli":
+            from expcli.formats.layouts import write_layout
+
+            write_layout(dataset, target, layout, overwrite=overwrite)  # it reads by slices
+            return
+        verifying: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if checksums is not None:
+            verifying = check_before_commit(lambda tmp: _verify(tmp, fmt, checksums, target))
+        with verifying:
+            write_dataset(dataset, target, fmt, overwrite=overwrite, compression=compression)
+    except OutputError as e:
+        if e.errno not in DISK_FULL or e.needed is not None or needed is None:
+            raise
+        raise disk_full_error(target, needed, e.errno or errno.ENOSPC, free=e.free) from e
+
+
+def _verify(written: Path, fmt: str, checksums: dict[str, str], target: Path) -> None:
+    """Read the complete temporary file ``written`` back and compare every tensor."""
+    again, close = open_lazy(written, fmt)
+    try:
+        for name, digest in checksums.items():
+            if name not in again.tensors or _digest(again.tensors[name]) != digest:
+                raise FormatError(
+                    "verification failed: the written tensor differs from the source",
+                    path=target,
+                    key=name,
+                )
+    finally:
+        close()
+
+
+def checksums(dataset: Dataset) -> dict[str, str]:
+    """A checksum of every tensor, for ``write_checked`` to compare the written file with."""
+    return {name: _digest(array) for name, array in dataset.tensors.items()}
+
+
+def _digest(array: Any) -> str:
+    """A checksum of dtype, shape and bytes, computed slice by slice."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{np.dtype(array.dtype).newbyteorder('=').str}{tuple(array.shape)}".encode())
+    if array.ndim == 0 or array.size == 0:
+        h.update(np.ascontiguousarray(array).tobytes())
+        return h.hexdigest()
+    chunks = row_chunks(array)
+    for start in chunks:
+        rows = np.asarray(array[start : start + chunks.step])
+        h.update(np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder("=")).tobytes())
+    return h.hexdigest()

@@ -1,0 +1,77 @@
+"""The committed golden files (``tests/data``, see its README) read back exactly.
+
+They were written by an earlier expcli, so a reader or writer that drifts from the
+``expcli/1`` schema (names, dtypes, shapes, circular state, metadata, CSV sidecar) fails
+here. The expected values are spelled out below, not computed by expcli.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from expcli import load
+from expcli.formats import detect_format
+from expcli.spec import CircularState
+
+DATA = Path(__file__).parent / "data"
+NAN, INF = np.nan, np.inf
+
+EXPECTED: dict[str, np.ndarray] = {
+    "observations": np.array(
+        [
+            [[NAN, -0.75], [-0.5, -0.25]],
+            [[0.0, 0.25], [0.5, -0.0]],
+            [[1.0, INF], [1.5, 1.75]],
+        ],
+        dtype=np.float32,
+    ),
+    "actions": np.array([[[0], [1]], [[2], [3]], [[1], [0]]], dtype=np.int64),
+    "rewards": np.array([[[0.5], [-1.0]], [[2.0], [0.0]], [[0.001], [3.0]]], dtype=np.float32),
+    "terminated": np.array([[[False], [False]], [[True], [False]], [[False], [True]]]),
+    "truncated": np.array([[[False], [True]], [[False], [False]], [[False], [False]]]),
+    "infos/steps": np.array([[7, 8], [9, 10], [11, 12]], dtype=np.int32),
+    "frames": np.array(
+        [
+            [[[0, 1], [2, 3]], [[4, 5], [6, 7]]],
+            [[[8, 9], [10, 11]], [[12, 13], [14, 15]]],
+            [[[16, 17], [18, 19]], [[20, 21], [22, 23]]],
+        ],
+        dtype=np.uint8,
+    ),
+}
+
+FILES = {"golden.pt": "pt", "golden.npz": "npz", "golden.csv": "csv", "golden.h5": "hdf5"}
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_golden_file_reads_back_exactly(name: str) -> None:
+    path = DATA / name
+    assert detect_format(path) == FILES[name]
+    dataset = load(path)
+    assert sorted(dataset.tensors) == sorted(EXPECTED)
+    for key, expected in EXPECTED.items():
+        actual = np.asarray(dataset.tensors[key])
+        assert actual.dtype == expected.dtype, key
+        assert actual.shape == expected.shape, key
+        # bit for bit: NaN where NaN, -0.0 stays negative
+        assert actual.tobytes() == expected.tobytes(), key
+    assert dataset.state == CircularState(memory_index=1, env_index=1, filled=True)
+    assert (dataset.memory_size, dataset.num_envs, len(dataset)) == (3, 2, 6)
+    assert dataset.metadata == {
+        "env_id": "Golden-v0",
+        "seed": 7,
+        "created": "2025-01-01T00:00:00+00:00",
+        "collector": {"mode": "dummy", "steps": 6},
+    }
+
+
+def test_golden_csv_without_its_sidecar_is_rows_only(tmp_path: Path) -> None:
+    """The CSV rows alone (as skrl reads them): row ``t * num_envs + env``, no metadata."""
+    rows = tmp_path / "rows.csv"
+    rows.write_bytes((DATA / "golden.csv").read_bytes())
+    dataset = load(rows, num_envs=2)
+    assert dataset.metadata.get("env_id") is None
+    assert np.array_equal(dataset.tensors["actions"].reshape(-1), [0, 1, 2, 3, 1, 0])
