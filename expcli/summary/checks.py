@@ -11,7 +11,8 @@ names the rows it concerns as ``(row, env)`` pairs of the stored tensors:
   real step (a new Blackjack hand can be dealt as the last one ended), and in such data
   a row that shows no step may be one too: these rows fail only when they are more
   frequent than chance makes them in the data (``episode_starts``).
-* ``both_flags``: a row both ``terminated`` and ``truncated``.
+* ``both_flags``: rows both ``terminated`` and ``truncated`` (a note: Gymnasium's
+  ``TimeLimit`` gives both when an episode terminates on its last allowed step).
 * ``finite``: NaN or inf in written rows (skrl's NaN-filled unwritten rows are a note).
 * ``action_space`` / ``observation_space``: values outside the spaces in the metadata.
 
@@ -235,14 +236,15 @@ class RowFinder:
             out.append(Finding("continuity", SKIPPED, self._skip_reason))
             out.append(Finding("autoreset", SKIPPED, self._skip_reason))
         if len(self.flags) == 2:
-            out.append(
-                _row_finding(
-                    "both_flags",
-                    self._tally("both_flags"),
-                    "rows both terminated and truncated",
-                    "no row is both terminated and truncated",
+            both = self._tally("both_flags")
+            if both.count:  # valid: Gymnasium's TimeLimit when the last allowed step terminates
+                message = (
+                    "rows both terminated and truncated (Gymnasium's TimeLimit gives both when "
+                    "an episode terminates on its last allowed step)"
                 )
-            )
+                out.append(Finding("both_flags", NOTE, message, both.count, tuple(both.rows)))
+            else:
+                out.append(Finding("both_flags", PASSED, "no row is both terminated and truncated"))
         else:
             out.append(Finding("both_flags", SKIPPED, "needs terminated and truncated"))
         for name, tally in sorted(self._finite.items()):
