@@ -18,11 +18,11 @@ import stat
 from typing import Any
 
 from expcli.errors import FormatError, printable
+from expcli.host_memory import available_bytes
 
 __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_METADATA_BYTES",
-    "available_memory",
     "brief",
     "check_depth",
     "check_memory",
@@ -103,30 +103,14 @@ def load_json(text: str | bytes, path: str | os.PathLike[str], key: str | None) 
     return value
 
 
-def available_memory() -> int:
-    """Bytes of memory available to a new allocation (``MemAvailable``); a large number
-    where the system does not say."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return 1 << 62
-
-
 def check_memory(nbytes: int, path: str | os.PathLike[str], key: str | None) -> None:
     """Refuse to hold ``nbytes`` when the machine does not have them available.
 
     Raises:
         FormatError: ``nbytes`` exceeds the memory available.
     """
-    available = available_memory()
-    if nbytes > available:
+    available = available_bytes()
+    if available is not None and nbytes > available:
         raise FormatError(
             f"holds {nbytes:,} bytes once decompressed, more than the {available:,} bytes of "
             f"memory available; convert it to an uncompressed format, which is read in slices",
