@@ -54,6 +54,10 @@ __all__ = [
 
 DEFAULT_SHARD_BYTES = 128 << 20
 _MAPPED_SHARDS = 256  # shard files kept mapped at once (each mapping holds a descriptor)
+# Bytes of shard files kept mapped at once (at least one shard): the pages of a mapping
+# that were read count in the process's RSS until it is unmapped, so a bound in bytes
+# keeps a pass over a big folder (convert, a spooled collect's merge) flat in memory.
+_MAPPED_BYTES = 32 << 20
 
 
 def shard_rows(tensors: Mapping[str, Any], shard_bytes: int) -> int:
@@ -301,6 +305,7 @@ class _ShardMaps:
     ) -> None:
         self.folder, self.shards, self.specs, self.num_envs = folder, shards, specs, num_envs
         self._open: OrderedDict[int, dict[str, Any]] = OrderedDict()
+        self._mapped_bytes = 0
         self._lock = threading.Lock()
 
     def member(self, shard: int, name: str) -> Any:
@@ -309,8 +314,13 @@ class _ShardMaps:
             if members is None:
                 members = self._map(shard)
                 self._open[shard] = members
-                while len(self._open) > _MAPPED_SHARDS:
-                    self._open.popitem(last=False)  # views still in use keep their mapping
+                self._mapped_bytes += self.shards[shard].bytes
+                while len(self._open) > 1 and (
+                    len(self._open) > _MAPPED_SHARDS or self._mapped_bytes > _MAPPED_BYTES
+                ):
+                    # views still in use keep their mapping
+                    evicted, _ = self._open.popitem(last=False)
+                    self._mapped_bytes -= self.shards[evicted].bytes
             else:
                 self._open.move_to_end(shard)
             return members[name]
@@ -351,3 +361,4 @@ class _ShardMaps:
     def close(self) -> None:
         with self._lock:
             self._open.clear()
+            self._mapped_bytes = 0
