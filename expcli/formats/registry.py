@@ -106,7 +106,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     """
     check_source(path)
     if os.path.isdir(path):
-        return str(_folder_format(path))
+        return source_format(path)  # the one place that tells folders apart
     with open(path, "rb") as f:
         head = f.read(SNIFF_BYTES)
     if not head:
@@ -208,7 +208,7 @@ def write_dataset(
     if format is not None:
         fmt = _normalise(format, path)
     else:
-        found = format_from_suffix(target) or _folder_format(target, writing=True)
+        found = format_from_suffix(target) or _folder_target(target)
         if found is None:
             raise FormatError(
                 f"cannot tell the format from the suffix {target.suffix!r}; "
@@ -277,19 +277,11 @@ def open_lazy(
     return dataset, close
 
 
-def _folder_format(path: str | os.PathLike[str], *, writing: bool = False) -> Any:
-    """``"folder"`` for a sharded dataset folder (or, to write, a name without suffix)."""
+def _folder_target(path: Path) -> str | None:
+    """``"folder"`` for a target that is a sharded dataset folder or has no suffix."""
     from expcli.formats._manifest import is_sharded_folder
 
-    if is_sharded_folder(path) or (writing and not Path(path).suffix):
-        return "folder"
-    if writing:
-        return None
-    raise FormatError(
-        "is a folder without an expcli manifest.json; expected a dataset file or a sharded "
-        "dataset folder",
-        path=path,
-    )
+    return "folder" if is_sharded_folder(path) or not path.suffix else None
 
 
 def _normalise(format: str, path: str | os.PathLike[str]) -> str:
