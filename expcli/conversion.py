@@ -27,7 +27,7 @@ from expcli.formats import (
 from expcli.formats.checked_write import check_target, checksums, write_checked
 from expcli.formats.dataset import Dataset
 from expcli.formats.lazy import LazyRows
-from expcli.formats.sharded import is_sharded_folder
+from expcli.formats.sharded import is_folder_target
 
 __all__ = [
     "COMPRESSIONS",
@@ -264,7 +264,7 @@ def _target_format(target: Path, to: str | None, layout: str) -> str:
 
         return layout_format(layout, target, to)
     fmt = to or format_from_suffix(target)
-    if fmt is None and (not target.suffix or is_sharded_folder(target)):
+    if fmt is None and is_folder_target(target):
         fmt = "folder"
     if fmt is None:
         raise ConfigError(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from expcli.collect.memory_check import sample_bytes
 from expcli.collect.shard_sink import DEFAULT_SHARD_SIZE, ShardSink, parse_shard_size
 from expcli.errors import ConfigError, OutputError
-from expcli.formats.sharded import Manifest, is_sharded_folder
+from expcli.formats.sharded import Manifest, is_folder_target, is_sharded_folder
 
 if TYPE_CHECKING:
     from expcli.collect.job import CollectJob, SavedFile
@@ -30,7 +30,7 @@ _SETTINGS_KEY = "collect_settings"  # under "collector" in the metadata: what --
 
 def is_folder_output(output: Path) -> bool:
     """Whether ``output`` names a sharded folder: no suffix, or an existing such folder."""
-    return not output.suffix or is_sharded_folder(output)
+    return is_folder_target(output)
 
 
 def transition_bytes(stepper: Any) -> int:

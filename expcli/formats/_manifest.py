@@ -29,6 +29,7 @@ __all__ = [
     "Manifest",
     "ShardEntry",
     "file_crc32",
+    "is_folder_target",
     "is_sharded_folder",
     "shard_name",
 ]
@@ -40,6 +41,11 @@ _SHARD_NAME = re.compile(r"shard-\d{6,}\.npz")
 def shard_name(index: int) -> str:
     """``shard-000042.npz``: the file name of the shard numbered ``index``."""
     return f"shard-{index:06d}.npz"
+
+
+def is_folder_target(path: str | os.PathLike[str]) -> bool:
+    """Whether an output ``path`` names a sharded folder: no suffix, or such a folder."""
+    return not Path(path).suffix or is_sharded_folder(path)
 
 
 def is_sharded_folder(path: str | os.PathLike[str]) -> bool:

@@ -18,6 +18,7 @@ from typing import Any, Protocol, cast
 from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundError
 from expcli.formats._error_summary import error_summary
 from expcli.formats._guards import check_source
+from expcli.formats._manifest import is_folder_target, is_sharded_folder
 from expcli.formats._sniffing import SNIFF_BYTES, sniff
 from expcli.formats.dataset import Dataset
 
@@ -132,8 +133,6 @@ def source_format(path: str | os.PathLike[str], format: str | None = None) -> st
     if not os.path.exists(path):
         raise SourceNotFoundError(path)
     if os.path.isdir(path):
-        from expcli.formats._manifest import is_sharded_folder
-
         return "folder" if is_sharded_folder(path) else FOLDER_FORMAT
     return _normalise(format, path) if format is not None else detect_format(path)
 
@@ -208,7 +207,7 @@ def write_dataset(
     if format is not None:
         fmt = _normalise(format, path)
     else:
-        found = format_from_suffix(target) or _folder_target(target)
+        found = format_from_suffix(target) or ("folder" if is_folder_target(target) else None)
         if found is None:
             raise FormatError(
                 f"cannot tell the format from the suffix {target.suffix!r}; "
@@ -275,13 +274,6 @@ def open_lazy(
         close()
         raise
     return dataset, close
-
-
-def _folder_target(path: Path) -> str | None:
-    """``"folder"`` for a target that is a sharded dataset folder or has no suffix."""
-    from expcli.formats._manifest import is_sharded_folder
-
-    return "folder" if is_sharded_folder(path) or not path.suffix else None
 
 
 def _normalise(format: str, path: str | os.PathLike[str]) -> str:

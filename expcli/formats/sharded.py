@@ -31,6 +31,7 @@ from expcli.formats._manifest import (
     Manifest,
     ShardEntry,
     file_crc32,
+    is_folder_target,
     is_sharded_folder,
     shard_name,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "Manifest",
     "ShardWriter",
     "check_shards",
+    "is_folder_target",
     "is_sharded_folder",
     "open_lazy",
     "read",

@@ -22,7 +22,6 @@ import numpy as np
 from expcli.errors import FormatError, SchemaError
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import SEAMS_KEY
-from expcli.formats.sharded import is_sharded_folder
 from expcli.spec import CircularState
 from expcli.summary.checks import FAILED, Finding, RowFinder
 from expcli.summary.chronology import Chunk, chunks, segments
@@ -139,7 +138,7 @@ def summarize(
     found = source_format(source)
     fmt = "hdf5" if found == FOLDER_FORMAT else found  # a Minari folder's storage
     minari = minari_episode_findings(source) if check and fmt == "hdf5" else None
-    shards = shard_findings(source) if check and is_sharded_folder(source) else None
+    shards = shard_findings(source) if check and found == "folder" else None
     damaged = shards is not None and shards.failed  # then reading may fail: say which shard
     try:
         dataset, close = open_lazy(source, found, num_envs=num_envs)
