@@ -223,8 +223,7 @@ def convert_to_stream(
 
 
 class _CountingWriter:
-    """A write-only stream that counts what passes. Having no ``tell`` and ``seek``, it
-    makes ``zipfile`` write as to a pipe, whatever ``out`` is."""
+    """A write-only stream that counts what passes (the writers never seek or tell)."""
 
     def __init__(self, out: IO[bytes]) -> None:
         self.written = 0

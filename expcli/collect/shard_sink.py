@@ -1,10 +1,12 @@
 """Streaming a collect run to a sharded folder: a staging memory flushed shard by shard.
 
 The run's memory is a fixed staging area of one shard's rows. When its write head wraps
-(``Memory.on_wrap``), its rows are copied to a second buffer and written as the next
-shard by a background thread while the envs go on stepping into the first (double
-buffering: memory holds two shards, whatever the run's length). ``finish`` writes the
-rows since the last wrap as a last shard: the end of the run, Ctrl-C or an env's failure.
+(``Memory.on_wrap``), its tensors are swapped with a spare set (``Memory.swap_tensors``,
+no copy) and written as the next shard by a background thread while the envs go on
+stepping into the spares (double buffering: memory holds two shards, whatever the run's
+length). Tensors numpy cannot view (another device) are copied to the spares instead.
+``finish`` writes the rows since the last wrap as a last shard: the end of the run,
+Ctrl-C or an env's failure.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ class ShardSink:
             self.writer.replace_metadata(metadata())
         else:
             self.writer = ShardWriter(folder, manifest)
-        self._spare: dict[str, np.ndarray] = {}
+        self._spare: dict[str, Any] = {}  # name -> the tensor (or array) not in the memory
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="expcli-shards")
         self._pending: Future[Any] | None = None
         memory.on_wrap = self._on_wrap
@@ -94,17 +96,31 @@ class ShardSink:
 
     def _submit(self, rows: int) -> None:
         self._wait()
-        arrays = self.memory.to_dataset().tensors
+        memory = self.memory
+        arrays = memory.to_dataset().tensors
+        swap = {n: self._spare_tensor(n) for n in self.names if _viewable(memory.tensors[n])}
+        taken = memory.swap_tensors(swap)
         staged = {}
         for name in self.names:
+            if name in taken:
+                self._spare[name] = taken[name]
+                staged[name] = taken[name].numpy()[:rows]
+                continue
             source = arrays[name][:rows]
             spare = self._spare.get(name)
-            if spare is None or spare.shape[1:] != source.shape[1:] or len(spare) < rows:
-                shape = (len(arrays[name]), *source.shape[1:])
-                spare = self._spare[name] = np.empty(shape, source.dtype)
+            if spare is None:
+                spare = self._spare[name] = np.empty(arrays[name].shape, source.dtype)
             np.copyto(spare[:rows], source)
             staged[name] = spare[:rows]
         self._pending = self._pool.submit(self.writer.append, staged, self._metadata())
+
+    def _spare_tensor(self, name: str) -> Any:
+        spare = self._spare.get(name)
+        if spare is None:
+            import torch
+
+            spare = self._spare[name] = torch.empty_like(self.memory.tensors[name])
+        return spare
 
     def _wait(self) -> None:
         pending, self._pending = self._pending, None
@@ -128,3 +144,10 @@ class ShardSink:
     def close(self) -> None:
         """Stop the writing thread (after the shard it is writing, if any)."""
         self._pool.shutdown(wait=True)
+
+
+def _viewable(tensor: Any) -> bool:
+    """Whether numpy can view ``tensor`` in place (on the CPU, a dtype numpy has)."""
+    import torch
+
+    return bool(tensor.device.type == "cpu" and tensor.dtype != torch.bfloat16)

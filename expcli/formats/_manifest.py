@@ -15,7 +15,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from expcli.errors import FormatError
 from expcli.formats._atomic import atomic_write
@@ -25,7 +25,6 @@ from expcli.spec import SCHEMA
 
 __all__ = [
     "MANIFEST",
-    "Crc32Writer",
     "Manifest",
     "ShardEntry",
     "file_crc32",
@@ -148,33 +147,6 @@ def _entry(item: Any) -> ShardEntry | None:
     if not all(type(v) is int and v >= 0 for v in (rows, size)) or not isinstance(crc, str):
         return None
     return ShardEntry(file, int(rows), int(size), crc)  # type: ignore[arg-type]
-
-
-class Crc32Writer:
-    """A write-only stream that passes bytes to ``out`` and keeps their size and CRC-32.
-
-    Having no ``seek`` or ``tell``, it makes ``zipfile`` write front to back (sizes after
-    each member's data), so the CRC covers the file exactly as it lies on disk.
-    """
-
-    def __init__(self, out: IO[bytes]) -> None:
-        self._out = out
-        self.size = 0
-        self.crc = 0
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data)
-        self._out.write(view)
-        self.crc = zlib.crc32(view, self.crc)
-        self.size += view.nbytes
-        return view.nbytes
-
-    def flush(self) -> None:
-        self._out.flush()
-
-    @property
-    def hexdigest(self) -> str:
-        return f"{self.crc:08x}"
 
 
 def file_crc32(path: Path, chunk: int = 16 << 20) -> str:

@@ -10,6 +10,7 @@ reader allocate more than a slice, and members in another byte order come back n
 
 from __future__ import annotations
 
+import io
 import math
 import struct
 import threading
@@ -25,6 +26,7 @@ from expcli.errors import ExpcliError, FormatError
 from expcli.formats._atomic import atomic_write
 from expcli.formats._error_summary import error_summary
 from expcli.formats._guards import MAX_METADATA_BYTES, check_memory
+from expcli.formats._zip_stream import ZipStreamWriter
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, encode_header, foreign_dataset, parse_header
 from expcli.formats.lazy import CHUNK_BYTES, LazyRows, row_chunks
@@ -49,24 +51,35 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         write_to(dataset, f, text)
 
 
-def write_to(dataset: Dataset, file: IO[bytes], header: str) -> None:
-    """Write the archive to an open ``file`` (a stream will do: zip entries then carry
-    their sizes after their data), with ``header`` (``encode_header``'s) as metadata."""
-    text = np.array(header)
-    with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for name in sorted(dataset.tensors):
-            _write_member(archive, name, dataset.tensors[name])
-        _write_member(archive, METADATA_KEY, text)
+def write_to(dataset: Dataset, file: IO[bytes], header: str) -> tuple[int, int]:
+    """Write the archive to an open ``file`` (a stream will do: the file is never sought),
+    with ``header`` (``encode_header``'s) as metadata.
+
+    Returns:
+        The archive's size in bytes and its CRC-32, computed on the way.
+    """
+    archive = ZipStreamWriter(file)
+    for name in sorted(dataset.tensors):
+        _write_member(archive, name, dataset.tensors[name])
+    _write_member(archive, METADATA_KEY, np.array(header))
+    archive.close()
+    return archive.size, archive.crc
 
 
-def _write_member(archive: zipfile.ZipFile, name: str, array: Any) -> None:
-    header = {
-        "descr": np.lib.format.dtype_to_descr(np.dtype(array.dtype)),
-        "fortran_order": False,
-        "shape": tuple(array.shape),
-    }
-    with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-        np.lib.format.write_array_header_2_0(member, header)
+def _write_member(archive: ZipStreamWriter, name: str, array: Any) -> None:
+    header = io.BytesIO()
+    np.lib.format.write_array_header_2_0(
+        header,
+        {
+            "descr": np.lib.format.dtype_to_descr(np.dtype(array.dtype)),
+            "fortran_order": False,
+            "shape": tuple(array.shape),
+        },
+    )
+    head = header.getvalue()
+    size = len(head) + math.prod(array.shape) * np.dtype(array.dtype).itemsize
+    with archive.record(f"{name}.npy".encode(), size) as member:
+        member.write(head)
         if array.ndim == 0 or array.size == 0:
             member.write(np.ascontiguousarray(array).tobytes())
             return

@@ -27,7 +27,6 @@ from expcli.errors import FormatError, OutputError, OutputExistsError, SchemaErr
 from expcli.formats._atomic import atomic_write, create_temp, fsync_dir, output_errors
 from expcli.formats._guards import check_memory
 from expcli.formats._manifest import (
-    Crc32Writer,
     Manifest,
     ShardEntry,
     file_crc32,
@@ -158,9 +157,8 @@ def _write_shard(shard: Dataset, path: Path) -> ShardEntry:
 
     text = encode_header(shard.header(), path)
     with atomic_write(path) as f:
-        out = Crc32Writer(f)
-        write_to(shard, out, text)  # type: ignore[arg-type]
-    return ShardEntry(path.name, shard.memory_size, out.size, out.hexdigest)
+        size, crc = write_to(shard, f, text)
+    return ShardEntry(path.name, shard.memory_size, size, f"{crc:08x}")
 
 
 def write(

@@ -151,6 +151,34 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
                 self._bind(name, tensor)
         self._epoch += 1  # the data moved: readers holding views must take new ones
 
+    def swap_tensors(self, spares: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Put ``spares`` in place of the tensors of those names; return the ones taken out.
+
+        Double buffering without a copy: a writer flushes the rows just filled from the
+        returned tensors while the memory goes on writing into the spares. The write head
+        and ``filled`` stay; the spares' rows hold whatever they held.
+
+        Raises:
+            InvalidValueError: A name the memory lacks, or a spare whose shape, dtype or
+                device differs from its tensor's.
+        """
+        for name, spare in spares.items():
+            old = self.tensors.get(name)
+            if old is None:
+                raise InvalidValueError(
+                    f"no tensor named {name!r} to swap; tensors: {sorted(self.tensors)}"
+                )
+            if (spare.shape, spare.dtype, spare.device) != (old.shape, old.dtype, old.device):
+                raise InvalidValueError(
+                    f"spare for {name!r} is {tuple(spare.shape)} {spare.dtype} on "
+                    f"{spare.device}; expected {tuple(old.shape)} {old.dtype} on {old.device}"
+                )
+        taken = {name: self.tensors[name] for name in spares}
+        for name, spare in spares.items():
+            self._install(name, spare)
+        self._epoch += 1
+        return taken
+
     # ---------------------------------------------------------------- tensors
 
     def create_tensor(

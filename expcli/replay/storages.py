@@ -8,6 +8,8 @@ which reads flat indexes (``t * num_envs + env``) of any shape into torch tensor
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -203,6 +205,34 @@ class DatasetStorage(Storage):
         self._tensors = tensors
         self._state = dataset.state
         self._closer = weakref.finalize(self, close) if close is not None else None
+        self._maps = [a._mmap for a in tensors.values() if getattr(a, "_mmap", None) is not None]
+
+    def gather(self, names: Sequence[str], index: np.ndarray) -> dict[str, torch.Tensor]:
+        """As ``Storage.gather``. Where tensors are mapped files, ``_MAPPED_STEP``
+        transitions at a time, letting go of the pages each piece touched
+        (``MADV_DONTNEED``: they stay in the page cache, not in this process). The kernel
+        maps whole page-cache folios (up to megabytes) per row touched, so without this a
+        sampler's RSS would grow towards the file's size."""
+        flat = np.asarray(index)
+        if not self._maps or flat.size <= _MAPPED_STEP:
+            batch = super().gather(names, flat)
+            self._release()
+            return batch
+        pieces = []
+        for part in np.array_split(flat.reshape(-1), -(-flat.size // _MAPPED_STEP)):
+            pieces.append(super().gather(names, part))
+            self._release()
+        return {
+            name: torch.cat([p[name] for p in pieces]).reshape(
+                *flat.shape, *pieces[0][name].shape[1:]
+            )
+            for name in pieces[0]
+        }
+
+    def _release(self) -> None:
+        for mapped in self._maps:
+            with contextlib.suppress(OSError, ValueError):  # closed, or no madvise here
+                mapped.madvise(mmap.MADV_DONTNEED)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, num_envs: int | None = None) -> DatasetStorage:
@@ -241,6 +271,9 @@ class DatasetStorage(Storage):
 
     def arrays(self) -> Mapping[str, Any]:
         return self._tensors
+
+
+_MAPPED_STEP = 32  # transitions gathered from mapped files between two releases
 
 
 def _mapped(path: Path, array: Any) -> Any:

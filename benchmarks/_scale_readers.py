@@ -1,34 +1,25 @@
-"""Readers at scale: peak memory and time of convert and sample on GB-sized files.
+"""The readers' half of ``benchmarks/scale.py``: GB-sized files, and convert/sample runs.
 
-Writes, under ``--folder`` (default ``/tmp/expcli-scale``; deleted afterwards), for each size
-(default 1 and 4 GB of tensors): a skrl-layout ``.npz`` (``np.savez`` members, no metadata),
-a gzip ``.h5`` (frames with a plain background, as Atari's), a plain ``.h5`` and the same
-data as an expcli ``.npz``. Then, each in a fresh interpreter, medians of ``--repeats``:
-
-* ``convert`` skrl ``.npz`` -> ``.h5`` and gzip ``.h5`` -> ``.npz``: peak RSS above the
-  interpreter's RSS before the call, and seconds;
-* ``sample`` one batch of 256 (``ReplayBuffer(path).sample``) from the plain ``.h5``, the
-  gzip ``.h5`` and the ``.npz`` (memory-mapped): peak RSS above baseline, and seconds.
-
-Targets (issue 15): peaks above baseline <= 300 MB, and the 4 GB peak within 50 MB of the
-1 GB one. Run it alone: ``flock /tmp/expcli-cpu.lock python benchmarks/scale_readers.py``.
+For each size: a skrl-layout ``.npz`` (``np.savez`` members, no metadata), a gzip ``.h5``
+(frames with a plain background, as Atari's), a plain ``.h5`` and the same data as an
+expcli ``.npz``. ``reader_cases`` then runs, each in a fresh interpreter, ``convert`` skrl
+``.npz`` -> ``.h5`` and gzip ``.h5`` -> ``.npz``, and ``sample`` one batch of 256
+(``ReplayBuffer(path).sample``) from the plain ``.h5``, the gzip ``.h5`` and the ``.npz``
+(memory-mapped), each giving seconds and peak RSS above the interpreter's RSS before the
+call.
 """
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import subprocess
 import sys
 import textwrap
-import time
 import zipfile
 from pathlib import Path
 
 import numpy as np
-
-from benchmarks._report import load_average
 
 ENVS, FRAME = 8, 84 * 84  # one env's frame: a row of 8 envs is 56 KB
 
@@ -127,60 +118,29 @@ def measure(folder: Path, repeats: int, *args: object) -> tuple[float, float]:
     return statistics.median(times), statistics.median(peaks)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1,4", help="GB of tensors per file, comma-separated")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--folder", type=Path, default=Path("/tmp/expcli-scale"))
-    options = parser.parse_args()
-    sizes = [float(s) for s in options.sizes.split(",")]
-    options.folder.mkdir(parents=True, exist_ok=True)
-    results: dict[str, dict[float, tuple[float, float]]] = {}
+def reader_cases(folder: Path, gigabytes: float, repeats: int) -> dict[str, tuple[float, float]]:
+    """Median seconds and peak MiB above baseline of each reader case on files of
+    ``gigabytes``, written under ``folder`` and removed afterwards."""
+    here = folder / f"readers-{gigabytes:g}GB"
+    here.mkdir(parents=True, exist_ok=True)
     try:
-        for gigabytes in sizes:
-            here = options.folder / f"{gigabytes:g}GB"
-            here.mkdir(exist_ok=True)
-            rows = rows_for(gigabytes)
-            started = time.perf_counter()
-            write_skrl_npz(here / "skrl.npz", rows)
-            write_h5(here / "gzip.h5", rows, "gzip")
-            write_h5(here / "plain.h5", rows, None)
-            measure(here, 1, "convert", here / "plain.h5", here / "expcli.npz")
-            print(f"{gigabytes:g} GB: files written in {time.perf_counter() - started:.0f} s")
-            cases = {
-                "convert skrl .npz -> .h5": ("convert", here / "skrl.npz", here / "out.h5"),
-                "convert gzip .h5 -> .npz": ("convert", here / "gzip.h5", here / "out.npz"),
-                "sample 256 from .h5": ("sample", here / "plain.h5"),
-                "sample 256 from gzip .h5": ("sample", here / "gzip.h5"),
-                "sample 256 from .npz (mapped)": ("sample", here / "expcli.npz"),
-            }
-            for label, args in cases.items():
-                results.setdefault(label, {})[gigabytes] = measure(here, options.repeats, *args)
-                for leftover in (here / "out.h5", here / "out.npz"):
-                    leftover.unlink(missing_ok=True)
-            shutil.rmtree(here)
+        rows = rows_for(gigabytes)
+        write_skrl_npz(here / "skrl.npz", rows)
+        write_h5(here / "gzip.h5", rows, "gzip")
+        write_h5(here / "plain.h5", rows, None)
+        measure(here, 1, "convert", here / "plain.h5", here / "expcli.npz")
+        cases = {
+            "convert skrl .npz -> .h5": ("convert", here / "skrl.npz", here / "out.h5"),
+            "convert gzip .h5 -> .npz": ("convert", here / "gzip.h5", here / "out.npz"),
+            "sample 256 from .h5": ("sample", here / "plain.h5"),
+            "sample 256 from gzip .h5": ("sample", here / "gzip.h5"),
+            "sample 256 from .npz (mapped)": ("sample", here / "expcli.npz"),
+        }
+        results = {}
+        for label, args in cases.items():
+            results[label] = measure(here, repeats, *args)
+            for leftover in (here / "out.h5", here / "out.npz"):
+                leftover.unlink(missing_ok=True)
+        return results
     finally:
-        shutil.rmtree(options.folder, ignore_errors=True)
-    print_table(results, sizes)
-
-
-def print_table(results: dict[str, dict[float, tuple[float, float]]], sizes: list[float]) -> None:
-    print(f"\nreaders at scale ({load_average()}); medians; peak = peak RSS above baseline")
-    head = "".join(f" | {s:g} GB: s, peak MiB" for s in sizes)
-    print(f"{'case':32}{head} | peak {sizes[-1]:g}-{sizes[0]:g} GB")
-    for label, by_size in results.items():
-        cells = "".join(f" | {by_size[s][0]:8.2f} {by_size[s][1]:9.0f}    " for s in sizes)
-        growth = by_size[sizes[-1]][1] - by_size[sizes[0]][1]
-        print(f"{label:32}{cells} | {growth:+.0f} MiB")
-    largest = sizes[-1]
-    mapped = results["sample 256 from .npz (mapped)"][largest]
-    for label in ("sample 256 from .h5", "sample 256 from gzip .h5"):
-        seconds, peak = results[label][largest]
-        print(
-            f"{label} / .npz mapped at {largest:g} GB: time x{seconds / mapped[0]:.2f}, "
-            f"peak x{peak / max(mapped[1], 1):.2f}"
-        )
-
-
-if __name__ == "__main__":
-    main()
+        shutil.rmtree(here, ignore_errors=True)
