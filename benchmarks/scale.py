@@ -43,14 +43,17 @@ Row = tuple[str, str, str, str, str]  # measure, small, large, ratio, target
 
 
 def timed(args: list[str]) -> float:
-    """Seconds one command takes, end to end."""
+    """Seconds one command takes, end to end, started with no dirty pages pending (so
+    that one run's writeback does not slow the next)."""
+    os.sync()
     start = time.perf_counter()
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 
 def timed_peak(args: list[str]) -> tuple[float, float]:
-    """Seconds and peak RSS (MiB) of one command run in a child."""
+    """Seconds and peak RSS (MiB) of one command run in a child (started as ``timed``)."""
+    os.sync()
     start = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", _PEAK, *args], check=True, capture_output=True)
     return time.perf_counter() - start, int(out.stdout.split()[-1]) / 1024
