@@ -33,7 +33,6 @@ import argparse
 import datetime
 import gc
 import importlib
-import importlib.metadata
 import itertools
 import json
 import os
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _report import fmt_ratio, load_average, peak_rss_kib, ratio, version
 
 # Benchmark the checkout this script lives in, not some installed copy.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -150,12 +150,6 @@ def prepare(kind: str, d: Path) -> Work:
     fmts = ["%.9g" if a.dtype.kind == "f" else "%d" for a in flat.values() for _ in a.T]
     table = np.concatenate([a.astype(np.float64) for a in flat.values()], axis=1)
     return (lambda: np.savetxt(out, table, fmts, ",", header=header, comments="")), out
-
-
-def peak_rss_kib() -> int:
-    """VmHWM of this process, in KiB."""
-    status = Path("/proc/self/status").read_text()
-    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
 
 
 def child(kind: str, folder: Path) -> int:
@@ -284,14 +278,6 @@ def reference(runs: Runs, pair: str, nbytes: int) -> tuple[str, float | None]:
     return min(options, key=lambda o: o[1] or 0.0)
 
 
-def ratio(x: float | None, ref: float | None) -> float | None:
-    return None if x is None or not ref else x / ref
-
-
-def fmt_ratio(r: float | None) -> str:
-    return "-" if r is None else f"{r:.2f}x"
-
-
 def report(
     runs: Runs, nbytes: int, rows: int, csv_only: bool = False
 ) -> list[tuple[str, float | None, float]]:
@@ -336,8 +322,8 @@ def print_environment(args: argparse.Namespace, d: Path, nbytes: int, rows: int)
     same = os.stat(d).st_dev == os.stat(__file__).st_dev
     steps = nbytes // (BYTES_PER_TRANSITION * NUM_ENVS)
     print(
-        f"machine: {cores}; load average {os.getloadavg()[0]:.2f}; python "
-        f"{platform.python_version()}; {now}\ntorch {importlib.metadata.version('torch')}, "
+        f"machine: {cores}; {load_average()}; python "
+        f"{platform.python_version()}; {now}\ntorch {version('torch')}, "
         f"numpy {np.__version__}, h5py {h5py.__version__} (HDF5 {h5py.version.hdf5_version}); "
         f"files in {d} (same disk as the checkout: {same})\ndataset: {nbytes / MIB:,.0f} MiB = "
         f"{steps:,} rows x {NUM_ENVS} envs x {BYTES_PER_TRANSITION} bytes; csv {rows:,} "
@@ -382,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for note in notes:
         print(f"  note - {note}")
     print("  note - a writer's baseline holds its input arrays; reads come from the page cache")
-    print(f"  note - load average {os.getloadavg()[0]:.2f} at the end")
+    print(f"  note - {load_average()} at the end")
     print("\ntargets:")
     width = max(len(t[0]) for t in targets)
     for text, value, threshold in targets:

@@ -34,7 +34,6 @@ import datetime
 import faulthandler
 import gc
 import importlib
-import importlib.metadata
 import os
 import platform
 import statistics
@@ -47,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _report import load_average, version
+from _report import fmt_rate, fmt_ratio, load_average, ratio, version
 
 # Benchmark the checkout this script lives in, not some installed copy.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -268,20 +267,6 @@ def measure(
 # --------------------------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------------------------
-
-
-def fmt_rate(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x / 1e6:.2f}M" if x >= 1e6 else f"{x / 1e3:.1f}k" if x >= 1e3 else f"{x:.0f}"
-
-
-def ratio(x: float | None, ref: float | None) -> float | None:
-    return None if x is None or not ref else x / ref
-
-
-def fmt_ratio(r: float | None) -> str:
-    return "-" if r is None else f"{r:.2f}x"
 
 
 def rate(runners: Sequence[Runner], label: str) -> float | None:

@@ -26,8 +26,10 @@ from expcli.formats import (
 )
 from expcli.formats.checked_write import check_target, checksums, write_checked
 from expcli.formats.dataset import Dataset
+from expcli.formats.layouts import LAYOUTS
 from expcli.formats.lazy import LazyRows
 from expcli.formats.sharded import is_folder_target
+from expcli.spec import COMPRESSIONS
 
 __all__ = [
     "COMPRESSIONS",
@@ -40,8 +42,6 @@ __all__ = [
     "save",
 ]
 
-LAYOUTS = ("expcli", "skrl", "tianshou", "minari", "d4rl")
-COMPRESSIONS = ("none", "gzip", "lzf")
 STREAM_FORMATS = ("npz", "pt", "csv")
 """Formats ``convert_to_stream`` writes: those written front to back, never seeking."""
 

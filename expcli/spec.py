@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "COMPRESSIONS",
     "METADATA_KEY",
     "SCHEMA",
     "STANDARD_NAMES",
@@ -21,6 +22,8 @@ __all__ = [
     "CircularState",
     "TensorSpec",
     "chronological_rows",
+    "done_flags",
+    "flag_rows",
 ]
 
 SCHEMA = "expcli/1"
@@ -52,6 +55,9 @@ SUPPORTED_DTYPES = frozenset(
     }
 )
 """Dtypes that every format stores losslessly."""
+
+COMPRESSIONS = ("none", "gzip", "lzf")
+"""Compressions a dataset file may use: HDF5 takes all three, the other formats "none"."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,3 +137,25 @@ def chronological_rows(state: CircularState, memory_size: int, num_envs: int) ->
         offsets[: state.env_index] += 1
     rows = offsets[:, None] + np.arange(memory_size, dtype=np.int64)[None, :]
     return np.asarray(rows % max(memory_size, 1))
+
+
+def flag_rows(tensors: Mapping[str, Any], name: str, memory_size: int, num_envs: int) -> np.ndarray:
+    """Flag ``name`` (``terminated`` or ``truncated``) as a ``(T, N)`` bool array.
+
+    All False when the tensor is absent. A flag may be any dtype (a byte a row in some
+    layouts); non-zero counts as set.
+    """
+    flags = tensors.get(name)
+    if flags is None:
+        return np.zeros((memory_size, num_envs), dtype=bool)
+    return np.asarray(np.asarray(flags).reshape(memory_size, num_envs, -1).any(axis=2))
+
+
+def done_flags(tensors: Mapping[str, Any], memory_size: int, num_envs: int) -> np.ndarray:
+    """``terminated | truncated`` per row and env column, ``(T, N)`` bool (False where absent).
+
+    Episodes are never stored: per env column, one ends at a row with either flag, so this
+    is where every reader of episodes starts.
+    """
+    terminated = flag_rows(tensors, "terminated", memory_size, num_envs)
+    return np.asarray(terminated | flag_rows(tensors, "truncated", memory_size, num_envs))

@@ -33,6 +33,8 @@ __all__ = [
     "check_can_write",
     "check_writable",
     "create_temp",
+    "fsync_dir",
+    "fsync_tree",
     "output_error",
     "output_errors",
     "remove_stale",
@@ -358,8 +360,12 @@ def fsync_dir(folder: Path) -> None:
     if os.name != "posix":
         return
     with contextlib.suppress(OSError):  # some file systems refuse to fsync a folder
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync_file(folder)
+
+
+def fsync_tree(folder: Path) -> None:
+    """Flush every file and folder under ``folder`` to disk before it is renamed into place."""
+    for root, _, files in os.walk(folder):
+        for name in files:
+            _fsync_file(Path(root, name))
+        fsync_dir(Path(root))

@@ -47,7 +47,7 @@ from expcli.formats._hdf5_checks import (
 from expcli.formats._hdf5_lazy import lazy_dataset, read_dataset_rows
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
-from expcli.spec import TensorSpec
+from expcli.spec import COMPRESSIONS, TensorSpec
 
 __all__ = [
     "ATTRIBUTE",
@@ -59,9 +59,6 @@ __all__ = [
     "read",
     "write",
 ]
-
-COMPRESSIONS = ("none", "gzip", "lzf")
-"""Compression names ``write`` accepts (None means "none")."""
 
 CHUNK_BYTES = 1 << 20
 """Target size of one chunk."""

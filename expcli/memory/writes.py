@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from expcli.errors import InvalidValueError
-from expcli.memory.episode_report import EpisodeReport, EpisodeTracker
+from expcli.memory.episode_report import EpisodeReport, RunningEpisodes
 
 __all__ = ["MemoryWrites"]
 
@@ -43,7 +43,7 @@ class MemoryWrites:
     _fast: dict[str, tuple[tuple[int, ...], np.ndarray]]
     _epoch: int
     _laps: int
-    _tracker: EpisodeTracker | None
+    _tracker: RunningEpisodes | None
 
     if TYPE_CHECKING:
 

@@ -14,10 +14,9 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import ConfigError, MissingDependencyError, SchemaError
-from expcli.memory.episodes import done_flags
 from expcli.replay.storages import Storage
 from expcli.replay.sum_tree import SumTree, compiled_available
-from expcli.spec import chronological_rows
+from expcli.spec import chronological_rows, done_flags
 
 __all__ = [
     "PrioritizedSampler",

@@ -1,7 +1,7 @@
 """Gymnasium spaces from their JSON description in the metadata, and whether rows fit them.
 
-Two spellings are read (see ``expcli.space_json``): expcli's (``describe_space``: bounds
-as one number or nested lists, with the strings ``"inf"``/``"-inf"``) and Minari's
+Two spellings are read (see ``expcli.space_json``): expcli's (``collect.spaces.space_record``:
+bounds as one number or nested lists, with the strings ``"inf"``/``"-inf"``) and Minari's
 (``serialize_space``: bounds as full lists, where JSON's ``Infinity`` stands for inf)::
 
     {"type": "Box", "low": -1.0, "high": [...], "shape": [4], "dtype": "float32"}
