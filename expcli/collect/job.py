@@ -77,7 +77,7 @@ class CollectJob:
     """
 
     def __init__(self, settings: CollectSettings) -> None:
-        from expcli.envs.parallel_env import check_env_id
+        from expcli.envs.env_ids import check_env_id
 
         self.settings = settings.validate()
         if settings.mode == "envpool":
@@ -375,8 +375,10 @@ def _env_spec(env_id: str, env_kwargs: dict[str, Any]) -> Any:
 
     import gymnasium as gym
 
+    from expcli.envs.env_ids import bare_id
+
     try:
-        spec = gym.spec(env_id.rpartition(":")[2])
+        spec = gym.spec(bare_id(env_id))
         if env_kwargs:
             spec = dataclasses.replace(spec, kwargs={**spec.kwargs, **env_kwargs})
         return json.loads(spec.to_json())
