@@ -34,6 +34,7 @@ __all__ = [
     "InvalidTypeError",
     "InvalidValueError",
     "MissingDependencyError",
+    "OrderError",
     "OutputError",
     "OutputExistsError",
     "SchemaError",
@@ -124,6 +125,12 @@ class InvalidValueError(ExpcliError, ValueError):
 
 class InvalidTypeError(ExpcliError, TypeError):
     """A library call got an argument of a type it cannot take (also a ``TypeError``)."""
+
+
+class OrderError(ExpcliError, RuntimeError):
+    """A library object was used out of order: a collect job run before ``start()``, a
+    prioritized sampler asked to draw before it has seen its storage (also a
+    ``RuntimeError``)."""
 
 
 class MissingDependencyError(ExpcliError, ImportError):

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from expcli.errors import InvalidTypeError, InvalidValueError
+
 __all__ = [
     "COMPRESSIONS",
     "METADATA_KEY",
@@ -83,9 +85,11 @@ class CircularState:
     def check(self, memory_size: int, num_envs: int) -> None:
         """Raise ValueError when the state cannot belong to a memory of this size."""
         if not 0 <= self.memory_index < max(memory_size, 1):
-            raise ValueError(f"memory_index {self.memory_index} is outside 0..{memory_size - 1}")
+            raise InvalidValueError(
+                f"memory_index {self.memory_index} is outside 0..{memory_size - 1}"
+            )
         if not 0 <= self.env_index < max(num_envs, 1):
-            raise ValueError(f"env_index {self.env_index} is outside 0..{num_envs - 1}")
+            raise InvalidValueError(f"env_index {self.env_index} is outside 0..{num_envs - 1}")
 
     def to_json(self) -> dict[str, Any]:
         """The three keys as they appear in the metadata object."""
@@ -100,9 +104,9 @@ class CircularState:
         """Read the three keys back; raises KeyError, TypeError or ValueError when malformed."""
         memory_index, env_index, filled = obj["memory_index"], obj["env_index"], obj["filled"]
         if not (isinstance(memory_index, int) and isinstance(env_index, int)):
-            raise TypeError("memory_index and env_index must be integers")
+            raise InvalidTypeError("memory_index and env_index must be integers")
         if not isinstance(filled, bool):
-            raise TypeError("filled must be true or false")
+            raise InvalidTypeError("filled must be true or false")
         return cls(memory_index, env_index, filled)
 
 

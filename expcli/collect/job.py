@@ -27,7 +27,7 @@ from expcli.collect.env_modes import (
 )
 from expcli.collect.memory_check import check_run_fits
 from expcli.collect.settings import CollectSettings
-from expcli.errors import OutputError, OutputExistsError
+from expcli.errors import OrderError, OutputError, OutputExistsError
 from expcli.formats.dataset import Dataset
 from expcli.spec import CircularState
 
@@ -217,22 +217,37 @@ class CollectJob:
             rewards_dtype=s.rewards_dtype,
         )
 
+    @property
+    def running(self) -> Collector:
+        """The collector that ``start()`` built.
+
+        Raises:
+            OrderError: ``start()`` has not been called.
+        """
+        if self.collector is None:
+            raise OrderError("the collect job has not started: call start() first")
+        return self.collector
+
     def run(self, progress: Callable[[Progress], None] | None = None) -> CollectStats:
-        """Collect until the settings' steps or episodes (or ``stop()``)."""
-        assert self.collector is not None, "call start() first"
+        """Collect until the settings' steps or episodes (or ``stop()``).
+
+        Raises:
+            OrderError: ``start()`` has not been called.
+        """
+        collector = self.running
         s = self.settings
         try:
-            self.stats = self.collector.collect(s.steps, s.episodes, progress)
+            self.stats = collector.collect(s.steps, s.episodes, progress)
         finally:
             self.stats = self.stats or self._stats_so_far()
         return self.stats
 
     def _stats_so_far(self) -> CollectStats:
-        assert self.collector is not None
+        collector = self.running
         return CollectStats(
-            steps=self.collector.steps_stored,
-            env_steps=self.collector.env_steps,
-            episodes=self.collector.tracker.summary(),
+            steps=collector.steps_stored,
+            env_steps=collector.env_steps,
+            episodes=collector.tracker.summary(),
             elapsed=float("nan"),
             interrupted=True,
             dropped=0,
@@ -248,8 +263,7 @@ class CollectJob:
 
     def dataset(self) -> Dataset:
         """What was collected, trimmed to the rows written, with the run's metadata."""
-        assert self.collector is not None
-        memory = self.collector.memory
+        memory = self.running.memory
         memory.metadata = self._metadata()
         dataset: Dataset = memory.to_dataset()
         if not memory.filled:
@@ -314,9 +328,8 @@ class CollectJob:
         import gymnasium as gym
         import torch
 
-        assert self.collector is not None
         s = self.settings
-        memory = self.collector.memory
+        memory = self.running.memory
         stats = self.stats
         engine = dict(self.engine)
         envpool = engine.get("envpool", {})
@@ -325,7 +338,7 @@ class CollectJob:
             "env_spec": _env_spec(s.env_id, s.env_kwargs) if engine.pop("gym_spec") else None,
             "env_kwargs": s.env_kwargs,
             "wrappers": self.wrapper_descriptions,
-            **self.collector.space_metadata(),
+            **self.running.space_metadata(),
             "seed": s.seed,
             "collector": {
                 "mode": self.mode,

@@ -72,7 +72,6 @@ def continue_folder(job: CollectJob) -> Manifest:
     """
     from expcli.formats.sharded import ShardWriter
 
-    assert job.collector is not None
     folder, s = job.output, job.settings
     manifest = Manifest.load(folder)
     collector = _collector(manifest, folder)
@@ -81,7 +80,7 @@ def continue_folder(job: CollectJob) -> Manifest:
     writer = ShardWriter(folder, manifest)
     if manifest.shards:
         _mark_cut_episodes(writer, folder, user_metadata(manifest.header))
-    tracker = job.collector.tracker
+    tracker = job.running.tracker
     _count_episodes(folder, tracker)
     job.targets = {"steps": s.steps, "episodes": s.episodes}
     stored = rows * s.envs

@@ -9,6 +9,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from expcli.errors import InvalidTypeError
+
 __all__ = ["EnvFactory", "as_factory"]
 
 Factory = Callable[[], gym.Env[Any, Any]]
@@ -80,6 +82,6 @@ def as_factory(env: gym.Env[Any, Any] | Callable[[], gym.Env[Any, Any]]) -> Fact
         return _Given(env)
     if callable(env):
         return _Cloudpickled(env)
-    raise TypeError(
+    raise InvalidTypeError(
         f"expected a gymnasium.Env or a zero-argument factory, got {type(env).__name__}"
     )

@@ -28,6 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 from expcli.envs.env_group import EnvGroup, ErrorRecord, GroupError, Slots, fixed_shape
+from expcli.errors import InvalidValueError
 
 __all__ = [
     "PICKLED",
@@ -228,7 +229,7 @@ class _Host:
             return group.set_attr(*payload)
         if command == Command.CALL:
             return group.call(*payload)
-        raise ValueError(f"unknown command {command!r}")
+        raise InvalidValueError(f"unknown command {command!r}")
 
     def _observations(self, local: list[int]) -> dict[int, Any] | None:
         return None if self.obs_shared else {i: self.slots.obs[i] for i in local}

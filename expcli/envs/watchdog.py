@@ -29,6 +29,8 @@ import threading
 import time
 from typing import Any
 
+from expcli.errors import InvalidValueError
+
 __all__ = ["INTERRUPT_GRACE", "Abandon", "Stall", "StepInterrupted", "Watchdog", "check_timeout"]
 
 INTERRUPT_GRACE = 1.0  # seconds a call may still take once interrupt() was called
@@ -60,7 +62,9 @@ def check_timeout(step_timeout: float | None) -> float | None:
         or not isinstance(step_timeout, (int, float))
         or not 0 <= step_timeout < float("inf")
     ):
-        raise ValueError(f"step_timeout must be a positive number of seconds, got {step_timeout!r}")
+        raise InvalidValueError(
+            f"step_timeout must be a positive number of seconds, got {step_timeout!r}"
+        )
     return float(step_timeout) or None
 
 

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
 
+from expcli.errors import InvalidValueError
+
 __all__ = ["ALIGNMENT", "PtArchiveWriter", "Record", "local_header"]
 
 ALIGNMENT = 64
@@ -125,7 +127,7 @@ class PtArchiveWriter:
         record = Record(self._file, size)
         yield record
         if record.written != size:
-            raise ValueError(f"{name}: {record.written} bytes written, {size} declared")
+            raise InvalidValueError(f"{name}: {record.written} bytes written, {size} declared")
         self._offset += size
         if size:
             wide = size >= _MAX32 or offset >= _MAX32

@@ -30,7 +30,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from expcli.errors import ConfigError, FormatError, SchemaError
+from expcli.errors import ConfigError, FormatError, InvalidValueError, SchemaError
 from expcli.formats._atomic import atomic_path
 from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._hdf5_checks import (
@@ -192,7 +192,9 @@ class Hdf5Writer:
             )
         stop = start + len(rows)
         if not 0 <= start <= stop <= dataset.shape[0]:
-            raise ValueError(f"rows {start}..{stop} outside 0..{dataset.shape[0]} of {name!r}")
+            raise InvalidValueError(
+                f"rows {start}..{stop} outside 0..{dataset.shape[0]} of {name!r}"
+            )
         if rows.size:
             native = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder("="))
             dataset.write_direct(native, dest_sel=np.s_[start:stop])
@@ -267,7 +269,9 @@ class Hdf5Reader:
         if dataset is None:
             raise SchemaError("no such tensor in the file", path=self.path, key=name)
         if not 0 <= start <= stop <= self.memory_size:
-            raise ValueError(f"rows {start}..{stop} outside 0..{self.memory_size} of {name!r}")
+            raise InvalidValueError(
+                f"rows {start}..{stop} outside 0..{self.memory_size} of {name!r}"
+            )
         return read_dataset_rows(dataset, self.path, name, start, stop)
 
     def dataset(self, name: str) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from expcli.errors import ConfigError
+from expcli.errors import ConfigError, InvalidValueError
 from expcli.formats.row_gather import take_rows
 
 __all__ = ["CHUNK_BYTES", "LazyRows", "RowSpill", "row_chunks"]
@@ -167,7 +167,9 @@ class RowSpill:
         with self._lock:
             for pieces, width, array in zip(self._pieces, self.widths, arrays, strict=True):
                 if array.shape != (count, width):
-                    raise ValueError(f"expected rows shaped ({count}, {width}), got {array.shape}")
+                    raise InvalidValueError(
+                        f"expected rows shaped ({count}, {width}), got {array.shape}"
+                    )
                 data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
                 pieces.append((self._end, data.dtype))
                 try:
@@ -186,7 +188,7 @@ class RowSpill:
             ValueError: The spill is closed.
         """
         if self._file.closed:
-            raise ValueError("the scratch file of these rows is closed")
+            raise InvalidValueError("the scratch file of these rows is closed")
         stop = max(start, min(stop, self.rows))
         first = max(0, bisect.bisect_right(self._starts, start) - 1)
         last = bisect.bisect_left(self._starts, stop)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from expcli.errors import ConfigError, MissingDependencyError, SchemaError
+from expcli.errors import ConfigError, MissingDependencyError, OrderError, SchemaError
 from expcli.replay.storages import Storage
 from expcli.replay.sum_tree import SumTree, compiled_available
 from expcli.spec import chronological_rows, done_flags
@@ -174,7 +174,11 @@ class PrioritizedSampler(Sampler):
     ) -> tuple[np.ndarray, Info]:
         _require_data(storage)
         tree = self._tree
-        assert tree is not None, "update() comes first"
+        if tree is None:
+            raise OrderError(
+                "PrioritizedSampler.sample before update(): the sampler has not seen the storage "
+                "(a ReplayBuffer calls update for it)"
+            )
         index, priority = tree.draw(batch_size, rng)
         if self.beta == 0:
             weight = np.ones(batch_size, dtype=np.float32)

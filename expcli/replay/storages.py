@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from expcli.errors import ConfigError, SchemaError
+from expcli.errors import ConfigError, InvalidTypeError, SchemaError
 from expcli.formats.dataset import Dataset
 from expcli.formats.row_gather import gather_flat, take_flat
 from expcli.memory import Memory
@@ -140,7 +140,8 @@ class MemoryStorage(Storage):
 
     def written_since(self, revision: Hashable) -> np.ndarray | None:
         old, new = revision, self.memory.revision
-        assert isinstance(old, tuple)
+        if not isinstance(old, tuple):
+            raise InvalidTypeError(f"not a revision of a memory: {revision!r}")
         if old[0] != new[0]:
             return None
         capacity = self.capacity
