@@ -164,7 +164,7 @@ def child(kind: str, folder: Path) -> int:
             os.fsync(fd)
             os.close(fd)
         seconds = time.perf_counter() - t0
-    except Exception as exc:  # noqa: BLE001 - the parent reports it as "skipped"
+    except Exception as exc:  # the parent reports it as "skipped"
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:120]}))
         return 1
     print(json.dumps({"seconds": seconds, "base_kib": base, "peak_kib": peak_rss_kib()}))
@@ -183,7 +183,7 @@ def setup(
     def save_as(arrays: Arrays, path: Path) -> None:
         try:
             save(Dataset(arrays, state=CircularState(filled=True)), path)
-        except Exception as exc:  # noqa: BLE001 - the conversions from it are then skipped
+        except Exception as exc:  # the conversions from it are then skipped
             notes.append(f"expcli save {path.name} failed ({type(exc).__name__}: {exc})"[:140])
 
     notes: list[str] = []

@@ -218,7 +218,7 @@ def build_runners(
                 import ray
 
                 ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 notes.append(f"skipped: ray modes on {env_id} (ray.init: {exc!r})")
                 break
             notes.append(f"ray.init on {env_id}: {time.perf_counter() - t0:.1f} s, not in startup")
@@ -226,7 +226,7 @@ def build_runners(
         try:
             env = s.make(env_id, n)
             env.reset() if s.role == "peer" else env.reset(seed=0)
-        except Exception as exc:  # noqa: BLE001 - report any failure and go on
+        except Exception as exc:  # report any failure and go on
             notes.append(f"skipped: {s.label} on {env_id} ({type(exc).__name__}: {exc})")
             if env is not None:
                 env.close()
@@ -251,7 +251,7 @@ def measure(
         faulthandler.dump_traceback_later(WATCHDOG_S)  # a hang shows where it is
         try:
             fn(r)
-        except Exception as exc:  # noqa: BLE001 - a failing contender drops out
+        except Exception as exc:  # a failing contender drops out
             r.error = f"{type(exc).__name__}: {exc}"
             notes.append(f"failed: {r.label} on {env_id} while stepping ({r.error})")
         finally:
@@ -389,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for r in runners:
                 try:
                     r.close()
-                except Exception as exc:  # noqa: BLE001 - close the others regardless
+                except Exception as exc:  # close the others regardless
                     notes.append(f"close failed: {r.label} on {env_id} ({exc!r})")
             if ray_running():
                 sys.modules["ray"].shutdown()

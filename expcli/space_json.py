@@ -192,7 +192,7 @@ def encode_text(strings: Any, max_length: int) -> np.ndarray:
 
 
 def decode_text(codes: np.ndarray) -> np.ndarray:
-    """int code points ``(..., max_length)`` back to a string array ``(...)``."""
+    """Integer code points ``(..., max_length)`` back to a string array ``(...)``."""
     array = np.asarray(codes)
     length = array.shape[-1] if array.ndim else 0
     if length == 0:

@@ -83,8 +83,10 @@ def build_env(
     wrappers: tuple[str, ...] | list[str] = (),
     seed: int | None = None,
 ) -> Any:
-    """The envs of one mode: a ``ParallelEnv``, a Gymnasium vector env for ``vector``, or
-    ``EnvPoolEnvs`` for ``envpool`` (whose seeds, ``seed + i``, are fixed here).
+    """The envs of one mode.
+
+    A ``ParallelEnv``, a Gymnasium vector env for ``vector``, or ``EnvPoolEnvs`` for ``envpool``
+    (whose seeds, ``seed + i``, are fixed here).
 
     ``step_timeout`` applies to the ``ParallelEnv`` modes (Gymnasium's vector envs have none).
     ``wrappers`` (``MODULE:CALLABLE`` specs) wrap each env right after ``gym.make``.

@@ -81,8 +81,10 @@ def staging_rows(job: CollectJob, stepper: Any) -> int:
 
 
 def open_sink(job: CollectJob) -> ShardSink:
-    """Create the folder (replacing a sharded folder under ``--overwrite``), or open it
-    to go on (``--resume``), and its sink."""
+    """The sink of a folder run, its folder created or, with ``--resume``, opened.
+
+    ``--overwrite`` replaces a sharded folder that stands there.
+    """
     manifest: Manifest | None = None
     collector = job.running
     output = job.output

@@ -274,8 +274,9 @@ class CollectJob:
         return dataset
 
     def save(self, progress: Callable[[str, float], None] | None = None) -> SavedFile | None:
-        """Write the dataset atomically to the output path (``progress``: a spooled run's
-        merge, as ``convert`` reports it).
+        """Write the dataset atomically to the output path.
+
+        ``progress``: a spooled run's merge, as ``convert`` reports it.
 
         When the output cannot be written (a full disk, a read-only folder, a folder in
         the way), what was collected is saved instead, in the same format, to the system's
@@ -323,8 +324,11 @@ class CollectJob:
             env.close()
 
     def _metadata(self, in_file: tuple[int, int] | None = None) -> dict[str, Any]:
-        """The run's metadata; ``in_file``: (transitions, complete episodes) the output
-        holds, counted from the memory when not given."""
+        """The run's metadata.
+
+        ``in_file``: (transitions, complete episodes) the output holds, counted from the memory when
+        not given.
+        """
         import gymnasium as gym
         import torch
 
@@ -372,8 +376,11 @@ class CollectJob:
 
 
 def _engine_metadata(env: Any, env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """EnvPool's part of the metadata (``envpool``: task id, version, config, seeds), and
-    ``gym_spec``: whether Gymnasium's spec of ``env_id`` describes the envs that ran."""
+    """EnvPool's part of the metadata, and whether Gymnasium's spec describes the run.
+
+    ``envpool`` holds the task id, version, config and seeds; ``gym_spec`` says whether
+    Gymnasium's spec of ``env_id`` describes the envs that ran.
+    """
     from expcli.envs.envpool_envs import EnvPoolEnvs, gym_equivalent
 
     if not isinstance(env, EnvPoolEnvs):

@@ -64,8 +64,9 @@ def _collector(manifest: Manifest, folder: Path) -> dict[str, Any]:
 
 
 def continue_folder(job: CollectJob) -> Manifest:
-    """Prepare ``job`` (started, its collector built) to go on with its folder's run: the
-    manifest to append to, with the cut episodes marked truncated.
+    """Prepare ``job`` (started, its collector built) to go on with its folder's run.
+
+    The manifest to append to, with the cut episodes marked truncated.
 
     Raises:
         ConfigError: The run already reached its target.
@@ -102,8 +103,10 @@ def continue_folder(job: CollectJob) -> Manifest:
 
 
 def _mark_cut_episodes(writer: Any, folder: Path, metadata: dict[str, Any]) -> None:
-    """Set ``truncated`` in the last stored row where an episode was running: the kill
-    ended it there. The last shard is rewritten under a new name (atomically)."""
+    """Set ``truncated`` in the last stored row where an episode was running.
+
+    The kill ended it there. The last shard is rewritten under a new name (atomically).
+    """
     from expcli.formats.npz_format import read
 
     last = read(folder / writer.manifest.shards[-1].file)

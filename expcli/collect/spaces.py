@@ -101,8 +101,10 @@ class Leaf:
         return array.astype(self.dtype, copy=False)
 
     def batched(self, rows: np.ndarray) -> Any:
-        """Stored rows as gymnasium batches them: ``(num_envs, *space.shape)``; strings for
-        Text."""
+        """Stored rows as gymnasium batches them.
+
+        ``(num_envs, *space.shape)``; strings for Text.
+        """
         if self.text:
             from expcli.space_json import decode_text
 
@@ -147,8 +149,11 @@ class SpaceLayout:
         return out
 
     def batched(self, rows: dict[str, np.ndarray]) -> Any:
-        """Leaf rows as a policy sees a batch: a dict (Dict) or tuple (Tuple) of
-        ``(num_envs, *leaf.shape)`` arrays, nested as the space is."""
+        """Leaf rows as a policy sees a batch.
+
+        A dict (Dict) or tuple (Tuple) of ``(num_envs, *leaf.shape)`` arrays, nested as the space
+        is.
+        """
         leaves = iter(self.leaves)
 
         def build(space: Any) -> Any:

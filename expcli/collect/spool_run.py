@@ -78,8 +78,9 @@ def _threshold() -> int:
 def merge_spool(
     job: CollectJob, progress: Callable[[str, float], None] | None = None
 ) -> SavedFile | None:
-    """Flush the staging area, convert the spool folder to the output file by slices of
-    rows (``progress`` gets the fraction written), then remove the folder.
+    """Flush the staging area, convert the spool folder to the output file by slices of rows.
+
+    ``progress`` gets the fraction written; then remove the folder.
 
     Raises:
         OutputError: The file could not be written; the rows are kept in the folder its

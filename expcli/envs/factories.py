@@ -18,14 +18,18 @@ Factory = Callable[[], gym.Env[Any, Any]]
 
 @dataclass(frozen=True)
 class EnvFactory:
-    """Builds ``gym.make(env_id, **kwargs)``, then applies ``wrappers`` (``MODULE:CALLABLE``
-    specs, see ``env_wrappers``): plain data, so it pickles anywhere."""
+    """Makes ``gym.make(env_id, **kwargs)`` and applies ``wrappers`` to it.
+
+    Wrappers are ``MODULE:CALLABLE`` specs (see ``env_wrappers``): plain data, so the factory
+    pickles anywhere.
+    """
 
     env_id: str
     kwargs: dict[str, Any] = field(default_factory=dict)
     wrappers: tuple[str, ...] = ()
 
     def __call__(self) -> gym.Env[Any, Any]:
+        """Make the env and wrap it."""
         env = gym.make(self.env_id, **self.kwargs)
         if self.wrappers:
             from expcli.envs.env_wrappers import apply_wrappers

@@ -82,6 +82,8 @@ class SharedBuffers:
     def allocate(
         cls, ctx: Any, n: int, obs_space: gym.Space[Any], act_space: gym.Space[Any]
     ) -> SharedBuffers:
+        """Shared arrays for the actions and observations of ``n`` envs (None: not fixed-size)."""
+
         def raw(shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
             return ctx.RawArray("b", max(1, int(np.prod((n, *shape))) * dtype.itemsize))
 
@@ -236,8 +238,10 @@ class _Host:
 
 
 def _leave_signals_to_parent(parent_pid: int | None) -> None:
-    """Ignore the group's Ctrl-C and SIGTERM; with ``parent_pid``, die with the parent
-    even while stuck in an env."""
+    """Ignore the group's Ctrl-C and SIGTERM.
+
+    With ``parent_pid``, die with the parent even while stuck in an env.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if parent_pid is None or not sys.platform.startswith("linux"):
@@ -298,6 +302,7 @@ class Doorbell:
 
 
 def required(array: np.ndarray | None) -> np.ndarray:
+    """``array``, which the caller knows is there (narrows the type)."""
     assert array is not None
     return array
 

@@ -37,11 +37,11 @@ INTERRUPT_GRACE = 1.0  # seconds a call may still take once interrupt() was call
 SLICE = 0.1  # seconds between checks of those who wait on pipes or on Ray
 
 
-class StepInterrupted(KeyboardInterrupt):  # noqa: N818 - it is a KeyboardInterrupt
+class StepInterrupted(KeyboardInterrupt):  # it is a KeyboardInterrupt
     """A call was abandoned after ``interrupt()``; the envs are closed."""
 
 
-class Abandon(BaseException):  # noqa: N818 - not an error of the env's own
+class Abandon(BaseException):  # not an error of the env's own
     """Raised inside an env's call that is given up (never caught by ``except Exception``)."""
 
     def __init__(self, message: str, interrupted: bool) -> None:
@@ -134,8 +134,10 @@ class Watchdog:
             _remove_handler(self)
 
     def raise_if_target(self) -> None:
-        """In the stepping thread (from the SIGALRM handler): raise if the call given up on
-        is still the one in progress."""
+        """Raise if the call given up on is still the one in progress.
+
+        Runs in the stepping thread, from the SIGALRM handler.
+        """
         target, self._target = self._target, None
         if target is not None and target[0] == self._sample():
             raise target[1]

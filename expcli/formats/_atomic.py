@@ -50,8 +50,9 @@ _before_commit: contextvars.ContextVar[Callable[[Path], None] | None] = contextv
 
 
 def check_writable(path: str | os.PathLike[str], *, overwrite: bool) -> None:
-    """Fail early, before any data is produced, when ``path`` exists and may not be replaced
-    (once what dead writers left beside it is cleaned up: ``remove_stale``).
+    """Fail early, before any data is produced, when ``path`` exists and may not be replaced.
+
+    What dead writers left beside it is cleaned up first (``remove_stale``).
 
     Raises:
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
@@ -62,9 +63,10 @@ def check_writable(path: str | os.PathLike[str], *, overwrite: bool) -> None:
 
 
 def check_can_write(path: str | os.PathLike[str], *, folder: bool = False) -> None:
-    """Fail early, before any data is produced, when ``path`` clearly cannot be written: a
-    folder stands where the file should go, or the folder that would hold it (its nearest
-    existing ancestor) is read-only or not writable. A full disk is found only by writing.
+    """Fail early, before any data is produced, when ``path`` clearly cannot be written.
+
+    A folder stands where the file should go, or the folder that would hold it (its nearest existing
+    ancestor) is read-only or not writable. A full disk is found only by writing.
 
     Raises:
         OutputError: As above.
@@ -89,9 +91,11 @@ def _read_only(folder: Path) -> bool:
 
 @contextlib.contextmanager
 def check_before_commit(check: Callable[[Path], None]) -> Iterator[None]:
-    """While the block runs, every atomic write calls ``check(temporary_path)`` once its
-    file is complete and before renaming it into place (``convert --verify`` reads it back
-    there); an exception from ``check`` cancels the write."""
+    """Run ``check(temporary_path)`` on every atomic write of the block before it commits.
+
+    Each write calls it once its file is complete and before renaming it into place (``convert
+    --verify`` reads it back there); an exception from ``check`` cancels the write.
+    """
     token = _before_commit.set(check)
     try:
         yield
@@ -211,8 +215,9 @@ def _atomic_path(target: Path, overwrite: bool, companions: tuple[str, ...]) -> 
 
 
 def create_temp(target: Path, *, folder: bool = False) -> Path:
-    """Create the temporary file (or folder) of ``target`` beside it, with ``target``'s final
-    permissions, after removing those that dead writers left behind.
+    """Create the temporary file (or folder) of ``target`` beside it, with its final permissions.
+
+    Temporary files that dead writers left behind are removed first.
 
     Raises:
         OutputError: The folder is missing, read-only, full or not writable.
@@ -235,8 +240,10 @@ def create_temp(target: Path, *, folder: bool = False) -> Path:
 
 @contextlib.contextmanager
 def output_errors(target: Path, *, every: bool = False) -> Iterator[None]:
-    """Turn an ``OSError`` raised in the block into the ``OutputError`` of ``target``: every
-    one, or (by default, around code that also reads a source) those of ``OUTPUT_ERRNOS``."""
+    """Turn an ``OSError`` raised in the block into the ``OutputError`` of ``target``.
+
+    Every one, or (by default, around code that also reads a source) those of ``OUTPUT_ERRNOS``.
+    """
     try:
         yield
     except ExpcliError:
@@ -278,8 +285,11 @@ def output_error(error: OSError, target: Path) -> OutputError:
 
 
 def _commit_all(temps: list[Path], finals: list[Path], overwrite: bool) -> None:
-    """Rename the companions, then the main file, into place; undo the companions when a
-    later rename fails. Each replaced companion is kept as a hard link until the end."""
+    """Rename the companions, then the main file, into place.
+
+    Undo the companions when a later rename fails. Each replaced companion is kept as a hard link
+    until the end.
+    """
     done: list[tuple[Path, Path | None]] = []  # (final, its old file kept aside, if any)
     try:
         with output_errors(finals[0], every=True):

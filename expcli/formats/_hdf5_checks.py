@@ -211,8 +211,9 @@ def check_size(
 
 
 def check_all_stored(file: Any, path: Path) -> dict[str, Any]:
-    """Every dataset of a file without expcli's metadata, checked as ``check_stored`` does
-    (sparse ones allowed), so that a foreign layout reads only what the file holds.
+    """Every dataset of a file without expcli's metadata, checked as ``check_stored`` does.
+
+    Sparse ones allowed; so that a foreign layout reads only what the file holds.
 
     Returns:
         The datasets by full path, as ``list_datasets``.

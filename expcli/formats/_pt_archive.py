@@ -149,8 +149,10 @@ class PtArchiveWriter:
 
 
 def local_header(name: bytes, offset: int, size: int) -> bytes:
-    """The local header of record ``name`` of ``size`` bytes at ``offset``, padded so that
-    its data starts at a multiple of ``ALIGNMENT`` (sizes and CRC follow the data)."""
+    """The local zip header of record ``name`` of ``size`` bytes at ``offset``.
+
+    Padded so that its data starts at a multiple of ``ALIGNMENT``; sizes and CRC follow the data.
+    """
     zip64 = _zip64(size, 0, offset)  # miniz writes a zero compressed size here
     padding = -(offset + _LOCAL.size + len(name) + len(zip64) + 4) % ALIGNMENT
     extra = zip64 + b"FB" + struct.pack("<H", padding) + b"Z" * padding
@@ -171,8 +173,10 @@ def _central_header(entry: _Entry) -> bytes:
 
 
 def _zip64(size: int, compressed: int, offset: int) -> bytes:
-    """The zip64 extra field as miniz writes it: the sizes if the size needs 64 bits, the
-    offset if the offset does; nothing if neither does."""
+    """The zip64 extra field as miniz writes it.
+
+    The sizes if the size needs 64 bits, the offset if the offset does; nothing if neither does.
+    """
     fields = struct.pack("<QQ", size, compressed) if size >= _MAX32 else b""
     fields += struct.pack("<Q", offset) if offset >= _MAX32 else b""
     return struct.pack("<HH", 1, len(fields)) + fields if fields else b""

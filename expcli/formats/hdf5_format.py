@@ -375,8 +375,10 @@ def _slab_rows(dataset: Any) -> int:
 
 
 def _read_foreign(file: Any, path: Path, num_envs: int | None, lazy: bool = False) -> Dataset:
-    """Hand a file without expcli's metadata to the foreign layouts (``lazy``: those that
-    can leave rows in the file, which must then stay open)."""
+    """Hand a file without expcli's metadata to the foreign layouts.
+
+    ``lazy``: those that can leave rows in the file, which must then stay open.
+    """
     found = check_all_stored(file, path)  # so that the layouts read only what it holds
     hook = _foreign_hook()
     with as_format_errors(path, "its layout"):

@@ -51,14 +51,17 @@ class LazyRows:
 
     @property
     def ndim(self) -> int:
+        """Number of dimensions, as numpy's."""
         return len(self.shape)
 
     @property
     def size(self) -> int:
+        """Number of elements, as numpy's."""
         return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
+        """Bytes of all rows once read, as numpy's."""
         return self.size * self.dtype.itemsize
 
     def __len__(self) -> int:
@@ -86,8 +89,11 @@ class LazyRows:
         return take_rows(self._read, self.shape, self.dtype, index, self.block_rows)
 
     def _slice(self, start: int, stop: int) -> np.ndarray:
-        """Rows ``start..stop``; the next slice of the same size is read ahead meanwhile,
-        so that reading the file overlaps with whatever the caller does with these rows."""
+        """Rows ``start..stop``.
+
+        The next slice of the same size is read ahead meanwhile, so that reading the file overlaps
+        with whatever the caller does with these rows.
+        """
         ahead, self._ahead = self._ahead, None
         if ahead is not None and ahead[0] == (start, stop):
             rows = ahead[1].result()
@@ -181,8 +187,9 @@ class RowSpill:
             self._starts.append(self.rows + count)
 
     def read(self, group: int, start: int, stop: int) -> np.ndarray:
-        """Rows ``start`` to ``stop`` of a group, their chunks' dtypes promoted to one
-        (float64 when there are none).
+        """Rows ``start`` to ``stop`` of a group, their chunks' dtypes promoted to one.
+
+        Float64 when there are none.
 
         Raises:
             ValueError: The spill is closed.

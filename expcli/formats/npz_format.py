@@ -50,8 +50,11 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
 
 
 def write_to(dataset: Dataset, file: IO[bytes], header: str) -> None:
-    """Write the archive to an open ``file`` (a stream will do: zip entries then carry
-    their sizes after their data), with ``header`` (``encode_header``'s) as metadata."""
+    """Write the archive to an open ``file``.
+
+    A stream will do: zip entries then carry their sizes after their data; with ``header``
+    (``encode_header``'s) as metadata.
+    """
     text = np.array(header)
     with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name in sorted(dataset.tensors):
@@ -77,8 +80,10 @@ def _write_member(archive: zipfile.ZipFile, name: str, array: Any) -> None:
 
 
 def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
-    """Like ``read``, but members stay on disk as ``LazyRows``: stored ones read in place,
-    deflated ones inflated as their rows are asked for. Call the closer when done.
+    """Like ``read``, but members stay on disk as ``LazyRows``.
+
+    Stored ones read in place, deflated ones inflated as their rows are asked for. Call the closer
+    when done.
 
     Every member's header is checked against what the archive holds before any data is
     read: a shape that is negative or larger than the member's bytes, or a deflated member
@@ -214,9 +219,11 @@ def _member(
 
 
 class _Inflating:
-    """The rows of a deflated member, inflated as they are asked for: a read continues
-    from where the last one stopped (reading backwards starts the member over), so that
-    reading it slice by slice inflates it once and holds one slice at a time."""
+    """The rows of a deflated member, inflated as they are asked for.
+
+    A read continues from where the last one stopped (reading backwards starts the member over), so
+    that reading it slice by slice inflates it once and holds one slice at a time.
+    """
 
     def __init__(
         self,
@@ -315,8 +322,10 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
 
 
 def _mapped(path: Path, name: str, array: Any) -> np.ndarray:
-    """A stored member as a copy-on-write memory map of the file (pages are read when
-    touched, and writes stay private); anything else read whole."""
+    """A stored member as a copy-on-write memory map of the file.
+
+    Pages are read when touched, and writes stay private; anything else read whole.
+    """
     if not isinstance(array, LazyRows):
         return np.asarray(array)
     if array.file_offset is None or array.size == 0:

@@ -119,9 +119,11 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 
 
 def source_format(path: str | os.PathLike[str], format: str | None = None) -> str:
-    """The format of a dataset to read: ``"folder"`` for a sharded dataset folder (one
-    holding an expcli ``manifest.json``), ``FOLDER_FORMAT`` for another folder, else ``format``
-    (checked) or what ``detect_format`` tells. "File or folder?" is decided here only.
+    """The format of a dataset to read.
+
+    ``"folder"`` for a sharded dataset folder (one holding an expcli ``manifest.json``),
+    ``FOLDER_FORMAT`` for another folder, else ``format`` (checked) or what ``detect_format`` tells.
+    "File or folder?" is decided here only.
 
     Raises:
         SourceNotFoundError: No such file or folder.
@@ -233,8 +235,10 @@ def write_dataset(
 
 
 def output_files(target: str | os.PathLike[str], format: str) -> tuple[Path, ...]:
-    """The files that writing ``format`` to ``target`` makes: the target, and a CSV's
-    metadata sidecar (``PATH.meta.json``)."""
+    """The files that writing ``format`` to ``target`` makes.
+
+    The target, and a CSV's metadata sidecar (``PATH.meta.json``).
+    """
     path = Path(target)
     if format.lower().lstrip(".") == "csv":
         from expcli.formats.csv_format import sidecar_path
@@ -246,8 +250,9 @@ def output_files(target: str | os.PathLike[str], format: str) -> tuple[Path, ...
 def open_lazy(
     path: str | os.PathLike[str], format: str | None = None, *, num_envs: int | None = None
 ) -> tuple[Dataset, Callable[[], None]]:
-    """Open a dataset whose tensors stay on disk where the format allows (npz members,
-    expcli HDF5 files, CSV rows), read by slices of rows; others are read whole.
+    """Open a dataset whose tensors stay on disk where the format allows.
+
+    npz members, expcli HDF5 files, CSV rows; read by slices of rows; others are read whole.
 
     Args:
         path: File to read, or a Minari dataset folder (read whole).

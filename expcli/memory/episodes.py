@@ -414,9 +414,11 @@ class EpisodeIndex(EpisodeBookkeeping):
 
 
 def resident(name: str, array: Any) -> Any:
-    """What bookkeeping keeps of a tensor: a numpy array as it is; a tensor left on disk
-    that reads rows with ``take`` left there, except the episode flags, which every episode
-    question reads whole; anything else read whole."""
+    """What bookkeeping keeps of a tensor.
+
+    A numpy array as it is; a tensor left on disk that reads rows with ``take`` left there, except
+    the episode flags, which every episode question reads whole; anything else read whole.
+    """
     if isinstance(array, np.ndarray):
         return array
     if callable(getattr(array, "take", None)) and name not in DONE_NAMES:

@@ -47,9 +47,8 @@ class MemoryWrites:
 
     if TYPE_CHECKING:
 
-        def save(
-            self, directory: str | os.PathLike[str] = "", format: str | None = None
-        ) -> str: ...
+        def save(self, directory: str | os.PathLike[str] = "", format: str | None = None) -> str:
+            """See ``MemoryFiles.save``."""
 
         def _install(self, name: str, tensor: torch.Tensor) -> None: ...
 

@@ -65,6 +65,7 @@ class RandomSampler(Sampler):
     def sample(
         self, storage: Storage, batch_size: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, Info]:
+        """See ``Sampler.sample``."""
         return rng.integers(0, _require_data(storage), batch_size), {}
 
 
@@ -87,6 +88,7 @@ class SamplerWithoutReplacement(Sampler):
     def sample(
         self, storage: Storage, batch_size: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, Info]:
+        """See ``Sampler.sample``."""
         left = len(self._order) - self._cursor
         if left <= 0 or (self.drop_last and left < batch_size):
             count = _require_data(storage)
@@ -104,15 +106,18 @@ class SamplerWithoutReplacement(Sampler):
         return index, {}
 
     def update(self, storage: Storage, written: np.ndarray | None) -> None:
+        """See ``Sampler.update``."""
         if written is None:  # reset or reloaded: indexes of this epoch may hold nothing
             self._order = np.zeros(0, dtype=np.int64)
             self._cursor = 0
             self.ran_out = False
 
     def snapshot(self) -> Any:
+        """See ``Sampler.snapshot``."""
         return self._order, self._cursor, self.ran_out
 
     def restore(self, snapshot: Any) -> None:
+        """See ``Sampler.restore``."""
         self._order, self._cursor, self.ran_out = snapshot
 
 
@@ -163,6 +168,7 @@ class PrioritizedSampler(Sampler):
         return self._tree
 
     def update(self, storage: Storage, written: np.ndarray | None) -> None:
+        """See ``Sampler.update``."""
         self._storage = storage
         if self._tree is None or self._tree.capacity != storage.capacity or written is None:
             self._tree = SumTree(storage.capacity, compiled=self.compiled)
@@ -172,6 +178,7 @@ class PrioritizedSampler(Sampler):
     def sample(
         self, storage: Storage, batch_size: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, Info]:
+        """See ``Sampler.sample``."""
         _require_data(storage)
         tree = self._tree
         if tree is None:
@@ -286,6 +293,7 @@ class SliceSampler(Sampler):
     def sample(
         self, storage: Storage, batch_size: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, Info]:
+        """See ``Sampler.sample``."""
         slices, steps = self.shape(batch_size)
         starts = self.valid_starts(storage, steps)
         if not len(starts):
@@ -315,6 +323,7 @@ class SliceSampler(Sampler):
         return self._starts[2]
 
     def update(self, storage: Storage, written: np.ndarray | None) -> None:
+        """See ``Sampler.update``."""
         self._starts = None
 
 

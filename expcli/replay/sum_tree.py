@@ -209,8 +209,9 @@ class SumTree:
         return self.draw(batch_size, rng)[0]
 
     def draw(self, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """``sample``, and the priorities of the leaves drawn (all positive: ``find`` never
-        ends on an empty leaf).
+        """``sample``, and the priorities of the leaves drawn.
+
+        All positive: ``find`` never ends on an empty leaf.
 
         Raises:
             ValueError: Every priority is zero.

@@ -59,8 +59,10 @@ class SpaceBounds:
     text: str
 
     def outside(self, rows: np.ndarray) -> np.ndarray:
-        """Which of ``rows`` (shaped ``(k, n, *shape)``) hold a value the space does not
-        allow (NaN included); a boolean array ``(k, n)``."""
+        """Which rows hold a value the space does not allow (NaN included).
+
+        ``rows`` is shaped ``(k, n, *shape)``; the answer is a boolean array ``(k, n)``.
+        """
         with np.errstate(invalid="ignore"):
             bad = ~((rows >= self.low) & (rows <= self.high))
             if self.integral and rows.dtype.kind == "f":

@@ -121,8 +121,11 @@ def foreign_rows(name: str, rows: np.ndarray) -> np.ndarray:
 
 
 def user_metadata(metadata: Mapping[str, Any], layout: str) -> dict[str, Any]:
-    """Metadata to carry into a file of ``layout``: without what a reader of that layout
-    added (``layout``, its own section, the rows it marked), which would go stale."""
+    """Metadata to carry into a file of ``layout``.
+
+    Without what a reader of that layout added (``layout``, its own section, the rows it marked),
+    which would go stale.
+    """
     own = {"layout", layout, SEAMS_KEY}
     return {k: v for k, v in metadata.items() if k not in own}
 
