@@ -16,36 +16,19 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundError
-from expcli.formats._error_summary import error_summary
 from expcli.formats._guards import check_source
 from expcli.formats._manifest import is_folder_target, is_sharded_folder
 from expcli.formats._sniffing import SNIFF_BYTES, sniff
 from expcli.formats.dataset import Dataset
-
-# Re-exported for format modules written before the codec had its own module; new code
-# imports them from ``expcli.formats.header`` and ``expcli.formats._error_summary``.
-from expcli.formats.header import (
-    dataset_from_header,
-    encode_header,
-    foreign_dataset,
-    header_specs,
-    parse_header,
-)
 from expcli.spec import METADATA_KEY
 
 __all__ = [
     "FOLDER_FORMAT",
     "FORMATS",
-    "dataset_from_header",
     "detect_format",
-    "encode_header",
-    "error_summary",
-    "foreign_dataset",
     "format_from_suffix",
-    "header_specs",
     "open_lazy",
     "output_files",
-    "parse_header",
     "read_dataset",
     "source_format",
     "write_dataset",
