@@ -33,7 +33,6 @@ import argparse
 import datetime
 import gc
 import importlib
-import importlib.metadata
 import itertools
 import json
 import os
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _report import fmt_ratio, load_average, peak_rss_kib, ratio, version
 
 # Benchmark the checkout this script lives in, not some installed copy.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -152,12 +152,6 @@ def prepare(kind: str, d: Path) -> Work:
     return (lambda: np.savetxt(out, table, fmts, ",", header=header, comments="")), out
 
 
-def peak_rss_kib() -> int:
-    """VmHWM of this process, in KiB."""
-    status = Path("/proc/self/status").read_text()
-    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
-
-
 def child(kind: str, folder: Path) -> int:
     """Run one measurement and print it as one JSON line."""
     try:
@@ -170,7 +164,7 @@ def child(kind: str, folder: Path) -> int:
             os.fsync(fd)
             os.close(fd)
         seconds = time.perf_counter() - t0
-    except Exception as exc:  # noqa: BLE001 - the parent reports it as "skipped"
+    except Exception as exc:  # the parent reports it as "skipped"
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:120]}))
         return 1
     print(json.dumps({"seconds": seconds, "base_kib": base, "peak_kib": peak_rss_kib()}))
@@ -189,7 +183,7 @@ def setup(
     def save_as(arrays: Arrays, path: Path) -> None:
         try:
             save(Dataset(arrays, state=CircularState(filled=True)), path)
-        except Exception as exc:  # noqa: BLE001 - the conversions from it are then skipped
+        except Exception as exc:  # the conversions from it are then skipped
             notes.append(f"expcli save {path.name} failed ({type(exc).__name__}: {exc})"[:140])
 
     notes: list[str] = []
@@ -284,14 +278,6 @@ def reference(runs: Runs, pair: str, nbytes: int) -> tuple[str, float | None]:
     return min(options, key=lambda o: o[1] or 0.0)
 
 
-def ratio(x: float | None, ref: float | None) -> float | None:
-    return None if x is None or not ref else x / ref
-
-
-def fmt_ratio(r: float | None) -> str:
-    return "-" if r is None else f"{r:.2f}x"
-
-
 def report(
     runs: Runs, nbytes: int, rows: int, csv_only: bool = False
 ) -> list[tuple[str, float | None, float]]:
@@ -336,8 +322,8 @@ def print_environment(args: argparse.Namespace, d: Path, nbytes: int, rows: int)
     same = os.stat(d).st_dev == os.stat(__file__).st_dev
     steps = nbytes // (BYTES_PER_TRANSITION * NUM_ENVS)
     print(
-        f"machine: {cores}; load average {os.getloadavg()[0]:.2f}; python "
-        f"{platform.python_version()}; {now}\ntorch {importlib.metadata.version('torch')}, "
+        f"machine: {cores}; {load_average()}; python "
+        f"{platform.python_version()}; {now}\ntorch {version('torch')}, "
         f"numpy {np.__version__}, h5py {h5py.__version__} (HDF5 {h5py.version.hdf5_version}); "
         f"files in {d} (same disk as the checkout: {same})\ndataset: {nbytes / MIB:,.0f} MiB = "
         f"{steps:,} rows x {NUM_ENVS} envs x {BYTES_PER_TRANSITION} bytes; csv {rows:,} "
@@ -382,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for note in notes:
         print(f"  note - {note}")
     print("  note - a writer's baseline holds its input arrays; reads come from the page cache")
-    print(f"  note - load average {os.getloadavg()[0]:.2f} at the end")
+    print(f"  note - {load_average()} at the end")
     print("\ntargets:")
     width = max(len(t[0]) for t in targets)
     for text, value, threshold in targets:

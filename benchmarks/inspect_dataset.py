@@ -43,7 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._report import load_average, version
+from benchmarks._report import load_average, peak_rss_kib, version
 
 NUM_ENVS = 16
 MIB = 1 << 20
@@ -103,21 +103,13 @@ def run_one(kind: str, path: Path) -> dict[str, float]:
             for name in f:
                 _numpy_stats(f[name][()])
     seconds = time.perf_counter() - started
-    return {"seconds": seconds, "rss_mib": _peak_rss_mib()}
+    return {"seconds": seconds, "rss_mib": peak_rss_kib() / 1024}
 
 
 def _numpy_stats(array: np.ndarray) -> None:
     if array.ndim == 0:  # the metadata string
         return
     array.min(), array.max(), array.mean(), array.std()
-
-
-def _peak_rss_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _child(kind: str, path: Path) -> dict[str, float]:

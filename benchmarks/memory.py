@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _report import load_average, version
+from _report import fmt_rate, fmt_ratio, load_average, ratio, version
 
 # Benchmark the checkout this script lives in, not some installed copy.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -518,23 +518,6 @@ def measure(contenders: Sequence[Contender], cfg: Config, data: Data) -> list[Re
 # --------------------------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------------------------
-
-
-def fmt_rate(x: float | None) -> str:
-    if x is None:
-        return "-"
-    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if x >= scale:
-            return f"{x / scale:.2f}{unit}"
-    return f"{x:.1f}"
-
-
-def ratio(x: float | None, ref: float | None) -> float | None:
-    return None if x is None or not ref else x / ref
-
-
-def fmt_ratio(r: float | None) -> str:
-    return "-" if r is None else f"{r:.2f}x"
 
 
 def fmt_spread(x: float | None) -> str:

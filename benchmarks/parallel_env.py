@@ -34,7 +34,6 @@ import datetime
 import faulthandler
 import gc
 import importlib
-import importlib.metadata
 import os
 import platform
 import statistics
@@ -47,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _report import load_average, version
+from _report import fmt_rate, fmt_ratio, load_average, ratio, version
 
 # Benchmark the checkout this script lives in, not some installed copy.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -219,7 +218,7 @@ def build_runners(
                 import ray
 
                 ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 notes.append(f"skipped: ray modes on {env_id} (ray.init: {exc!r})")
                 break
             notes.append(f"ray.init on {env_id}: {time.perf_counter() - t0:.1f} s, not in startup")
@@ -227,7 +226,7 @@ def build_runners(
         try:
             env = s.make(env_id, n)
             env.reset() if s.role == "peer" else env.reset(seed=0)
-        except Exception as exc:  # noqa: BLE001 - report any failure and go on
+        except Exception as exc:  # report any failure and go on
             notes.append(f"skipped: {s.label} on {env_id} ({type(exc).__name__}: {exc})")
             if env is not None:
                 env.close()
@@ -252,7 +251,7 @@ def measure(
         faulthandler.dump_traceback_later(WATCHDOG_S)  # a hang shows where it is
         try:
             fn(r)
-        except Exception as exc:  # noqa: BLE001 - a failing contender drops out
+        except Exception as exc:  # a failing contender drops out
             r.error = f"{type(exc).__name__}: {exc}"
             notes.append(f"failed: {r.label} on {env_id} while stepping ({r.error})")
         finally:
@@ -268,20 +267,6 @@ def measure(
 # --------------------------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------------------------
-
-
-def fmt_rate(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x / 1e6:.2f}M" if x >= 1e6 else f"{x / 1e3:.1f}k" if x >= 1e3 else f"{x:.0f}"
-
-
-def ratio(x: float | None, ref: float | None) -> float | None:
-    return None if x is None or not ref else x / ref
-
-
-def fmt_ratio(r: float | None) -> str:
-    return "-" if r is None else f"{r:.2f}x"
 
 
 def rate(runners: Sequence[Runner], label: str) -> float | None:
@@ -404,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for r in runners:
                 try:
                     r.close()
-                except Exception as exc:  # noqa: BLE001 - close the others regardless
+                except Exception as exc:  # close the others regardless
                     notes.append(f"close failed: {r.label} on {env_id} ({exc!r})")
             if ray_running():
                 sys.modules["ray"].shutdown()

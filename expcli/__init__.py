@@ -1,45 +1,48 @@
 """expcli: collect, inspect and convert reinforcement-learning experience datasets.
 
 The public API is re-exported lazily: ``import expcli`` loads no torch, gymnasium, h5py
-or ray; each name is imported from its module on first use.
+or ray; each name is imported from its module on first use. ``_EXPORTS`` is the one list
+of it: ``__all__`` is made from it, and the ``TYPE_CHECKING`` imports, which only type
+checkers read, are held to it by ``tests/test_public_api.py``.
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
-from expcli._version import __version__
+from expcli._version import __version__ as __version__
 
-if TYPE_CHECKING:
-    from expcli.collect import Collector, CollectStats
-    from expcli.conversion import convert, load, save
-    from expcli.envs import ParallelEnv
-    from expcli.errors import (
-        ConfigError,
-        EnvError,
-        ExpcliError,
-        FormatError,
-        MissingDependencyError,
-        OutputError,
-        OutputExistsError,
-        SchemaError,
-    )
-    from expcli.formats import read_dataset, write_dataset
-    from expcli.formats.dataset import Dataset
-    from expcli.memory import Memory, RandomMemory
-    from expcli.replay import (
-        DictBatch,
-        EpisodeIndex,
-        PrioritizedSampler,
-        RandomSampler,
-        ReplayBuffer,
-        RoundRobinWriter,
-        SamplerWithoutReplacement,
-        SliceSampler,
-        TemporalBatch,
-    )
-    from expcli.summary import Summary, summarize
+if TYPE_CHECKING:  # ``X as X``: an explicit re-export, as strict type checkers want
+    from expcli.collect import Collector as Collector
+    from expcli.collect import CollectStats as CollectStats
+    from expcli.conversion import convert as convert
+    from expcli.conversion import load as load
+    from expcli.conversion import save as save
+    from expcli.envs import ParallelEnv as ParallelEnv
+    from expcli.errors import ConfigError as ConfigError
+    from expcli.errors import EnvError as EnvError
+    from expcli.errors import ExpcliError as ExpcliError
+    from expcli.errors import FormatError as FormatError
+    from expcli.errors import MissingDependencyError as MissingDependencyError
+    from expcli.errors import OutputError as OutputError
+    from expcli.errors import OutputExistsError as OutputExistsError
+    from expcli.errors import SchemaError as SchemaError
+    from expcli.formats.dataset import Dataset as Dataset
+    from expcli.memory import Memory as Memory
+    from expcli.memory import RandomMemory as RandomMemory
+    from expcli.replay import DictBatch as DictBatch
+    from expcli.replay import EpisodeIndex as EpisodeIndex
+    from expcli.replay import PrioritizedSampler as PrioritizedSampler
+    from expcli.replay import RandomSampler as RandomSampler
+    from expcli.replay import ReplayBuffer as ReplayBuffer
+    from expcli.replay import RoundRobinWriter as RoundRobinWriter
+    from expcli.replay import SamplerWithoutReplacement as SamplerWithoutReplacement
+    from expcli.replay import SliceSampler as SliceSampler
+    from expcli.replay import TemporalBatch as TemporalBatch
+    from expcli.summary import Summary as Summary
+    from expcli.summary import summarize as summarize
 
 _EXPORTS: dict[str, str] = {
     # memories
@@ -64,8 +67,6 @@ _EXPORTS: dict[str, str] = {
     "save": "expcli.conversion",
     "convert": "expcli.conversion",
     "Dataset": "expcli.formats.dataset",
-    "read_dataset": "expcli.formats",
-    "write_dataset": "expcli.formats",
     # summaries
     "summarize": "expcli.summary",
     "Summary": "expcli.summary",
@@ -80,42 +81,24 @@ _EXPORTS: dict[str, str] = {
     "OutputExistsError": "expcli.errors",
 }
 
-__all__ = [
-    "Collector",
-    "CollectStats",
-    "ConfigError",
-    "convert",
-    "Dataset",
-    "DictBatch",
-    "EnvError",
-    "EpisodeIndex",
-    "ExpcliError",
-    "FormatError",
-    "load",
-    "Memory",
-    "MissingDependencyError",
-    "OutputError",
-    "OutputExistsError",
-    "ParallelEnv",
-    "PrioritizedSampler",
-    "RandomMemory",
-    "RandomSampler",
-    "read_dataset",
-    "ReplayBuffer",
-    "RoundRobinWriter",
-    "SamplerWithoutReplacement",
-    "save",
-    "SchemaError",
-    "SliceSampler",
-    "summarize",
-    "Summary",
-    "TemporalBatch",
-    "__version__",
-    "write_dataset",
-]
+# Old names kept for one release: name -> (module, the name to use instead).
+_DEPRECATED: dict[str, tuple[str, str]] = {
+    "read_dataset": ("expcli.formats", "load"),
+    "write_dataset": ("expcli.formats", "save"),
+}
+
+__all__ = sorted(["__version__", *_EXPORTS], key=lambda name: name.strip("_").casefold())
 
 
 def __getattr__(name: str) -> Any:
+    if name in _DEPRECATED:
+        home, instead = _DEPRECATED[name]
+        warnings.warn(
+            f"expcli.{name} is deprecated and goes in the next release; use expcli.{instead}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), name)
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'expcli' has no attribute {name!r}")

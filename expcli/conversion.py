@@ -26,8 +26,10 @@ from expcli.formats import (
 )
 from expcli.formats.checked_write import check_target, checksums, write_checked
 from expcli.formats.dataset import Dataset
+from expcli.formats.layouts import LAYOUTS
 from expcli.formats.lazy import LazyRows
 from expcli.formats.sharded import is_folder_target
+from expcli.spec import COMPRESSIONS
 
 __all__ = [
     "COMPRESSIONS",
@@ -40,8 +42,6 @@ __all__ = [
     "save",
 ]
 
-LAYOUTS = ("expcli", "skrl", "tianshou", "minari", "d4rl")
-COMPRESSIONS = ("none", "gzip", "lzf")
 STREAM_FORMATS = ("npz", "pt", "csv")
 """Formats ``convert_to_stream`` writes: those written front to back, never seeking."""
 
@@ -184,8 +184,9 @@ def convert(
 def convert_to_stream(
     src: str | os.PathLike[str], out: IO[bytes], *, to: str, num_envs: int | None = None
 ) -> int:
-    """Convert a dataset file and write it to an open binary stream (``expcli convert SRC -``
-    writes to stdout), returning the bytes written.
+    """Convert a dataset file and write it to an open binary stream.
+
+    ``expcli convert SRC -`` writes to stdout; returning the bytes written.
 
     Only formats written front to back go to a stream: ``npz`` and ``pt`` (complete), and
     ``csv`` (its rows only: without the sidecar a CSV keeps neither exact dtypes nor the
@@ -241,8 +242,10 @@ class _CountingWriter:
 def _open_source(
     source: Path, num_envs: int | None = None
 ) -> tuple[Dataset, str, Callable[[], None]]:
-    """The dataset of a file (read lazily where its format allows) or a Minari folder, its
-    format, and what to call when done with it."""
+    """The dataset of a file or a Minari folder, its format, and what to call when done.
+
+    The file is read lazily where its format allows.
+    """
     src_format = source_format(source)
     dataset, close = open_lazy(source, src_format, num_envs=num_envs)
     return dataset, src_format, close
@@ -274,8 +277,10 @@ def _target_format(target: Path, to: str | None, layout: str) -> str:
 
 
 def _reporting(dataset: Dataset, report: Callable[[float], None]) -> Dataset:
-    """``dataset`` whose tensors call ``report`` with the fraction of all bytes read so far
-    (the writers read each tensor once, a slice of rows at a time)."""
+    """``dataset`` whose tensors call ``report`` with the fraction of all bytes read so far.
+
+    The writers read each tensor once, a slice of rows at a time.
+    """
     total = max(1, sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in dataset.tensors.values()))
     done = [0]
 

@@ -34,6 +34,7 @@ __all__ = [
     "InvalidTypeError",
     "InvalidValueError",
     "MissingDependencyError",
+    "OrderError",
     "OutputError",
     "OutputExistsError",
     "SchemaError",
@@ -42,8 +43,11 @@ __all__ = [
 
 
 def printable(text: str) -> str:
-    """``text`` with what is not valid UTF-8 (lone surrogates, as undecodable bytes become)
-    written as escapes, so that printing it (in a message, on a terminal) never fails."""
+    """``text`` made printable: what is not valid UTF-8 written as escapes.
+
+    Lone surrogates, as undecodable bytes become, would make printing fail (in a message, on a
+    terminal); escaped, they never do.
+    """
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
@@ -126,6 +130,14 @@ class InvalidTypeError(ExpcliError, TypeError):
     """A library call got an argument of a type it cannot take (also a ``TypeError``)."""
 
 
+class OrderError(ExpcliError, RuntimeError):
+    """A library object was used out of order.
+
+    A collect job run before ``start()``, a prioritized sampler asked to draw before it has seen its
+    storage (also a ``RuntimeError``).
+    """
+
+
 class MissingDependencyError(ExpcliError, ImportError):
     """An optional dependency is needed but not installed."""
 
@@ -138,8 +150,10 @@ class MissingDependencyError(ExpcliError, ImportError):
 
 
 class OutputError(ExpcliError, OSError):
-    """The output cannot be written: the disk is full, the folder is read-only, missing or
-    not writable, or a folder stands where the file should go.
+    """The output cannot be written.
+
+    The disk is full, the folder is read-only, missing or not writable, or a folder stands where the
+    file should go.
 
     ``path`` is the file or folder at fault (the folder, for a full disk); ``errno`` the
     system's error number when there was one. For a full disk, ``needed`` is an estimate

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from expcli.errors import InvalidValueError
+
 __all__ = [
     "SEPARATOR",
     "children",
@@ -181,16 +183,16 @@ def encode_text(strings: Any, max_length: int) -> np.ndarray:
     array = np.asarray(strings, dtype=str)
     width = int(np.char.str_len(array).max()) if array.size else 0
     if width > max_length:
-        raise ValueError(f"a string of {width} characters; the space allows {max_length}")
+        raise InvalidValueError(f"a string of {width} characters; the space allows {max_length}")
     if any("\0" in text for text in array.ravel().tolist()):
-        raise ValueError("a string holds the character NUL, which pads stored text")
+        raise InvalidValueError("a string holds the character NUL, which pads stored text")
     fixed = np.ascontiguousarray(array, dtype=f"<U{max(max_length, 1)}")
     codes = fixed.view(np.uint32).reshape(*array.shape, max(max_length, 1))
     return codes[..., :max_length].astype(np.int32)
 
 
 def decode_text(codes: np.ndarray) -> np.ndarray:
-    """int code points ``(..., max_length)`` back to a string array ``(...)``."""
+    """Integer code points ``(..., max_length)`` back to a string array ``(...)``."""
     array = np.asarray(codes)
     length = array.shape[-1] if array.ndim else 0
     if length == 0:

@@ -13,7 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from expcli.errors import InvalidTypeError, InvalidValueError
+
 __all__ = [
+    "COMPRESSIONS",
     "METADATA_KEY",
     "SCHEMA",
     "STANDARD_NAMES",
@@ -21,6 +24,8 @@ __all__ = [
     "CircularState",
     "TensorSpec",
     "chronological_rows",
+    "done_flags",
+    "flag_rows",
 ]
 
 SCHEMA = "expcli/1"
@@ -53,6 +58,9 @@ SUPPORTED_DTYPES = frozenset(
 )
 """Dtypes that every format stores losslessly."""
 
+COMPRESSIONS = ("none", "gzip", "lzf")
+"""Compressions a dataset file may use: HDF5 takes all three, the other formats "none"."""
+
 
 @dataclass(frozen=True, slots=True)
 class CircularState:
@@ -77,9 +85,11 @@ class CircularState:
     def check(self, memory_size: int, num_envs: int) -> None:
         """Raise ValueError when the state cannot belong to a memory of this size."""
         if not 0 <= self.memory_index < max(memory_size, 1):
-            raise ValueError(f"memory_index {self.memory_index} is outside 0..{memory_size - 1}")
+            raise InvalidValueError(
+                f"memory_index {self.memory_index} is outside 0..{memory_size - 1}"
+            )
         if not 0 <= self.env_index < max(num_envs, 1):
-            raise ValueError(f"env_index {self.env_index} is outside 0..{num_envs - 1}")
+            raise InvalidValueError(f"env_index {self.env_index} is outside 0..{num_envs - 1}")
 
     def to_json(self) -> dict[str, Any]:
         """The three keys as they appear in the metadata object."""
@@ -94,9 +104,9 @@ class CircularState:
         """Read the three keys back; raises KeyError, TypeError or ValueError when malformed."""
         memory_index, env_index, filled = obj["memory_index"], obj["env_index"], obj["filled"]
         if not (isinstance(memory_index, int) and isinstance(env_index, int)):
-            raise TypeError("memory_index and env_index must be integers")
+            raise InvalidTypeError("memory_index and env_index must be integers")
         if not isinstance(filled, bool):
-            raise TypeError("filled must be true or false")
+            raise InvalidTypeError("filled must be true or false")
         return cls(memory_index, env_index, filled)
 
 
@@ -131,3 +141,25 @@ def chronological_rows(state: CircularState, memory_size: int, num_envs: int) ->
         offsets[: state.env_index] += 1
     rows = offsets[:, None] + np.arange(memory_size, dtype=np.int64)[None, :]
     return np.asarray(rows % max(memory_size, 1))
+
+
+def flag_rows(tensors: Mapping[str, Any], name: str, memory_size: int, num_envs: int) -> np.ndarray:
+    """Flag ``name`` (``terminated`` or ``truncated``) as a ``(T, N)`` bool array.
+
+    All False when the tensor is absent. A flag may be any dtype (a byte a row in some
+    layouts); non-zero counts as set.
+    """
+    flags = tensors.get(name)
+    if flags is None:
+        return np.zeros((memory_size, num_envs), dtype=bool)
+    return np.asarray(np.asarray(flags).reshape(memory_size, num_envs, -1).any(axis=2))
+
+
+def done_flags(tensors: Mapping[str, Any], memory_size: int, num_envs: int) -> np.ndarray:
+    """``terminated | truncated`` per row and env column, ``(T, N)`` bool (False where absent).
+
+    Episodes are never stored: per env column, one ends at a row with either flag, so this
+    is where every reader of episodes starts.
+    """
+    terminated = flag_rows(tensors, "terminated", memory_size, num_envs)
+    return np.asarray(terminated | flag_rows(tensors, "truncated", memory_size, num_envs))

@@ -5,7 +5,7 @@ The layers, top to bottom (docs/layering.md says why):
     4  cli, __main__
     3  collect, conversion, summary, replay
     2  memory, envs, formats
-    1  spec, space_json, named_callables, host_memory
+    1  spec, space_json, named_callables, host_memory, distribution
     0  errors, _version
 
 A module may import its own package, any package of a lower layer, and a package of its
@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "space_json": 1,
     "named_callables": 1,
     "host_memory": 1,
+    "distribution": 1,
     "memory": 2,
     "envs": 2,
     "formats": 2,

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
+from pathlib import Path
+
+import pytest
 
 import expcli
 
@@ -33,3 +37,31 @@ def test_importing_the_conversion_module_does_not_hide_convert() -> None:
     from expcli import convert
 
     assert callable(convert) and convert.__name__ == "convert"
+
+
+def test_the_typing_imports_name_exactly_the_exports() -> None:
+    """The ``TYPE_CHECKING`` block, read by type checkers only, is held to ``_EXPORTS``."""
+    tree = ast.parse(Path(expcli.__file__).read_text(encoding="utf-8"))
+    block = next(
+        n for n in tree.body if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n)
+    )
+    typed = {
+        alias.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.asname == alias.name  # an explicit re-export
+    }
+    assert len(typed) == sum(len(n.names) for n in block.body if isinstance(n, ast.ImportFrom))
+    assert typed == expcli._EXPORTS
+
+
+@pytest.mark.parametrize(("old", "new"), [("read_dataset", "load"), ("write_dataset", "save")])
+def test_the_old_read_and_write_names_warn_and_still_work(old: str, new: str) -> None:
+    """``expcli.read_dataset``/``write_dataset`` stay for one release, with a warning."""
+    from expcli import formats
+
+    with pytest.warns(DeprecationWarning, match=f"expcli.{old} is deprecated.*use expcli.{new}"):
+        function = getattr(expcli, old)
+    assert function is getattr(formats, old)
+    assert old not in expcli.__all__

@@ -31,8 +31,11 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Signals:
-    """SIGINT/SIGTERM: while collecting, the first stops the job and the second aborts;
-    before that (envs starting), any aborts."""
+    """What SIGINT and SIGTERM do during ``expcli collect``.
+
+    While collecting, the first stops the job and the second aborts; before that (envs starting),
+    any aborts.
+    """
 
     def __init__(self, job: CollectJob, on_first: Callable[[int], None]) -> None:
         self.job = job
@@ -42,8 +45,10 @@ class Signals:
         self.installed = False
 
     def arm(self) -> None:
-        """Collecting begins: the first signal now stops and saves. The handlers are set
-        again, for starting Ray puts its own C-level SIGTERM handler over them."""
+        """Collecting begins: the first signal now stops and saves.
+
+        The handlers are set again, for starting Ray puts its own C-level SIGTERM handler over them.
+        """
         self.collecting = True
         if self.installed:
             for sig in _SIGNALS:

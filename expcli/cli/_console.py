@@ -7,12 +7,18 @@ FILE | head``), where rich's own consoles would exit 1: the command wrapper
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+BarUpdate = Callable[[float, str], None]
+"""Moves a progress bar: how much is done (of its total), and what is being done."""
 
 
 def out_console() -> Console:
@@ -23,6 +29,29 @@ def out_console() -> Console:
 def err_console() -> Console:
     """Where progress, logs and errors go (stderr)."""
     return _console_class()(stderr=True)
+
+
+@contextlib.contextmanager
+def file_progress(
+    path: Path, description: str, *, min_bytes: int, total: float = 1.0
+) -> Iterator[BarUpdate | None]:
+    """A transient progress bar on stderr while a large file is worked on.
+
+    Small files (under ``min_bytes``) and folders get no bar: ``None`` is given instead,
+    so the caller passes no progress callback at all.
+    """
+    if not (path.is_file() and path.stat().st_size >= min_bytes):
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=err_console(), transient=True) as bar:
+        task = bar.add_task(description, total=total)
+
+        def update(done: float, what: str) -> None:
+            bar.update(task, completed=done, description=what)
+
+        yield update
 
 
 @functools.cache

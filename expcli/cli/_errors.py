@@ -23,10 +23,12 @@ EXIT_BROKEN_PIPE = 141
 
 
 def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Wrap a command: an ``ExpcliError`` becomes ``error: message`` on stderr and its exit
-    code, any other ``OSError`` ``error: file: reason`` and exit 1; Ctrl-C exits 130; a
-    closed output pipe exits ``EXIT_BROKEN_PIPE`` silently.
-    ``EXPCLI_DEBUG=1`` re-raises with the full traceback."""
+    """Wrap a command so that its errors reach the user as one line and an exit code.
+
+    An ``ExpcliError`` becomes ``error: message`` on stderr and its exit code, any other ``OSError``
+    ``error: file: reason`` and exit 1; Ctrl-C exits 130; a closed output pipe exits
+    ``EXIT_BROKEN_PIPE`` silently. ``EXPCLI_DEBUG=1`` re-raises with the full traceback.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -47,8 +49,11 @@ def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def quiet_closed_pipes() -> None:
-    """Point stdout and stderr at /dev/null, so that nothing left in their buffers (flushed
-    at exit) raises again or prints Python's "Exception ignored" note."""
+    """Point stdout and stderr at /dev/null.
+
+    Nothing left in their buffers (flushed at exit) then raises again or prints Python's
+    "Exception ignored" note.
+    """
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         for stream in (sys.stdout, sys.stderr):

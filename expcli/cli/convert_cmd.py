@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from expcli.cli._console import err_console, out_console
+from expcli.cli._console import BarUpdate, file_progress, out_console
 from expcli.cli._errors import reports_errors
 from expcli.cli._read_options import NumEnvs, warn_unrecorded_envs
 
@@ -58,19 +59,9 @@ def convert_cmd(
         return
     options: dict[str, object] = {"to": to, "compression": compression, "layout": layout}
     options.update(overwrite=overwrite, num_envs=num_envs)
-    if src.is_file() and src.stat().st_size >= PROGRESS_MIN_BYTES:
-        from rich.progress import Progress
-
-        with Progress(console=err_console(), transient=True) as bar:
-            task = bar.add_task("converting", total=2.0)
-            phases = {"read": 0.0, "write": 1.0, "verify": 1.0}
-
-            def progress(phase: str, done: float) -> None:
-                bar.update(task, completed=phases[phase] + done, description=phase)
-
-            result = convert(src, dst, verify=verify, progress=progress, **options)  # type: ignore[arg-type]
-    else:
-        result = convert(src, dst, verify=verify, **options)  # type: ignore[arg-type]
+    with file_progress(src, "converting", min_bytes=PROGRESS_MIN_BYTES, total=2.0) as bar:
+        progress = None if bar is None else _phases_on(bar)
+        result = convert(src, dst, verify=verify, progress=progress, **options)  # type: ignore[arg-type]
     read, written = (escape(printable(str(p))) for p in (result.src, result.dst))
     out_console().print(
         f"converted {read} ({_mb(result.bytes_read)}, {result.src_format}) -> "
@@ -81,6 +72,16 @@ def convert_cmd(
         soft_wrap=True,
         highlight=False,
     )
+
+
+def _phases_on(bar: BarUpdate) -> Callable[[str, float], None]:
+    """Convert's progress (a phase and its fraction done) on a bar of total 2: read, write."""
+    starts = {"read": 0.0, "write": 1.0, "verify": 1.0}
+
+    def progress(phase: str, done: float) -> None:
+        bar(starts[phase] + done, phase)
+
+    return progress
 
 
 def _to_stdout(

@@ -147,7 +147,7 @@ def _envpool_table(entries: list[EnvPoolEntry], *, spaces: bool) -> Table:
 
 
 def _no_match(pattern: str | None) -> str:
-    from expcli.envs.catalog import similar_ids
+    from expcli.envs.env_ids import similar_ids
 
     close = similar_ids(pattern or "")
     hint = f"; did you mean {', '.join(close)}?" if close else ""

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from expcli.cli._console import err_console, out_console
+from expcli.cli._console import err_console, file_progress, out_console
 from expcli.cli._errors import reports_errors
 from expcli.cli._read_options import NumEnvs, warn_unrecorded_envs
 
@@ -60,21 +60,15 @@ def inspect_cmd(
         else:
             out.print(f"newest dataset under runs/: {shown}", highlight=False, soft_wrap=True)
     warn_unrecorded_envs(file, num_envs)
-    if file.is_file() and file.stat().st_size >= PROGRESS_MIN_BYTES:
-        from rich.progress import Progress
-
-        with Progress(console=err_console(), transient=True) as bar:
-            task = bar.add_task("reading", total=1.0)
-            summary = summarize(
-                file,
-                episodes=episodes,
-                head=head,
-                check=check,
-                num_envs=num_envs,
-                progress=lambda done: bar.update(task, completed=done),
-            )
-    else:
-        summary = summarize(file, episodes=episodes, head=head, check=check, num_envs=num_envs)
+    with file_progress(file, "reading", min_bytes=PROGRESS_MIN_BYTES) as bar:
+        summary = summarize(
+            file,
+            episodes=episodes,
+            head=head,
+            check=check,
+            num_envs=num_envs,
+            progress=None if bar is None else lambda done: bar(done, "reading"),
+        )
     if as_json:
         typer.echo(json.dumps(summary.to_json(per_env=per_env), allow_nan=False))
     else:

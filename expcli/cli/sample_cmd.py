@@ -125,8 +125,10 @@ def _report(
 
 
 def _tensor_report(tensor: Any, rows: int) -> dict[str, Any]:
-    """dtype, shape, and the first rows, or for rows of many values (images) the batch's
-    min, max and mean instead."""
+    """A tensor's dtype, shape and first rows, for printing.
+
+    For rows of many values (images), the batch's min, max and mean instead of the rows.
+    """
     out: dict[str, Any] = {
         "dtype": str(tensor.dtype).removeprefix("torch."),
         "shape": list(tensor.shape),

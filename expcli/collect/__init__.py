@@ -4,6 +4,6 @@
 """
 
 from expcli.collect.collector import Collector, CollectStats, Progress
-from expcli.collect.episode_stats import EpisodeSummary, EpisodeTracker, Spread
+from expcli.collect.episode_stats import EpisodeSummary, EpisodeTracker
 
-__all__ = ["CollectStats", "Collector", "EpisodeSummary", "EpisodeTracker", "Progress", "Spread"]
+__all__ = ["CollectStats", "Collector", "EpisodeSummary", "EpisodeTracker", "Progress"]

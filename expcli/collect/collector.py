@@ -18,7 +18,7 @@ import numpy as np
 from expcli.collect.episode_stats import EpisodeSummary, EpisodeTracker
 from expcli.collect.reward_dtypes import RewardsNote
 from expcli.collect.row_writer import RowWriter
-from expcli.collect.spaces import describe_space, layout_of
+from expcli.collect.spaces import layout_of, space_record
 from expcli.collect.steppers import StepOutcome, make_stepper
 from expcli.errors import ConfigError
 
@@ -166,8 +166,8 @@ class Collector:
     def space_metadata(self) -> dict[str, Any]:
         """The spaces' descriptions and the rewards' dtypes, for the dataset's metadata."""
         return {
-            "observation_space": describe_space(self.stepper.observation_space),
-            "action_space": describe_space(self.stepper.action_space),
+            "observation_space": space_record(self.stepper.observation_space),
+            "action_space": space_record(self.stepper.action_space),
             "rewards": self.rewards_note.to_json(),
         }
 

@@ -62,7 +62,7 @@ def has_vector_entry_point(env_id: str) -> bool:
     """Whether Gymnasium registers a batched implementation of ``env_id``."""
     import gymnasium as gym
 
-    from expcli.envs.parallel_env import check_env_id
+    from expcli.envs.env_ids import check_env_id
 
     try:
         return gym.spec(check_env_id(env_id)).vector_entry_point is not None
@@ -83,8 +83,10 @@ def build_env(
     wrappers: tuple[str, ...] | list[str] = (),
     seed: int | None = None,
 ) -> Any:
-    """The envs of one mode: a ``ParallelEnv``, a Gymnasium vector env for ``vector``, or
-    ``EnvPoolEnvs`` for ``envpool`` (whose seeds, ``seed + i``, are fixed here).
+    """The envs of one mode.
+
+    A ``ParallelEnv``, a Gymnasium vector env for ``vector``, or ``EnvPoolEnvs`` for ``envpool``
+    (whose seeds, ``seed + i``, are fixed here).
 
     ``step_timeout`` applies to the ``ParallelEnv`` modes (Gymnasium's vector envs have none).
     ``wrappers`` (``MODULE:CALLABLE`` specs) wrap each env right after ``gym.make``.
@@ -95,7 +97,7 @@ def build_env(
         MissingDependencyError: ``envpool`` without the extra.
     """
     from expcli.envs import ParallelEnv
-    from expcli.envs.parallel_env import check_env_id
+    from expcli.envs.env_ids import bare_id, check_env_id
 
     if mode == "envpool":
         from expcli.envs.envpool_envs import make_envpool_envs
@@ -104,7 +106,7 @@ def build_env(
             raise ConfigError("--mode envpool cannot apply --wrapper; use --mode dummy or subproc")
 
         return make_envpool_envs(
-            env_id.rpartition(":")[2],
+            bare_id(env_id),
             num_envs,
             seed=seed,
             asynchronous=asynchronous,
@@ -142,6 +144,7 @@ def build_env(
 
 def candidate_modes(env_id: str, num_envs: int, asynchronous: str | None) -> list[str]:
     """The modes ``auto`` considers, cheapest to start first."""
+    from expcli.envs.env_ids import bare_id
     from expcli.envs.envpool_envs import GYM_EQUIVALENT_IDS
 
     modes = []
@@ -150,7 +153,7 @@ def candidate_modes(env_id: str, num_envs: int, asynchronous: str | None) -> lis
     modes.append("dummy")
     if num_envs >= 2 and (os.cpu_count() or 1) >= 2:
         modes.append("subproc")
-    if env_id.rpartition(":")[2] in GYM_EQUIVALENT_IDS and asynchronous != "continue":
+    if bare_id(env_id) in GYM_EQUIVALENT_IDS and asynchronous != "continue":
         modes.append("envpool")
     return modes
 

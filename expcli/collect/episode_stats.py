@@ -12,27 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["EpisodeSummary", "EpisodeTracker", "Spread"]
+from expcli.distribution import Distribution
 
-
-@dataclass(frozen=True, slots=True)
-class Spread:
-    """Mean, standard deviation (population), min and max of a sample; NaN when empty."""
-
-    mean: float
-    std: float
-    min: float
-    max: float
-
-    @classmethod
-    def of(cls, values: np.ndarray) -> Spread:
-        """The spread of ``values`` (float64), NaN everywhere for an empty array."""
-        if values.size == 0:
-            nan = math.nan
-            return cls(nan, nan, nan, nan)
-        return cls(
-            float(values.mean()), float(values.std()), float(values.min()), float(values.max())
-        )
+__all__ = ["EpisodeSummary", "EpisodeTracker"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +25,8 @@ class EpisodeSummary:
     incomplete: int
     terminated: int
     truncated: int
-    returns: Spread
-    lengths: Spread
+    returns: Distribution
+    lengths: Distribution
     recent_mean_return: float
 
 
@@ -157,7 +139,7 @@ class EpisodeTracker:
             incomplete=int((self._length > 0).sum()),
             terminated=self._terminated,
             truncated=complete - self._terminated,
-            returns=Spread.of(np.asarray(self._returns, dtype=np.float64)),
-            lengths=Spread.of(np.asarray(self._lengths, dtype=np.float64)),
+            returns=Distribution.of(np.asarray(self._returns, dtype=np.float64)),
+            lengths=Distribution.of(np.asarray(self._lengths, dtype=np.float64)),
             recent_mean_return=self.recent_mean_return(),
         )

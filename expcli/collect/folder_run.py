@@ -81,10 +81,12 @@ def staging_rows(job: CollectJob, stepper: Any) -> int:
 
 
 def open_sink(job: CollectJob) -> ShardSink:
-    """Create the folder (replacing a sharded folder under ``--overwrite``), or open it
-    to go on (``--resume``), and its sink."""
+    """The sink of a folder run, its folder created or, with ``--resume``, opened.
+
+    ``--overwrite`` replaces a sharded folder that stands there.
+    """
     manifest: Manifest | None = None
-    assert job.collector is not None
+    collector = job.running
     output = job.output
     if job.settings.resuming:
         from expcli.collect.resume import continue_folder
@@ -95,7 +97,7 @@ def open_sink(job: CollectJob) -> ShardSink:
             _clear(output)
         job.segments = [{"segment": 0, "seed": job.settings.seed, "first_row": 0}]
     folder = output if job.spool is None else job.spool
-    return ShardSink(job.collector.memory, folder, lambda: _metadata(job), manifest)
+    return ShardSink(collector.memory, folder, lambda: _metadata(job), manifest)
 
 
 def _clear(output: Path) -> None:
@@ -135,10 +137,10 @@ def finish_folder(job: CollectJob) -> SavedFile | None:
     from expcli.collect.job import SavedFile
 
     sink: ShardSink = job.sink
-    assert job.collector is not None
-    summary = job.collector.tracker.summary()
+    collector = job.running
+    summary = collector.tracker.summary()
     n = job.settings.envs
-    rows = sink.rows + job.collector.memory.memory_index
+    rows = sink.rows + collector.memory.memory_index
     before = job.before
     metadata = _metadata(job, (rows * n, summary.complete))
     collector = metadata["collector"]

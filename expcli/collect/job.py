@@ -27,7 +27,7 @@ from expcli.collect.env_modes import (
 )
 from expcli.collect.memory_check import check_run_fits
 from expcli.collect.settings import CollectSettings
-from expcli.errors import OutputError, OutputExistsError
+from expcli.errors import OrderError, OutputError, OutputExistsError
 from expcli.formats.dataset import Dataset
 from expcli.spec import CircularState
 
@@ -77,7 +77,7 @@ class CollectJob:
     """
 
     def __init__(self, settings: CollectSettings) -> None:
-        from expcli.envs.parallel_env import check_env_id
+        from expcli.envs.env_ids import check_env_id
 
         self.settings = settings.validate()
         if settings.mode == "envpool":
@@ -217,22 +217,37 @@ class CollectJob:
             rewards_dtype=s.rewards_dtype,
         )
 
+    @property
+    def running(self) -> Collector:
+        """The collector that ``start()`` built.
+
+        Raises:
+            OrderError: ``start()`` has not been called.
+        """
+        if self.collector is None:
+            raise OrderError("the collect job has not started: call start() first")
+        return self.collector
+
     def run(self, progress: Callable[[Progress], None] | None = None) -> CollectStats:
-        """Collect until the settings' steps or episodes (or ``stop()``)."""
-        assert self.collector is not None, "call start() first"
+        """Collect until the settings' steps or episodes (or ``stop()``).
+
+        Raises:
+            OrderError: ``start()`` has not been called.
+        """
+        collector = self.running
         s = self.settings
         try:
-            self.stats = self.collector.collect(s.steps, s.episodes, progress)
+            self.stats = collector.collect(s.steps, s.episodes, progress)
         finally:
             self.stats = self.stats or self._stats_so_far()
         return self.stats
 
     def _stats_so_far(self) -> CollectStats:
-        assert self.collector is not None
+        collector = self.running
         return CollectStats(
-            steps=self.collector.steps_stored,
-            env_steps=self.collector.env_steps,
-            episodes=self.collector.tracker.summary(),
+            steps=collector.steps_stored,
+            env_steps=collector.env_steps,
+            episodes=collector.tracker.summary(),
             elapsed=float("nan"),
             interrupted=True,
             dropped=0,
@@ -248,8 +263,7 @@ class CollectJob:
 
     def dataset(self) -> Dataset:
         """What was collected, trimmed to the rows written, with the run's metadata."""
-        assert self.collector is not None
-        memory = self.collector.memory
+        memory = self.running.memory
         memory.metadata = self._metadata()
         dataset: Dataset = memory.to_dataset()
         if not memory.filled:
@@ -260,8 +274,9 @@ class CollectJob:
         return dataset
 
     def save(self, progress: Callable[[str, float], None] | None = None) -> SavedFile | None:
-        """Write the dataset atomically to the output path (``progress``: a spooled run's
-        merge, as ``convert`` reports it).
+        """Write the dataset atomically to the output path.
+
+        ``progress``: a spooled run's merge, as ``convert`` reports it.
 
         When the output cannot be written (a full disk, a read-only folder, a folder in
         the way), what was collected is saved instead, in the same format, to the system's
@@ -309,14 +324,16 @@ class CollectJob:
             env.close()
 
     def _metadata(self, in_file: tuple[int, int] | None = None) -> dict[str, Any]:
-        """The run's metadata; ``in_file``: (transitions, complete episodes) the output
-        holds, counted from the memory when not given."""
+        """The run's metadata.
+
+        ``in_file``: (transitions, complete episodes) the output holds, counted from the memory when
+        not given.
+        """
         import gymnasium as gym
         import torch
 
-        assert self.collector is not None
         s = self.settings
-        memory = self.collector.memory
+        memory = self.running.memory
         stats = self.stats
         engine = dict(self.engine)
         envpool = engine.get("envpool", {})
@@ -325,7 +342,7 @@ class CollectJob:
             "env_spec": _env_spec(s.env_id, s.env_kwargs) if engine.pop("gym_spec") else None,
             "env_kwargs": s.env_kwargs,
             "wrappers": self.wrapper_descriptions,
-            **self.collector.space_metadata(),
+            **self.running.space_metadata(),
             "seed": s.seed,
             "collector": {
                 "mode": self.mode,
@@ -359,8 +376,11 @@ class CollectJob:
 
 
 def _engine_metadata(env: Any, env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """EnvPool's part of the metadata (``envpool``: task id, version, config, seeds), and
-    ``gym_spec``: whether Gymnasium's spec of ``env_id`` describes the envs that ran."""
+    """EnvPool's part of the metadata, and whether Gymnasium's spec describes the run.
+
+    ``envpool`` holds the task id, version, config and seeds; ``gym_spec`` says whether
+    Gymnasium's spec of ``env_id`` describes the envs that ran.
+    """
     from expcli.envs.envpool_envs import EnvPoolEnvs, gym_equivalent
 
     if not isinstance(env, EnvPoolEnvs):
@@ -375,8 +395,10 @@ def _env_spec(env_id: str, env_kwargs: dict[str, Any]) -> Any:
 
     import gymnasium as gym
 
+    from expcli.envs.env_ids import bare_id
+
     try:
-        spec = gym.spec(env_id.rpartition(":")[2])
+        spec = gym.spec(bare_id(env_id))
         if env_kwargs:
             spec = dataclasses.replace(spec, kwargs={**spec.kwargs, **env_kwargs})
         return json.loads(spec.to_json())

@@ -45,8 +45,10 @@ class Policy(Protocol):
     description: dict[str, Any]
 
     def __call__(self, observations: Any) -> Any:
-        """A batch of actions ``(num_envs, *action_shape)`` for a batch of observations
-        (a dict or tuple of such arrays for Dict and Tuple spaces)."""
+        """A batch of actions ``(num_envs, *action_shape)`` for a batch of observations.
+
+        A dict or tuple of such arrays for Dict and Tuple spaces.
+        """
         ...
 
 

@@ -41,8 +41,11 @@ def save_elsewhere(
 
 
 def unused_name(folder: Path, output: Path, suffix: str | None = None) -> Path:
-    """``folder/NAME-rescued.SUFFIX`` (the output's suffix unless ``suffix`` is given),
-    numbered if taken (a CSV's sidecar included)."""
+    """A free ``folder/NAME-rescued.SUFFIX`` to save a failed run to.
+
+    The output's suffix unless ``suffix`` is given, numbered if the name is taken (a CSV's sidecar
+    included).
+    """
     end = output.suffix if suffix is None else suffix
     k = 0
     while True:
@@ -53,6 +56,7 @@ def unused_name(folder: Path, output: Path, suffix: str | None = None) -> Path:
 
 
 def with_note(error: OutputError, note: str, saved_to: Path | None) -> OutputError:
+    """The same output error with ``note`` added to its message and ``saved_to`` set."""
     assert error.path is not None
     return OutputError(
         f"{error.message}; {note}",

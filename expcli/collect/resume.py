@@ -64,15 +64,15 @@ def _collector(manifest: Manifest, folder: Path) -> dict[str, Any]:
 
 
 def continue_folder(job: CollectJob) -> Manifest:
-    """Prepare ``job`` (started, its collector built) to go on with its folder's run: the
-    manifest to append to, with the cut episodes marked truncated.
+    """Prepare ``job`` (started, its collector built) to go on with its folder's run.
+
+    The manifest to append to, with the cut episodes marked truncated.
 
     Raises:
         ConfigError: The run already reached its target.
     """
     from expcli.formats.sharded import ShardWriter
 
-    assert job.collector is not None
     folder, s = job.output, job.settings
     manifest = Manifest.load(folder)
     collector = _collector(manifest, folder)
@@ -81,7 +81,7 @@ def continue_folder(job: CollectJob) -> Manifest:
     writer = ShardWriter(folder, manifest)
     if manifest.shards:
         _mark_cut_episodes(writer, folder, user_metadata(manifest.header))
-    tracker = job.collector.tracker
+    tracker = job.running.tracker
     _count_episodes(folder, tracker)
     job.targets = {"steps": s.steps, "episodes": s.episodes}
     stored = rows * s.envs
@@ -103,8 +103,10 @@ def continue_folder(job: CollectJob) -> Manifest:
 
 
 def _mark_cut_episodes(writer: Any, folder: Path, metadata: dict[str, Any]) -> None:
-    """Set ``truncated`` in the last stored row where an episode was running: the kill
-    ended it there. The last shard is rewritten under a new name (atomically)."""
+    """Set ``truncated`` in the last stored row where an episode was running.
+
+    The kill ended it there. The last shard is rewritten under a new name (atomically).
+    """
     from expcli.formats.npz_format import read
 
     last = read(folder / writer.manifest.shards[-1].file)

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from expcli.errors import InvalidValueError
+
 __all__ = ["RowWriter"]
 
 OnCommit = Callable[[Mapping[str, np.ndarray]], None]
@@ -53,7 +55,7 @@ class RowWriter:
         self.num_envs = int(memory.num_envs)
         self._block_size = block
         if memory.env_index != 0:
-            raise ValueError("the memory has a partly written row; collect into full rows")
+            raise InvalidValueError("the memory has a partly written row; collect into full rows")
         # Staging, used only while the columns are out of step.
         self._lagging = False
         self._block: dict[str, np.ndarray] = {}

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from expcli.errors import ConfigError
+from expcli.spec import COMPRESSIONS
 
 __all__ = ["MAX_ENVS", "MAX_SEED", "MODES", "CollectSettings", "read_config"]
 
 MODES = ("auto", "dummy", "subproc", "ray", "ray-subproc", "vector", "envpool")
 ASYNC_MODES = ("none", "idle", "restart", "continue")
-COMPRESSIONS = ("none", "gzip", "lzf")
 # Envs of one run: far beyond what one machine steps usefully (Atari runs use 8 to 256),
 # and low enough that a typo such as 100000000 is refused instead of filling the memory.
 MAX_ENVS = 65_536

@@ -128,8 +128,10 @@ class ShardSink:
             pending.result()  # a write's error (a full disk) surfaces here
 
     def finish(self, metadata: dict[str, Any]) -> None:
-        """Write the rows since the last flush as a last shard, then the manifest with
-        ``metadata``; wait for every write."""
+        """Write the rows since the last flush as a last shard, then the manifest with ``metadata``.
+
+        Wait for every write.
+        """
         try:
             rows = self.memory.memory_index
             self._wait()

@@ -19,10 +19,10 @@ import numpy as np
 from expcli.errors import ConfigError, EnvError
 from expcli.space_json import SEPARATOR, encode_text, write_bounds
 
-__all__ = ["Leaf", "SpaceLayout", "describe_space", "layout_of"]
+__all__ = ["Leaf", "SpaceLayout", "space_record", "layout_of"]
 
 
-def describe_space(space: Any) -> dict[str, Any]:
+def space_record(space: Any) -> dict[str, Any]:
     """A JSON-serialisable description of a gymnasium space.
 
     ``{"type": "Box", "low": ..., "high": ..., "shape": [...], "dtype": "float32"}`` (a
@@ -61,9 +61,9 @@ def describe_space(space: Any) -> dict[str, Any]:
             "charset": space.characters,
         }
     if isinstance(space, spaces.Dict):
-        return {"type": "Dict", "spaces": {k: describe_space(s) for k, s in space.spaces.items()}}
+        return {"type": "Dict", "spaces": {k: space_record(s) for k, s in space.spaces.items()}}
     if isinstance(space, spaces.Tuple):
-        return {"type": "Tuple", "spaces": [describe_space(s) for s in space.spaces]}
+        return {"type": "Tuple", "spaces": [space_record(s) for s in space.spaces]}
     return {"type": type(space).__name__, "repr": repr(space)}
 
 
@@ -101,8 +101,10 @@ class Leaf:
         return array.astype(self.dtype, copy=False)
 
     def batched(self, rows: np.ndarray) -> Any:
-        """Stored rows as gymnasium batches them: ``(num_envs, *space.shape)``; strings for
-        Text."""
+        """Stored rows as gymnasium batches them.
+
+        ``(num_envs, *space.shape)``; strings for Text.
+        """
         if self.text:
             from expcli.space_json import decode_text
 
@@ -147,8 +149,11 @@ class SpaceLayout:
         return out
 
     def batched(self, rows: dict[str, np.ndarray]) -> Any:
-        """Leaf rows as a policy sees a batch: a dict (Dict) or tuple (Tuple) of
-        ``(num_envs, *leaf.shape)`` arrays, nested as the space is."""
+        """Leaf rows as a policy sees a batch.
+
+        A dict (Dict) or tuple (Tuple) of ``(num_envs, *leaf.shape)`` arrays, nested as the space
+        is.
+        """
         leaves = iter(self.leaves)
 
         def build(space: Any) -> Any:

@@ -56,8 +56,10 @@ def _run_bytes(job: CollectJob, per_transition: int) -> int | None:
         return s.steps * per_transition
     import gymnasium as gym
 
+    from expcli.envs.env_ids import bare_id
+
     try:
-        limit = gym.spec(s.env_id.rpartition(":")[2]).max_episode_steps
+        limit = gym.spec(bare_id(s.env_id)).max_episode_steps
     except Exception:  # an id gymnasium does not know (yet): its length is unknown
         return None
     if not limit or s.episodes is None:
@@ -76,8 +78,9 @@ def _threshold() -> int:
 def merge_spool(
     job: CollectJob, progress: Callable[[str, float], None] | None = None
 ) -> SavedFile | None:
-    """Flush the staging area, convert the spool folder to the output file by slices of
-    rows (``progress`` gets the fraction written), then remove the folder.
+    """Flush the staging area, convert the spool folder to the output file by slices of rows.
+
+    ``progress`` gets the fraction written; then remove the folder.
 
     Raises:
         OutputError: The file could not be written; the rows are kept in the folder its

@@ -38,7 +38,7 @@ def spec_differences(env_id: str, env_kwargs: Mapping[str, Any]) -> list[str]:
     """
     import gymnasium as gym
 
-    from expcli.envs.parallel_env import check_env_id
+    from expcli.envs.env_ids import check_env_id
 
     spec = gym.spec(check_env_id(env_id))  # imports the module of "module:EnvId"
     if spec.vector_entry_point is None:
@@ -85,10 +85,12 @@ def space_differences(vector_env: Any, env_id: str, env_kwargs: Mapping[str, Any
     """
     import gymnasium as gym
 
+    from expcli.envs.env_ids import bare_id
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            reference = gym.make(env_id.rpartition(":")[2], **env_kwargs)
+            reference = gym.make(bare_id(env_id), **env_kwargs)
         except Exception as e:
             return [f"gym.make failed to compare with ({type(e).__name__}: {e})"]
     try:

@@ -60,8 +60,11 @@ class Backend(Protocol):
     def step(
         self, ids: np.ndarray, actions: Sequence[Any] | np.ndarray, autoreset: bool
     ) -> StepBatch:
-        """Step the envs ``ids`` with ``actions[i]`` for ``ids[i]``; with ``autoreset`` a
-        finished env is reset at once (its last observation in ``info["ended_state"]``)."""
+        """Step the envs ``ids`` with ``actions[i]`` for ``ids[i]``.
+
+        With ``autoreset`` a finished env is reset at once (its last observation in
+        ``info["ended_state"]``).
+        """
         ...
 
     def reset(
@@ -83,8 +86,10 @@ class Backend(Protocol):
         ...
 
     def interrupt(self) -> None:
-        """From now on, give up on a call that takes more than ``INTERRUPT_GRACE`` seconds
-        with ``StepInterrupted``; safe from a signal handler or another thread."""
+        """Give up, from now on, on a call that takes more than ``INTERRUPT_GRACE`` seconds.
+
+        The call raises ``StepInterrupted``. Safe from a signal handler or another thread.
+        """
         ...
 
     def close(self) -> None:

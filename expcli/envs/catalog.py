@@ -10,7 +10,6 @@ Gymnasium's warnings (and anything an env prints) are kept out of the results.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import re
 import sys
 import warnings
@@ -20,9 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from expcli.errors import ConfigError
-
-__all__ = ["EnvEntry", "describe_space", "list_envs", "similar_ids"]
+__all__ = ["EnvEntry", "describe_space", "list_envs"]
 
 # What an env may need (a module name, or a word of the error), and how to install it; the
 # first that matches wins, so "gymnasium-robotics" beats the "mujoco" in its message.
@@ -114,27 +111,11 @@ def list_envs(
     return entries
 
 
-def similar_ids(text: str, limit: int = 3) -> list[str]:
-    """Registered ids closest to ``text`` (case-insensitive), for "did you mean"."""
-    import difflib
-
-    import gymnasium as gym
-
-    by_lower = {env_id.lower(): env_id for env_id in gym.envs.registry}
-    close = difflib.get_close_matches(text.lower(), list(by_lower), n=limit, cutoff=0.5)
-    return [by_lower[c] for c in close]
-
-
 def _import_registering(name: str) -> None:
-    try:
-        module = importlib.import_module(name)
-    except Exception as e:
-        missing = _EXTRAS.get(name.split(".")[0])
-        hint = f" ({missing[1]})" if missing else ""
-        raise ConfigError(f"cannot import module {name!r} to register its envs: {e}{hint}") from e
-    register = getattr(__import__("gymnasium"), "register_envs", None)
-    if register is not None:
-        register(module)
+    from expcli.envs.env_ids import import_registering
+
+    missing = _EXTRAS.get(name.split(".")[0])
+    import_registering(name, hint=f" ({missing[1]})" if missing else "")
 
 
 def _entry_point(entry_point: Any) -> str:

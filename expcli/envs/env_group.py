@@ -274,7 +274,7 @@ class EnvGroup:
     def _rebuild(self, i: int, record: ErrorRecord) -> tuple[Any, dict[str, Any]]:
         try:
             self.envs[i].close()
-        except Exception:  # noqa: S110 - the env is broken already; its close may be too
+        except Exception:  # the env is broken already; its close may be too
             pass
         try:
             self.envs[i] = self._build(i)
@@ -357,7 +357,7 @@ class EnvGroup:
         for env in self.envs:
             try:
                 env.close()
-            except Exception:  # noqa: S110 - closing is best effort
+            except Exception:  # closing is best effort
                 pass
         self.envs = []
 

@@ -1,4 +1,7 @@
-"""Env ids: is one registered, and if not, what would make it so.
+"""Env ids: is one registered, and if not, what would make it so (the one home of these checks).
+
+``check_env_id`` is what ``ParallelEnv``, the collect job and its mode choice call; the
+catalog (``expcli envs``) imports its modules and suggests ids through the same functions.
 
 Many env packages register their ids with Gymnasium only once imported (``ale_py`` the
 ``ALE/`` ones, ``minigrid`` the ``MiniGrid-`` ones), which Gymnasium's ``module:id``
@@ -17,7 +20,13 @@ import gymnasium as gym
 
 from expcli.errors import ConfigError
 
-__all__ = ["check_env_id", "registering_package"]
+__all__ = [
+    "bare_id",
+    "check_env_id",
+    "import_registering",
+    "registering_package",
+    "similar_ids",
+]
 
 # How an id starts -> the module that registers it when imported, and its pip name.
 _PACKAGES: dict[str, tuple[str, str]] = {
@@ -41,9 +50,43 @@ _PACKAGES: dict[str, tuple[str, str]] = {
 }
 
 
+def bare_id(env_id: str) -> str:
+    """The id without its module: ``"ale_py:ALE/Pong-v5"`` -> ``"ALE/Pong-v5"``."""
+    return env_id.rpartition(":")[2]
+
+
+def import_registering(module: str, *, context: str = "", hint: str = "") -> None:
+    """Import ``module``, which registers its envs with Gymnasium as it is imported.
+
+    Args:
+        module: The module to import.
+        context: Prefix of the error message (what was being done).
+        hint: Suffix of the error message (how to install what is missing).
+
+    Raises:
+        ConfigError: The module cannot be imported.
+    """
+    try:
+        imported = importlib.import_module(module)
+    except Exception as e:
+        raise ConfigError(
+            f"{context}cannot import module {module!r} to register its envs: {e}{hint}"
+        ) from e
+    register = getattr(gym, "register_envs", None)
+    if register is not None:
+        register(imported)  # a no-op that keeps linters from calling the import unused
+
+
+def similar_ids(text: str, limit: int = 3) -> list[str]:
+    """Registered ids closest to ``text`` (case-insensitive), for "did you mean"."""
+    by_lower = {env_id.lower(): env_id for env_id in gym.envs.registry}
+    close = difflib.get_close_matches(text.lower(), list(by_lower), n=limit, cutoff=0.5)
+    return [by_lower[c] for c in close]
+
+
 def registering_package(env_id: str) -> tuple[str, str] | None:
     """The module that registers ``env_id`` when imported, and its pip name, if known."""
-    name = env_id.rpartition(":")[2]
+    name = bare_id(env_id)
     for start, package in _PACKAGES.items():
         if name.startswith(start):
             return package
@@ -61,10 +104,7 @@ def check_env_id(env_id: str) -> str:
     """
     module, _, name = env_id.rpartition(":")
     if module:
-        try:
-            importlib.import_module(module)
-        except Exception as e:
-            raise ConfigError(f"env id {env_id!r}: cannot import module {module!r}: {e}") from e
+        import_registering(module, context=f"env id {env_id!r}: ")
     if name in gym.registry:
         return name
     try:

@@ -25,6 +25,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from expcli.envs.env_ids import bare_id
 from expcli.errors import ConfigError, EnvError, MissingDependencyError
 
 __all__ = [
@@ -68,7 +69,7 @@ GYM_EQUIVALENT_IDS = frozenset({"MountainCar-v0", "CliffWalking-v1"})
 
 def gym_equivalent(env_id: str, env_kwargs: Mapping[str, Any]) -> bool:
     """Whether EnvPool's ``env_id`` is the env ``gym.make(env_id)`` builds (no kwargs)."""
-    return env_id.rpartition(":")[2] in GYM_EQUIVALENT_IDS and not env_kwargs
+    return bare_id(env_id) in GYM_EQUIVALENT_IDS and not env_kwargs
 
 
 def import_envpool() -> Any:
@@ -100,7 +101,7 @@ def check_envpool_id(env_id: str) -> str:
     ids = envpool_ids()
     if env_id in ids:
         return env_id
-    name = env_id.rpartition(":")[2].rpartition("/")[2]  # "ale_py:ALE/Pong-v5" -> "Pong-v5"
+    name = bare_id(env_id).rpartition("/")[2]  # "ale_py:ALE/Pong-v5" -> "Pong-v5"
     close = difflib.get_close_matches(name, ids, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ConfigError(

@@ -9,6 +9,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from expcli.errors import InvalidTypeError
+
 __all__ = ["EnvFactory", "as_factory"]
 
 Factory = Callable[[], gym.Env[Any, Any]]
@@ -16,14 +18,18 @@ Factory = Callable[[], gym.Env[Any, Any]]
 
 @dataclass(frozen=True)
 class EnvFactory:
-    """Builds ``gym.make(env_id, **kwargs)``, then applies ``wrappers`` (``MODULE:CALLABLE``
-    specs, see ``env_wrappers``): plain data, so it pickles anywhere."""
+    """Makes ``gym.make(env_id, **kwargs)`` and applies ``wrappers`` to it.
+
+    Wrappers are ``MODULE:CALLABLE`` specs (see ``env_wrappers``): plain data, so the factory
+    pickles anywhere.
+    """
 
     env_id: str
     kwargs: dict[str, Any] = field(default_factory=dict)
     wrappers: tuple[str, ...] = ()
 
     def __call__(self) -> gym.Env[Any, Any]:
+        """Make the env and wrap it."""
         env = gym.make(self.env_id, **self.kwargs)
         if self.wrappers:
             from expcli.envs.env_wrappers import apply_wrappers
@@ -80,6 +86,6 @@ def as_factory(env: gym.Env[Any, Any] | Callable[[], gym.Env[Any, Any]]) -> Fact
         return _Given(env)
     if callable(env):
         return _Cloudpickled(env)
-    raise TypeError(
+    raise InvalidTypeError(
         f"expected a gymnasium.Env or a zero-argument factory, got {type(env).__name__}"
     )

@@ -255,8 +255,9 @@ class ParallelEnv:
         return obs, infos
 
     def seed(self, seed: int | Sequence[int] | None) -> list[int | None]:
-        """Seed env ``i`` with ``seed + i`` (or ``seed[i]``) at its next reset; also seeds
-        ``action_space``. Returns the seeds.
+        """Seed env ``i`` with ``seed + i`` (or ``seed[i]``) at its next reset.
+
+        Also seeds ``action_space``. Returns the seeds.
 
         Raises:
             ConfigError: A list of the wrong length, or seeds that are not integers.

@@ -41,6 +41,7 @@ class Failure:
         return cls(index, message, error.remote_traceback)
 
     def to_error(self) -> EnvError:
+        """The ``EnvError`` this failure stands for, with the remote traceback."""
         return EnvError(self.message, index=self.index, remote_traceback=self.traceback)
 
 
@@ -103,5 +104,6 @@ class ActorHost:
         return os.getpid()
 
     def close(self) -> None:
+        """Close the envs this actor hosts."""
         if self.inner is not None:
             self.inner.close()

@@ -358,5 +358,5 @@ def _scatter(dst: np.ndarray | list[Any], positions: np.ndarray, values: Any) ->
 def _kill(ray: Any, actor: Any) -> None:
     try:
         ray.kill(actor, no_restart=True)
-    except Exception:  # noqa: S110 - already dead, or Ray already shut down
+    except Exception:  # already dead, or Ray already shut down
         pass

@@ -20,8 +20,11 @@ _users = 0  # live backends on that Ray
 
 
 def connect(address: str | None, num_cpus: int | None, num_gpus: int | float) -> tuple[Any, bool]:
-    """The ``ray`` module, initialized (the running Ray, a cluster, or a new local Ray), and
-    whether this module started it (then the caller must ``disconnect``)."""
+    """The ``ray`` module, initialized, and whether this module started it.
+
+    Ray is the running one, a cluster, or a new local one; one started here is the caller's
+    to ``disconnect``.
+    """
     global _owned, _users
     try:
         import ray

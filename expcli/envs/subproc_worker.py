@@ -28,6 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 from expcli.envs.env_group import EnvGroup, ErrorRecord, GroupError, Slots, fixed_shape
+from expcli.errors import InvalidValueError
 
 __all__ = [
     "PICKLED",
@@ -81,6 +82,8 @@ class SharedBuffers:
     def allocate(
         cls, ctx: Any, n: int, obs_space: gym.Space[Any], act_space: gym.Space[Any]
     ) -> SharedBuffers:
+        """Shared arrays for the actions and observations of ``n`` envs (None: not fixed-size)."""
+
         def raw(shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
             return ctx.RawArray("b", max(1, int(np.prod((n, *shape))) * dtype.itemsize))
 
@@ -228,15 +231,17 @@ class _Host:
             return group.set_attr(*payload)
         if command == Command.CALL:
             return group.call(*payload)
-        raise ValueError(f"unknown command {command!r}")
+        raise InvalidValueError(f"unknown command {command!r}")
 
     def _observations(self, local: list[int]) -> dict[int, Any] | None:
         return None if self.obs_shared else {i: self.slots.obs[i] for i in local}
 
 
 def _leave_signals_to_parent(parent_pid: int | None) -> None:
-    """Ignore the group's Ctrl-C and SIGTERM; with ``parent_pid``, die with the parent
-    even while stuck in an env."""
+    """Ignore the group's Ctrl-C and SIGTERM.
+
+    With ``parent_pid``, die with the parent even while stuck in an env.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if parent_pid is None or not sys.platform.startswith("linux"):
@@ -297,6 +302,7 @@ class Doorbell:
 
 
 def required(array: np.ndarray | None) -> np.ndarray:
+    """``array``, which the caller knows is there (narrows the type)."""
     assert array is not None
     return array
 

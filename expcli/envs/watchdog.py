@@ -29,17 +29,19 @@ import threading
 import time
 from typing import Any
 
+from expcli.errors import InvalidValueError
+
 __all__ = ["INTERRUPT_GRACE", "Abandon", "Stall", "StepInterrupted", "Watchdog", "check_timeout"]
 
 INTERRUPT_GRACE = 1.0  # seconds a call may still take once interrupt() was called
 SLICE = 0.1  # seconds between checks of those who wait on pipes or on Ray
 
 
-class StepInterrupted(KeyboardInterrupt):  # noqa: N818 - it is a KeyboardInterrupt
+class StepInterrupted(KeyboardInterrupt):  # it is a KeyboardInterrupt
     """A call was abandoned after ``interrupt()``; the envs are closed."""
 
 
-class Abandon(BaseException):  # noqa: N818 - not an error of the env's own
+class Abandon(BaseException):  # not an error of the env's own
     """Raised inside an env's call that is given up (never caught by ``except Exception``)."""
 
     def __init__(self, message: str, interrupted: bool) -> None:
@@ -60,7 +62,9 @@ def check_timeout(step_timeout: float | None) -> float | None:
         or not isinstance(step_timeout, (int, float))
         or not 0 <= step_timeout < float("inf")
     ):
-        raise ValueError(f"step_timeout must be a positive number of seconds, got {step_timeout!r}")
+        raise InvalidValueError(
+            f"step_timeout must be a positive number of seconds, got {step_timeout!r}"
+        )
     return float(step_timeout) or None
 
 
@@ -130,8 +134,10 @@ class Watchdog:
             _remove_handler(self)
 
     def raise_if_target(self) -> None:
-        """In the stepping thread (from the SIGALRM handler): raise if the call given up on
-        is still the one in progress."""
+        """Raise if the call given up on is still the one in progress.
+
+        Runs in the stepping thread, from the SIGALRM handler.
+        """
         target, self._target = self._target, None
         if target is not None and target[0] == self._sample():
             raise target[1]

@@ -85,6 +85,7 @@ class WorkerHandle:
         self._doorbell = Doorbell(self.conn)
 
     def send(self, command: Command, payload: Any) -> None:
+        """Send a command with a pickled payload to the worker."""
         self._send(PICKLED + pickle.dumps((command, payload), pickle.HIGHEST_PROTOCOL), command)
 
     def send_step_all(self, autoreset: bool) -> None:
@@ -185,8 +186,10 @@ def _without_unloadable_main() -> Iterator[None]:
 
 
 def _unloadable_main_file(main: Any) -> str | None:
-    """The main module's ``__file__`` when spawn would try, and fail, to run it again:
-    code read from stdin (``<stdin>``), or a notebook."""
+    """The main module's ``__file__`` when spawn would try, and fail, to run it again.
+
+    Code read from stdin (``<stdin>``), or a notebook.
+    """
     if main is None or getattr(main, "__spec__", None) is not None:
         return None  # `python -m`: spawn imports the module by name
     path = getattr(main, "__file__", None)

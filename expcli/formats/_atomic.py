@@ -33,6 +33,8 @@ __all__ = [
     "check_can_write",
     "check_writable",
     "create_temp",
+    "fsync_dir",
+    "fsync_tree",
     "output_error",
     "output_errors",
     "remove_stale",
@@ -48,8 +50,9 @@ _before_commit: contextvars.ContextVar[Callable[[Path], None] | None] = contextv
 
 
 def check_writable(path: str | os.PathLike[str], *, overwrite: bool) -> None:
-    """Fail early, before any data is produced, when ``path`` exists and may not be replaced
-    (once what dead writers left beside it is cleaned up: ``remove_stale``).
+    """Fail early, before any data is produced, when ``path`` exists and may not be replaced.
+
+    What dead writers left beside it is cleaned up first (``remove_stale``).
 
     Raises:
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
@@ -60,9 +63,10 @@ def check_writable(path: str | os.PathLike[str], *, overwrite: bool) -> None:
 
 
 def check_can_write(path: str | os.PathLike[str], *, folder: bool = False) -> None:
-    """Fail early, before any data is produced, when ``path`` clearly cannot be written: a
-    folder stands where the file should go, or the folder that would hold it (its nearest
-    existing ancestor) is read-only or not writable. A full disk is found only by writing.
+    """Fail early, before any data is produced, when ``path`` clearly cannot be written.
+
+    A folder stands where the file should go, or the folder that would hold it (its nearest existing
+    ancestor) is read-only or not writable. A full disk is found only by writing.
 
     Raises:
         OutputError: As above.
@@ -87,9 +91,11 @@ def _read_only(folder: Path) -> bool:
 
 @contextlib.contextmanager
 def check_before_commit(check: Callable[[Path], None]) -> Iterator[None]:
-    """While the block runs, every atomic write calls ``check(temporary_path)`` once its
-    file is complete and before renaming it into place (``convert --verify`` reads it back
-    there); an exception from ``check`` cancels the write."""
+    """Run ``check(temporary_path)`` on every atomic write of the block before it commits.
+
+    Each write calls it once its file is complete and before renaming it into place (``convert
+    --verify`` reads it back there); an exception from ``check`` cancels the write.
+    """
     token = _before_commit.set(check)
     try:
         yield
@@ -209,8 +215,9 @@ def _atomic_path(target: Path, overwrite: bool, companions: tuple[str, ...]) -> 
 
 
 def create_temp(target: Path, *, folder: bool = False) -> Path:
-    """Create the temporary file (or folder) of ``target`` beside it, with ``target``'s final
-    permissions, after removing those that dead writers left behind.
+    """Create the temporary file (or folder) of ``target`` beside it, with its final permissions.
+
+    Temporary files that dead writers left behind are removed first.
 
     Raises:
         OutputError: The folder is missing, read-only, full or not writable.
@@ -233,8 +240,10 @@ def create_temp(target: Path, *, folder: bool = False) -> Path:
 
 @contextlib.contextmanager
 def output_errors(target: Path, *, every: bool = False) -> Iterator[None]:
-    """Turn an ``OSError`` raised in the block into the ``OutputError`` of ``target``: every
-    one, or (by default, around code that also reads a source) those of ``OUTPUT_ERRNOS``."""
+    """Turn an ``OSError`` raised in the block into the ``OutputError`` of ``target``.
+
+    Every one, or (by default, around code that also reads a source) those of ``OUTPUT_ERRNOS``.
+    """
     try:
         yield
     except ExpcliError:
@@ -276,8 +285,11 @@ def output_error(error: OSError, target: Path) -> OutputError:
 
 
 def _commit_all(temps: list[Path], finals: list[Path], overwrite: bool) -> None:
-    """Rename the companions, then the main file, into place; undo the companions when a
-    later rename fails. Each replaced companion is kept as a hard link until the end."""
+    """Rename the companions, then the main file, into place.
+
+    Undo the companions when a later rename fails. Each replaced companion is kept as a hard link
+    until the end.
+    """
     done: list[tuple[Path, Path | None]] = []  # (final, its old file kept aside, if any)
     try:
         with output_errors(finals[0], every=True):
@@ -358,8 +370,12 @@ def fsync_dir(folder: Path) -> None:
     if os.name != "posix":
         return
     with contextlib.suppress(OSError):  # some file systems refuse to fsync a folder
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync_file(folder)
+
+
+def fsync_tree(folder: Path) -> None:
+    """Flush every file and folder under ``folder`` to disk before it is renamed into place."""
+    for root, _, files in os.walk(folder):
+        for name in files:
+            _fsync_file(Path(root, name))
+        fsync_dir(Path(root))

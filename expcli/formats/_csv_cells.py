@@ -1,5 +1,7 @@
-"""CSV cells (strings) as numbers, parsed with care: the first bad cell is named by its line,
-column and header. Cells are parsed as numbers, never evaluated.
+"""CSV cells (strings) as numbers, parsed with care.
+
+The first bad cell is named by its line, column and header. Cells are parsed as numbers, never
+evaluated.
 """
 
 from __future__ import annotations

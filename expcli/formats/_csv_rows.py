@@ -131,8 +131,11 @@ def _field(kind: np.dtype[Any]) -> str:
 
 
 def _convert(cells: np.ndarray, group: Group, kind: np.dtype[Any]) -> np.ndarray | None:
-    """Parsed cells ``(rows, width)`` as ``kind``; None where the careful parser must decide
-    (a cell that is not a bool word, an integer or a float out of range)."""
+    """Parsed cells ``(rows, width)`` as ``kind``.
+
+    None where the careful parser must decide (a cell that is not a bool word, an integer or a float
+    out of range).
+    """
     if kind.kind == "b":
         true, false = (TRUE, FALSE) if group.dtype is not None else (("True",), ("False",))
         is_true = np.isin(cells, true)

@@ -52,7 +52,7 @@ def encode_rows(blocks: Sequence[np.ndarray]) -> bytes:
             per tensor, its features flattened).
 
     Returns:
-        UTF-8 text, every row ended by ``\\n``.
+        UTF-8 text, every row ended by a newline.
     """
     rows = blocks[0].shape[0] if blocks else 0
     parts = [(_slots(b.reshape(-1)), b.shape[1]) for b in blocks if b.shape[1] and rows]
@@ -171,13 +171,14 @@ def _float_slots(values: np.ndarray) -> np.ndarray:
 
 
 def _shortest(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Digits and exponent ``(d, e)`` of the shortest decimal ``d * 10**e`` that rounds to each
-    finite, nonzero value of a float16/float32 array (its sign aside).
+    """The shortest decimal ``(d, e)``, ``d * 10**e``, that rounds to each value.
+
+    Values are the finite, nonzero ones of a float16/float32 array, their signs aside.
 
     Every decimal strictly between the midpoints to a value's neighbours rounds to it. With
-    ``10**g`` at most that interval's width, the nearest multiple of ``10**(g + 1)``, ``10**g``
-    or ``10**(g - 1)`` lies inside it (the last always does, bar float64 slips, which
-    ``_repair`` catches); the coarsest one inside has the fewest digits.
+    ``10**g`` at most that interval's width, the nearest multiple of ``10**(g + 1)``, ``10**g`` or
+    ``10**(g - 1)`` lies inside it (the last always does, bar float64 slips, which ``_repair``
+    catches); the coarsest one inside has the fewest digits.
     """
     magnitude = np.abs(values)
     wide = magnitude.astype(np.float64)
@@ -211,8 +212,10 @@ def _shortest(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _nearest(
     wide: np.ndarray, low: np.ndarray, high: np.ndarray, index: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The nearest multiple of ``10**(index - _FLOAT_OFFSET)`` to each value, as digits, and
-    whether it lies in ``[low, high]``."""
+    """The nearest multiple of ``10**(index - _FLOAT_OFFSET)`` to each value, as digits.
+
+    Also whether it lies in ``[low, high]``.
+    """
     step = np.take(_POW10_FLOAT, index)
     digits = np.rint(wide / step)
     value = digits * step
@@ -220,8 +223,11 @@ def _nearest(
 
 
 def _repair(values: np.ndarray, digits: np.ndarray, exponent: np.ndarray, bad: np.ndarray) -> None:
-    """Nine significant digits where no candidate fitted: always enough for a float32 (they
-    lie within a tenth of a step of it, far from where the reader's rounding could slip)."""
+    """Nine significant digits where no candidate fitted.
+
+    Always enough for a float32 (they lie within a tenth of a step of it, far from where the
+    reader's rounding could slip).
+    """
     for index in np.flatnonzero(bad).tolist():
         mantissa, _, power = f"{float(values[index]):.8e}".partition("e")
         text = mantissa.replace(".", "").lstrip("-")
@@ -252,8 +258,10 @@ def _count_digits(values: np.ndarray) -> np.ndarray:
 
 
 def _digits(out: np.ndarray, values: np.ndarray) -> None:
-    """Write ``values`` (uint64) as ASCII digits into the rows of ``out``, right-aligned and
-    zero-padded (the highest digits that do not fit are dropped)."""
+    """Write ``values`` (uint64) as ASCII digits into the rows of ``out``.
+
+    Right-aligned and zero-padded; the highest digits that do not fit are dropped.
+    """
     rest = values.copy()
     quotient = np.empty_like(rest)
     product = np.empty_like(rest)

@@ -1,6 +1,7 @@
-"""Room for an output: its size estimated up front, the free space of its folder, and the
-one-line error when the two do not fit (checked before writing, and raised again when the
-disk fills during the write).
+"""Room for an output.
+
+Its size estimated up front, the free space of its folder, and the one-line error when the two do
+not fit (checked before writing, and raised again when the disk fills during the write).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ _CSV_OTHER_CELL_BYTES = 2  # an integer: one digit and a comma
 
 
 def free_bytes(folder: str | os.PathLike[str]) -> int | None:
-    """Bytes an unprivileged user may still write in ``folder``'s file system (None when
-    the platform cannot tell)."""
+    """Bytes an unprivileged user may still write in ``folder``'s file system.
+
+    None when the platform cannot tell.
+    """
     try:
         stats = os.statvfs(folder)
     except (OSError, AttributeError):  # AttributeError: no statvfs (Windows)
@@ -40,8 +43,10 @@ def free_bytes(folder: str | os.PathLike[str]) -> int | None:
 
 
 def estimate_size(tensors: dict[str, Any], fmt: str, compression: str | None = None) -> int | None:
-    """A lower bound of the bytes an expcli file of ``fmt`` takes for ``tensors`` (arrays or
-    anything with ``dtype`` and ``shape``), or None when it cannot be told (compressed HDF5).
+    """A lower bound of the bytes an expcli file of ``fmt`` takes for ``tensors``.
+
+    Arrays or anything with ``dtype`` and ``shape``; or None when it cannot be told (compressed
+    HDF5).
 
     A lower bound, so that a check against it never refuses a write that would fit: the
     binary formats store every byte of every tensor; a CSV cell is at least its shortest
@@ -84,8 +89,10 @@ def disk_full_error(
     *,
     free: int | None = None,
 ) -> OutputError:
-    """The one-line error for an output that does not fit: the folder, what the output
-    needs (when known) and what is free."""
+    """The one-line error for an output that does not fit.
+
+    The folder, what the output needs (when known) and what is free.
+    """
     folder = target.parent
     free = free_bytes(folder) if free is None else free
     what = "quota exceeded" if code == errnos.EDQUOT else "no space left on device"
@@ -103,8 +110,10 @@ def disk_full_error(
 
 
 def recount_free(error: BaseException, target: Path) -> BaseException:
-    """``error``, or for a full disk the same error with the free space counted again:
-    once the partial output is deleted, what is free is what the user has to work with."""
+    """``error``, or for a full disk the same error with the free space counted again.
+
+    Once the partial output is deleted, what is free is what the user has to work with.
+    """
     if not isinstance(error, OutputError) or error.errno not in DISK_FULL:
         return error
     return disk_full_error(target, error.needed, error.errno or errnos.ENOSPC)

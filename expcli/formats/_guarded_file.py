@@ -103,8 +103,10 @@ class GuardedFile:
 
 @contextlib.contextmanager
 def guarded_file(path: str | os.PathLike[str]) -> Iterator[GuardedFile]:
-    """A ``GuardedFile`` over ``path`` (created or emptied); its first failed write is
-    raised when the block ends, in place of what the writer raised after it.
+    """A ``GuardedFile`` over ``path`` (created or emptied).
+
+    Its first failed write is raised when the block ends, in place of what the writer raised after
+    it.
 
     Raises:
         OSError: As the write failed (``ENOSPC`` for a full disk).
@@ -123,8 +125,9 @@ def guarded_file(path: str | os.PathLike[str]) -> Iterator[GuardedFile]:
 
 
 class Hdf5Output:
-    """An ``h5py.File`` newly written at ``path`` (a temporary file: it is created or
-    emptied) through a ``GuardedFile``.
+    """An ``h5py.File`` newly written at ``path`` through a ``GuardedFile``.
+
+    ``path`` is a temporary file: it is created or emptied.
 
     Example::
 

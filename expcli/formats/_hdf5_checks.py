@@ -17,7 +17,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from expcli.errors import ExpcliError, FormatError, SchemaError
+from expcli.errors import ExpcliError, FormatError, InvalidValueError, SchemaError
 from expcli.formats._error_summary import error_summary
 from expcli.formats._hdf5_heap import read_attribute
 from expcli.spec import SUPPORTED_DTYPES, CircularState, TensorSpec
@@ -91,7 +91,7 @@ def list_datasets(file: Any, path: Path) -> dict[str, Any]:
 
     def visit(name: str | bytes, item: Any) -> None:
         if not isinstance(name, str):  # h5py hands over names that are not UTF-8 as bytes
-            raise ValueError(f"the object name {name!r} is not UTF-8 text")
+            raise InvalidValueError(f"the object name {name!r} is not UTF-8 text")
         if isinstance(item, h5py.Dataset):
             found[name] = item
 
@@ -211,8 +211,9 @@ def check_size(
 
 
 def check_all_stored(file: Any, path: Path) -> dict[str, Any]:
-    """Every dataset of a file without expcli's metadata, checked as ``check_stored`` does
-    (sparse ones allowed), so that a foreign layout reads only what the file holds.
+    """Every dataset of a file without expcli's metadata, checked as ``check_stored`` does.
+
+    Sparse ones allowed; so that a foreign layout reads only what the file holds.
 
     Returns:
         The datasets by full path, as ``list_datasets``.

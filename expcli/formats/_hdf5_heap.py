@@ -219,8 +219,10 @@ def _ids(file: _File, raw: bytes, count: int) -> list[_HeapId]:
 
 
 def _messages(file: _File, address: int) -> list[tuple[int, bytes] | None]:
-    """``(type, data)`` of every message of an object header (both versions), following
-    continuation blocks; a shared message is None."""
+    """``(type, data)`` of every message of an object header.
+
+    Both versions; following continuation blocks; a shared message is None.
+    """
     head = file.read(address, 16)
     blocks: list[tuple[int, int, bool]] = []
     if head[:4] == b"OHDR":
@@ -281,8 +283,10 @@ def _attribute_data(body: bytes, name: str) -> bytes | None:
 
 
 def _check_heaps(h5: Any, ids: list[_HeapId], path: Path, key: str) -> None:
-    """Walk every global heap collection the heap IDs point to, as HDF5 would, refusing
-    what would make it loop or over-allocate."""
+    """Walk every global heap collection the heap IDs point to, as HDF5 would.
+
+    What would make HDF5 loop or over-allocate is refused.
+    """
     file = _File(h5)
     try:
         collections: dict[int, dict[int, int]] = {}

@@ -50,8 +50,10 @@ def read_dataset_rows(dataset: Any, path: Path, key: str, start: int, stop: int)
 def lazy_dataset(
     dataset: Any, path: Path, key: str, read: Callable[[int, int], np.ndarray] | None = None
 ) -> LazyRows:
-    """An ``h5py.Dataset`` of at least one dimension as ``LazyRows`` (the file must stay
-    open while they are read); ``read`` replaces the plain row reader when given."""
+    """An ``h5py.Dataset`` of at least one dimension as ``LazyRows``.
+
+    The file must stay open while they are read; ``read`` replaces the plain row reader when given.
+    """
     reader = read if read is not None else partial(read_dataset_rows, dataset, path, key)
     chunks = dataset.chunks
     return LazyRows(
@@ -64,8 +66,10 @@ def lazy_dataset(
 
 
 def contiguous_offset(dataset: Any) -> int | None:
-    """Where a dataset's bytes lie whole in its file, as ``dtype`` says; None when they do
-    not (chunked, filtered, another byte order, a user block, not yet allocated)."""
+    """Where a dataset's bytes lie whole in its file, as ``dtype`` says.
+
+    None when they do not (chunked, filtered, another byte order, a user block, not yet allocated).
+    """
     import h5py
 
     if dataset.chunks is not None or dataset.dtype.byteorder not in "|=":

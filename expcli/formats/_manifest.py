@@ -129,8 +129,10 @@ class Manifest:
         return cls(header, shards)
 
     def save(self, folder: Path) -> None:
-        """Replace ``folder/manifest.json`` atomically (temporary file, fsync, rename, fsync
-        of the folder)."""
+        """Replace ``folder/manifest.json`` atomically.
+
+        Temporary file, fsync, rename, fsync of the folder.
+        """
         text = encode_header(
             {**self.header, "shards": [e.to_json() for e in self.shards]}, folder, indent=1
         )

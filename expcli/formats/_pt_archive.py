@@ -47,7 +47,7 @@ class PtArchiveWriter:
         """Stream the ``size`` bytes (little-endian) of storage ``data/<key>``.
 
         Raises:
-            ValueError: Other than ``size`` bytes were written.
+            InvalidValueError: Other than ``size`` bytes were written.
         """
         with self._zip.record((_PREFIX + f"data/{key}").encode(), size) as record:
             yield record

@@ -107,9 +107,11 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 class _Emitter:
-    """Pickle opcodes with the pickler's memo: every object is memoized (``BINPUT``) when
-    written, and those that torch.save pickles as one shared object are written once and
-    then fetched from the memo (``BINGET``)."""
+    """Pickle opcodes with the pickler's memo.
+
+    Every object is memoized (``BINPUT``) when written, and those that torch.save pickles as one
+    shared object are written once and then fetched from the memo (``BINGET``).
+    """
 
     def __init__(self) -> None:
         self.data = bytearray(pickle.PROTO + b"\x02")

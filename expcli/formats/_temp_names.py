@@ -33,10 +33,12 @@ def temp_name(target: Path) -> Path:
 
 
 def remove_stale(target: Path) -> None:
-    """Remove what writers of ``target`` that died (on this host) left beside it: their
-    temporary files and folders. A file or folder they had set aside to replace it is put
-    back when their write had not completed (its temporary file is still there), else
-    removed. Best effort: a folder that cannot be listed or cleaned is left as it is."""
+    """Remove what writers of ``target`` that died (on this host) left beside it.
+
+    Their temporary files and folders. A file or folder they had set aside to replace it is put back
+    when their write had not completed (its temporary file is still there), else removed. Best
+    effort: a folder that cannot be listed or cleaned is left as it is.
+    """
     if os.name != "posix":  # no safe test of "is this process alive" elsewhere
         return
     prefix = f".{target.name}{_MARK}"

@@ -1,13 +1,13 @@
-"""A zip archive of stored records written front to back, with each record's CRC-32 and
-the whole file's computed in one pass over the data.
+"""A zip archive of stored records, written front to back in one pass over the data.
 
-The layout is miniz's (what ``torch.save`` writes): a local header, the data starting at a
-multiple of 64 bytes (padding in an ``FB`` extra field), a data descriptor after the data
-(so that sizes and CRC may follow the data and the file is never sought), and zip64
-fields where the values need them. Any zip reader (``zipfile``, numpy, torch, ``unzip``)
-reads it, and aligned data can be mapped in place. The whole file's CRC-32 (what a sharded
-folder's manifest records) is combined from the records' CRCs (``crc32_combine``) instead
-of read a second time.
+Each record's CRC-32 and the whole file's are computed on the way. The layout is miniz's
+(what ``torch.save`` writes): a local header, the data starting at a multiple of 64 bytes
+(padding in an ``FB`` extra field), a data descriptor after the data (so that sizes and
+CRC may follow the data and the file is never sought), and zip64 fields where the values
+need them. Any zip reader (``zipfile``, numpy, torch, ``unzip``) reads it, and aligned
+data can be mapped in place. The whole file's CRC-32 (what a sharded folder's manifest
+records) is combined from the records' CRCs (``crc32_combine``) instead of read a second
+time.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
+
+from expcli.errors import InvalidValueError
 
 __all__ = ["ALIGNMENT", "Record", "ZipStreamWriter", "crc32_combine", "local_header"]
 
@@ -58,8 +60,10 @@ _X2N = _powers()  # x^(2^n) modulo the polynomial
 
 
 def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
-    """The CRC-32 of ``A + B`` from ``crc32(A)``, ``crc32(B)`` and ``len(B)`` (zlib's
-    ``crc32_combine``, which Python's zlib does not expose), in microseconds."""
+    """The CRC-32 of ``A + B`` from ``crc32(A)``, ``crc32(B)`` and ``len(B)``.
+
+    zlib's ``crc32_combine``, which Python's zlib does not expose; microseconds a call.
+    """
     p, n, k = 1 << 31, length2, 3  # x^(8 * length2): k starts at 3 for the bytes' 8 bits
     while n:
         if n & 1:
@@ -122,14 +126,14 @@ class ZipStreamWriter:
         """Stream the ``size`` bytes of record ``name``.
 
         Raises:
-            ValueError: Other than ``size`` bytes were written.
+            InvalidValueError: Other than ``size`` bytes were written.
         """
         offset = self.size
         self._write(local_header(name, offset, size))
         record = Record(self._file, size)
         yield record
         if record.written != size:
-            raise ValueError(
+            raise InvalidValueError(
                 f"{name.decode(errors='replace')}: {record.written} bytes written, {size} declared"
             )
         self.crc = crc32_combine(self.crc, record.crc, size)
@@ -163,8 +167,11 @@ class ZipStreamWriter:
 
 
 def local_header(name: bytes, offset: int, size: int) -> bytes:
-    """The local header of record ``name`` of ``size`` bytes at ``offset``, padded so that
-    its data starts at a multiple of ``ALIGNMENT`` (sizes and CRC follow the data)."""
+    """The local header of record ``name`` of ``size`` bytes at ``offset``.
+
+    It is padded so that the data starts at a multiple of ``ALIGNMENT``; sizes and CRC
+    follow the data.
+    """
     zip64 = _zip64(size, 0, offset)  # miniz writes a zero compressed size here
     padding = -(offset + _LOCAL.size + len(name) + len(zip64) + 4) % ALIGNMENT
     extra = zip64 + b"FB" + struct.pack("<H", padding) + b"Z" * padding
@@ -185,8 +192,11 @@ def _central_header(entry: _Entry) -> bytes:
 
 
 def _zip64(size: int, compressed: int, offset: int) -> bytes:
-    """The zip64 extra field as miniz writes it: the sizes if the size needs 64 bits, the
-    offset if the offset does; nothing if neither does."""
+    """The zip64 extra field as miniz writes it.
+
+    The sizes if the size needs 64 bits, the offset if the offset does; nothing if
+    neither does.
+    """
     fields = struct.pack("<QQ", size, compressed) if size >= _MAX32 else b""
     fields += struct.pack("<Q", offset) if offset >= _MAX32 else b""
     return struct.pack("<HH", 1, len(fields)) + fields if fields else b""

@@ -63,8 +63,10 @@ def write_checked(
     checksums: dict[str, str] | None,
     overwrite: bool,
 ) -> None:
-    """Write beside the target under a temporary name, check, then rename into place;
-    refuse at once what cannot fit in the target's folder."""
+    """Write beside the target under a temporary name, check, then rename into place.
+
+    Refuse at once what cannot fit in the target's folder.
+    """
     with output_errors(target, every=True):
         target.parent.mkdir(parents=True, exist_ok=True)
     needed = estimate_size(dataset.tensors, fmt, compression) if layout == "expcli" else None

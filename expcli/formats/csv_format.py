@@ -79,8 +79,10 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
 
 
 def write_rows(dataset: Dataset, file: IO[bytes]) -> None:
-    """Write the header row and all ``T * N`` rows to ``file`` (no sidecar), a chunk of rows
-    at a time; ``file`` may be a stream."""
+    """Write the header row and all ``T * N`` rows to ``file`` (no sidecar).
+
+    A chunk of rows at a time; ``file`` may be a stream.
+    """
     num_envs, specs = dataset.num_envs, dataset.specs()
     columns = _columns(specs)
     rows = max(1, _CHUNK_CELLS // max(1, len(columns)))  # CSV rows formatted at a time
@@ -122,8 +124,9 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
 
 
 def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
-    """Like ``read``, but the tensors are ``LazyRows`` over a scratch file that holds the
-    parsed rows (in the temporary folder, ``TMPDIR``; never beside the CSV); call the
+    """Like ``read``, but the tensors are ``LazyRows`` over a scratch file of parsed rows.
+
+    The scratch file is in the temporary folder (``TMPDIR``), never beside the CSV; call the
     closer after.
 
     Raises:
@@ -242,9 +245,11 @@ def _foreign(
 
 
 def _lazy(spill: RowSpill, group: int, shape: tuple[int, ...], dtype: np.dtype[Any]) -> LazyRows:
-    """A tensor over the spill's rows of a group: rows ``t * N + env``, cast to ``dtype``
-    (int64 through float64, as the text would have been read), padded past the last row
-    (NaN for floats, else zero)."""
+    """A tensor over the spill's rows of a group.
+
+    Rows ``t * N + env``, cast to ``dtype`` (int64 through float64, as the text would have been
+    read), padded past the last row (NaN for floats, else zero).
+    """
     num_envs = shape[1]
 
     def read(start: int, stop: int) -> np.ndarray:
@@ -262,9 +267,11 @@ def _lazy(spill: RowSpill, group: int, shape: tuple[int, ...], dtype: np.dtype[A
 
 
 class _Kinds:
-    """The dtypes of the tensors of a CSV without sidecar, from what their chunks held: bool
-    if every cell is True or False, else int64 if every cell is an integer, else float32
-    when every value is one exactly, else float64."""
+    """The dtypes of the tensors of a CSV without sidecar, from what their chunks held.
+
+    Bool if every cell is True or False, else int64 if every cell is an integer, else float32 when
+    every value is one exactly, else float64.
+    """
 
     def __init__(self, path: Path, columns: list[str], groups: list[Group]) -> None:
         self.path, self.columns, self.groups = path, columns, groups

@@ -30,7 +30,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from expcli.errors import ConfigError, FormatError, SchemaError
+from expcli.errors import ConfigError, FormatError, InvalidValueError, SchemaError
 from expcli.formats._atomic import atomic_path
 from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._hdf5_checks import (
@@ -47,7 +47,7 @@ from expcli.formats._hdf5_checks import (
 from expcli.formats._hdf5_lazy import lazy_dataset, read_dataset_rows
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
-from expcli.spec import TensorSpec
+from expcli.spec import COMPRESSIONS, TensorSpec
 
 __all__ = [
     "ATTRIBUTE",
@@ -59,9 +59,6 @@ __all__ = [
     "read",
     "write",
 ]
-
-COMPRESSIONS = ("none", "gzip", "lzf")
-"""Compression names ``write`` accepts (None means "none")."""
 
 CHUNK_BYTES = 1 << 20
 """Target size of one chunk."""
@@ -195,7 +192,9 @@ class Hdf5Writer:
             )
         stop = start + len(rows)
         if not 0 <= start <= stop <= dataset.shape[0]:
-            raise ValueError(f"rows {start}..{stop} outside 0..{dataset.shape[0]} of {name!r}")
+            raise InvalidValueError(
+                f"rows {start}..{stop} outside 0..{dataset.shape[0]} of {name!r}"
+            )
         if rows.size:
             native = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder("="))
             dataset.write_direct(native, dest_sel=np.s_[start:stop])
@@ -270,7 +269,9 @@ class Hdf5Reader:
         if dataset is None:
             raise SchemaError("no such tensor in the file", path=self.path, key=name)
         if not 0 <= start <= stop <= self.memory_size:
-            raise ValueError(f"rows {start}..{stop} outside 0..{self.memory_size} of {name!r}")
+            raise InvalidValueError(
+                f"rows {start}..{stop} outside 0..{self.memory_size} of {name!r}"
+            )
         return read_dataset_rows(dataset, self.path, name, start, stop)
 
     def dataset(self, name: str) -> Any:
@@ -374,8 +375,10 @@ def _slab_rows(dataset: Any) -> int:
 
 
 def _read_foreign(file: Any, path: Path, num_envs: int | None, lazy: bool = False) -> Dataset:
-    """Hand a file without expcli's metadata to the foreign layouts (``lazy``: those that
-    can leave rows in the file, which must then stay open)."""
+    """Hand a file without expcli's metadata to the foreign layouts.
+
+    ``lazy``: those that can leave rows in the file, which must then stay open.
+    """
     found = check_all_stored(file, path)  # so that the layouts read only what it holds
     hook = _foreign_hook()
     with as_format_errors(path, "its layout"):

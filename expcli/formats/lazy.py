@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from expcli.errors import ConfigError
+from expcli.errors import ConfigError, InvalidValueError
 from expcli.formats.row_gather import take_rows
 
 __all__ = ["CHUNK_BYTES", "LazyRows", "RowSpill", "row_chunks"]
@@ -51,14 +51,17 @@ class LazyRows:
 
     @property
     def ndim(self) -> int:
+        """Number of dimensions, as numpy's."""
         return len(self.shape)
 
     @property
     def size(self) -> int:
+        """Number of elements, as numpy's."""
         return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
+        """Bytes of all rows once read, as numpy's."""
         return self.size * self.dtype.itemsize
 
     def __len__(self) -> int:
@@ -86,8 +89,11 @@ class LazyRows:
         return take_rows(self._read, self.shape, self.dtype, index, self.block_rows)
 
     def _slice(self, start: int, stop: int) -> np.ndarray:
-        """Rows ``start..stop``; the next slice of the same size is read ahead meanwhile,
-        so that reading the file overlaps with whatever the caller does with these rows."""
+        """Rows ``start..stop``.
+
+        The next slice of the same size is read ahead meanwhile, so that reading the file overlaps
+        with whatever the caller does with these rows.
+        """
         ahead, self._ahead = self._ahead, None
         if ahead is not None and ahead[0] == (start, stop):
             rows = ahead[1].result()
@@ -167,7 +173,9 @@ class RowSpill:
         with self._lock:
             for pieces, width, array in zip(self._pieces, self.widths, arrays, strict=True):
                 if array.shape != (count, width):
-                    raise ValueError(f"expected rows shaped ({count}, {width}), got {array.shape}")
+                    raise InvalidValueError(
+                        f"expected rows shaped ({count}, {width}), got {array.shape}"
+                    )
                 data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
                 pieces.append((self._end, data.dtype))
                 try:
@@ -179,14 +187,15 @@ class RowSpill:
             self._starts.append(self.rows + count)
 
     def read(self, group: int, start: int, stop: int) -> np.ndarray:
-        """Rows ``start`` to ``stop`` of a group, their chunks' dtypes promoted to one
-        (float64 when there are none).
+        """Rows ``start`` to ``stop`` of a group, their chunks' dtypes promoted to one.
+
+        Float64 when there are none.
 
         Raises:
             ValueError: The spill is closed.
         """
         if self._file.closed:
-            raise ValueError("the scratch file of these rows is closed")
+            raise InvalidValueError("the scratch file of these rows is closed")
         stop = max(start, min(stop, self.rows))
         first = max(0, bisect.bisect_right(self._starts, start) - 1)
         last = bisect.bisect_left(self._starts, stop)

@@ -52,8 +52,9 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
 
 
 def write_to(dataset: Dataset, file: IO[bytes], header: str) -> tuple[int, int]:
-    """Write the archive to an open ``file`` (a stream will do: the file is never sought),
-    with ``header`` (``encode_header``'s) as metadata.
+    """Write the archive to an open ``file``, with ``header`` as metadata.
+
+    A stream will do: the file is never sought. ``header`` is ``encode_header``'s.
 
     Returns:
         The archive's size in bytes and its CRC-32, computed on the way.
@@ -90,8 +91,10 @@ def _write_member(archive: ZipStreamWriter, name: str, array: Any) -> None:
 
 
 def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
-    """Like ``read``, but members stay on disk as ``LazyRows``: stored ones read in place,
-    deflated ones inflated as their rows are asked for. Call the closer when done.
+    """Like ``read``, but members stay on disk as ``LazyRows``.
+
+    Stored ones read in place, deflated ones inflated as their rows are asked for. Call the closer
+    when done.
 
     Every member's header is checked against what the archive holds before any data is
     read: a shape that is negative or larger than the member's bytes, or a deflated member
@@ -227,9 +230,11 @@ def _member(
 
 
 class _Inflating:
-    """The rows of a deflated member, inflated as they are asked for: a read continues
-    from where the last one stopped (reading backwards starts the member over), so that
-    reading it slice by slice inflates it once and holds one slice at a time."""
+    """The rows of a deflated member, inflated as they are asked for.
+
+    A read continues from where the last one stopped (reading backwards starts the member over), so
+    that reading it slice by slice inflates it once and holds one slice at a time.
+    """
 
     def __init__(
         self,
@@ -328,8 +333,10 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
 
 
 def _mapped(path: Path, name: str, array: Any) -> np.ndarray:
-    """A stored member as a copy-on-write memory map of the file (pages are read when
-    touched, and writes stay private); anything else read whole."""
+    """A stored member as a copy-on-write memory map of the file.
+
+    Pages are read when touched, and writes stay private; anything else read whole.
+    """
     if not isinstance(array, LazyRows):
         return np.asarray(array)
     if array.file_offset is None or array.size == 0:

@@ -38,16 +38,20 @@ _LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
 
 
 def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
-    """Write the tensors (in name order) and then the metadata string as the one dict
-    torch.save would write, each tensor streamed slice of rows by slice of rows."""
+    """Write the tensors, then the metadata string, as the one dict torch.save would write.
+
+    Tensors go in name order, each streamed slice of rows by slice of rows.
+    """
     text = encode_header(dataset.header(), path)
     with atomic_write(path, overwrite=overwrite) as f:
         write_to(dataset, f, text)
 
 
 def write_to(dataset: Dataset, file: IO[bytes], header: str) -> None:
-    """Write the archive to an open ``file`` (a stream will do: the writer never seeks),
-    with ``header`` (``encode_header``'s) as metadata."""
+    """Write the archive to an open ``file`` (a stream will do: the writer never seeks).
+
+    With ``header`` (``encode_header``'s) as metadata.
+    """
     names = sorted(dataset.tensors)
     items: list[tuple[str, StoredTensor | str]] = []
     for name in names:
@@ -65,8 +69,10 @@ def write_to(dataset: Dataset, file: IO[bytes], header: str) -> None:
 
 
 def _little_endian_bytes(array: Any) -> Iterator[memoryview]:
-    """A tensor's bytes in row-major order, little-endian, slice of rows by slice of rows
-    (a slice of a lazily read tensor is read from its file only now)."""
+    """A tensor's bytes in row-major order, little-endian, slice of rows by slice of rows.
+
+    A slice of a lazily read tensor is read from its file only now.
+    """
     little = np.dtype(array.dtype).newbyteorder("<")
     if array.ndim == 0 or array.size == 0:
         parts: Iterator[Any] = iter([np.asarray(array)])

@@ -16,36 +16,19 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundError
-from expcli.formats._error_summary import error_summary
 from expcli.formats._guards import check_source
 from expcli.formats._manifest import is_folder_target, is_sharded_folder
 from expcli.formats._sniffing import SNIFF_BYTES, sniff
 from expcli.formats.dataset import Dataset
-
-# Re-exported for format modules written before the codec had its own module; new code
-# imports them from ``expcli.formats.header`` and ``expcli.formats._error_summary``.
-from expcli.formats.header import (
-    dataset_from_header,
-    encode_header,
-    foreign_dataset,
-    header_specs,
-    parse_header,
-)
 from expcli.spec import METADATA_KEY
 
 __all__ = [
     "FOLDER_FORMAT",
     "FORMATS",
-    "dataset_from_header",
     "detect_format",
-    "encode_header",
-    "error_summary",
-    "foreign_dataset",
     "format_from_suffix",
-    "header_specs",
     "open_lazy",
     "output_files",
-    "parse_header",
     "read_dataset",
     "source_format",
     "write_dataset",
@@ -119,9 +102,11 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 
 
 def source_format(path: str | os.PathLike[str], format: str | None = None) -> str:
-    """The format of a dataset to read: ``"folder"`` for a sharded dataset folder (one
-    holding an expcli ``manifest.json``), ``FOLDER_FORMAT`` for another folder, else ``format``
-    (checked) or what ``detect_format`` tells. "File or folder?" is decided here only.
+    """The format of a dataset to read.
+
+    ``"folder"`` for a sharded dataset folder (one holding an expcli ``manifest.json``),
+    ``FOLDER_FORMAT`` for another folder, else ``format`` (checked) or what ``detect_format`` tells.
+    "File or folder?" is decided here only.
 
     Raises:
         SourceNotFoundError: No such file or folder.
@@ -233,8 +218,10 @@ def write_dataset(
 
 
 def output_files(target: str | os.PathLike[str], format: str) -> tuple[Path, ...]:
-    """The files that writing ``format`` to ``target`` makes: the target, and a CSV's
-    metadata sidecar (``PATH.meta.json``)."""
+    """The files that writing ``format`` to ``target`` makes.
+
+    The target, and a CSV's metadata sidecar (``PATH.meta.json``).
+    """
     path = Path(target)
     if format.lower().lstrip(".") == "csv":
         from expcli.formats.csv_format import sidecar_path
@@ -246,8 +233,9 @@ def output_files(target: str | os.PathLike[str], format: str) -> tuple[Path, ...
 def open_lazy(
     path: str | os.PathLike[str], format: str | None = None, *, num_envs: int | None = None
 ) -> tuple[Dataset, Callable[[], None]]:
-    """Open a dataset whose tensors stay on disk where the format allows (npz members,
-    expcli HDF5 files, CSV rows), read by slices of rows; others are read whole.
+    """Open a dataset whose tensors stay on disk where the format allows.
+
+    npz members, expcli HDF5 files, CSV rows; read by slices of rows; others are read whole.
 
     Args:
         path: File to read, or a Minari dataset folder (read whole).

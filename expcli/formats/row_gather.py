@@ -100,12 +100,9 @@ def take_rows(
 
 
 def gather_flat(array: Any, index: Any, num_envs: int) -> np.ndarray:
-    """Transitions at flat ``index`` (``t * num_envs + env``, any shape) of a
-    ``(T, N, *feature)`` tensor, as ``(*index.shape, *feature)``.
+    """The transitions at flat ``index`` of a ``(T, N, *feature)`` tensor.
 
-    A numpy array (a memory map too) is indexed in place, touching only the rows asked for;
-    anything else with ``take`` (``LazyRows``) is asked for the distinct rows, at most
-    ``GATHER_BYTES`` of them at a time; anything else is read whole.
+    ``index`` holds ``t * num_envs + env`` in any shape; the result is ``(*index.shape, *feature)``.
 
     Raises:
         IndexError: An index lies outside ``T * N``.
@@ -136,8 +133,11 @@ def gather_flat(array: Any, index: Any, num_envs: int) -> np.ndarray:
 
 
 def take_flat(flat: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """``flat.take(index, axis=0)``, reading only the rows asked for even where the rows
-    are misaligned (an ``.npz`` member mapped in place), which numpy would first copy whole."""
+    """``flat.take(index, axis=0)``, reading only the rows asked for.
+
+    Also where the rows are misaligned (an ``.npz`` member mapped in place), which numpy would first
+    copy whole.
+    """
     if flat.flags.aligned or not flat.flags.c_contiguous or flat.dtype.itemsize == 1:
         return np.asarray(flat.take(index, axis=0))
     rows = flat.reshape(len(flat), -1).view(np.uint8).take(index, axis=0)

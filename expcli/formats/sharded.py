@@ -90,8 +90,10 @@ class ShardWriter:
         self._lock = threading.Lock()
 
     def append(self, tensors: Mapping[str, Any], metadata: Mapping[str, Any]) -> ShardEntry | None:
-        """Write ``tensors`` (each ``(k, N, ...)``, ``k`` the same) as the next shard, then
-        the manifest with ``metadata`` as its user metadata. Nothing is written for 0 rows.
+        """Write ``tensors`` (each ``(k, N, ...)``, ``k`` the same) as the next shard.
+
+        The manifest follows, with ``metadata`` as its user metadata. Nothing is written for
+        0 rows.
 
         Raises:
             OutputError: The folder cannot be written (full, read-only).
@@ -117,8 +119,11 @@ class ShardWriter:
         self._save(metadata)
 
     def replace_last(self, tensors: Mapping[str, Any], metadata: Mapping[str, Any]) -> None:
-        """Put ``tensors`` in place of the last shard (same rows): written under a new name,
-        listed by the manifest instead of the old one, which is then deleted."""
+        """Put ``tensors`` in place of the last shard (same rows).
+
+        Written under a new name, listed by the manifest instead of the old one, which is then
+        deleted.
+        """
         with self._lock:
             old = self.manifest.shards.pop()
             name = shard_name(self._next)
@@ -269,8 +274,11 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
 
 
 def check_shards(path: Path) -> list[str]:
-    """Problems of a folder's shards: a size or CRC-32 that is not the manifest's (each
-    shard is read once, chunk by chunk). Empty when every shard is intact."""
+    """Problems of a folder's shards.
+
+    A size or CRC-32 that is not the manifest's (each shard is read once, chunk by chunk). Empty
+    when every shard is intact.
+    """
     problems = []
     for entry in Manifest.load(path).shards:
         file = path / entry.file
@@ -297,8 +305,10 @@ def _check_size(folder: Path, entry: ShardEntry) -> None:
 
 
 class _ShardMaps:
-    """Shard files mapped on first use (the least recently used unmapped beyond a bound),
-    their members as read-only arrays over the mapping."""
+    """Shard files mapped on first use, their members read-only arrays over the mapping.
+
+    Beyond a bound, the least recently used are unmapped.
+    """
 
     def __init__(
         self, folder: Path, shards: list[ShardEntry], specs: Mapping[str, Any], num_envs: int

@@ -17,7 +17,7 @@ import torch
 
 from expcli.errors import InvalidTypeError, InvalidValueError, SchemaError
 from expcli.memory._shapes import NUMPY_DTYPES, feature_shape, torch_dtype
-from expcli.memory.episode_report import EpisodeTracker
+from expcli.memory.episode_report import RunningEpisodes
 from expcli.memory.episodes import EpisodeBookkeeping
 from expcli.memory.files import EXPORT_FORMATS, MemoryFiles
 from expcli.memory.writes import MemoryWrites
@@ -91,7 +91,7 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         # what changed since a reader last looked: see ``revision``
         self._epoch = 0
         self._laps = 0
-        self._tracker: EpisodeTracker | None = None
+        self._tracker: RunningEpisodes | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -133,7 +133,7 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         index where the episode began. It costs a little on every call, so it is off by
         default.
         """
-        self._tracker = EpisodeTracker(self.num_envs) if enabled else None
+        self._tracker = RunningEpisodes(self.num_envs) if enabled else None
 
     def _episode_source(self) -> tuple[Mapping[str, Any], Any, int, int]:
         arrays: dict[str, Any] = dict(self._arrays)
@@ -413,7 +413,7 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         self.metadata = dict(dataset.metadata)
         self._epoch += 1
         if self._tracker is not None:
-            self._tracker = EpisodeTracker(self.num_envs)
+            self._tracker = RunningEpisodes(self.num_envs)
 
 
 def _parse_device(device: str | torch.device | None) -> torch.device:

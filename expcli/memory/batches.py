@@ -100,8 +100,9 @@ class DictBatch(_Batch):
         return self.slice(index)
 
     def get(self, keys: Iterable[str] | str, clone: bool = False) -> Any:  # type: ignore[override]
-        """A batch of the tensors named in ``keys`` (cloned on request); a name alone gives
-        that tensor, as ``Mapping.get`` would.
+        """A batch of the tensors named in ``keys`` (cloned on request).
+
+        A name alone gives that tensor, as ``Mapping.get`` would.
 
         Raises:
             KeyError: A key names no tensor.

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["EpisodeReport", "EpisodeTracker"]
+__all__ = ["EpisodeReport", "RunningEpisodes"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class EpisodeReport:
         return np.asarray(self.lengths > 0)
 
 
-class EpisodeTracker:
+class RunningEpisodes:
     """Per-env running return, length and start of the episode being written."""
 
     def __init__(self, num_envs: int) -> None:

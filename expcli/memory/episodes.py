@@ -21,7 +21,7 @@ import numpy as np
 
 from expcli.errors import InvalidTypeError, InvalidValueError
 from expcli.formats.row_gather import gather_flat
-from expcli.spec import CircularState, chronological_rows
+from expcli.spec import CircularState, chronological_rows, done_flags, flag_rows
 
 if TYPE_CHECKING:
     from expcli.memory.batches import TemporalBatch
@@ -36,12 +36,6 @@ __all__ = [
 ]
 
 DONE_NAMES = ("terminated", "truncated")
-
-
-def done_flags(arrays: Mapping[str, Any], memory_size: int, num_envs: int) -> np.ndarray:
-    """``terminated | truncated`` as a ``(T, N)`` bool array (all False when neither exists)."""
-    term = _flags(arrays, "terminated", memory_size, num_envs)
-    return np.asarray(term | _flags(arrays, "truncated", memory_size, num_envs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,8 +240,8 @@ class EpisodeBookkeeping:
         """Every episode in the data, complete or not (see ``EpisodeTable``)."""
         arrays, state, memory_size, num_envs = self._episode_source()
         oldest, count, _, _ = self._columns()
-        term = _flags(arrays, "terminated", memory_size, num_envs)
-        trunc = _flags(arrays, "truncated", memory_size, num_envs)
+        term = flag_rows(arrays, "terminated", memory_size, num_envs)
+        trunc = flag_rows(arrays, "truncated", memory_size, num_envs)
         done = term | trunc
         rewards = arrays.get("rewards")
         reward = (
@@ -420,9 +414,11 @@ class EpisodeIndex(EpisodeBookkeeping):
 
 
 def resident(name: str, array: Any) -> Any:
-    """What bookkeeping keeps of a tensor: a numpy array as it is; a tensor left on disk
-    that reads rows with ``take`` left there, except the episode flags, which every episode
-    question reads whole; anything else read whole."""
+    """What bookkeeping keeps of a tensor.
+
+    A numpy array as it is; a tensor left on disk that reads rows with ``take`` left there, except
+    the episode flags, which every episode question reads whole; anything else read whole.
+    """
     if isinstance(array, np.ndarray):
         return array
     if callable(getattr(array, "take", None)) and name not in DONE_NAMES:
@@ -443,13 +439,6 @@ def _column_geometry(
         oldest = np.zeros(num_envs, dtype=np.int64)
         count = state.memory_index + ahead.astype(np.int64)
     return oldest.astype(np.int64), count
-
-
-def _flags(arrays: Mapping[str, Any], name: str, memory_size: int, num_envs: int) -> np.ndarray:
-    array = arrays.get(name)
-    if array is None:
-        return np.zeros((memory_size, num_envs), dtype=bool)
-    return np.asarray(np.asarray(array).reshape(memory_size, num_envs, -1).any(axis=-1))
 
 
 def _like(index: Any, result: np.ndarray) -> Any:

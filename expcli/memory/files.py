@@ -37,7 +37,8 @@ class MemoryFiles:
             self, memory_size: int, num_envs: int = 1, device: str | torch.device | None = None
         ) -> None: ...
 
-        def to_dataset(self) -> Dataset: ...
+        def to_dataset(self) -> Dataset:
+            """See ``Memory.to_dataset``."""
 
         def _adopt(self, dataset: Dataset) -> None: ...
 
@@ -91,8 +92,11 @@ class MemoryFiles:
 
     @classmethod
     def from_dataset(cls, dataset: Dataset, device: str | torch.device | None = None) -> Self:
-        """A new memory holding a ``Dataset``'s tensors (copied to ``device``), circular
-        state and metadata, sized as the dataset (at least one row and one column)."""
+        """A new memory holding a ``Dataset``'s tensors.
+
+        Copied to ``device``; circular state and metadata, sized as the dataset (at least one row
+        and one column).
+        """
         memory = cls(max(dataset.memory_size, 1), max(dataset.num_envs, 1), device=device)
         memory._adopt(dataset)
         return memory

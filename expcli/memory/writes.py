@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from expcli.errors import InvalidValueError
-from expcli.memory.episode_report import EpisodeReport, EpisodeTracker
+from expcli.memory.episode_report import EpisodeReport, RunningEpisodes
 
 __all__ = ["MemoryWrites"]
 
@@ -43,13 +43,12 @@ class MemoryWrites:
     _fast: dict[str, tuple[tuple[int, ...], np.ndarray]]
     _epoch: int
     _laps: int
-    _tracker: EpisodeTracker | None
+    _tracker: RunningEpisodes | None
 
     if TYPE_CHECKING:
 
-        def save(
-            self, directory: str | os.PathLike[str] = "", format: str | None = None
-        ) -> str: ...
+        def save(self, directory: str | os.PathLike[str] = "", format: str | None = None) -> str:
+            """See ``MemoryFiles.save``."""
 
         def _install(self, name: str, tensor: torch.Tensor) -> None: ...
 
@@ -76,7 +75,7 @@ class MemoryWrites:
             ValueError: No samples, or shapes that do not fit the tensors or the free slots.
         """
         if self._tracker is not None:
-            return self._add_and_report(tensors)
+            return self._add_and_report(tensors, self._tracker)
         if self.env_index == 0:
             # Fast path: a full row of every named tensor, as arrays of the exact row shape.
             fast = self._fast
@@ -101,10 +100,8 @@ class MemoryWrites:
         self._add_samples(tensors)
         return None
 
-    def _add_and_report(self, tensors: dict[str, Any]) -> EpisodeReport:
+    def _add_and_report(self, tensors: dict[str, Any], tracker: RunningEpisodes) -> EpisodeReport:
         """add_samples, then the episode report of what was written."""
-        tracker = self._tracker
-        assert tracker is not None
         n, _ = self._count_samples(tensors)
         num_envs, memory_index, env_index = self.num_envs, self.memory_index, self.env_index
         self._add_samples(tensors)
@@ -237,7 +234,7 @@ class MemoryWrites:
             todo.append((name, array))
         if count:
             if self._tracker is not None:
-                self._track_rows(todo, count)
+                self._track_rows(todo, count, self._tracker)
             self._put_rows(todo, count)
 
     def _put_rows(self, todo: list[tuple[str, np.ndarray]], count: int) -> None:
@@ -256,8 +253,9 @@ class MemoryWrites:
             done += take
             self._advance(take)
 
-    def _track_rows(self, todo: list[tuple[str, np.ndarray]], count: int) -> None:
-        assert self._tracker is not None
+    def _track_rows(
+        self, todo: list[tuple[str, np.ndarray]], count: int, tracker: RunningEpisodes
+    ) -> None:
         values = dict(todo)
         env = np.arange(self.num_envs, dtype=np.int64)
         for k in range(count):
@@ -268,7 +266,7 @@ class MemoryWrites:
             }
             reward, done = _reward_and_done(row, self.num_envs)
             index = ((self.memory_index + k) % self.memory_size) * self.num_envs + env
-            self._tracker.update(env, index, reward, done)
+            tracker.update(env, index, reward, done)
 
     def _advance(self, rows: int) -> None:
         """Move the write head ``rows`` rows on, wrapping (and exporting) at the last row.

@@ -47,8 +47,9 @@ _pick_jit = numba.njit(cache=True, nogil=True, inline="always")(_pick)
 
 
 def _descend(flat: np.ndarray, starts: np.ndarray, residual: np.ndarray, out: np.ndarray) -> float:
-    """``out[j]``: the leaf where the running sum of priorities first exceeds ``residual[j]``
-    (overwritten with the mass left inside that leaf).
+    """``out[j]``: the leaf where the running sum of priorities first exceeds ``residual[j]``.
+
+    Overwritten with the mass left inside that leaf.
 
     The batch goes down level by level: a first pass starts the loads of every draw's
     16 children (they miss the cache at the lower levels, and independent loads overlap),
@@ -77,8 +78,10 @@ _descend_jit = _jit(_descend)
 def _draw(
     flat: np.ndarray, starts: np.ndarray, uniform: np.ndarray, out: np.ndarray, priority: np.ndarray
 ) -> float:
-    """Draw leaves in proportion to their priorities: ``out[j]`` is the leaf at fraction
-    ``uniform[j]`` (in [0, 1); overwritten) of the total, ``priority[j]`` its priority.
+    """Draw leaves in proportion to their priorities.
+
+    ``out[j]`` is the leaf at fraction ``uniform[j]`` (in [0, 1); overwritten) of the total,
+    ``priority[j]`` its priority.
 
     Returns:
         The total; when it is 0 nothing is drawn.
@@ -100,8 +103,9 @@ def _draw(
 def _update(
     flat: np.ndarray, starts: np.ndarray, index: np.ndarray, values: np.ndarray, smallest: float
 ) -> tuple[int, float]:
-    """Write ``values`` at leaf ``index`` (in order: the last one wins), then recompute
-    every ancestor from its children.
+    """Write ``values`` at leaf ``index`` (in order: the last one wins).
+
+    Then recompute every ancestor from its children.
 
     Returns:
         How many writes replaced a leaf equal to ``smallest`` (a repeated index may count

@@ -132,8 +132,11 @@ class ReplayBuffer(EpisodeBookkeeping):
         return (batch, info) if return_info else batch
 
     def __iter__(self) -> Iterator[Any]:
-        """Batches of ``batch_size``: one epoch of a ``SamplerWithoutReplacement`` (each
-        transition once), else as many batches as make up ``len(buffer)`` transitions."""
+        """Batches of ``batch_size``.
+
+        One epoch of a ``SamplerWithoutReplacement`` (each transition once), else as many batches as
+        make up ``len(buffer)`` transitions.
+        """
         if isinstance(self.sampler, SamplerWithoutReplacement):
             while True:
                 batch, _, ran_out = self._next(None)

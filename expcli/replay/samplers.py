@@ -13,11 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from expcli.errors import ConfigError, MissingDependencyError, SchemaError
-from expcli.memory.episodes import done_flags
+from expcli.errors import ConfigError, MissingDependencyError, OrderError, SchemaError
 from expcli.replay.storages import Storage
 from expcli.replay.sum_tree import SumTree, compiled_available
-from expcli.spec import chronological_rows
+from expcli.spec import chronological_rows, done_flags
 
 __all__ = [
     "PrioritizedSampler",
@@ -66,6 +65,7 @@ class RandomSampler(Sampler):
     def sample(
         self, storage: Storage, batch_size: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, Info]:
+        """See ``Sampler.sample``."""
         return rng.integers(0, _require_data(storage), batch_size), {}
 
 
@@ -88,6 +88,7 @@ class SamplerWithoutReplacement(Sampler):
     def sample(
         self, storage: Storage, batch_size: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, Info]:
+        """See ``Sampler.sample``."""
         left = len(self._order) - self._cursor
         if left <= 0 or (self.drop_last and left < batch_size):
             count = _require_data(storage)
@@ -105,15 +106,18 @@ class SamplerWithoutReplacement(Sampler):
         return index, {}
 
     def update(self, storage: Storage, written: np.ndarray | None) -> None:
+        """See ``Sampler.update``."""
         if written is None:  # reset or reloaded: indexes of this epoch may hold nothing
             self._order = np.zeros(0, dtype=np.int64)
             self._cursor = 0
             self.ran_out = False
 
     def snapshot(self) -> Any:
+        """See ``Sampler.snapshot``."""
         return self._order, self._cursor, self.ran_out
 
     def restore(self, snapshot: Any) -> None:
+        """See ``Sampler.restore``."""
         self._order, self._cursor, self.ran_out = snapshot
 
 
@@ -164,6 +168,7 @@ class PrioritizedSampler(Sampler):
         return self._tree
 
     def update(self, storage: Storage, written: np.ndarray | None) -> None:
+        """See ``Sampler.update``."""
         self._storage = storage
         if self._tree is None or self._tree.capacity != storage.capacity or written is None:
             self._tree = SumTree(storage.capacity, compiled=self.compiled)
@@ -173,9 +178,14 @@ class PrioritizedSampler(Sampler):
     def sample(
         self, storage: Storage, batch_size: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, Info]:
+        """See ``Sampler.sample``."""
         _require_data(storage)
         tree = self._tree
-        assert tree is not None, "update() comes first"
+        if tree is None:
+            raise OrderError(
+                "PrioritizedSampler.sample before update(): the sampler has not seen the storage "
+                "(a ReplayBuffer calls update for it)"
+            )
         index, priority = tree.draw(batch_size, rng)
         if self.beta == 0:
             weight = np.ones(batch_size, dtype=np.float32)
@@ -283,6 +293,7 @@ class SliceSampler(Sampler):
     def sample(
         self, storage: Storage, batch_size: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, Info]:
+        """See ``Sampler.sample``."""
         slices, steps = self.shape(batch_size)
         starts = self.valid_starts(storage, steps)
         if not len(starts):
@@ -312,6 +323,7 @@ class SliceSampler(Sampler):
         return self._starts[2]
 
     def update(self, storage: Storage, written: np.ndarray | None) -> None:
+        """See ``Sampler.update``."""
         self._starts = None
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from expcli.errors import ConfigError, SchemaError
+from expcli.errors import ConfigError, InvalidTypeError, SchemaError
 from expcli.formats.dataset import Dataset
 from expcli.formats.row_gather import gather_flat, take_flat
 from expcli.memory import Memory
@@ -58,8 +58,10 @@ class Storage:
         return None
 
     def arrays(self) -> Mapping[str, Any]:
-        """The tensors shaped ``(T, N, *feature)``: numpy arrays, or tensors left on disk
-        that read rows with ``take`` (``LazyRows``)."""
+        """The tensors shaped ``(T, N, *feature)``.
+
+        Numpy arrays, or tensors left on disk that read rows with ``take`` (``LazyRows``).
+        """
         raise NotImplementedError
 
     def names(self) -> tuple[str, ...]:
@@ -96,8 +98,10 @@ class Storage:
         return 0
 
     def _views(self) -> tuple[tuple[str, ...], dict[str, Any]]:
-        """Sorted names and ``(T * N, *feature)`` views of the numpy arrays (lazy tensors as
-        they are), cached until ``_view_key`` changes."""
+        """Sorted names and ``(T * N, *feature)`` views of the numpy arrays.
+
+        Lazy tensors as they are; cached until ``_view_key`` changes.
+        """
         key = self._view_key()
         if self._flat_cache is None or self._flat_cache[0] != key:
             arrays = self.arrays()
@@ -124,25 +128,31 @@ class MemoryStorage(Storage):
 
     @property
     def memory_size(self) -> int:  # type: ignore[override]
+        """See ``Storage.memory_size``."""
         return self.memory.memory_size
 
     @property
     def num_envs(self) -> int:  # type: ignore[override]
+        """See ``Storage.num_envs``."""
         return self.memory.num_envs
 
     @property
     def state(self) -> CircularState:
+        """See ``Storage.state``."""
         return self.memory.state
 
     def __len__(self) -> int:
         return len(self.memory)
 
     def revision(self) -> Hashable:
+        """See ``Storage.revision``."""
         return self.memory.revision
 
     def written_since(self, revision: Hashable) -> np.ndarray | None:
+        """See ``Storage.written_since``."""
         old, new = revision, self.memory.revision
-        assert isinstance(old, tuple)
+        if not isinstance(old, tuple):
+            raise InvalidTypeError(f"not a revision of a memory: {revision!r}")
         if old[0] != new[0]:
             return None
         capacity = self.capacity
@@ -158,12 +168,15 @@ class MemoryStorage(Storage):
         return None
 
     def arrays(self) -> Mapping[str, np.ndarray]:
+        """See ``Storage.arrays``."""
         return self.memory.to_dataset().tensors
 
     def names(self) -> tuple[str, ...]:
+        """See ``Storage.names``."""
         return tuple(self.memory.get_tensor_names())
 
     def gather(self, names: Sequence[str], index: np.ndarray) -> dict[str, torch.Tensor]:
+        """See ``Storage.gather``."""
         if self._view_key()[2]:
             return super().gather(names, index)
         missing = [name for name in names if name not in self.memory.tensors]
@@ -187,14 +200,20 @@ class MemoryStorage(Storage):
 
 
 class DatasetStorage(Storage):
-    """A dataset, read-only. Tensors left on disk stay there: a dataset opened lazily
-    (``open_lazy``, ``DatasetStorage.open``) is read a batch of rows at a time, so memory
-    holds the batches drawn, whatever the file's size. Only the episode flags
-    (``terminated``, ``truncated``: a byte or so per transition) are read whole, once."""
+    """A dataset, read-only.
+
+    Tensors left on disk stay there: a dataset opened lazily (``open_lazy``,
+    ``DatasetStorage.open``) is read a batch of rows at a time, so memory holds the batches drawn,
+    whatever the file's size. Only the episode flags (``terminated``, ``truncated``: a byte or so
+    per transition) are read whole, once.
+    """
 
     def __init__(self, dataset: Any, close: Callable[[], None] | None = None) -> None:
-        """Sample ``dataset`` (anything with ``tensors`` and ``state``); ``close`` is called
-        when the storage is garbage-collected or closed (the file that lazy tensors read)."""
+        """Sample ``dataset`` (anything with ``tensors`` and ``state``).
+
+        ``close`` is called when the storage is garbage-collected or closed (the file that lazy
+        tensors read).
+        """
         tensors = {name: resident(name, array) for name, array in dataset.tensors.items()}
         if not tensors:
             if close is not None:
@@ -208,11 +227,14 @@ class DatasetStorage(Storage):
         self._maps = [a._mmap for a in tensors.values() if getattr(a, "_mmap", None) is not None]
 
     def gather(self, names: Sequence[str], index: np.ndarray) -> dict[str, torch.Tensor]:
-        """As ``Storage.gather``. Where tensors are mapped files, ``_MAPPED_STEP``
+        """See ``Storage.gather``; mapped files are let go of as the batch is gathered.
+
+        Where tensors are mapped files, the batch is gathered ``_MAPPED_STEP``
         transitions at a time, letting go of the pages each piece touched
         (``MADV_DONTNEED``: they stay in the page cache, not in this process). The kernel
         maps whole page-cache folios (up to megabytes) per row touched, so without this a
-        sampler's RSS would grow towards the file's size."""
+        sampler's RSS would grow towards the file's size.
+        """
         flat = np.asarray(index)
         if not self._maps or flat.size <= _MAPPED_STEP:
             batch = super().gather(names, flat)
@@ -236,9 +258,11 @@ class DatasetStorage(Storage):
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, num_envs: int | None = None) -> DatasetStorage:
-        """A storage reading a dataset file lazily: uncompressed tensors are mapped (``.pt``,
-        stored ``.npz`` members, contiguous HDF5 datasets), others (chunked or compressed
-        HDF5, deflated ``.npz`` members, CSV) read a batch of rows at a time.
+        """A storage reading a dataset file lazily.
+
+        Uncompressed tensors are mapped (``.pt``, stored ``.npz`` members, contiguous HDF5
+        datasets), others (chunked or compressed HDF5, deflated ``.npz`` members, CSV) read a batch
+        of rows at a time.
 
         Raises:
             FormatError, SchemaError: The path cannot be read as a dataset.
@@ -264,12 +288,15 @@ class DatasetStorage(Storage):
 
     @property
     def state(self) -> CircularState:
+        """See ``Storage.state``."""
         return self._state  # type: ignore[no-any-return]
 
     def revision(self) -> Hashable:
+        """See ``Storage.revision``."""
         return 0
 
     def arrays(self) -> Mapping[str, Any]:
+        """See ``Storage.arrays``."""
         return self._tensors
 
 

@@ -22,7 +22,7 @@ from types import ModuleType
 
 import numpy as np
 
-from expcli.errors import MissingDependencyError
+from expcli.errors import InvalidValueError, MissingDependencyError
 
 __all__ = ["SumTree", "compiled_available"]
 
@@ -68,7 +68,7 @@ class SumTree:
 
     def __init__(self, capacity: int, compiled: bool | None = None) -> None:
         if capacity < 1:
-            raise ValueError(f"capacity must be at least 1, got {capacity}")
+            raise InvalidValueError(f"capacity must be at least 1, got {capacity}")
         self._jit = _kernels() if compiled is not False else None
         if compiled and self._jit is None:
             raise MissingDependencyError("numba", "fast", "a compiled SumTree")
@@ -148,9 +148,9 @@ class SumTree:
         if not checked:
             # as unsigned, a negative index is beyond any capacity
             if index.view(np.uint64).max() >= self.capacity:
-                raise ValueError(f"index out of range 0..{self.capacity - 1}")
+                raise InvalidValueError(f"index out of range 0..{self.capacity - 1}")
             if not (values.min() >= 0 and np.isfinite(values.max())):
-                raise ValueError("priorities must be finite and non-negative")
+                raise InvalidValueError("priorities must be finite and non-negative")
         leaves = self._levels[0]
         self._top_cumsum = None
         if index.size > LARGE_UPDATE * leaves.size:
@@ -209,8 +209,9 @@ class SumTree:
         return self.draw(batch_size, rng)[0]
 
     def draw(self, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """``sample``, and the priorities of the leaves drawn (all positive: ``find`` never
-        ends on an empty leaf).
+        """``sample``, and the priorities of the leaves drawn.
+
+        All positive: ``find`` never ends on an empty leaf.
 
         Raises:
             ValueError: Every priority is zero.
@@ -220,7 +221,7 @@ class SumTree:
             index = np.empty(batch_size, dtype=np.int64)
             priority = np.empty(batch_size)
             if self._jit.draw(self._flat, self._starts, uniform, index, priority) <= 0:
-                raise ValueError("cannot sample: every priority is zero")
+                raise InvalidValueError("cannot sample: every priority is zero")
             return index, priority
         mass = uniform * self.total()
         # Descending in sorted order reads the tree front to back, which the cache likes;
@@ -241,7 +242,7 @@ class SumTree:
         """
         cumsum = self._cumsum()
         if cumsum[-1] <= 0:
-            raise ValueError("cannot sample: every priority is zero")
+            raise InvalidValueError("cannot sample: every priority is zero")
         if self._jit is not None:
             residual = np.array(mass, dtype=np.float64)  # a copy: the descent overwrites it
             leaf = np.empty(residual.shape, dtype=np.int64)

@@ -144,8 +144,11 @@ class RowFinder:
         self._prev_row = np.zeros(num_envs, dtype=np.int64)
 
     def update(self, chunk: Chunk, done: np.ndarray, nonfinite: set[str]) -> None:
-        """Check one chunk; ``done`` is ``(rows, columns)``, ``nonfinite`` the tensors in
-        which the statistics found NaN or inf in this chunk."""
+        """Check one chunk.
+
+        ``done`` is ``(rows, columns)``, ``nonfinite`` the tensors in which the statistics found NaN
+        or inf in this chunk.
+        """
         arrays = chunk.arrays
         if len(self.flags) == 2:
             both = _any_feature(arrays["terminated"]) & _any_feature(arrays["truncated"])
@@ -195,8 +198,11 @@ class RowFinder:
         self._prev_row[columns] = chunk.stop - 1
 
     def _autoreset_finding(self) -> Finding:
-        """Fails when rows that show no step start where the last episode ended more
-        often than chance does in this data (see ``episode_starts``)."""
+        """The autoreset finding: fails when stepless rows follow episode ends beyond chance.
+
+        That is, rows that show no step start where the last episode ended more often than chance
+        does in this data (see ``episode_starts``).
+        """
         tally = self._tally("autoreset")
         if tally.count and self._starts.by_chance(tally.count):
             return Finding(

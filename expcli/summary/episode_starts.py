@@ -56,9 +56,12 @@ class EpisodeStarts:
         same: np.ndarray,
         no_step: np.ndarray,
     ) -> None:
-        """Count one chunk: ``after_end`` marks episodes' first rows, ``done`` their last,
-        ``same`` the rows whose observation equals the previous row's next observation,
-        ``no_step`` the rows with reward 0 and no end (all ``(rows, columns)``)."""
+        """Count one chunk.
+
+        ``after_end`` marks episodes' first rows, ``done`` their last, ``same`` the rows whose
+        observation equals the previous row's next observation, ``no_step`` the rows with reward 0
+        and no end (all ``(rows, columns)``).
+        """
         self.consecutive_same += int(np.count_nonzero(after_end & same))
         self.quiet += int(np.count_nonzero(after_end & no_step))
         self._first_count += self._count(arrays, self.observations, after_end, self._firsts)
@@ -82,8 +85,11 @@ class EpisodeStarts:
         return max(equal - self.consecutive_same, 0) / pairs if pairs > 0 else 0.0
 
     def by_chance(self, count: int) -> bool:
-        """Whether ``count`` rows without a step from the final observation are no more than
-        chance explains (a Poisson tail above ``SIGNIFICANCE``)."""
+        """Whether chance explains ``count`` rows without a step from the final observation.
+
+        Chance explains them when they are no more than a Poisson tail above ``SIGNIFICANCE``
+        allows.
+        """
         return _poisson_tail(count, self.chance() * self.quiet) >= SIGNIFICANCE
 
 

@@ -23,46 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from expcli.distribution import Distribution
+
 __all__ = ["Distribution", "EnvEpisodes", "EpisodeAccumulator", "EpisodeStats"]
 
 HISTOGRAM_BINS = 10
-
-
-@dataclass(frozen=True, slots=True)
-class Distribution:
-    """Mean, std (``ddof=0``), min, median and max of some values (NaN when there are none)."""
-
-    mean: float
-    std: float
-    min: float
-    median: float
-    max: float
-
-    @classmethod
-    def of(cls, values: np.ndarray) -> Distribution:
-        """The distribution of ``values`` (float64)."""
-        if values.size == 0:
-            return cls(math.nan, math.nan, math.nan, math.nan, math.nan)
-        return cls(
-            float(np.mean(values)),
-            float(np.std(values)),
-            float(np.min(values)),
-            float(np.median(values)),
-            float(np.max(values)),
-        )
-
-    def to_json(self) -> dict[str, float | None]:
-        """``{"mean", "std", "min", "median", "max"}`` with NaN as null."""
-        return {k: (v if math.isfinite(v) else None) for k, v in self._items()}
-
-    def _items(self) -> list[tuple[str, float]]:
-        return [
-            ("mean", self.mean),
-            ("std", self.std),
-            ("min", self.min),
-            ("median", self.median),
-            ("max", self.max),
-        ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -280,9 +280,11 @@ def json_safe(value: Any) -> Any:
 
 
 def _wrapped(state: CircularState, metadata: dict[str, Any], capacity: int) -> bool:
-    """Whether writes went past the end of the buffer: the circular state says so unless
-    the write head is back at row 0, where the collector's step count (transitions stored,
-    against the buffer's ``capacity`` in transitions) tells."""
+    """Whether writes went past the end of the buffer.
+
+    The circular state says so unless the write head is back at row 0, where the collector's step
+    count (transitions stored, against the buffer's ``capacity`` in transitions) tells.
+    """
     if not state.filled:
         return False
     if (state.memory_index, state.env_index) != (0, 0):

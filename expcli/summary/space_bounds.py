@@ -1,7 +1,7 @@
 """Gymnasium spaces from their JSON description in the metadata, and whether rows fit them.
 
-Two spellings are read (see ``expcli.space_json``): expcli's (``describe_space``: bounds
-as one number or nested lists, with the strings ``"inf"``/``"-inf"``) and Minari's
+Two spellings are read (see ``expcli.space_json``): expcli's (``collect.spaces.space_record``:
+bounds as one number or nested lists, with the strings ``"inf"``/``"-inf"``) and Minari's
 (``serialize_space``: bounds as full lists, where JSON's ``Infinity`` stands for inf)::
 
     {"type": "Box", "low": -1.0, "high": [...], "shape": [4], "dtype": "float32"}
@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from expcli.errors import InvalidTypeError, InvalidValueError
 from expcli.space_json import children, leaf_tensors, space_for
 
 __all__ = ["SpaceBounds", "leaf_bounds", "parse_space", "space_text"]
@@ -58,8 +59,10 @@ class SpaceBounds:
     text: str
 
     def outside(self, rows: np.ndarray) -> np.ndarray:
-        """Which of ``rows`` (shaped ``(k, n, *shape)``) hold a value the space does not
-        allow (NaN included); a boolean array ``(k, n)``."""
+        """Which rows hold a value the space does not allow (NaN included).
+
+        ``rows`` is shaped ``(k, n, *shape)``; the answer is a boolean array ``(k, n)``.
+        """
         with np.errstate(invalid="ignore"):
             bad = ~((rows >= self.low) & (rows <= self.high))
             if self.integral and rows.dtype.kind == "f":
@@ -150,12 +153,12 @@ def space_text(description: Any) -> str:
 def _box(description: dict[str, Any]) -> SpaceBounds:
     shape = tuple(_integer(d) for d in description["shape"])
     if any(d < 0 for d in shape):
-        raise ValueError(f"negative size in {shape}")
+        raise InvalidValueError(f"negative size in {shape}")
     stored = shape or (1,)
     low, high = _numbers(description["low"]), _numbers(description["high"])
     for bound in (low, high):  # bounds broadcast to the shape; they are not expanded
         if np.broadcast_shapes(bound.shape, shape) != shape:
-            raise ValueError(f"bounds of shape {bound.shape} do not fit {shape}")
+            raise InvalidValueError(f"bounds of shape {bound.shape} do not fit {shape}")
     dtype = _dtype(description)
     integral = dtype is not None and np.dtype(dtype).kind in "iub"
     text = f"Box({_bound(low)}..{_bound(high)}, {shape}, {dtype})"
@@ -165,7 +168,7 @@ def _box(description: dict[str, Any]) -> SpaceBounds:
 def _integer(value: Any) -> int:
     """A size or offset: an int (not a bool, not a float)."""
     if type(value) is not int:
-        raise TypeError(f"expected an integer, got {type(value).__name__}")
+        raise InvalidTypeError(f"expected an integer, got {type(value).__name__}")
     return value
 
 
@@ -175,7 +178,7 @@ def _dtype(description: dict[str, Any]) -> str | None:
     if dtype is None:
         return None
     if not isinstance(dtype, str) or np.dtype(dtype).kind not in "biuf":
-        raise ValueError(f"not a numeric dtype: {dtype!r}")
+        raise InvalidValueError(f"not a numeric dtype: {dtype!r}")
     return dtype
 
 

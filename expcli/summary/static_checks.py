@@ -121,8 +121,10 @@ def _leaf_problems(
 
 
 def shard_findings(folder: Path) -> Finding:
-    """Whether every shard of the sharded ``folder`` has the size and CRC-32 its manifest
-    records; a failure names each bad shard."""
+    """Whether every shard of the sharded ``folder`` has the size and CRC-32 its manifest records.
+
+    A failure names each bad shard.
+    """
     from expcli.formats.sharded import check_shards
 
     problems = check_shards(folder)

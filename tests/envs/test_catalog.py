@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from expcli.envs.catalog import EnvEntry, describe_space, list_envs, similar_ids
+from expcli.envs.catalog import EnvEntry, describe_space, list_envs
+from expcli.envs.env_ids import similar_ids
 from expcli.errors import ConfigError
 
 CLOSED: list[str] = []

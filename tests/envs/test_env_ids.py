@@ -76,3 +76,35 @@ def test_collect_says_it_in_one_line() -> None:
         "error: unknown env id 'ALE/Pong-v5'; ale_py registers it when imported: use "
         "ale_py:ALE/Pong-v5"
     )
+
+
+_ONE_ANSWER = """
+from expcli.collect.job import CollectJob
+from expcli.collect.settings import CollectSettings
+from expcli.envs import ParallelEnv
+from expcli.envs.catalog import list_envs
+from expcli.errors import ConfigError
+
+env_id = "expcli_no_such_module:Nowhere-v0"
+for attempt in (
+    lambda: ParallelEnv.from_id(env_id),
+    lambda: CollectJob(CollectSettings(env_id=env_id, steps=1)),
+    lambda: list_envs(modules=["expcli_no_such_module"]),
+):
+    try:
+        attempt()
+    except ConfigError as e:
+        print(e)
+"""
+
+
+def test_a_module_that_cannot_be_imported_gets_one_answer_everywhere() -> None:
+    """ParallelEnv, the collect job and ``expcli envs --module`` import through one function."""
+    done = subprocess.run(
+        [sys.executable, "-c", _ONE_ANSWER], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = done.stdout.splitlines()
+    assert len(answers) == 3
+    for answer in answers:
+        assert "cannot import module 'expcli_no_such_module' to register its envs: " in answer

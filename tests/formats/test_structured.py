@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from expcli import ParallelEnv, RandomMemory, load, save
 from expcli.collect import Collector
-from expcli.collect.spaces import describe_space
+from expcli.collect.spaces import space_record
 from expcli.formats import Dataset
 from expcli.formats.layouts import read_minari_folder, write_layout
 from expcli.spec import CircularState
@@ -86,7 +86,7 @@ def structured_datasets(draw: st.DrawFn) -> Dataset:
             tensors[prefix + leaf.suffix] = draw(arrays(leaf.dtype.name, shape))
     tensors["rewards"] = draw(arrays("float32", (size, n, 1)))
     state = CircularState(draw(st.integers(0, size - 1)), 0, draw(st.booleans()))
-    return Dataset(tensors, state, {"observation_space": describe_space(space)})
+    return Dataset(tensors, state, {"observation_space": space_record(space)})
 
 
 def assert_same_structure(a: Any, b: Any) -> None:

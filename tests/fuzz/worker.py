@@ -100,7 +100,7 @@ def _handle(request: dict[str, Any]) -> dict[str, Any]:
     before = beside.stat().st_mtime_ns
     try:
         result = _load(path) if args is None else _cli(args)
-    except BaseException as e:  # noqa: BLE001 - an escape is what this worker reports
+    except BaseException as e:  # an escape is what this worker reports
         if isinstance(e, KeyboardInterrupt | SystemExit):
             raise
         lines = traceback.format_exception_only(type(e), e)

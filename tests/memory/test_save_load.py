@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from expcli import FormatError, Memory, RandomMemory, read_dataset
+from expcli import FormatError, Memory, RandomMemory, load
 from tests.memory.conftest import assert_same_tensor
 
 FORMATS = ["pt", "npz", "csv", "h5"]
@@ -110,7 +110,7 @@ def test_save_defaults_to_pt_and_the_export_directory(tmp_path: Path) -> None:
 def test_file_follows_the_dataset_schema(tmp_path: Path) -> None:
     m = filled_memory()
     m.metadata["env_id"] = "CartPole-v1"
-    dataset = read_dataset(m.save(tmp_path / "x.npz"))
+    dataset = load(m.save(tmp_path / "x.npz"))
     assert (dataset.state.memory_index, dataset.state.env_index, dataset.state.filled) == (
         m.memory_index,
         m.env_index,

@@ -18,7 +18,7 @@ import pytest
 
 from expcli import ParallelEnv, RandomMemory, summarize
 from expcli.collect import Collector
-from expcli.collect.spaces import describe_space
+from expcli.collect.spaces import space_record
 from expcli.formats import Dataset, write_dataset
 from expcli.spec import CircularState
 from expcli.summary import Finding, Summary
@@ -62,8 +62,8 @@ def blackjack_by_hand(steps: int, envs: int, seed: int) -> Dataset:
             tensors["terminated"][t, j], tensors["truncated"][t, j] = term, trunc
             obs[j] = env.reset()[0] if term or trunc else nxt
     metadata = {
-        "observation_space": describe_space(BLACKJACK),
-        "action_space": describe_space(gym.spaces.Discrete(2)),
+        "observation_space": space_record(BLACKJACK),
+        "action_space": space_record(gym.spaces.Discrete(2)),
     }
     return Dataset(tensors, CircularState(0, 0, True), metadata)
 
@@ -129,7 +129,7 @@ def test_naive_next_step_autoreset_of_blackjack_is_flagged_row_by_row(tmp_path: 
         ended = term | trunc
         obs = nxt
     vector.close()
-    metadata = {"observation_space": describe_space(BLACKJACK)}
+    metadata = {"observation_space": space_record(BLACKJACK)}
     dataset = Dataset(tensors, CircularState(0, 0, True), metadata)
     summary = summarize(write_dataset(dataset, tmp_path / "naive.h5"), check=True)
     finding = statuses(summary)["autoreset"][0]
@@ -195,7 +195,7 @@ def test_metadata_check_names_the_leaf_that_disagrees(tmp_path: Path) -> None:
 
 def test_uniform_bounds_are_stored_once_and_read_everywhere(tmp_path: Path) -> None:
     image = gym.spaces.Box(0, 255, (210, 160, 3), np.uint8)
-    description = describe_space(image)
+    description = space_record(image)
     assert description["low"] == 0 and description["high"] == 255
     assert len(json.dumps(description)) < 120
     bounds = parse_space(description)
@@ -203,16 +203,16 @@ def test_uniform_bounds_are_stored_once_and_read_everywhere(tmp_path: Path) -> N
     assert np.broadcast_shapes(bounds.low.shape, bounds.shape) == bounds.shape  # never expanded
     assert (bounds.low == 0).all() and (bounds.high == 255).all()
     mixed = gym.spaces.Box(np.float32([-1, -np.inf]), np.float32([1, np.inf]))
-    described = describe_space(mixed)
+    described = space_record(mixed)
     assert described["low"] == [-1.0, "-inf"] and described["high"] == [1.0, "inf"]
-    assert describe_space(gym.spaces.Box(-np.inf, np.inf, (4,)))["low"] == "-inf"
+    assert space_record(gym.spaces.Box(-np.inf, np.inf, (4,)))["low"] == "-inf"
     full = {**description, "low": np.zeros((210, 160, 3)).tolist()}  # the old form
     full_bounds = parse_space(full)
     assert full_bounds is not None
     assert np.array_equal(*np.broadcast_arrays(full_bounds.low, bounds.low))
     from expcli.summary.space_bounds import space_text
 
-    text = space_text(describe_space(gym.make(PHASE).observation_space))
+    text = space_text(space_record(gym.make(PHASE).observation_space))
     assert text == "Dict(phase: Discrete(4, start=1), pos: Box(-10..10, (2,), float32))"
     frames = np.zeros((4, 1, 210, 160, 3), np.uint8)
     frames[1, 0, 0, 0, 0] = 7
@@ -229,4 +229,4 @@ def render(description: Any) -> str:
 
 
 def test_inspect_shows_the_structure() -> None:
-    assert render(describe_space(BLACKJACK)) == "Tuple(Discrete(32), Discrete(11), Discrete(2))"
+    assert render(space_record(BLACKJACK)) == "Tuple(Discrete(32), Discrete(11), Discrete(2))"

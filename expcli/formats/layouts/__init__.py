@@ -133,8 +133,9 @@ def is_minari_folder(path: str | os.PathLike[str]) -> bool:
 
 
 def minari_episode_mismatches(path: str | os.PathLike[str]) -> list[int] | None:
-    """Ids of the Minari episodes whose observations are not one row longer than their
-    actions, or None when ``path`` is no Minari folder or file (see ``minari_layout``).
+    """Ids of the Minari episodes whose observations are not one row longer than their actions.
+
+    None when ``path`` is no Minari folder or file (see ``minari_layout``).
 
     Raises:
         FormatError: The episodes cannot be read: the file is damaged.

@@ -23,7 +23,7 @@ import numpy as np
 from expcli.errors import FormatError, SchemaError
 from expcli.formats._error_summary import error_summary
 from expcli.formats.dataset import Dataset
-from expcli.spec import SUPPORTED_DTYPES, CircularState, chronological_rows
+from expcli.spec import SUPPORTED_DTYPES, CircularState, chronological_rows, done_flags
 
 __all__ = [
     "SEAMS_KEY",
@@ -121,8 +121,11 @@ def foreign_rows(name: str, rows: np.ndarray) -> np.ndarray:
 
 
 def user_metadata(metadata: Mapping[str, Any], layout: str) -> dict[str, Any]:
-    """Metadata to carry into a file of ``layout``: without what a reader of that layout
-    added (``layout``, its own section, the rows it marked), which would go stale."""
+    """Metadata to carry into a file of ``layout``.
+
+    Without what a reader of that layout added (``layout``, its own section, the rows it marked),
+    which would go stale.
+    """
     own = {"layout", layout, SEAMS_KEY}
     return {k: v for k, v in metadata.items() if k not in own}
 
@@ -140,16 +143,6 @@ def column_rows(dataset: Dataset) -> list[np.ndarray]:
     order = chronological_rows(dataset.state, size, num_envs)
     counts = valid_counts(dataset.state, size, num_envs)
     return [order[j, : counts[j]] for j in range(num_envs)]
-
-
-def done_flags(tensors: Mapping[str, np.ndarray], memory_size: int, num_envs: int) -> np.ndarray:
-    """``terminated | truncated`` per row and column, ``(T, N)`` (False where absent)."""
-    done = np.zeros((memory_size, num_envs), dtype=bool)
-    for name in ("terminated", "truncated"):
-        if name in tensors:
-            flags = np.asarray(tensors[name]).reshape(memory_size, num_envs, -1)  # a byte a row
-            done |= flags.astype(bool).any(axis=2)
-    return done
 
 
 def episode_bounds(ends: np.ndarray) -> Iterator[tuple[int, int]]:

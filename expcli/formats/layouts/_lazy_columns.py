@@ -21,8 +21,9 @@ __all__ = ["column_of", "following_rows", "lazy_native"]
 
 
 def lazy_native(dataset: Any, path: Path, key: str) -> LazyRows | np.ndarray:
-    """An h5py dataset as ``LazyRows`` that give native rows of a schema dtype; read whole
-    (``load_array``) when its dtype can only be checked on the values (uint64) or it is
+    """An h5py dataset as ``LazyRows`` that give native rows of a schema dtype.
+
+    Read whole (``load_array``) when its dtype can only be checked on the values (uint64) or it is
     not an array of rows.
 
     Raises:
@@ -50,8 +51,11 @@ def column_of(array: LazyRows) -> LazyRows:
 
 
 def following_rows(observations: LazyRows, ends: np.ndarray) -> LazyRows:
-    """Each row's next observation within its episode (``next_in_episode``), by slices of
-    one env column ``(T, 1, *feature)``; ``ends`` flags each row's episode end, ``(T,)``."""
+    """Each row's next observation within its episode.
+
+    ``next_in_episode``; by slices of one env column ``(T, 1, *feature)``; ``ends`` flags each row's
+    episode end, ``(T,)``.
+    """
     total = len(observations)
 
     def read(start: int, stop: int) -> np.ndarray:

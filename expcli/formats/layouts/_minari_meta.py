@@ -102,7 +102,7 @@ def jpeg_image_shape(meta: dict[str, Any]) -> tuple[int, ...] | None:
 
 
 def expcli_metadata(meta: dict[str, Any]) -> dict[str, Any]:
-    """expcli metadata from ``metadata.json``: env and spaces on top, the rest under minari."""
+    """The expcli metadata of ``metadata.json``: env and spaces on top, the rest under minari."""
     saved = meta.get("expcli")
     metadata: dict[str, Any] = dict(saved) if isinstance(saved, dict) else {}
     metadata["layout"] = "minari"

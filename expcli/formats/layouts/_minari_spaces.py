@@ -80,8 +80,10 @@ class StoredLeaf:
 
 
 def stored_leaves(dataset: Dataset, prefix: str) -> list[StoredLeaf]:
-    """The tensors of ``observations`` or ``actions``: itself, or one per leaf of a Dict or
-    Tuple space (from the metadata's space, else from the names ``prefix/...``).
+    """The tensors of ``observations`` or ``actions``.
+
+    Itself, or one per leaf of a Dict or Tuple space (from the metadata's space, else from the names
+    ``prefix/...``).
 
     Raises:
         SchemaError: Nothing is stored under ``prefix``, or a leaf of its space is missing.
@@ -116,16 +118,20 @@ def _minari_key(description: Any, prefix: str, name: str) -> str:
 
 
 def expcli_leaf(key: str) -> str:
-    """A Minari dataset path under an episode (``observations/_index_0/x``) as expcli's
-    tensor name (``observations/0/x``)."""
+    """The expcli tensor name of a Minari dataset path under an episode.
+
+    ``observations/_index_0/x`` becomes ``observations/0/x``.
+    """
     return SEPARATOR.join(
         m.group(1) if (m := _TUPLE_PART.fullmatch(part)) else part for part in key.split(SEPARATOR)
     )
 
 
 def minari_space(dataset: Dataset, prefix: str) -> str:
-    """Minari's JSON for the space of ``observations`` or ``actions``: the metadata's, where
-    it fits the data, else one made from the data."""
+    """Minari's JSON for the space of ``observations`` or ``actions``.
+
+    The metadata's, where it fits the data, else one made from the data.
+    """
     leaves = {leaf.name: leaf for leaf in stored_leaves(dataset, prefix)}
     description = space_for(dataset.metadata, prefix)
     if prefix in leaves or not is_composite(description):
@@ -169,8 +175,10 @@ def _leaf_space(leaf: StoredLeaf, dataset: Dataset) -> dict[str, Any]:
 
 
 def _valid_rows(dataset: Dataset, leaf: StoredLeaf, limit: int | None = None) -> np.ndarray:
-    """A leaf's valid rows of every env column (the first ``limit`` of each), as the files
-    hold them; only those rows are read."""
+    """A leaf's valid rows of every env column (the first ``limit`` of each), as stored.
+
+    Only those rows are read.
+    """
     array = dataset.tensors[leaf.name]
     rows = [rows_of(array, r[:limit])[:, j] for j, r in enumerate(column_rows(dataset))]
     return leaf.rows(np.concatenate(rows) if rows else np.empty((0, *array.shape[2:]), array.dtype))
@@ -215,8 +223,10 @@ def _minari_spelling(space: dict[str, Any]) -> dict[str, Any]:
 
 
 def _from_data(rows: np.ndarray) -> dict[str, Any]:
-    """A space that holds the data: Box of infinite (or the dtype's) bounds, Discrete for
-    integer scalars, MultiBinary for booleans."""
+    """A space that holds the data.
+
+    Box of infinite (or the dtype's) bounds, Discrete for integer scalars, MultiBinary for booleans.
+    """
     feature = rows.shape[1:]
     if rows.dtype.kind == "f":
         bounds = np.full(feature, np.inf)
@@ -264,8 +274,10 @@ def _fits(space: dict[str, Any], rows: np.ndarray) -> bool:
 
 
 def text_leaves(description: Any, prefix: str) -> dict[str, int]:
-    """Minari dataset paths (under an episode) of the ``Text`` leaves of a space, with their
-    ``max_length``: Minari stores their samples as strings, expcli as code points."""
+    """Minari dataset paths (under an episode) of a space's ``Text`` leaves, with ``max_length``.
+
+    Minari stores their samples as strings, expcli as code points.
+    """
     out = {}
     for name, leaf in leaf_tensors(description, prefix):
         if isinstance(leaf, dict) and leaf.get("type") == "Text":
@@ -291,8 +303,10 @@ def read_leaf(dataset: Any, path: Path, key: str, text_length: int | None) -> np
 
 
 def step_data(group: Any, key: str, array: np.ndarray) -> None:
-    """A dataset as Minari makes them: chunked and growable along the steps (strings, for a
-    Text leaf, as UTF-8 strings)."""
+    """A dataset as Minari makes them.
+
+    Chunked and growable along the steps (strings, for a Text leaf, as UTF-8 strings).
+    """
     step_rows(group, key, len(array), [(0, array)])
 
 

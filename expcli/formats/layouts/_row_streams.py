@@ -30,8 +30,10 @@ def rows_of(array: Any, rows: np.ndarray) -> np.ndarray:
 
 
 def gathered(source: Any, index: np.ndarray) -> Any:
-    """Rows ``(T, *f)`` (scalars: ``(T,)``) arranged as ``(R, N, *f)`` by ``index`` ``(R, N)``
-    of source rows (scalars get the feature ``(1,)``); lazy when ``source`` is ``LazyRows``."""
+    """Source rows ``(T, *f)`` arranged as ``(R, N, *f)`` by ``index`` ``(R, N)``.
+
+    Scalars (``(T,)``) get the feature ``(1,)``; lazy when ``source`` is ``LazyRows``.
+    """
     feature = tuple(source.shape[1:]) or (1,)
     shape = (*index.shape, *feature)
     if not isinstance(source, LazyRows):
@@ -47,8 +49,10 @@ def gathered(source: Any, index: np.ndarray) -> Any:
 def picked_rows(
     array: Any, rows: np.ndarray, envs: np.ndarray | int
 ) -> Iterator[tuple[int, np.ndarray]]:
-    """``(offset, array[rows[a:b], envs[a:b]])`` for consecutive slices covering ``rows``,
-    each holding about ``CHUNK_BYTES`` of the source's rows (all env columns of a row)."""
+    """``(offset, array[rows[a:b], envs[a:b]])`` for consecutive slices covering ``rows``.
+
+    Each slice holds about ``CHUNK_BYTES`` of the source's rows (all env columns of a row).
+    """
     row_bytes = max(1, math.prod(array.shape[1:]) * np.dtype(array.dtype).itemsize)
     step = max(1, CHUNK_BYTES // row_bytes)
     for start in range(0, len(rows), step):

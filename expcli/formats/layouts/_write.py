@@ -18,7 +18,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from expcli.errors import ConfigError, OutputExistsError
-from expcli.formats._atomic import check_writable, create_temp, output_errors
+from expcli.formats._atomic import (
+    check_writable,
+    create_temp,
+    fsync_dir,
+    fsync_tree,
+    output_errors,
+)
 from expcli.formats._free_space import recount_free
 
 __all__ = ["atomic_folder"]
@@ -48,7 +54,7 @@ def atomic_folder(
         with output_errors(target):
             yield tmp
         with output_errors(target, every=True):
-            _fsync_tree(tmp)
+            fsync_tree(tmp)
             _swap(tmp, target, overwrite, replaceable)
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -56,7 +62,7 @@ def atomic_folder(
         if fresh is e:
             raise
         raise fresh from e.__cause__
-    _fsync(parent)
+    fsync_dir(parent)
 
 
 def _check_replaceable(target: Path, replaceable: Callable[[Path], bool]) -> None:
@@ -90,25 +96,3 @@ def _swap(tmp: Path, target: Path, overwrite: bool, replaceable: Callable[[Path]
         os.rename(aside, target)
         raise
     shutil.rmtree(aside, ignore_errors=True)
-
-
-def _fsync_tree(folder: Path) -> None:
-    for root, _, files in os.walk(folder):
-        for name in files:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync(Path(root))
-
-
-def _fsync(folder: Path) -> None:
-    if os.name != "posix":
-        return
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -146,7 +146,6 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         SchemaError: ``observations``, ``actions`` or ``rewards`` is missing, or a tensor
             has a name D4RL reserves.
     """
-
     for name in _REQUIRED:
         if name not in dataset.tensors:
             raise SchemaError("missing; the d4rl layout needs it", path=path, key=name)
@@ -198,7 +197,9 @@ def _length(obj: Any, path: Path, key: str) -> int:
 
 def _columns(array: Any, columns: int) -> Any:
     """``(T, *f)`` in env-by-env blocks as ``(T / columns, columns, *f)``; scalars get ``(1,)``.
-    ``LazyRows`` (read with one column) stay lazy."""
+
+    ``LazyRows`` (read with one column) stay lazy.
+    """
     if isinstance(array, LazyRows):
         return column_of(array)
     if array.ndim == 1:
@@ -220,8 +221,10 @@ def _as_flags(array: np.ndarray, path: Path, key: str) -> np.ndarray:
 def _metadata_entry(
     name: str, obj: Any, path: Path, metadata: dict[str, Any], extra: dict[str, Any]
 ) -> None:
-    """File-level ``metadata/*`` and scalars: strings and numbers are kept, arrays (policy
-    weights) are not."""
+    """File-level ``metadata/*`` and scalars.
+
+    Strings and numbers are kept, arrays (policy weights) are not.
+    """
     if obj.shape != ():
         return
     value = read_scalar(obj, path, name)

@@ -259,7 +259,6 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
         ConfigError: ``path`` is a file or a folder that is not a Minari dataset.
     """
-
     tensors = dataset.tensors
     if "rewards" not in tensors:
         raise SchemaError("missing; the minari layout needs it", path=path, key="rewards")
@@ -360,7 +359,8 @@ def _episode(
     """Append one episode's step data to ``parts``; return its number of steps.
 
     The leaves of Dict and Tuple spaces become tensors of their own (``observations/a``,
-    Minari's ``_index_<i>`` as ``observations/<i>``); Text leaves become code points."""
+    Minari's ``_index_<i>`` as ``observations/<i>``); Text leaves become code points.
+    """
     arrays = {
         name: _leaves(group, name, path, key, texts) for name in ("observations", *_STEP_KEYS)
     }
@@ -437,8 +437,11 @@ def _episode_infos(
 def _leaves(
     group: Any, name: str, path: Path, key: str, texts: dict[str, int]
 ) -> dict[str, np.ndarray]:
-    """The arrays under ``name``: ``{"": array}``, or ``{"/a": ..., "/b/c": ...}`` for a
-    Dict or Tuple space stored as a group; ``texts`` names the Text leaves (strings)."""
+    """The arrays under ``name``.
+
+    ``{"": array}``, or ``{"/a": ..., "/b/c": ...}`` for a Dict or Tuple space stored as a group;
+    ``texts`` names the Text leaves (strings).
+    """
     import h5py
 
     obj = group.get(name)

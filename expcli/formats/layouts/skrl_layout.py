@@ -26,8 +26,10 @@ __all__ = ["write"]
 
 
 def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
-    """Write ``dataset`` as skrl would save it, in the format that ``path``'s suffix names
-    (``.npz`` or ``.csv``; anything else is ``.pt``)."""
+    """Write ``dataset`` as skrl would save it, in the format that ``path``'s suffix names.
+
+    ``.npz`` or ``.csv``; anything else is ``.pt``.
+    """
     arrays = {name: _flat(dataset.tensors[name]) for name in sorted(dataset.tensors)}
     suffix = path.suffix.lower()
     if suffix == ".npz":
@@ -40,8 +42,10 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
 
 
 def _flat(array: Any) -> np.ndarray:
-    """``(T, N, *f)`` as skrl's ``(T, N, size)`` (a lazy tensor read whole: skrl's files
-    hold whole arrays)."""
+    """``(T, N, *f)`` as skrl's ``(T, N, size)``.
+
+    A lazy tensor read whole: skrl's files hold whole arrays.
+    """
     size = math.prod(array.shape[2:])
     return np.ascontiguousarray(np.asarray(array).reshape(*array.shape[:2], size))
 

@@ -76,8 +76,10 @@ def is_tianshou(h5: Any) -> bool:
 
 
 def read(h5: Any, path: Path, *, lazy: bool = False) -> Dataset:
-    """Read a saved ReplayBuffer or VectorReplayBuffer (``lazy``: its data rows left in the
-    open file as ``LazyRows``, reordered a slice at a time; the flags are read whole).
+    """Read a saved ReplayBuffer or VectorReplayBuffer.
+
+    ``lazy``: its data rows left in the open file as ``LazyRows``, reordered a slice at a time; the
+    flags are read whole.
 
     Raises:
         FormatError: Standard data is stored pickled, or a dataset cannot be read.
@@ -123,7 +125,6 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     Raises:
         SchemaError: ``observations``, ``actions`` or ``rewards`` is missing.
     """
-
     for name in ("observations", "actions", "rewards"):
         if name not in dataset.tensors:
             raise SchemaError("missing; the tianshou layout needs it", path=path, key=name)
@@ -234,8 +235,10 @@ def _rows_array(
 def _unfinished(
     order: np.ndarray, done: np.ndarray, rewards: Callable[[np.ndarray], np.ndarray], maxsize: int
 ) -> tuple[int, int, float]:
-    """Start row, length and return of the episode still running at the newest row
-    (``rewards(rows)`` gives the rewards of some output rows)."""
+    """Start row, length and return of the episode still running at the newest row.
+
+    ``rewards(rows)`` gives the rewards of some output rows.
+    """
     if not len(order) or done[order[-1]]:
         return (int(order[-1]) + 1) % maxsize if len(order) else 0, 0, 0.0
     ends = np.flatnonzero(done[order])
@@ -258,8 +261,9 @@ def _int_attr(h5: Any, key: str, path: Path) -> int:
 
 
 def _leaves(meta: Any, path: Path, maxsize: int, lazy: bool) -> tuple[dict[str, Any], list[str]]:
-    """Every array under ``_meta`` by expcli name (``info/x`` as ``infos/x``), and skipped ones
-    (``lazy``: left in the file, but for the flags).
+    """Every array under ``_meta`` by expcli name (``info/x`` as ``infos/x``), and those skipped.
+
+    With ``lazy``, arrays are left in the file, but for the flags.
 
     Raises:
         FormatError: Standard data is pickled, or an array cannot be read.
@@ -389,8 +393,10 @@ def _state_for(columns: list[tuple[int, int]], size: int) -> CircularState | Non
 def _arrange(
     leaves: dict[str, Any], edges: list[int], columns: list[tuple[int, int]]
 ) -> tuple[dict[str, Any], CircularState, list[int], np.ndarray]:
-    """Rows of the flat buffer as ``(T, N, *f)`` tensors with their circular state, and the
-    flat row of each ``(T, N)`` position."""
+    """Rows of the flat buffer as ``(T, N, *f)`` tensors, their circular state, and rows.
+
+    The last is the flat row of each ``(T, N)`` position.
+    """
     index, state, parts = _positions(edges, columns)
     tensors = {k: gathered(v, index) for k, v in leaves.items()}
     if parts is None:
@@ -419,9 +425,12 @@ def _arrange(
 def _positions(
     edges: list[int], columns: list[tuple[int, int]]
 ) -> tuple[np.ndarray, CircularState, list[int] | None]:
-    """The flat row of each ``(T, N)`` position: each sub-buffer in place as an env column
-    when one circular state describes them all, else rotated oldest first, else (with the
-    sub-buffers' lengths) their valid rows one after the other in one column."""
+    """The flat row of each ``(T, N)`` position.
+
+    Each sub-buffer in place as an env column when one circular state describes them all, else
+    rotated oldest first, else (with the sub-buffers' lengths) their valid rows one after the other
+    in one column.
+    """
     sizes = {b - a for a, b in zip(edges, edges[1:], strict=False)}
     size = sizes.pop() if len(sizes) == 1 else 0
     if size:
@@ -455,8 +464,11 @@ def _oldest_first(insertion: int, length: int, size: int, count: int) -> np.ndar
 
 
 def _next_rows(tensors: dict[str, Any], state: CircularState) -> np.ndarray:
-    """tianshou's ``next(index)`` per ``(T, N)`` position: the row of the next step in the
-    episode, else the row itself (at an episode's end, the newest row, invalid rows)."""
+    """Tianshou's ``next(index)`` for every ``(T, N)`` position.
+
+    That is the row of the next step in the episode, else the row itself (at an episode's
+    end, the newest row, invalid rows).
+    """
     size, count = tensors["observations"].shape[:2]
     dataset = Dataset({"observations": tensors["observations"]}, state)
     done = done_flags(tensors, size, count)
