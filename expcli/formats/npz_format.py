@@ -49,14 +49,15 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         write_to(dataset, f, text)
 
 
-def write_to(dataset: Dataset, file: IO[bytes], header: str) -> None:
+def write_to(dataset: Dataset, file: IO[bytes], header: str | None) -> None:
     """Write the archive to an open ``file`` (a stream will do: zip entries then carry
-    their sizes after their data), with ``header`` (``encode_header``'s) as metadata."""
-    text = np.array(header)
+    their sizes after their data), with ``header`` (``encode_header``'s) as metadata; None
+    writes the tensors alone (as ``np.savez`` in skrl's ``Memory.save``)."""
     with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name in sorted(dataset.tensors):
             _write_member(archive, name, dataset.tensors[name])
-        _write_member(archive, METADATA_KEY, text)
+        if header is not None:
+            _write_member(archive, METADATA_KEY, np.array(header))
 
 
 def _write_member(archive: zipfile.ZipFile, name: str, array: Any) -> None:

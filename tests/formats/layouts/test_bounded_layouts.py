@@ -1,6 +1,7 @@
 """Converting from and to the foreign layouts streams: a tianshou file converted to expcli's
-``.h5``, and an expcli ``.h5`` written with ``--layout d4rl`` or ``--layout tianshou``, take
-about the same peak memory for 24 MB and for 96 MB of data (a child process's peak RSS)."""
+``.h5``, and an expcli ``.h5`` written with ``--layout d4rl``, ``tianshou`` or ``skrl``
+(``.pt`` and ``.npz``), take about the same peak memory for 24 MB and for 96 MB of data (a
+child process's peak RSS)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,14 @@ def frames(megabytes: int) -> Dataset:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", ["d4rl", "tianshou"])
-def test_writing_a_foreign_layout_streams(tmp_path: Path, layout: str) -> None:
+@pytest.mark.parametrize(
+    ("layout", "target"),
+    [("d4rl", "d4rl.h5"), ("tianshou", "tianshou.h5"), ("skrl", "skrl.pt"), ("skrl", "skrl.npz")],
+)
+def test_writing_a_foreign_layout_streams(tmp_path: Path, layout: str, target: str) -> None:
     def peak(megabytes: int) -> int:
         source = save(frames(megabytes), tmp_path / f"{megabytes}.h5")
-        return growth_mib(tmp_path, "convert", source, tmp_path / f"{layout}.h5", layout)
+        return growth_mib(tmp_path, "convert", source, tmp_path / target, layout)
 
     small, large = peak(SMALL_MB), peak(LARGE_MB)
     assert large - small < FLAT_MB, (small, large)
