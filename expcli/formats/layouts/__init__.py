@@ -105,7 +105,7 @@ def read_foreign_hdf5(
         path: The file's path, for messages (and a Minari ``metadata.json`` beside it).
         num_envs: For D4RL files only: split the rows into this many equal env columns,
             env by env (as ``write_layout`` lays them out); default one column.
-        lazy: Leave the rows of D4RL files (one env column) in the file as ``LazyRows``,
+        lazy: Leave the rows of D4RL and tianshou files in the file as ``LazyRows``,
             read a slice at a time; ``h5`` must then stay open while they are read.
 
     Raises:

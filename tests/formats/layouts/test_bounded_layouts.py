@@ -1,7 +1,7 @@
-"""Converting from and to the foreign layouts streams: a tianshou file converted to expcli's
-``.h5``, and an expcli ``.h5`` written with ``--layout d4rl``, ``tianshou`` or ``skrl``
-(``.pt`` and ``.npz``), take about the same peak memory for 24 MB and for 96 MB of data (a
-child process's peak RSS)."""
+"""Converting from and to the foreign layouts streams: a tianshou file, and a D4RL file read
+as several env columns, converted to expcli's ``.h5``, and an expcli ``.h5`` written with
+``--layout d4rl``, ``tianshou`` or ``skrl`` (``.pt`` and ``.npz``), take about the same peak
+memory for a small and a large file (a child process's peak RSS)."""
 
 from __future__ import annotations
 
@@ -47,4 +47,17 @@ def test_converting_a_tianshou_file_streams(tmp_path: Path) -> None:
         return growth_mib(tmp_path, "convert", source, tmp_path / f"{megabytes}.h5")
 
     small, large = peak(SMALL_MB), peak(LARGE_MB)
+    assert large - small < FLAT_MB, (small, large)
+
+
+@pytest.mark.slow
+def test_converting_a_d4rl_file_of_several_env_columns_streams(tmp_path: Path) -> None:
+    def peak(megabytes: int) -> int:
+        source = tmp_path / f"d4rl-{megabytes}.h5"
+        write_layout(frames(megabytes), source, "d4rl", overwrite=True)  # 4 env columns
+        target = tmp_path / f"{megabytes}.h5"
+        return growth_mib(tmp_path, "convert", source, target, "expcli", 4)
+
+    # 24 MB would not fill the reading pipeline (a slice, the one read ahead, a column's)
+    small, large = peak(2 * SMALL_MB), peak(LARGE_MB)
     assert large - small < FLAT_MB, (small, large)
