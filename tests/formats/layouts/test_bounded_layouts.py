@@ -1,7 +1,8 @@
-"""Converting from and to the foreign layouts streams: a tianshou file, and a D4RL file read
-as several env columns, converted to expcli's ``.h5``, and an expcli ``.h5`` written with
-``--layout d4rl``, ``tianshou`` or ``skrl`` (``.pt`` and ``.npz``), take about the same peak
-memory for a small and a large file (a child process's peak RSS)."""
+"""Converting from and to the foreign layouts streams: a tianshou file, a Minari folder
+and a D4RL file read as several env columns, converted to expcli's ``.h5``, and an expcli
+``.h5`` written with ``--layout d4rl``, ``tianshou`` or ``skrl`` (``.pt`` and ``.npz``),
+take about the same peak memory for a small and a large file (a child process's peak
+RSS)."""
 
 from __future__ import annotations
 
@@ -60,4 +61,17 @@ def test_converting_a_d4rl_file_of_several_env_columns_streams(tmp_path: Path) -
 
     # 24 MB would not fill the reading pipeline (a slice, the one read ahead, a column's)
     small, large = peak(2 * SMALL_MB), peak(LARGE_MB)
+    assert large - small < FLAT_MB, (small, large)
+
+
+@pytest.mark.slow
+def test_converting_a_minari_folder_streams(tmp_path: Path) -> None:
+    def peak(megabytes: int) -> int:
+        source = tmp_path / f"minari-{megabytes}"
+        write_layout(frames(megabytes), source, "minari", overwrite=True)  # ~500 episodes
+        return growth_mib(tmp_path, "convert", source, tmp_path / f"{megabytes}.h5")
+
+    # a slice, the one read ahead, the episodes' rows and the writer's fill ~100 MB: both
+    # sizes must go beyond it for a flat peak to show (read whole: 96 MB more)
+    small, large = peak(LARGE_MB), peak(2 * LARGE_MB)
     assert large - small < FLAT_MB, (small, large)
