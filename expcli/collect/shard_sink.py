@@ -70,9 +70,8 @@ class ShardSink:
         self.memory = memory
         self._metadata = metadata
         tensors = memory.to_dataset().tensors
-        self.names = sorted(tensors)  # fixed now: a tensor created later is not stored
         if manifest is None:
-            empty = {name: tensors[name][:0] for name in self.names}
+            empty = {name: tensors[name][:0] for name in sorted(tensors)}
             manifest = Manifest(Dataset(empty, metadata=metadata()).header())
             self.writer = ShardWriter(folder, manifest)
             self.writer.replace_metadata(metadata())
@@ -96,7 +95,7 @@ class ShardSink:
         self._wait()
         arrays = self.memory.to_dataset().tensors
         staged = {}
-        for name in self.names:
+        for name in sorted(arrays):  # an ``infos/<key>`` met later joins the manifest then
             source = arrays[name][:rows]
             spare = self._spare.get(name)
             if spare is None or spare.shape[1:] != source.shape[1:] or len(spare) < rows:
