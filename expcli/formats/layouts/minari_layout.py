@@ -11,7 +11,9 @@ Episodes are read in id order into one env column ``(T = total steps, N = 1)``: 
 observation is the episode's row ``t`` and its next observation row ``t + 1``; a step's
 infos are the episode's info row ``t + 1`` (the reset info is dropped). Where an episode that
 is not the last one ends with neither flag, its last step is marked ``truncated`` and listed
-under ``seams_marked_truncated``, so that episodes stay apart in expcli's view.
+under ``seams_marked_truncated``, so that episodes stay apart in expcli's view. Opened
+lazily (``open_folder``, ``read`` with ``lazy``), the rows stay in the file and are read a
+slice at a time across episodes (``_minari_episodes``); only the flags are read at once.
 
 ``write`` makes a folder that ``minari.MinariDataset(folder / "data")`` loads (and
 ``minari.load_dataset`` when the folder sits in the datasets path under its id): one
