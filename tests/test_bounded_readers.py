@@ -42,7 +42,8 @@ else:
     import expcli.formats.npz_format, expcli.formats.hdf5_format, h5py
     before = kib("VmRSS:")
     layout = sys.argv[4] if len(sys.argv) > 4 else "expcli"
-    convert(source, sys.argv[3], overwrite=True, layout=layout)
+    num_envs = int(sys.argv[5]) if len(sys.argv) > 5 else None
+    convert(source, sys.argv[3], overwrite=True, layout=layout, num_envs=num_envs)
 print((kib("VmHWM:") - before) // 1024)
 """
 

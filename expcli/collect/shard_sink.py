@@ -72,9 +72,8 @@ class ShardSink:
         self.memory = memory
         self._metadata = metadata
         tensors = memory.to_dataset().tensors
-        self.names = sorted(tensors)  # fixed now: a tensor created later is not stored
         if manifest is None:
-            empty = {name: tensors[name][:0] for name in self.names}
+            empty = {name: tensors[name][:0] for name in sorted(tensors)}
             manifest = Manifest(Dataset(empty, metadata=metadata()).header())
             self.writer = ShardWriter(folder, manifest)
             self.writer.replace_metadata(metadata())
@@ -98,10 +97,11 @@ class ShardSink:
         self._wait()
         memory = self.memory
         arrays = memory.to_dataset().tensors
-        swap = {n: self._spare_tensor(n) for n in self.names if _viewable(memory.tensors[n])}
+        names = sorted(arrays)  # an ``infos/<key>`` met later joins the manifest then
+        swap = {n: self._spare_tensor(n) for n in names if _viewable(memory.tensors[n])}
         taken = memory.swap_tensors(swap)
         staged = {}
-        for name in self.names:
+        for name in names:
             if name in taken:
                 self._spare[name] = taken[name]
                 staged[name] = taken[name].numpy()[:rows]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ __all__ = [
     "check_size",
     "check_stored",
     "check_written",
+    "dataset_names",
     "header_text",
     "list_datasets",
     "native_dtype",
@@ -42,6 +43,7 @@ ATTRIBUTE = "expcli"
 
 _MAX_RATIO = 1100  # deflate expands at most ~1032:1; a larger claim is not real data
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+_METADATA_CACHE = (1 << 20, 2 << 20)  # HDF5's metadata cache: initial and largest size
 _MAGIC_OFFSETS = (0, 512, 1024, 2048, 4096)  # after a user block, the signature moves
 
 
@@ -52,7 +54,7 @@ def open_file(path: Path, cache_bytes: int) -> Any:
     if not head:
         raise FormatError("not an HDF5 file (the file is empty)", path=path)
     try:
-        return h5py.File(path, "r", rdcc_nbytes=cache_bytes, locking=False)
+        file = h5py.File(path, "r", rdcc_nbytes=cache_bytes, locking=False)
     except MemoryError:
         raise
     except Exception as e:  # OSError mostly; h5py raises others for odd files
@@ -62,6 +64,25 @@ def open_file(path: Path, cache_bytes: int) -> Any:
                 path=path,
             ) from e
         raise FormatError(f"corrupt or truncated HDF5 file ({error_summary(e)})", path=path) from e
+    _bound_metadata_cache(file)
+    return file
+
+
+def _bound_metadata_cache(file: Any) -> None:
+    """Keep HDF5's cache of object headers and chunk indexes small.
+
+    By default it grows to 32 MB (several times that in memory) as a file of thousands of
+    datasets (a Minari file of many episodes) is read, and it holds nothing a sequential
+    read needs again.
+    """
+    initial, largest = _METADATA_CACHE
+    with contextlib.suppress(Exception):  # only a bound on memory: reading works without it
+        config = file.id.get_mdc_config()
+        config.set_initial_size = True
+        config.initial_size = initial
+        config.min_size = initial
+        config.max_size = largest
+        file.id.set_mdc_config(config)
 
 
 def header_text(file: Any, path: Path) -> str | bytes | None:
@@ -88,12 +109,27 @@ def header_text(file: Any, path: Path) -> str | bytes | None:
 def list_datasets(file: Any, path: Path) -> dict[str, Any]:
     """Every dataset reachable by hard links, by full path, in name order."""
     found: dict[str, Any] = {}
+    _visit_datasets(file, path, found.__setitem__)
+    return dict(sorted(found.items()))
 
+
+def dataset_names(file: Any, path: Path) -> list[str]:
+    """The full paths of every dataset reachable by hard links, in name order.
+
+    Names only: an open dataset holds tens of KB in HDF5, too much for a file of many
+    episodes.
+    """
+    found: list[str] = []
+    _visit_datasets(file, path, lambda name, _: found.append(name))
+    return sorted(found)
+
+
+def _visit_datasets(file: Any, path: Path, each: Callable[[str, Any], None]) -> None:
     def visit(name: str | bytes, item: Any) -> None:
         if not isinstance(name, str):  # h5py hands over names that are not UTF-8 as bytes
             raise InvalidValueError(f"the object name {name!r} is not UTF-8 text")
         if isinstance(item, h5py.Dataset):
-            found[name] = item
+            each(name, item)
 
     try:
         file.visititems(visit)
@@ -103,7 +139,6 @@ def list_datasets(file: Any, path: Path) -> dict[str, Any]:
         raise FormatError(
             f"cannot list the datasets ({error_summary(e)}); the file is corrupt", path=path
         ) from e
-    return dict(sorted(found.items()))
 
 
 def native_dtype(dataset: Any) -> np.dtype[Any]:
@@ -210,21 +245,30 @@ def check_size(
     return size
 
 
-def check_all_stored(file: Any, path: Path) -> dict[str, Any]:
+def check_all_stored(file: Any, path: Path) -> list[str]:
     """Every dataset of a file without expcli's metadata, checked as ``check_stored`` does.
 
-    Sparse ones allowed; so that a foreign layout reads only what the file holds.
+    Sparse ones allowed, so that a foreign layout reads only what the file holds. One
+    dataset is open at a time.
 
     Returns:
-        The datasets by full path, as ``list_datasets``.
+        The datasets' full paths, as ``dataset_names``.
 
     Raises:
-        FormatError: As ``list_datasets`` and ``check_stored``.
+        FormatError: As ``dataset_names`` and ``check_stored``.
     """
-    found = list_datasets(file, path)
-    for name, item in found.items():
+    names = dataset_names(file, path)
+    for name in names:
+        try:
+            item = file[name]
+        except MemoryError:
+            raise
+        except Exception as e:
+            raise FormatError(
+                f"cannot open it ({error_summary(e)}); the file is corrupt", path=path, key=name
+            ) from e
         check_stored(item, path, name, complete=False)
-    return found
+    return names
 
 
 @contextlib.contextmanager

@@ -3,7 +3,10 @@
 ``manifest.json`` is the dataset's metadata object (``Dataset.header()``: schema
 ``expcli/1``, tensor specs, ``num_envs``, ``memory_size`` = rows of all shards together,
 the circular state and the user metadata) plus ``shards``: one entry per shard file, in
-row order, ``{"file", "rows", "bytes", "crc32"}``. A reader trusts the manifest alone:
+row order, ``{"file", "rows", "bytes", "crc32"}``, plus ``"missing"``: the float tensors the
+shard lacks because they were created after it was written (``collect --infos`` meets an
+info key for the first time), read as NaN, as an in-memory run's rows before that step
+are. A reader trusts the manifest alone:
 a shard file it does not list (a writer killed between renaming a shard and replacing
 the manifest) is ignored, and overwritten by the next shard of that name.
 """
@@ -62,15 +65,27 @@ def is_sharded_folder(path: str | os.PathLike[str]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ShardEntry:
-    """One shard file: its name in the folder, its rows, its size and CRC-32 in bytes."""
+    """One shard file: its name, rows, size in bytes, CRC-32 and missing tensors.
+
+    ``missing`` names the float tensors of the folder that the shard lacks (read as NaN).
+    """
 
     file: str
     rows: int
     bytes: int
     crc32: str
+    missing: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "rows": self.rows, "bytes": self.bytes, "crc32": self.crc32}
+        entry: dict[str, Any] = {
+            "file": self.file,
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "crc32": self.crc32,
+        }
+        if self.missing:
+            entry["missing"] = list(self.missing)
+        return entry
 
 
 @dataclass
@@ -144,11 +159,14 @@ def _entry(item: Any) -> ShardEntry | None:
     if not isinstance(item, dict):
         return None
     file, rows, size, crc = (item.get(k) for k in ("file", "rows", "bytes", "crc32"))
+    missing = item.get("missing", [])
     if not (isinstance(file, str) and _SHARD_NAME.fullmatch(file)):
         return None
     if not all(type(v) is int and v >= 0 for v in (rows, size)) or not isinstance(crc, str):
         return None
-    return ShardEntry(file, int(rows), int(size), crc)  # type: ignore[arg-type]
+    if not (isinstance(missing, list) and all(isinstance(name, str) for name in missing)):
+        return None
+    return ShardEntry(file, int(rows), int(size), crc, tuple(missing))  # type: ignore[arg-type]
 
 
 def file_crc32(path: Path, chunk: int = 16 << 20) -> str:

@@ -51,10 +51,11 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         write_to(dataset, f, text)
 
 
-def write_to(dataset: Dataset, file: IO[bytes], header: str) -> tuple[int, int]:
+def write_to(dataset: Dataset, file: IO[bytes], header: str | None) -> tuple[int, int]:
     """Write the archive to an open ``file``, with ``header`` as metadata.
 
-    A stream will do: the file is never sought. ``header`` is ``encode_header``'s.
+    A stream will do: the file is never sought. ``header`` is ``encode_header``'s; None
+    writes the tensors alone (as ``np.savez`` in skrl's ``Memory.save``).
 
     Returns:
         The archive's size in bytes and its CRC-32, computed on the way.
@@ -62,7 +63,8 @@ def write_to(dataset: Dataset, file: IO[bytes], header: str) -> tuple[int, int]:
     archive = ZipStreamWriter(file)
     for name in sorted(dataset.tensors):
         _write_member(archive, name, dataset.tensors[name])
-    _write_member(archive, METADATA_KEY, np.array(header))
+    if header is not None:
+        _write_member(archive, METADATA_KEY, np.array(header))
     archive.close()
     return archive.size, archive.crc
 

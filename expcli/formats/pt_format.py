@@ -47,17 +47,19 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         write_to(dataset, f, text)
 
 
-def write_to(dataset: Dataset, file: IO[bytes], header: str) -> None:
+def write_to(dataset: Dataset, file: IO[bytes], header: str | None) -> None:
     """Write the archive to an open ``file`` (a stream will do: the writer never seeks).
 
-    With ``header`` (``encode_header``'s) as metadata.
+    With ``header`` (``encode_header``'s) as metadata; None writes the tensors alone (as
+    skrl's ``Memory.save`` does).
     """
     names = sorted(dataset.tensors)
     items: list[tuple[str, StoredTensor | str]] = []
     for name in names:
         array = dataset.tensors[name]
         items.append((name, StoredTensor(np.dtype(array.dtype), tuple(array.shape))))
-    items.append((METADATA_KEY, header))
+    if header is not None:
+        items.append((METADATA_KEY, header))
     archive = PtArchiveWriter(file)
     archive.write_pickle(dict_pickle(items))
     for key, name in enumerate(names):  # storage i is the i-th tensor of the pickle

@@ -235,10 +235,11 @@ def open_lazy(
 ) -> tuple[Dataset, Callable[[], None]]:
     """Open a dataset whose tensors stay on disk where the format allows.
 
-    npz members, expcli HDF5 files, CSV rows; read by slices of rows; others are read whole.
+    npz members, HDF5 files, Minari folders, CSV rows: read by slices of rows; others are
+    read whole.
 
     Args:
-        path: File to read, or a Minari dataset folder (read whole).
+        path: File to read, or a Minari dataset folder.
         format: As ``read_dataset``.
         num_envs: As ``read_dataset``: for files that do not record it (CSV, D4RL).
 
@@ -251,10 +252,15 @@ def open_lazy(
     if num_envs is not None and num_envs < 1:
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
     fmt = source_format(path, format)
-    opener = None if fmt == FOLDER_FORMAT else getattr(_module(fmt), "open_lazy", None)
-    if opener is None:
-        return read_dataset(path, fmt, num_envs=num_envs), lambda: None
-    opened = opener(Path(path), num_envs=num_envs)
+    if fmt == FOLDER_FORMAT:
+        from expcli.formats.layouts import open_minari_folder
+
+        opened: Any = open_minari_folder(path)
+    else:
+        opener = getattr(_module(fmt), "open_lazy", None)
+        if opener is None:
+            return read_dataset(path, fmt, num_envs=num_envs), lambda: None
+        opened = opener(Path(path), num_envs=num_envs)
     dataset, close = opened if isinstance(opened, tuple) else (opened, lambda: None)
     try:
         dataset.validate(path)

@@ -12,6 +12,7 @@ opens and holds every shard completed before the kill.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import mmap
 import os
 import shutil
@@ -109,10 +110,41 @@ class ShardWriter:
             shard = Dataset(
                 dict(tensors), CircularState(0, 0, True), {"shard": {"first_row": first}}
             )
-            entry = _write_shard(shard, self.folder / name)
+            missing = self._schema(shard)
+            entry = _write_shard(shard, self.folder / name, missing)
             self.manifest.shards.append(entry)
             self._save(metadata)
             return entry
+
+    def _schema(self, shard: Dataset) -> tuple[str, ...]:
+        """Add the shard's new tensors to the manifest; return the folder's it lacks.
+
+        Earlier shards lack the new ones: they are listed as missing there, read as NaN.
+
+        Raises:
+            SchemaError: A tensor the folder lacks is not a float tensor (only those can be
+                read as NaN where missing).
+        """
+        known: dict[str, Any] = self.manifest.header.setdefault("tensors", {})
+        new = {}
+        for spec in shard.specs():
+            if spec.name not in known:
+                if np.dtype(spec.dtype).kind != "f":
+                    raise SchemaError(
+                        f"is new to the folder and {spec.dtype}; only float tensors can be "
+                        "added after the first shard",
+                        path=self.folder,
+                        key=spec.name,
+                    )
+                new[spec.name] = spec.to_json()
+        if new and self.manifest.shards:
+            self.manifest.shards = [
+                dataclasses.replace(e, missing=tuple(sorted({*e.missing, *new})))
+                for e in self.manifest.shards
+            ]
+        if new:
+            self.manifest.header["tensors"] = dict(sorted({**known, **new}.items()))
+        return tuple(sorted(set(known) - set(shard.tensors)))
 
     def replace_metadata(self, metadata: Mapping[str, Any]) -> None:
         """Write the manifest again with ``metadata`` as its user metadata."""
@@ -132,7 +164,8 @@ class ShardWriter:
             shard = Dataset(
                 dict(tensors), CircularState(0, 0, True), {"shard": {"first_row": first}}
             )
-            self.manifest.shards.append(_write_shard(shard, self.folder / name))
+            missing = self._schema(shard)
+            self.manifest.shards.append(_write_shard(shard, self.folder / name, missing))
             self._save(metadata)
             with contextlib.suppress(OSError):
                 (self.folder / old.file).unlink()
@@ -157,13 +190,13 @@ def user_metadata(header: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in header.items() if k not in _HEADER_KEYS}
 
 
-def _write_shard(shard: Dataset, path: Path) -> ShardEntry:
+def _write_shard(shard: Dataset, path: Path, missing: tuple[str, ...] = ()) -> ShardEntry:
     from expcli.formats.npz_format import write_to
 
     text = encode_header(shard.header(), path)
     with atomic_write(path) as f:
         size, crc = write_to(shard, f, text)
-    return ShardEntry(path.name, shard.memory_size, size, f"{crc:08x}")
+    return ShardEntry(path.name, shard.memory_size, size, f"{crc:08x}", missing)
 
 
 def write(
@@ -347,6 +380,10 @@ class _ShardMaps:
         mapped: mmap.mmap | None = None
         for name, spec in self.specs.items():
             array = lazy.tensors.get(name)
+            if array is None and name in entry.missing and np.dtype(spec.dtype).kind == "f":
+                nan = np.array(np.nan, spec.dtype)  # created after this shard: NaN, as unwritten
+                members[name] = np.broadcast_to(nan, (*expected, *spec.shape))
+                continue
             if (
                 array is None
                 or array.shape != (*expected, *spec.shape)

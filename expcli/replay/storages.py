@@ -267,11 +267,11 @@ class DatasetStorage(Storage):
         Raises:
             FormatError, SchemaError: The path cannot be read as a dataset.
         """
-        from expcli.formats import FOLDER_FORMAT, open_lazy, read_dataset, source_format
+        from expcli.formats import open_lazy, read_dataset, source_format
 
         source = Path(path)
         fmt = source_format(source)
-        if fmt in (FOLDER_FORMAT, "pt"):  # a Minari folder; .pt is mapped by its reader
+        if fmt == "pt":  # mapped by its reader
             return cls(read_dataset(source, fmt, num_envs=num_envs))
         dataset, close = open_lazy(source, fmt, num_envs=num_envs)
         try:

@@ -3,6 +3,7 @@ shards, and a reader that trusts only the manifest."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from expcli.conversion import convert
+from expcli.errors import SchemaError
 from expcli.formats import FORMATS, Dataset, open_lazy, read_dataset, sharded, write_dataset
 from expcli.formats._manifest import Manifest
 from expcli.spec import CircularState
@@ -107,3 +109,28 @@ def test_a_folder_that_is_not_a_dataset_is_never_replaced(tmp_path: Path) -> Non
     with pytest.raises(Exception, match="not a sharded dataset folder"):
         write_dataset(_sample(), tmp_path / "mine", overwrite=True)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
+
+
+def test_a_float_tensor_added_after_the_first_shard_reads_as_nan_there(tmp_path: Path) -> None:
+    """What ``collect --infos`` does when it meets an info key after a shard was written."""
+    folder = tmp_path / "d"
+    first, second = _sample(4), _sample(3)
+    writer = sharded.ShardWriter(folder, Manifest(first.header()))
+    writer.append(first.tensors, {})
+    infos = np.arange(9, dtype=np.float64).reshape(3, 3, 1)
+    writer.append({**second.tensors, "infos/t": infos}, {})
+    assert [e.missing for e in Manifest.load(folder).shards] == [("infos/t",), ()]
+    back = read_dataset(folder)
+    assert np.isnan(back.tensors["infos/t"][:4]).all()
+    assert np.array_equal(back.tensors["infos/t"][4:], infos)
+    with pytest.raises(SchemaError, match="only float tensors"):
+        writer.append({**second.tensors, "infos/n": np.zeros((3, 3, 1), np.int64)}, {})
+    # a shard may lack only float tensors: an integer one listed as missing is refused
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["tensors"]["extra"] = {"dtype": "int64", "shape": [1]}
+    for entry in manifest["shards"]:
+        entry["missing"] = sorted({*entry.get("missing", []), "extra"})
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SchemaError) as info:
+        read_dataset(folder)
+    assert info.value.key == "extra"

@@ -264,3 +264,19 @@ def test_a_minari_dataset_of_dict_observations_reads_into_leaves(
     following = np.concatenate([b.observations["phase"][1:] for b in buffers])
     np.testing.assert_array_equal(dataset.tensors["next_observations/phase"][:, 0, 0], following)
     assert dataset.tensors["observations/phase"].dtype == np.int64
+
+
+@pytest.mark.parametrize("env_id", [ARM, TEXT])
+def test_a_minari_folder_read_lazily_equals_read_whole(env_id: str, tmp_path: Path) -> None:
+    from expcli.formats import open_lazy
+    from tests.formats.layouts.test_lazy_layouts import assert_same
+
+    folder = tmp_path / "lazy-v0"
+    write_layout(
+        collected(f"tests.collect.structured_envs:{env_id}"), folder, "minari", overwrite=False
+    )
+    lazy, close = open_lazy(folder)
+    try:
+        assert_same(read_minari_folder(folder), lazy)
+    finally:
+        close()

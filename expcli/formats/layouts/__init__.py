@@ -21,6 +21,7 @@ Importing this package loads numpy only; h5py and torch are imported when used.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ __all__ = [
     "is_minari_folder",
     "minari_episode_mismatches",
     "layout_format",
+    "open_minari_folder",
     "read_foreign_hdf5",
     "read_minari_folder",
     "write_layout",
@@ -105,7 +107,7 @@ def read_foreign_hdf5(
         path: The file's path, for messages (and a Minari ``metadata.json`` beside it).
         num_envs: For D4RL files only: split the rows into this many equal env columns,
             env by env (as ``write_layout`` lays them out); default one column.
-        lazy: Leave the rows of D4RL files (one env column) in the file as ``LazyRows``,
+        lazy: Leave the rows of D4RL, tianshou and Minari files in the file as ``LazyRows``,
             read a slice at a time; ``h5`` must then stay open while they are read.
 
     Raises:
@@ -119,7 +121,7 @@ def read_foreign_hdf5(
     if tianshou_layout.is_tianshou(h5):
         return tianshou_layout.read(h5, path, lazy=lazy)
     if minari_layout.is_minari_file(h5, path):
-        return minari_layout.read(h5, path)
+        return minari_layout.read(h5, path, lazy=lazy)
     if d4rl_layout.is_d4rl(h5):
         return d4rl_layout.read(h5, path, num_envs, lazy=lazy)
     return None
@@ -156,6 +158,19 @@ def read_minari_folder(path: str | os.PathLike[str]) -> Dataset:
     from expcli.formats.layouts import minari_layout
 
     return minari_layout.read_folder(Path(path))
+
+
+def open_minari_folder(path: str | os.PathLike[str]) -> tuple[Dataset, Callable[[], None]]:
+    """Open a Minari dataset folder (hdf5 storage) as one env column left in the file.
+
+    Rows are read a slice at a time; call the closer once done with them.
+
+    Raises:
+        FormatError, SchemaError: As ``read_minari_folder``.
+    """
+    from expcli.formats.layouts import minari_layout
+
+    return minari_layout.open_folder(Path(path))
 
 
 def write_layout(

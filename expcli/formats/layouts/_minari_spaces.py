@@ -286,12 +286,17 @@ def text_leaves(description: Any, prefix: str) -> dict[str, int]:
     return out
 
 
-def read_leaf(dataset: Any, path: Path, key: str, text_length: int | None) -> np.ndarray:
-    """A dataset's array; a Text leaf's strings as int32 code points ``(T, text_length)``."""
+def read_leaf(
+    dataset: Any, path: Path, key: str, text_length: int | None, rows: slice | None = None
+) -> np.ndarray:
+    """A dataset's array (of ``rows`` only, when given).
+
+    A Text leaf's strings come as int32 code points ``(T, text_length)``.
+    """
     if text_length is None:
         return load_array(dataset, path, key)
     try:
-        strings = dataset.asstr()[()]
+        strings = dataset.asstr()[() if rows is None else rows]
         return encode_text(np.asarray(strings, dtype=str), text_length)
     except (OSError, ValueError, TypeError, UnicodeDecodeError) as e:
         raise FormatError(

@@ -13,6 +13,11 @@ episode has none, so its own observation is repeated (as tianshou does for buffe
 ``obs_next``) and the metadata lists ``next_observations`` under ``d4rl.derived``. A file
 with neither ``terminals`` nor ``timeouts`` is read as one episode, and the metadata lists
 the missing keys under ``d4rl.missing``.
+
+Read lazily (``lazy``, as ``open_lazy`` does), every dataset stays in the file and is read
+a slice of rows at a time, whatever the number of env columns; only ``terminals`` and
+``timeouts`` are read whole (a byte a row), to check that they are flags and to find the
+episode ends that deriving ``next_observations`` needs.
 """
 
 from __future__ import annotations
@@ -87,7 +92,7 @@ def read(h5: Any, path: Path, num_envs: int | None = None, *, lazy: bool = False
                 key=name,
             )
         try:
-            whole = not lazy or name in _FLAGS or (num_envs or 1) > 1
+            whole = not lazy or name in _FLAGS  # flags: a byte a row, checked as read
             arrays[name] = load_array(obj, path, name) if whole else lazy_native(obj, path, name)
         except (FormatError, SchemaError):
             if not name.startswith("infos/"):
@@ -103,16 +108,18 @@ def read(h5: Any, path: Path, num_envs: int | None = None, *, lazy: bool = False
     flags = {flag: arrays.pop(flag, None) for flag in _FLAGS}
     missing = [flag for flag, array in flags.items() if array is None]
     tensors = {name: _columns(array, columns) for name, array in arrays.items()}
+    ends = np.zeros(rows, dtype=bool)
     for flag, array in flags.items():
         values = np.zeros(rows, dtype=bool) if array is None else _as_flags(array, path, flag)
+        ends |= values
         tensors[_FLAGS[flag]] = _columns(values, columns)
     derived = []
     if "next_observations" not in tensors:
         observations = tensors["observations"]
-        ends = tensors["terminated"][:, :, 0] | tensors["truncated"][:, :, 0]
         if isinstance(observations, LazyRows):
-            tensors["next_observations"] = following_rows(observations, ends[:, 0])
+            tensors["next_observations"] = following_rows(arrays["observations"], ends, columns)
         else:
+            ends = _columns(ends, columns)[:, :, 0]
             following = np.empty_like(observations)
             for j in range(columns):
                 following[:, j] = next_in_episode(observations[:, j], ends[:, j])
@@ -196,12 +203,12 @@ def _length(obj: Any, path: Path, key: str) -> int:
 
 
 def _columns(array: Any, columns: int) -> Any:
-    """``(T, *f)`` in env-by-env blocks as ``(T / columns, columns, *f)``; scalars get ``(1,)``.
+    """``(T, *f)`` in env-by-env blocks as ``(T / columns, columns, *f)``.
 
-    ``LazyRows`` (read with one column) stay lazy.
+    Scalars get ``(1,)``; ``LazyRows`` stay lazy.
     """
     if isinstance(array, LazyRows):
-        return column_of(array)
+        return column_of(array, columns)
     if array.ndim == 1:
         array = array[:, None]
     length = array.shape[0] // columns

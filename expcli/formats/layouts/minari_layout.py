@@ -11,7 +11,9 @@ Episodes are read in id order into one env column ``(T = total steps, N = 1)``: 
 observation is the episode's row ``t`` and its next observation row ``t + 1``; a step's
 infos are the episode's info row ``t + 1`` (the reset info is dropped). Where an episode that
 is not the last one ends with neither flag, its last step is marked ``truncated`` and listed
-under ``seams_marked_truncated``, so that episodes stay apart in expcli's view.
+under ``seams_marked_truncated``, so that episodes stay apart in expcli's view. Opened
+lazily (``open_folder``, ``read`` with ``lazy``), the rows stay in the file and are read a
+slice at a time across episodes (``_minari_episodes``); only the flags are read at once.
 
 ``write`` makes a folder that ``minari.MinariDataset(folder / "data")`` loads (and
 ``minari.load_dataset`` when the folder sits in the datasets path under its id): one
@@ -50,10 +52,9 @@ from expcli.formats.layouts._episodes import (
     done_flags,
     episode_bounds,
     foreign_rows,
-    load_array,
-    one_column,
     user_metadata,
 )
+from expcli.formats.layouts._minari_episodes import EpisodeScan
 from expcli.formats.layouts._minari_meta import (
     expcli_metadata,
     jpeg_image_shape,
@@ -62,8 +63,6 @@ from expcli.formats.layouts._minari_meta import (
     minari_metadata,
 )
 from expcli.formats.layouts._minari_spaces import (
-    expcli_leaf,
-    read_leaf,
     step_data,
     step_rows,
     stored_leaves,
@@ -78,6 +77,7 @@ __all__ = [
     "is_minari_file",
     "is_minari_folder",
     "mismatched_episodes",
+    "open_folder",
     "read",
     "read_folder",
     "write",
@@ -160,7 +160,27 @@ def mismatched_episodes(path: Path) -> list[int] | None:
 
 
 def read_folder(path: Path) -> Dataset:
-    """Read a Minari dataset folder (or its ``data`` folder).
+    """Read a Minari dataset folder (or its ``data`` folder) into memory.
+
+    Raises:
+        FormatError: Not a Minari folder, a storage other than hdf5, or a corrupt file.
+        SchemaError: An episode's arrays disagree in length or shape.
+    """
+    from expcli.formats._hdf5_checks import as_format_errors
+
+    dataset, close = open_folder(path)
+    try:
+        with as_format_errors(_main_file(path), "its episodes"):
+            tensors = {name: np.asarray(array) for name, array in dataset.tensors.items()}
+    finally:
+        close()
+    return Dataset(tensors, dataset.state, dataset.metadata)
+
+
+def open_folder(path: Path) -> tuple[Dataset, Callable[[], None]]:
+    """Open a Minari dataset folder (or its ``data`` folder), its rows left in the file.
+
+    As ``read`` with ``lazy``; call the closer once done.
 
     Raises:
         FormatError: Not a Minari folder, a storage other than hdf5, or a corrupt file.
@@ -188,12 +208,23 @@ def read_folder(path: Path) -> Dataset:
     main = data / MAIN_FILE
     if not main.is_file():
         raise FormatError("missing from the Minari dataset folder", path=main)
-    with open_file(main, _CACHE_BYTES) as h5, as_format_errors(main, "its episodes"):
-        check_all_stored(h5, main)  # so that only what the file holds is read
-        return read(h5, main, meta)
+    h5 = open_file(main, _CACHE_BYTES)
+    try:
+        with as_format_errors(main, "its episodes"):
+            check_all_stored(h5, main)  # so that only what the file holds is read
+            return read(h5, main, meta, lazy=True), h5.close
+    except BaseException:
+        h5.close()
+        raise
 
 
-def read(h5: Any, path: Path, meta: dict[str, Any] | None = None) -> Dataset:
+def read(
+    h5: Any,
+    path: Path,
+    meta: dict[str, Any] | None = None,
+    *,
+    lazy: bool = False,
+) -> Dataset:
     """Read the episodes of an open ``main_data.hdf5`` into one env column.
 
     Args:
@@ -201,47 +232,38 @@ def read(h5: Any, path: Path, meta: dict[str, Any] | None = None) -> Dataset:
         path: Its path, for messages (``metadata.json`` beside it is read when ``meta`` is
             not given).
         meta: The dataset's ``metadata.json`` object.
+        lazy: Leave the rows in the file (``ConcatRows`` over the episodes, read a slice
+            at a time; ``h5`` must then stay open while they are read); else read them.
 
     Raises:
         FormatError: An episode is not a group, lacks a key, or holds JPEG-encoded images.
         SchemaError: An episode's observations are not one row longer than its actions, or
             its arrays disagree in length, or episodes disagree in feature shapes.
     """
-    import h5py
-
     if meta is None:
         meta = _sibling_metadata(path)
     episodes = sorted((int(m.group(1)), key) for key in h5.keys() if (m := _EPISODE.fullmatch(key)))
-    image_shape = jpeg_image_shape(meta)
     metadata = expcli_metadata(meta)
     texts: dict[str, int] = {}
     for space_key, prefix in (("observation_space", "observations"), ("action_space", "actions")):
         texts.update(text_leaves(metadata.get(space_key), prefix))
-    parts: dict[str, list[np.ndarray]] = {}
-    infos: dict[str, list[np.ndarray]] = {}
-    skipped: list[str] = []
+    scan = EpisodeScan(h5, path, [key for _, key in episodes], jpeg_image_shape(meta), texts)
     seams: list[int] = []
     total = 0
-    for number, (_, key) in enumerate(episodes):
-        group = h5[key]
-        if not isinstance(group, h5py.Group):
-            raise FormatError("is not a group; expected an episode", path=path, key=key)
-        steps = _episode(group, path, key, image_shape, parts, texts)
-        _episode_infos(group, path, key, steps, infos, skipped)
+    truncated = scan.flags["truncated"]
+    for number, (steps, ended, cut) in enumerate(
+        zip(scan.lengths, scan.flags["terminated"], truncated, strict=True)
+    ):
         total += steps
-        last_flags = parts["terminated"][-1][-1:] | parts["truncated"][-1][-1:]
-        if number < len(episodes) - 1 and steps and not last_flags.any():
-            parts["truncated"][-1] = parts["truncated"][-1].copy()
-            parts["truncated"][-1][-1] = True
+        if number < len(episodes) - 1 and steps and not (ended[-1] or cut[-1]):
+            truncated[number] = cut.copy()
+            truncated[number][-1] = True
             seams.append(total - 1)
-    for name, pieces in infos.items():
-        if len(pieces) == len(episodes):
-            parts[name] = pieces
-        else:
-            skipped.append(f"{name} (not in every episode)")
-    tensors = {name: _concatenate(name, pieces, path) for name, pieces in parts.items()}
-    if skipped:
-        metadata["minari"]["skipped"] = sorted(set(skipped))
+    tensors = scan.tensors()
+    if not lazy:
+        tensors = {name: np.asarray(array) for name, array in tensors.items()}
+    if scan.skipped:
+        metadata["minari"]["skipped"] = sorted(set(scan.skipped))
     if seams:
         metadata[SEAMS_KEY] = seams
     state = CircularState(0, 0, filled=True) if tensors else CircularState()
@@ -348,140 +370,9 @@ def _leaf_parts(
         yield at, convert(rows)
 
 
-def _episode(
-    group: Any,
-    path: Path,
-    key: str,
-    image_shape: tuple[int, ...] | None,
-    parts: dict[str, list[np.ndarray]],
-    texts: dict[str, int],
-) -> int:
-    """Append one episode's step data to ``parts``; return its number of steps.
-
-    The leaves of Dict and Tuple spaces become tensors of their own (``observations/a``,
-    Minari's ``_index_<i>`` as ``observations/<i>``); Text leaves become code points.
-    """
-    arrays = {
-        name: _leaves(group, name, path, key, texts) for name in ("observations", *_STEP_KEYS)
-    }
-    steps = len(_single(arrays["rewards"], path, f"{key}/rewards"))
-    for name in _STEP_KEYS:
-        for sub, array in arrays[name].items():
-            if len(array) != steps:
-                raise SchemaError(
-                    f"has {len(array)} rows; expected {steps}, one per step (as rewards)",
-                    path=path,
-                    key=f"{key}/{name}{sub}",
-                )
-    for sub, array in arrays["observations"].items():
-        if len(array) != steps + 1:
-            raise SchemaError(
-                f"has {len(array)} rows for {steps} actions; expected {steps + 1} "
-                f"(one more: the observation after the last step)",
-                path=path,
-                key=f"{key}/observations{sub}",
-            )
-        if image_shape is not None and array.shape[1:] != image_shape:
-            raise FormatError(
-                "holds JPEG-encoded images (jpeg_encoding); decoding them is not supported",
-                path=path,
-                key=f"{key}/observations{sub}",
-            )
-        _add(parts, f"observations{expcli_leaf(sub)}", array[:-1])
-        _add(parts, f"next_observations{expcli_leaf(sub)}", array[1:])
-    for sub, array in arrays["actions"].items():
-        _add(parts, f"actions{expcli_leaf(sub)}", array)
-    _add(parts, "rewards", arrays["rewards"][""])
-    for name, flag in (("terminations", "terminated"), ("truncations", "truncated")):
-        values = _single(arrays[name], path, f"{key}/{name}")
-        _add(parts, flag, np.asarray(values.reshape(steps, -1).astype(bool).any(axis=1)))
-    return steps
-
-
-def _episode_infos(
-    group: Any,
-    path: Path,
-    key: str,
-    steps: int,
-    infos: dict[str, list[np.ndarray]],
-    skipped: list[str],
-) -> None:
-    """Append one episode's infos (one row per step: the reset info dropped)."""
-    import h5py
-
-    info = group.get("infos")
-    if not isinstance(info, h5py.Group):
-        return
-
-    def visit(name: str, obj: Any) -> None:
-        if not isinstance(obj, h5py.Dataset):
-            return
-        where = f"{key}/infos/{name}"
-        try:
-            array = load_array(obj, path, where)
-        except (FormatError, SchemaError):
-            skipped.append(f"infos/{name}")
-            return
-        if array.ndim == 0 or len(array) not in (steps, steps + 1):
-            raise SchemaError(
-                f"has shape {array.shape}; expected {steps + 1} rows (the reset info, then "
-                f"one per step) or {steps}",
-                path=path,
-                key=where,
-            )
-        infos.setdefault(f"infos/{name}", []).append(array[len(array) - steps :])
-
-    info.visititems(visit)
-
-
-def _leaves(
-    group: Any, name: str, path: Path, key: str, texts: dict[str, int]
-) -> dict[str, np.ndarray]:
-    """The arrays under ``name``.
-
-    ``{"": array}``, or ``{"/a": ..., "/b/c": ...}`` for a Dict or Tuple space stored as a group;
-    ``texts`` names the Text leaves (strings).
-    """
-    import h5py
-
-    obj = group.get(name)
-    if obj is None:
-        raise FormatError("missing from the episode", path=path, key=f"{key}/{name}")
-    if isinstance(obj, h5py.Dataset):
-        return {"": read_leaf(obj, path, f"{key}/{name}", texts.get(name))}
-    leaves: dict[str, np.ndarray] = {}
-
-    def visit(sub: str, member: Any) -> None:
-        if isinstance(member, h5py.Dataset):
-            length = texts.get(f"{name}/{sub}")
-            leaves[f"/{sub}"] = read_leaf(member, path, f"{key}/{name}/{sub}", length)
-
-    obj.visititems(visit)
-    if not leaves:
-        raise FormatError("is an empty group; expected arrays", path=path, key=f"{key}/{name}")
-    return leaves
-
-
-def _single(arrays: dict[str, np.ndarray], path: Path, key: str) -> np.ndarray:
-    if set(arrays) != {""}:
-        raise FormatError("is a group; expected one array", path=path, key=key)
-    array = arrays[""]
-    if array.ndim == 0:
-        raise SchemaError("is a scalar; expected one row per step", path=path, key=key)
-    return array
-
-
-def _add(parts: dict[str, list[np.ndarray]], name: str, array: np.ndarray) -> None:
-    parts.setdefault(name, []).append(array)
-
-
-def _concatenate(name: str, pieces: list[np.ndarray], path: Path) -> np.ndarray:
-    shapes = {piece.shape[1:] for piece in pieces}
-    if len(shapes) > 1:
-        raise SchemaError(
-            f"feature shapes differ between episodes: {sorted(shapes)}", path=path, key=name
-        )
-    return one_column(np.concatenate(pieces))
+def _main_file(path: Path) -> Path:
+    data = _data_folder(path)
+    return (data if data is not None else path) / MAIN_FILE
 
 
 def _data_folder(path: Path) -> Path | None:

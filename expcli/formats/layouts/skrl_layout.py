@@ -7,6 +7,9 @@ arrays, ``.csv`` has a header ``name.i`` and one line per valid transition in (r
 order. The circular state and metadata are not recorded (skrl files have no place for
 them): write expcli's own format to keep them. The reading side is the pt, npz and csv
 readers, which take a file without expcli's metadata for a full skrl memory.
+
+Every file is written a slice of rows at a time (the pt and npz writers of expcli's own
+formats, without the metadata entry), so a source read lazily is never held whole.
 """
 
 from __future__ import annotations
@@ -14,57 +17,72 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any
 
 import numpy as np
 
-from expcli.formats._atomic import atomic_path, atomic_write
-from expcli.formats._guarded_file import guarded_file
+from expcli.formats._atomic import atomic_write
 from expcli.formats.dataset import Dataset
+from expcli.formats.lazy import LazyRows, row_chunks
 
 __all__ = ["write"]
 
 
 def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
-    """Write ``dataset`` as skrl would save it, in the format that ``path``'s suffix names.
+    """Write ``dataset`` as skrl would save it, in the format ``path``'s suffix names.
 
     ``.npz`` or ``.csv``; anything else is ``.pt``.
     """
-    arrays = {name: _flat(dataset.tensors[name]) for name in sorted(dataset.tensors)}
+    flat = {name: _flat(dataset.tensors[name]) for name in sorted(dataset.tensors)}
     suffix = path.suffix.lower()
-    if suffix == ".npz":
-        with atomic_write(path, overwrite=overwrite) as f:
-            np.savez(f, **arrays)  # type: ignore[arg-type]
-    elif suffix == ".csv":
-        _write_csv(arrays, len(dataset), path, overwrite)
-    else:
-        _write_pt(arrays, path, overwrite)
+    if suffix == ".csv":
+        _write_csv(flat, len(dataset), path, overwrite)
+        return
+    from expcli.formats import npz_format, pt_format
+
+    write_to = npz_format.write_to if suffix == ".npz" else pt_format.write_to
+    with atomic_write(path, overwrite=overwrite) as f:
+        write_to(Dataset(flat, dataset.state), f, None)
 
 
-def _flat(array: Any) -> np.ndarray:
+def _flat(array: Any) -> Any:
     """``(T, N, *f)`` as skrl's ``(T, N, size)``.
 
-    A lazy tensor read whole: skrl's files hold whole arrays.
+    A view of a numpy array, or ``LazyRows`` reshaping each slice as it is read.
     """
-    size = math.prod(array.shape[2:])
-    return np.ascontiguousarray(np.asarray(array).reshape(*array.shape[:2], size))
+    shape = (*array.shape[:2], math.prod(array.shape[2:]))
+    if not isinstance(array, LazyRows):
+        return np.ascontiguousarray(np.asarray(array).reshape(shape))
+
+    def read(start: int, stop: int) -> np.ndarray:  # take: no nested read ahead
+        return array.take(np.arange(start, stop)).reshape(stop - start, *shape[1:])
+
+    return LazyRows(shape, array.dtype, read, block_rows=array.block_rows)
 
 
-def _write_pt(arrays: dict[str, np.ndarray], path: Path, overwrite: bool) -> None:
-    import torch
-
-    tensors = {name: torch.from_numpy(array.copy()) for name, array in arrays.items()}
-    with atomic_path(path, overwrite=overwrite) as tmp, guarded_file(tmp) as f:
-        torch.save(tensors, cast(IO[bytes], f))  # it calls write, flush (and tell)
-
-
-def _write_csv(arrays: dict[str, np.ndarray], valid: int, path: Path, overwrite: bool) -> None:
+def _write_csv(arrays: dict[str, Any], valid: int, path: Path, overwrite: bool) -> None:
+    """The first ``valid`` transitions in (row, env) order, a slice of rows at a time."""
     names = list(arrays)
-    views = [arrays[name].reshape(-1, arrays[name].shape[2]) for name in names]
+    widths = [arrays[name].shape[2] for name in names]
+    num_envs = arrays[names[0]].shape[1] if names else 1
+    rows = -(-valid // max(1, num_envs))
     with atomic_write(path, "w", overwrite=overwrite) as f:
         writer = csv.writer(f)
         writer.writerow(
-            [f"{name}.{i}" for name, v in zip(names, views, strict=True) for i in range(v.shape[1])]
+            [f"{name}.{i}" for name, w in zip(names, widths, strict=True) for i in range(w)]
         )
-        for row in range(valid):
-            writer.writerow([value for v in views for value in v[row].tolist()])
+        if not names:
+            return
+        widest = max(arrays.values(), key=lambda a: math.prod(a.shape[1:]) * a.dtype.itemsize)
+        chunks = row_chunks(widest)
+        for start in chunks:
+            stop = min(start + chunks.step, rows)
+            if start >= stop:
+                break
+            parts = [
+                np.asarray(arrays[n][start:stop]).reshape(-1, w)
+                for n, w in zip(names, widths, strict=True)
+            ]
+            count = min(len(parts[0]), valid - start * num_envs)
+            for i in range(count):
+                writer.writerow([value for part in parts for value in part[i].tolist()])

@@ -1,6 +1,8 @@
-"""Converting from and to the foreign layouts streams: a tianshou file converted to expcli's
-``.h5``, and an expcli ``.h5`` written with ``--layout d4rl`` or ``--layout tianshou``, take
-about the same peak memory for 24 MB and for 96 MB of data (a child process's peak RSS)."""
+"""Converting from and to the foreign layouts streams: a tianshou file, a Minari folder
+and a D4RL file read as several env columns, converted to expcli's ``.h5``, and an expcli
+``.h5`` written with ``--layout d4rl``, ``tianshou`` or ``skrl`` (``.pt`` and ``.npz``),
+take about the same peak memory for a small and a large file (a child process's peak
+RSS)."""
 
 from __future__ import annotations
 
@@ -25,11 +27,14 @@ def frames(megabytes: int) -> Dataset:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", ["d4rl", "tianshou"])
-def test_writing_a_foreign_layout_streams(tmp_path: Path, layout: str) -> None:
+@pytest.mark.parametrize(
+    ("layout", "target"),
+    [("d4rl", "d4rl.h5"), ("tianshou", "tianshou.h5"), ("skrl", "skrl.pt"), ("skrl", "skrl.npz")],
+)
+def test_writing_a_foreign_layout_streams(tmp_path: Path, layout: str, target: str) -> None:
     def peak(megabytes: int) -> int:
         source = save(frames(megabytes), tmp_path / f"{megabytes}.h5")
-        return growth_mib(tmp_path, "convert", source, tmp_path / f"{layout}.h5", layout)
+        return growth_mib(tmp_path, "convert", source, tmp_path / target, layout)
 
     small, large = peak(SMALL_MB), peak(LARGE_MB)
     assert large - small < FLAT_MB, (small, large)
@@ -43,4 +48,30 @@ def test_converting_a_tianshou_file_streams(tmp_path: Path) -> None:
         return growth_mib(tmp_path, "convert", source, tmp_path / f"{megabytes}.h5")
 
     small, large = peak(SMALL_MB), peak(LARGE_MB)
+    assert large - small < FLAT_MB, (small, large)
+
+
+@pytest.mark.slow
+def test_converting_a_d4rl_file_of_several_env_columns_streams(tmp_path: Path) -> None:
+    def peak(megabytes: int) -> int:
+        source = tmp_path / f"d4rl-{megabytes}.h5"
+        write_layout(frames(megabytes), source, "d4rl", overwrite=True)  # 4 env columns
+        target = tmp_path / f"{megabytes}.h5"
+        return growth_mib(tmp_path, "convert", source, target, "expcli", 4)
+
+    # 24 MB would not fill the reading pipeline (a slice, the one read ahead, a column's)
+    small, large = peak(2 * SMALL_MB), peak(LARGE_MB)
+    assert large - small < FLAT_MB, (small, large)
+
+
+@pytest.mark.slow
+def test_converting_a_minari_folder_streams(tmp_path: Path) -> None:
+    def peak(megabytes: int) -> int:
+        source = tmp_path / f"minari-{megabytes}"
+        write_layout(frames(megabytes), source, "minari", overwrite=True)  # ~500 episodes
+        return growth_mib(tmp_path, "convert", source, tmp_path / f"{megabytes}.h5")
+
+    # a slice, the one read ahead, the episodes' rows and the writer's fill ~100 MB: both
+    # sizes must go beyond it for a flat peak to show (read whole: 96 MB more)
+    small, large = peak(LARGE_MB), peak(2 * LARGE_MB)
     assert large - small < FLAT_MB, (small, large)

@@ -1,5 +1,6 @@
 """Foreign layouts read lazily (``open_lazy``: rows left in the file, reordered a slice at a
-time) give the same tensors, bit for bit, as reading them whole; files made by tianshou."""
+time) give the same tensors, bit for bit, as reading them whole; files made by tianshou,
+and D4RL files split into env columns."""
 
 from __future__ import annotations
 
@@ -91,6 +92,40 @@ def test_tianshou_read_lazily_equals_read_whole(tmp_path: Path, kind: str) -> No
     lazy, close = hdf5_format.open_lazy(path)
     try:
         assert any(isinstance(t, LazyRows) for t in lazy.tensors.values())
+        assert_same(eager, lazy)
+    finally:
+        close()
+
+
+def d4rl_file(path: Path, next_observations: bool) -> Path:
+    """12 rows: episodes end at rows 2, 5 (a timeout) and 9, across the env columns' seams."""
+    rng = np.random.default_rng(3)
+    with h5py.File(path, "w") as h5:
+        h5["observations"] = rng.random((12, 2, 2), dtype=np.float32)
+        h5["actions"] = rng.integers(0, 4, 12)
+        h5["rewards"] = rng.random(12)
+        h5["terminals"] = np.isin(np.arange(12), [2, 9])
+        h5["timeouts"] = np.arange(12) == 5
+        h5["infos/qpos"] = rng.random((12, 3))
+        if next_observations:
+            h5["next_observations"] = rng.random((12, 2, 2), dtype=np.float32)
+    return path
+
+
+@pytest.mark.parametrize("num_envs", [1, 2, 3, 4])
+@pytest.mark.parametrize("next_observations", [False, True])
+def test_d4rl_read_lazily_equals_read_whole(
+    tmp_path: Path, num_envs: int, next_observations: bool
+) -> None:
+    path = d4rl_file(tmp_path / "d.hdf5", next_observations)
+    with h5py.File(path, "r") as h5:
+        eager = read_foreign_hdf5(h5, path, num_envs)
+    assert eager is not None
+    lazy, close = hdf5_format.open_lazy(path, num_envs=num_envs)
+    try:
+        for name in ("observations", "next_observations", "actions", "rewards"):
+            assert isinstance(lazy.tensors[name], LazyRows), name
+        assert lazy.num_envs == num_envs
         assert_same(eager, lazy)
     finally:
         close()

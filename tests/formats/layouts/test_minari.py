@@ -246,3 +246,18 @@ def test_observation_widths_that_differ_are_refused_before_writing(tmp_path: Pat
     with pytest.raises(SchemaError, match="feature shape") as info:
         write_layout(dataset, tmp_path / "m", "minari", overwrite=False)
     assert info.value.key == "next_observations" and not (tmp_path / "m").exists()
+
+
+def test_read_lazily_equals_read_whole(made: Path) -> None:
+    from expcli.formats import open_lazy
+    from expcli.formats.lazy import LazyRows
+    from tests.formats.layouts.test_lazy_layouts import assert_same
+
+    lazy, close = open_lazy(made)
+    try:
+        for name, tensor in lazy.tensors.items():
+            flag = name in ("terminated", "truncated")  # a byte a step: read at once
+            assert isinstance(tensor, LazyRows) != flag, name
+        assert_same(read_minari_folder(made), lazy)
+    finally:
+        close()
