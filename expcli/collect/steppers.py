@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from expcli.errors import InvalidTypeError, InvalidValueError
+
 __all__ = ["Stepper", "StepOutcome", "make_stepper"]
 
 
@@ -153,7 +155,9 @@ class VectorEnvStepper:
         self.action_space = env.single_action_space
         mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
-            raise ValueError(f"unsupported autoreset mode {mode}; expected NextStep or SameStep")
+            raise InvalidValueError(
+                f"unsupported autoreset mode {mode}; expected NextStep or SameStep"
+            )
         self._next_step = mode == AutoresetMode.NEXT_STEP
         self._ended = np.zeros(self.num_envs, dtype=bool)
         self._no_infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
@@ -206,7 +210,7 @@ def make_stepper(env: Any) -> Stepper:
 
     if isinstance(env, VectorEnv):
         return VectorEnvStepper(env)
-    raise TypeError(
+    raise InvalidTypeError(
         f"expected a ParallelEnv, EnvPool's envs or a gymnasium VectorEnv, got {type(env).__name__}"
     )
 

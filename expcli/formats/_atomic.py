@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import errno as errnos
+import io
 import os
 import stat
 from collections.abc import Callable, Iterator, Sequence
@@ -152,9 +153,42 @@ def atomic_write(
 def _atomic(target: Path, mode: str, overwrite: bool) -> Iterator[IO[Any]]:
     with (
         _atomic_path(target, overwrite, ()) as tmp,
-        open(tmp, "w", encoding="utf-8", newline="") if mode == "w" else open(tmp, "wb") as file,
+        open(tmp, "w", encoding="utf-8", newline="")
+        if mode == "w"
+        else _WritebackFile(io.FileIO(tmp, "wb")) as file,
     ):
         yield file
+
+
+_WRITEBACK_BYTES = 8 << 20
+
+
+class _WritebackFile(io.BufferedWriter):
+    """A binary file that hands each 8 MiB it wrote to the disk at once.
+
+    ``posix_fadvise(DONTNEED)`` on the range just written makes Linux start writing its
+    dirty pages back without waiting: the disk works while the writer goes on, as it does
+    for one long ``dd``, instead of idling until the final fsync pushes everything at
+    once (about 2x faster for a stream of fsynced files here). Where there is no such
+    call (macOS) or the file cannot take it, nothing changes.
+    """
+
+    def __init__(self, raw: io.FileIO) -> None:
+        super().__init__(raw, buffer_size=1 << 20)
+        self._fd = raw.fileno()
+        self._handed = 0
+
+    def write(self, data: Any) -> int:
+        """See ``io.BufferedWriter.write``; then start writing back what reached the file."""
+        written = super().write(data)
+        end = self.raw.tell()
+        if end - self._handed >= _WRITEBACK_BYTES and hasattr(os, "posix_fadvise"):
+            with contextlib.suppress(OSError):
+                os.posix_fadvise(
+                    self._fd, self._handed, end - self._handed, os.POSIX_FADV_DONTNEED
+                )
+            self._handed = end
+        return written
 
 
 def atomic_path(
