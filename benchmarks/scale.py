@@ -108,6 +108,11 @@ def frame_rows(scratch: Path, repeats: int, sizes: tuple[float, float]) -> list[
     extra = (nbytes[1] - nbytes[0]) / 1e6
     rate, dd_rate = extra / (t[1] - t[0]), extra / (d[1] - d[0])
     startup = t[0] - nbytes[0] / 1e6 / rate
+    per_run = sorted(
+        (nbytes[1] - nbytes[0]) / (b[0] - a[0]) / ((nbytes[1] - nbytes[0]) / (y - x))
+        for a, b, x, y in zip(runs[0], runs[1], dd[0], dd[1], strict=True)
+    )
+    spread = ", ".join(f"{r:.0%}" for r in per_run)
     label = f"frames {sizes[0]:g} / {sizes[1]:g} GB"
     return [
         (f"{label}: collect to folder (s)", f"{t[0]:.2f}", f"{t[1]:.2f}", "", ""),
@@ -119,6 +124,7 @@ def frame_rows(scratch: Path, repeats: int, sizes: tuple[float, float]) -> list[
             f"{rate / dd_rate:.0%} of dd (start-up {startup:.1f} s)",
             ">= 70 %",
         ),
+        ("frames: collect vs dd, run by run (sorted)", "", "", spread, ""),
         (
             f"{label}: collect peak RSS above baseline (MiB)",
             f"{peak[0]:.0f}",
