@@ -17,6 +17,7 @@ from expcli.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
     "COMPRESSIONS",
+    "INFO_PREFIX",
     "METADATA_KEY",
     "SCHEMA",
     "STANDARD_NAMES",
@@ -33,6 +34,9 @@ SCHEMA = "expcli/1"
 
 METADATA_KEY = "__expcli__"
 """Key under which ``.pt`` and ``.npz`` files keep the metadata JSON string."""
+
+INFO_PREFIX = "infos/"
+"""Prefix of the tensors ``collect --infos`` stores; NaN there means "not reported"."""
 
 STANDARD_NAMES = (
     "observations",

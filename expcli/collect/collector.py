@@ -21,10 +21,10 @@ from expcli.collect.row_writer import RowWriter
 from expcli.collect.spaces import layout_of, space_record
 from expcli.collect.steppers import StepOutcome, make_stepper
 from expcli.errors import ConfigError
+from expcli.spec import INFO_PREFIX
 
 __all__ = ["CollectStats", "Collector", "Progress"]
 
-INFO_PREFIX = "infos/"
 _SKIPPED_INFOS = frozenset({"ended_state", "reset", "env_error", "final_obs", "final_info"})
 
 

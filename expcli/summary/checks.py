@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from expcli.spec import INFO_PREFIX
 from expcli.summary.chronology import Chunk
 from expcli.summary.episode_starts import EpisodeStarts
 from expcli.summary.space_bounds import SpaceBounds, leaf_bounds
@@ -157,8 +158,13 @@ class RowFinder:
             values = arrays.get(name)
             if values is None or values.dtype.kind != "f":
                 continue
-            bad = ~np.isfinite(values.reshape(*values.shape[:2], -1)).all(axis=2)
-            self._finite.setdefault(name, _Tally()).add(chunk, bad)
+            flat = values.reshape(*values.shape[:2], -1)
+            if name.startswith(INFO_PREFIX):  # NaN: the env did not report it that step
+                bad = np.isinf(flat).any(axis=2)
+            else:
+                bad = ~np.isfinite(flat).all(axis=2)
+            if bad.any():
+                self._finite.setdefault(name, _Tally()).add(chunk, bad)
         for name, bounds in self.spaces.items():
             check = "action_space" if name.startswith("actions") else "observation_space"
             self._tally(f"{check}:{name}").add(chunk, bounds.outside(arrays[name]))

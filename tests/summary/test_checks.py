@@ -166,6 +166,18 @@ def test_nan_in_written_rows_but_not_in_unwritten_ones(tmp_path: Path) -> None:
     assert {f.rows for f in found.values()} == {((4, 1),), ((9, 0),)}
 
 
+def test_nan_in_an_info_tensor_is_not_reported_but_inf_is(tmp_path: Path) -> None:
+    """``collect --infos`` stores NaN where an env did not report a key that step."""
+    dataset = cartpole(steps=30)
+    info = np.full((30, 3, 1), np.nan)
+    info[::5, 0] = 1.0
+    dataset.tensors["infos/lives"] = info
+    assert not summarize(write_dataset(dataset, tmp_path / "i.npz"), check=True).failed
+    info[7, 2] = np.inf
+    summary = summarize(write_dataset(dataset, tmp_path / "inf.npz"), check=True)
+    assert _failed(summary, "finite").rows == ((7, 2),)
+
+
 def test_action_outside_the_action_space(tmp_path: Path) -> None:
     dataset = cartpole(steps=30)
     dataset.tensors["actions"][5, 1] = 2
