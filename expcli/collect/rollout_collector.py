@@ -77,6 +77,7 @@ class RolloutCollector(CollectorBase):
         self._stop = False
         self.env_steps = 0
         self._step_seconds = math.nan
+        self.last_chunk_steps: int | None = None  # the length chosen last (from the cost)
 
     def collect(
         self,
@@ -120,7 +121,8 @@ class RolloutCollector(CollectorBase):
 
     def metadata(self) -> dict[str, Any]:
         """The rollout's record for the metadata (actors, nodes, restarts, chunk steps)."""
-        return {"rollout": {**self.stepper.metadata(), "chunk_steps": self.chunk_steps}}
+        steps = self.chunk_steps or self.last_chunk_steps
+        return {"rollout": {**self.stepper.metadata(), "chunk_steps": steps}}
 
     def close(self) -> None:
         """Kill the actors."""
@@ -188,7 +190,7 @@ class _Run:
             if k <= 0:
                 return
             seq = self.next_seq
-            self.lengths[seq] = k
+            self.lengths[seq] = self.o.last_chunk_steps = k
             self.requests += [self.fleet.request(a, seq, k) for a in range(self.actors)]
             self.requested_rows += k
             self.next_seq += 1
@@ -213,8 +215,11 @@ class _Run:
                 o.env_steps += chunk["env_steps"]
                 self._note_rewards(chunk)
                 per_step = chunk["seconds"] / max(1, request.steps)
+                # a running mean: one slow chunk (a busy machine) does not shrink the rest
                 o._step_seconds = (
-                    per_step if math.isnan(o._step_seconds) else max(per_step, o._step_seconds)
+                    per_step
+                    if math.isnan(o._step_seconds)
+                    else 0.8 * o._step_seconds + 0.2 * per_step
                 )
                 self.arrived.setdefault(request.seq, {})[request.actor] = chunk["columns"]
             self._check_timeouts()

@@ -155,9 +155,12 @@ class RolloutFleet:
     def wait(self, requests: list[Request], timeout: float) -> list[Request]:
         """The requests whose answer is ready, waiting at most ``timeout`` seconds."""
         refs = [r.ref for r in requests]
-        ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=timeout, fetch_local=True)
-        done = {id(ref) for ref in ready}
-        return [r for r in requests if id(r.ref) in done]
+        first, rest = self._ray.wait(refs, num_returns=1, timeout=timeout)
+        if not first:
+            return []
+        more, _ = self._ray.wait(rest, num_returns=len(rest), timeout=0) if rest else ([], [])
+        done = {ref.hex() for ref in (*first, *more)}
+        return [r for r in requests if r.ref.hex() in done]
 
     def result(self, request: Request) -> dict[str, Any]:
         """The chunk of a ready request.
@@ -196,7 +199,7 @@ class RolloutFleet:
         """Where the actors ran and what was restarted, for the dataset's metadata."""
         return {
             "actors": [
-                {"envs": [s.lo, s.hi - 1], "node": p.get("node")}
+                {"envs": [s.lo, s.hi - 1], "node": p.get("node"), "pid": p.get("pid")}
                 for s, p in zip(self.specs, self.placement, strict=True)
             ],
             "restarts": list(self.restarts),

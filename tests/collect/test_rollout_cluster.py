@@ -9,6 +9,9 @@ be left.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -239,3 +242,68 @@ def test_an_actor_that_sends_nothing_is_reported_after_the_chunk_timeout(
     job.close()
     saved = job.save()
     assert saved is not None and 0 < saved.transitions < 2 * 30
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    code = "import sys; from expcli.cli import main; sys.argv[0] = 'expcli'; main()"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_ctrl_c_saves_the_rows_and_leaves_no_actor(cluster: Any, tmp_path: Path) -> None:
+    out = tmp_path / "stopped.npz"
+    args = ["collect", ENV, "-n", "4", "--steps", "40000000", "--mode", "ray", "--seed", "1"]
+    process = _cli(*args, "--ray-address", cluster.address, "-o", str(out))
+    deadline = time.monotonic() + 60
+    while process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        if "collecting" in _read_stderr_so_far(process):
+            break
+    time.sleep(1.5)  # collecting
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    saved = load(out)
+    assert len(saved) > 0
+    pids = {actor["pid"] for actor in saved.metadata["collector"]["rollout"]["actors"]}
+    deadline = time.monotonic() + 15
+    while (left := pids & _live()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"actor processes still alive after Ctrl-C: {left}"
+
+
+def _read_stderr_so_far(process: subprocess.Popen[str]) -> str:
+    """What the process printed to stderr so far (without blocking)."""
+    import fcntl
+
+    assert process.stderr is not None
+    fd = process.stderr.fileno()
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+    try:
+        chunk = process.stderr.read() or ""
+    except (BlockingIOError, TypeError):
+        chunk = ""
+    process.__dict__["seen"] = process.__dict__.get("seen", "") + chunk
+    return str(process.__dict__["seen"])
+
+
+def test_a_policy_file_is_shipped_to_the_actors_and_gives_dummy_modes_bytes(
+    cluster: Any, tmp_path: Path
+) -> None:
+    policy = tmp_path / "lean_policy.py"
+    policy.write_text(
+        "import numpy as np\n\n\n"
+        "def policy(obs):\n"
+        "    return (obs[:, 2] + 0.1 * obs[:, 3] > 0).astype(np.int64)\n"
+    )
+    common = {"envs": 4, "steps": 4 * 200, "seed": 8, "policy": f"{policy}:policy"}
+    _, dummy = _collect(tmp_path, "dummy", mode="dummy", **common)
+    _, spread = _collect(tmp_path, "spread", mode="ray", ray_address=cluster.address, **common)
+    assert spread.metadata["collector"]["policy"] == dummy.metadata["collector"]["policy"]
+    for name, array in _arrays(dummy).items():
+        assert _arrays(spread)[name].tobytes() == array.tobytes(), name
