@@ -9,6 +9,7 @@ collection began) raises ``KeyboardInterrupt`` at once. Both end in exit code 13
 from __future__ import annotations
 
 import math
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -84,6 +85,10 @@ class CollectView:
             yield
             return
         what = "probing modes" if s.mode == "auto" else f"starting {s.mode} mode"
+        if s.mode in ("ray", "ray-subproc") and not (
+            s.ray_address or os.environ.get("RAY_ADDRESS")
+        ):
+            self._say("no Ray cluster given (--ray-address, RAY_ADDRESS): starting a local Ray")
         with self.err.status(f"{escape(s.env_id)} x {s.envs}: {what}…"):
             yield
 
@@ -264,6 +269,10 @@ class CollectView:
             ("steps/s", _rate(stats.steps_per_second)),
             ("output", f"{saved.path} ({_size(saved.size_bytes)})"),
         ]
+        rollout = getattr(self.job.collector, "stepper", None)
+        restarts = getattr(rollout, "restarts", None)
+        if isinstance(restarts, list):
+            rows.insert(2, ("actors restarted", f"{len(restarts):,}"))
         if stats.dropped:
             rows.insert(2, ("not stored", f"{stats.dropped:,} (rows left incomplete at the end)"))
         for name, value in rows:

@@ -51,7 +51,11 @@ def collect_cmd(
             "--mode",
             help="auto, dummy, subproc, ray, ray-subproc, vector or envpool. dummy runs the "
             "envs in this process: one that calls os._exit or segfaults takes expcli down and "
-            "nothing is saved; subproc survives it.",
+            "nothing is saved; subproc survives it. ray and ray-subproc run rollout actors "
+            "(each with its slice of the envs, in process or in worker processes, and its own "
+            "copy of the policy; many steps per call) with --async restart and no --infos; "
+            "otherwise, or for a policy that cannot leave this process, they step through "
+            "one actor call per step (the policy here).",
         ),
     ] = "auto",
     force_mode: Annotated[
@@ -92,6 +96,30 @@ def collect_cmd(
             help="An env whose step takes longer is reported hung (0 or none: no limit).",
         ),
     ] = "60",  # settings.STEP_TIMEOUT (not imported here: `expcli --help` stays light)
+    chunk_steps: Annotated[
+        int | None,
+        typer.Option(
+            "--chunk-steps",
+            help="Ray rollout actors: steps per call [default: ~50 ms of env work, measured].",
+        ),
+    ] = None,
+    chunk_timeout: Annotated[
+        str | None,
+        typer.Option(
+            "--chunk-timeout",
+            metavar="SECONDS",
+            help="Ray rollout actors: one that sends nothing for this long is reported lost "
+            "[default: --step-timeout].",
+        ),
+    ] = None,
+    restart_on_error: Annotated[
+        bool,
+        typer.Option(
+            "--restart-on-error",
+            help="Ray rollout actors: replace a lost actor (new recorded seed; its episodes "
+            "in flight end truncated) instead of stopping with an error.",
+        ),
+    ] = False,
     infos: Annotated[
         bool, typer.Option("--infos", help="Also store numeric scalar infos as infos/<key>.")
     ] = False,
@@ -171,6 +199,9 @@ def collect_cmd(
         "ray_address": ray_address,
         "num_cpus": num_cpus,
         "step_timeout": step_timeout,
+        "chunk_steps": chunk_steps,
+        "chunk_timeout": chunk_timeout,
+        "restart_on_error": restart_on_error,
         "infos": infos,
         "wrappers": list(wrapper or []),
         "rewards_dtype": rewards_dtype,

@@ -19,11 +19,19 @@ from expcli.collect.episode_stats import EpisodeSummary, EpisodeTracker
 from expcli.collect.reward_dtypes import RewardsNote
 from expcli.collect.row_writer import RowWriter
 from expcli.collect.spaces import layout_of, space_record
+from expcli.collect.step_values import step_values
 from expcli.collect.steppers import StepOutcome, make_stepper
 from expcli.errors import ConfigError
 from expcli.spec import INFO_PREFIX
 
-__all__ = ["CollectStats", "Collector", "Progress"]
+__all__ = [
+    "CollectStats",
+    "Collector",
+    "CollectorBase",
+    "Progress",
+    "create_tensors",
+    "space_metadata",
+]
 
 _SKIPPED_INFOS = frozenset({"ended_state", "reset", "env_error", "final_obs", "final_info"})
 
@@ -71,7 +79,31 @@ class CollectStats:
 Policy = Callable[[Any], Any]
 
 
-class Collector:
+class CollectorBase:
+    """What every collector answers: its spaces' metadata, rows stored, and ``stop()``."""
+
+    stepper: Any
+    rewards_note: RewardsNote
+    _writer: RowWriter | None
+    _stop: bool
+
+    def space_metadata(self) -> dict[str, Any]:
+        """The spaces' descriptions and the rewards' dtypes, for the dataset's metadata."""
+        stepper = self.stepper
+        return space_metadata(stepper.observation_space, stepper.action_space, self.rewards_note)
+
+    @property
+    def steps_stored(self) -> int:
+        """Transitions the last (or running) ``collect`` call stored, even if it raised."""
+        writer = self._writer
+        return 0 if writer is None else writer.committed_rows * self.stepper.num_envs
+
+    def stop(self) -> None:
+        """Ask a running ``collect`` to return after the current step (safe from a signal)."""
+        self._stop = True
+
+
+class Collector(CollectorBase):
     """Steps ``env`` with ``policy`` and stores every transition in ``memory``.
 
     Args:
@@ -130,7 +162,9 @@ class Collector:
         self._obs_layout = layout_of(self.stepper.observation_space, "observations")
         self._act_layout = layout_of(self.stepper.action_space, "actions")
         self.rewards_note = RewardsNote(self._rewards_dtype.name)
-        self._create_tensors()
+        create_tensors(
+            memory, self.stepper.observation_space, self.stepper.action_space, self.rewards_note
+        )
         self._infos = infos
         self._info_keys: list[str] = []
         self._known_infos: set[str] = set()
@@ -141,45 +175,6 @@ class Collector:
         self._obs_rows: dict[str, np.ndarray] = {}
         self._stop = False
         self.env_steps = 0
-
-    def _create_tensors(self) -> None:
-        import torch
-
-        def torch_dtype(dtype: np.dtype[Any]) -> Any:
-            return torch.from_numpy(np.zeros(0, dtype)).dtype
-
-        memory = self.memory
-        for prefixes, layout in (
-            (("observations", "next_observations"), self._obs_layout),
-            (("actions",), self._act_layout),
-        ):
-            for leaf in layout.leaves:
-                for prefix in prefixes:
-                    memory.create_tensor(
-                        prefix + leaf.suffix, leaf.shape, torch_dtype(leaf.dtype), True
-                    )
-        memory.create_tensor("rewards", 1, torch_dtype(self._rewards_dtype))
-        memory.create_tensor("terminated", 1, torch.bool)
-        memory.create_tensor("truncated", 1, torch.bool)
-        memory.metadata.update(self.space_metadata())
-
-    def space_metadata(self) -> dict[str, Any]:
-        """The spaces' descriptions and the rewards' dtypes, for the dataset's metadata."""
-        return {
-            "observation_space": space_record(self.stepper.observation_space),
-            "action_space": space_record(self.stepper.action_space),
-            "rewards": self.rewards_note.to_json(),
-        }
-
-    @property
-    def steps_stored(self) -> int:
-        """Transitions the last (or running) ``collect`` call stored, even if it raised."""
-        writer = self._writer
-        return 0 if writer is None else writer.committed_rows * self.stepper.num_envs
-
-    def stop(self) -> None:
-        """Ask a running ``collect`` to return after the current step (safe from a signal)."""
-        self._stop = True
 
     def collect(
         self,
@@ -268,16 +263,9 @@ class Collector:
         self, outcome: StepOutcome, final_rows: dict[str, np.ndarray], actions: Any
     ) -> dict[str, np.ndarray]:
         n = self.stepper.num_envs
-        values: dict[str, np.ndarray] = {}
-        for suffix, rows in self._obs_rows.items():
-            values["observations" + suffix] = rows
-        for suffix, rows in final_rows.items():
-            values["next_observations" + suffix] = rows
-        for suffix, rows in self._act_layout.rows(actions, n).items():
-            values["actions" + suffix] = rows
-        values["rewards"] = self.rewards_note.store(outcome.rewards, outcome.valid, n)
-        values["terminated"] = np.asarray(outcome.terminated, dtype=bool).reshape(n, 1)
-        values["truncated"] = np.asarray(outcome.truncated, dtype=bool).reshape(n, 1)
+        values = step_values(
+            self._obs_rows, final_rows, self._act_layout, actions, outcome, self.rewards_note, n
+        )
         if self._infos:
             self._find_new_infos(outcome.infos)
         for key in self._info_keys:
@@ -326,6 +314,42 @@ class Collector:
     def close(self) -> None:
         """Close the envs."""
         self.stepper.close()
+
+
+def create_tensors(
+    memory: Any, observation_space: Any, action_space: Any, note: RewardsNote
+) -> None:
+    """Create the standard tensors of these spaces in ``memory`` (one per leaf).
+
+    The memory's metadata gets the spaces' descriptions too.
+    """
+    import torch
+
+    def torch_dtype(dtype: np.dtype[Any]) -> Any:
+        return torch.from_numpy(np.zeros(0, dtype)).dtype
+
+    for prefixes, layout in (
+        (("observations", "next_observations"), layout_of(observation_space, "observations")),
+        (("actions",), layout_of(action_space, "actions")),
+    ):
+        for leaf in layout.leaves:
+            for prefix in prefixes:
+                memory.create_tensor(
+                    prefix + leaf.suffix, leaf.shape, torch_dtype(leaf.dtype), True
+                )
+    memory.create_tensor("rewards", 1, torch_dtype(np.dtype(note.dtype)))
+    memory.create_tensor("terminated", 1, torch.bool)
+    memory.create_tensor("truncated", 1, torch.bool)
+    memory.metadata.update(space_metadata(observation_space, action_space, note))
+
+
+def space_metadata(observation_space: Any, action_space: Any, note: RewardsNote) -> dict[str, Any]:
+    """The spaces' descriptions and the rewards' dtypes, for the dataset's metadata."""
+    return {
+        "observation_space": space_record(observation_space),
+        "action_space": space_record(action_space),
+        "rewards": note.to_json(),
+    }
 
 
 def _is_numeric_scalar(value: Any) -> bool:

@@ -121,7 +121,8 @@ class CollectJob:
         self.mode_differences: list[str] = []  # what --force-mode let through
         self.engine: dict[str, Any] = {"gym_spec": True}  # see _engine_metadata
         self.env: Any = None
-        self.collector: Collector | None = None
+        self.collector: Any = None  # a Collector, or a RolloutCollector (ray modes)
+        self.policy_seed: int | None = None  # rollout actors' random streams
         self.stats: CollectStats | None = None
 
     def start(self) -> None:
@@ -141,7 +142,11 @@ class CollectJob:
                 wrappers=self.wrappers,
                 infos=s.infos,
             )
-        if self.mode == "vector":
+        from expcli.collect.rollout_job import build_fleet, rollout_applies
+
+        if rollout_applies(s, self.mode):
+            self.env, self.policy_seed = build_fleet(s, self.mode, self.wrappers)
+        elif self.mode == "vector":
             self.env, self.mode_differences = build_checked_vector(
                 s.env_id, s.envs, s.env_kwargs, force=s.force_mode
             )
@@ -169,13 +174,13 @@ class CollectJob:
             self.close()
             raise
 
-    def _collector(self) -> Collector:
+    def _collector(self) -> Any:
         from expcli.collect.policies import check_actions, make_policy
         from expcli.collect.steppers import make_stepper
         from expcli.memory import RandomMemory
 
         s = self.settings
-        stepper = make_stepper(self.env)
+        stepper = self.env if self.policy_seed is not None else make_stepper(self.env)
         policy = make_policy(
             s.policy, stepper.observation_space, stepper.action_space, s.envs, s.seed
         )
@@ -203,6 +208,20 @@ class CollectJob:
             rows, grow = _INITIAL_ROWS, True
         memory = RandomMemory(rows, s.envs, device="cpu")
 
+        if self.policy_seed is not None:
+            from expcli.collect.rollout_collector import RolloutCollector
+
+            return RolloutCollector(
+                self.env,
+                memory,
+                seed=self.policy_seed,
+                grow=grow,
+                rewards_dtype=s.rewards_dtype,
+                chunk_steps=s.chunk_steps,
+                chunk_timeout=s.chunk_timeout_seconds,
+                restart_on_error=s.restart_on_error,
+            )
+
         def check(actions: Any) -> Any:
             return check_actions(actions, stepper.action_space, s.envs, s.policy)
 
@@ -218,7 +237,7 @@ class CollectJob:
         )
 
     @property
-    def running(self) -> Collector:
+    def running(self) -> Any:
         """The collector that ``start()`` built.
 
         Raises:
@@ -363,6 +382,7 @@ class CollectJob:
                 "target_steps": s.steps,
                 "target_episodes": s.episodes,
                 **engine,
+                **(self.running.metadata() if self.policy_seed is not None else {}),
             },
             **({"frame_stack": envpool["frame_stack"]} if "frame_stack" in envpool else {}),
             "versions": {

@@ -8,9 +8,9 @@ for the dataset metadata.
 
 Specs accepted by ``make_policy``:
 
-* ``random``: the action space's own sampler, batched with ``batch_space`` and seeded.
-  Bounded Box, Discrete, MultiDiscrete and MultiBinary spaces draw the same numbers as
-  ``batch_space(space, n).sample()`` from the same generator, a few times faster.
+* ``random``: the action space's own sampler, one stream per env derived from the seed
+  and the env's index (``random_policy``), so that the actions do not depend on how the
+  envs are split between processes or machines.
 * ``MODULE:CALLABLE`` or ``path/to/file.py:CALLABLE``: a callable of one batch of
   observations. Classes and factories are not instantiated: name the policy itself.
 * ``FILE.pt`` / ``FILE.pt2``: a TorchScript file or a ``torch.export`` archive, run under
@@ -31,6 +31,7 @@ import numpy as np
 
 from expcli.collect.action_checks import ARRAY_SPACES, check_actions
 from expcli.collect.policy_files import load_torch_policy
+from expcli.collect.random_policy import RandomPolicy
 from expcli.errors import ConfigError
 from expcli.named_callables import load_named
 
@@ -86,88 +87,6 @@ def make_policy(
             "path/to/file.py:CALLABLE, or a TorchScript / torch.export file (.pt, .pt2)"
         )
     return CallablePolicy(fn, description, action_space, num_envs)
-
-
-class RandomPolicy:
-    """Uniform random actions from ``batch_space(action_space, num_envs)``, seeded.
-
-    Array spaces return ``(num_envs, *shape)`` arrays of the space's dtype; Dict and Tuple
-    spaces return gymnasium's batch: a dict (tuple) of ``(num_envs, *leaf_shape)`` arrays.
-    """
-
-    def __init__(self, action_space: Any, num_envs: int, seed: int | None) -> None:
-        from gymnasium.vector.utils import batch_space
-
-        self.action_space = action_space
-        self.num_envs = num_envs
-        self.batched = batch_space(action_space, num_envs)
-        self.description: dict[str, Any] = {"kind": "random", "spec": "random", "seed": seed}
-        self._composite = type(action_space).__name__ not in ARRAY_SPACES
-        self._shape = (num_envs, *action_space.shape) if not self._composite else (num_envs,)
-        self.seed(seed)
-
-    def seed(self, seed: int | None) -> None:
-        """Reseed the sampler (the same seed gives the same actions)."""
-        self.batched.seed(seed)
-        self._draw = _fast_sampler(self.batched) or self.batched.sample
-
-    def __call__(self, observations: Any = None) -> Any:
-        """A batch of random actions (the observations are ignored)."""
-        sample = self._draw()
-        if self._composite:
-            return sample
-        if sample.shape != self._shape:
-            return sample.reshape(self._shape)
-        return sample
-
-
-def _fast_sampler(batched: Any) -> Callable[[], np.ndarray] | None:
-    """The same draws as ``batched.sample()`` with the work that does not change hoisted.
-
-    Gymnasium's Box sampler classifies every coordinate by its bounds on each call, which
-    is most of its cost for small batches. For a bounded Box it draws
-    ``low + (high - low) * rng.random()`` (that is numpy's ``uniform``), then floors and
-    clips for integers; MultiDiscrete draws ``floor(rng.random() * nvec) + start``. Same
-    generator, same arithmetic, so the numbers are identical (a test holds us to it).
-    """
-    from gymnasium import spaces
-
-    rng = batched.np_random
-    shape = batched.shape
-    if isinstance(batched, spaces.MultiDiscrete):
-        nvec = batched.nvec.astype(np.float64)
-        dtype, start = batched.dtype, batched.start
-        if np.any(start):
-            return lambda: (rng.random(shape) * nvec).astype(dtype) + start
-        return lambda: (rng.random(shape) * nvec).astype(dtype)
-    if not isinstance(batched, spaces.Box) or not batched.is_bounded("both"):
-        return None
-    dtype = batched.dtype
-    low = batched.low.astype(np.float64)
-    if dtype.kind == "f":
-        span = batched.high.astype(np.float64) - low
-        if not np.isfinite(span).all():
-            return None
-        return lambda: (low + span * rng.random(shape)).astype(dtype)
-    if dtype.kind not in "iu":
-        return None
-    span = (batched.high.astype(np.int64) + 1).astype(np.float64) - low
-    info = np.iinfo(dtype)
-    margin = 2 if dtype == np.int64 else 0
-    lo_clip, hi_clip = info.min + margin, info.max - margin
-    needs_clip = bool(low.min() < lo_clip or (low + span).max() > hi_clip)
-    int_low, int_high = batched.low, batched.high
-
-    def draw() -> np.ndarray:
-        sample = np.floor(low + span * rng.random(shape))
-        if needs_clip:
-            sample = sample.clip(min=lo_clip, max=hi_clip)
-        out = sample.astype(dtype)
-        if dtype == np.int64:
-            out = out.clip(min=int_low, max=int_high)
-        return out  # type: ignore[no-any-return]
-
-    return draw
 
 
 class CallablePolicy:

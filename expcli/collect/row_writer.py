@@ -116,6 +116,26 @@ class RowWriter:
             self.flush()
         return False
 
+    def write_block(self, rows: Mapping[str, np.ndarray]) -> int:
+        """Store complete rows: ``rows[name]`` shaped ``(k, N, ...)``, every env's transition.
+
+        Rows past ``limit_rows`` are left out; ``on_commit`` is called with those written.
+
+        Returns:
+            The rows written.
+        """
+        if self._lagging:
+            raise InvalidValueError("write_block needs the columns in step (no staged rows)")
+        k = len(next(iter(rows.values())))
+        if self.limit_rows is not None:
+            k = min(k, self.limit_rows - self.committed_rows)
+        if k <= 0:
+            return 0
+        if k < len(next(iter(rows.values()))):
+            rows = {name: value[:k] for name, value in rows.items()}
+        self._write_rows(rows, k)
+        return k
+
     def flush(self) -> None:
         """Align the buffered steps and commit every row that all columns have reached."""
         if not self._lagging or self._filled == 0:

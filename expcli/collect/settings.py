@@ -46,6 +46,9 @@ class CollectSettings:
     ray_address: str | None = None
     num_cpus: int | None = None
     step_timeout: float | str | None = STEP_TIMEOUT
+    chunk_steps: int | None = None  # rollout actors: steps per call (None: measured)
+    chunk_timeout: float | str | None = None  # rollout actors: None: the step timeout
+    restart_on_error: bool = False  # rollout actors: replace a lost actor
     infos: bool = False
     wrappers: list[str] = field(default_factory=list)
     rewards_dtype: str = "float32"
@@ -74,7 +77,7 @@ class CollectSettings:
         """
         if not self.env_id:
             raise ConfigError("no env id: give ENV_ID (e.g. CartPole-v1) or `env` in --config")
-        for name in ("envs", "steps", "episodes", "memory_size", "num_cpus"):
+        for name in ("envs", "steps", "episodes", "memory_size", "num_cpus", "chunk_steps"):
             value = getattr(self, name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
@@ -133,7 +136,21 @@ class CollectSettings:
                 "--spool stores every row; --memory-size keeps the newest: give one of them"
             )
         self.step_timeout = self.step_timeout_seconds
+        self.chunk_timeout = self.chunk_timeout_seconds
         return self
+
+    @property
+    def chunk_timeout_seconds(self) -> float | None:
+        """Seconds a rollout actor may take over a chunk; None: no limit.
+
+        ``chunk_timeout``, else the step timeout (a chunk is tens of milliseconds of work).
+
+        Raises:
+            ConfigError: Not a number of seconds.
+        """
+        if self.chunk_timeout is None:
+            return self.step_timeout_seconds
+        return _seconds_or_none(self.chunk_timeout, "--chunk-timeout")
 
 
 def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -185,6 +202,9 @@ _KINDS: Mapping[str, tuple[type, ...]] = {
     "ray_address": (str,),
     "num_cpus": (int,),
     "step_timeout": (int, float, str),
+    "chunk_steps": (int,),
+    "chunk_timeout": (int, float, str),
+    "restart_on_error": (bool,),
     "infos": (bool,),
     "wrappers": (list, str),
     "rewards_dtype": (str,),

@@ -36,7 +36,7 @@ from expcli.envs.ray_session import connect, disconnect
 from expcli.envs.watchdog import INTERRUPT_GRACE, SLICE, StepInterrupted
 from expcli.errors import EnvError
 
-__all__ = ["RayBackend"]
+__all__ = ["RayBackend", "kill_actor"]
 
 ArgsFor = Callable[[np.ndarray], tuple[Any, ...]]  # an actor's arguments, from its positions
 
@@ -201,7 +201,7 @@ class RayBackend:
             refs = [actor.close.remote() for a, actor in enumerate(actors) if a not in self._busy]
             ray.wait(refs, num_returns=len(refs), timeout=_CLOSE_TIMEOUT)
             for actor in actors:
-                _kill(ray, actor)
+                kill_actor(ray, actor)
         if self._counted:
             disconnect(ray)
 
@@ -293,7 +293,7 @@ class RayBackend:
             limit = self.step_timeout * (hi - lo) + _HUNG_MARGIN
             if now - started >= limit:
                 del pending[ref]
-                _kill(self._ray, self.actors[a])
+                kill_actor(self._ray, self.actors[a])
                 self._busy.discard(a)
                 what = (
                     f"did not answer within {limit:g} s (step timeout {self.step_timeout:g} s "
@@ -318,7 +318,7 @@ class RayBackend:
     def _replace(self, a: int, error: EnvError, stepped: np.ndarray) -> StepBatch:
         """A new actor for a dead one's envs, reset; the stepped ones end truncated."""
         lo, hi = int(self._bounds[a]), int(self._bounds[a + 1])
-        _kill(self._ray, self.actors[a])
+        kill_actor(self._ray, self.actors[a])
         self._base_restarts += self._restarts[a] + (hi - lo)
         self.actors[a] = actor = self._spawn(a)
         deadline = time.monotonic() + _START_TIMEOUT
@@ -355,7 +355,8 @@ def _scatter(dst: np.ndarray | list[Any], positions: np.ndarray, values: Any) ->
             dst[p] = value
 
 
-def _kill(ray: Any, actor: Any) -> None:
+def kill_actor(ray: Any, actor: Any) -> None:
+    """Kill a Ray actor for good; one already dead (or Ray shut down) is let be."""
     try:
         ray.kill(actor, no_restart=True)
     except Exception:  # already dead, or Ray already shut down

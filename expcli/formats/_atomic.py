@@ -184,9 +184,7 @@ class _WritebackFile(io.BufferedWriter):
         end = self.raw.tell()
         if end - self._handed >= _WRITEBACK_BYTES and hasattr(os, "posix_fadvise"):
             with contextlib.suppress(OSError):
-                os.posix_fadvise(
-                    self._fd, self._handed, end - self._handed, os.POSIX_FADV_DONTNEED
-                )
+                os.posix_fadvise(self._fd, self._handed, end - self._handed, os.POSIX_FADV_DONTNEED)
             self._handed = end
         return written
 

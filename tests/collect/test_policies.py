@@ -1,8 +1,9 @@
-"""Policies: random (== Gymnasium's batched sampler), callables, TorchScript / torch.export
-files, and ``check_actions`` on real Gymnasium spaces."""
+"""Policies: random (each env == Gymnasium's own sampler on its own stream), callables,
+TorchScript / torch.export files, and ``check_actions`` on real Gymnasium spaces."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shutil
@@ -23,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from expcli.collect.policies import check_actions, make_policy
+from expcli.collect.random_policy import RandomPolicy, env_stream_seed
 from expcli.errors import ConfigError, FormatError
 
 OBS = spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -45,13 +47,31 @@ SPACES = {
 # --- random --------------------------------------------------------------------------
 
 
+class PerEnvReference:
+    """The reference: a copy of the space per env, seeded by hand, sampled by Gymnasium."""
+
+    def __init__(self, space: Any, num_envs: int, seed: int, first_env: int = 0) -> None:
+        self.space = space
+        self.copies = []
+        for i in range(num_envs):
+            one = copy.deepcopy(space)
+            sequence = np.random.SeedSequence(seed, spawn_key=(first_env + i,))
+            one.seed(int(sequence.generate_state(1, np.uint64)[0]))
+            self.copies.append(one)
+
+    def sample(self) -> Any:
+        samples = [c.sample() for c in self.copies]
+        if isinstance(self.space, spaces.Dict):
+            return {k: np.stack([s[k] for s in samples]) for k in self.space.spaces}
+        return np.stack(samples)
+
+
 @pytest.mark.parametrize("name", list(SPACES))
-def test_random_draws_exactly_what_the_batched_space_samples(name: str) -> None:
+def test_random_draws_exactly_what_each_envs_own_space_samples(name: str) -> None:
     space = SPACES[name]
     policy = make_policy("random", OBS, space, 8, seed=3)
-    reference = batch_space(space, 8)
-    reference.seed(3)
-    for _ in range(20):
+    reference = PerEnvReference(space, 8, 3)
+    for _ in range(300):  # past a block of pre-drawn steps
         actions, expected = policy(None), reference.sample()
         assert actions.shape == (8, *space.shape) and actions.dtype == space.dtype
         np.testing.assert_array_equal(actions, expected)
@@ -73,8 +93,7 @@ def test_random_box_matches_gymnasium_for_any_bounds(
 ) -> None:
     space = spaces.Box(low, low + width, shape, dtype)
     policy = make_policy("random", OBS, space, num_envs, seed)
-    reference = batch_space(space, num_envs)
-    reference.seed(seed)
+    reference = PerEnvReference(space, num_envs, seed)
     for _ in range(3):
         np.testing.assert_array_equal(policy(None), reference.sample())
 
@@ -94,10 +113,38 @@ def test_random_discrete_spaces_match_gymnasium(
         spaces.MultiDiscrete(nvec, start=[start] * len(nvec)),
     ):
         policy = make_policy("random", OBS, space, num_envs, seed)
-        reference = batch_space(space, num_envs)
-        reference.seed(seed)
+        reference = PerEnvReference(space, num_envs, seed)
         for _ in range(3):
             np.testing.assert_array_equal(policy(None), reference.sample())
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    name=st.sampled_from(list(SPACES)),
+    num_envs=st.integers(2, 12),
+    cut=st.integers(1, 11),
+    seed=st.integers(0, 2**63),
+)
+def test_random_actions_do_not_depend_on_how_the_envs_are_split(
+    name: str, num_envs: int, cut: int, seed: int
+) -> None:
+    """Two slices, each drawn apart (as two Ray actors do), give the whole batch's actions."""
+    space, cut = SPACES[name], min(cut, num_envs - 1)
+    whole = RandomPolicy(space, num_envs, seed)
+    left = RandomPolicy(space, cut, seed)
+    right = RandomPolicy(space, num_envs - cut, seed, first_env=cut)
+    for _ in range(70):
+        np.testing.assert_array_equal(whole(), np.concatenate([left(), right()]))
+
+
+def test_random_policy_without_a_seed_shares_its_entropy() -> None:
+    space = SPACES["discrete"]
+    first = RandomPolicy(space, 4, None)
+    again = RandomPolicy(space, 4, first.entropy)
+    assert first.description["seed"] is None
+    for _ in range(5):
+        np.testing.assert_array_equal(first(), again())
+    assert env_stream_seed(1, 0) != env_stream_seed(1, 1) != env_stream_seed(2, 1)
 
 
 def test_random_is_seeded() -> None:
@@ -111,9 +158,7 @@ def test_random_is_seeded() -> None:
 def test_random_composite_space_gives_gymnasiums_batch() -> None:
     space = spaces.Dict({"move": spaces.Discrete(3), "force": spaces.Box(-1, 1, (2,))})
     actions = make_policy("random", OBS, space, 5, seed=0)(None)
-    reference = batch_space(space, 5)
-    reference.seed(0)
-    expected = reference.sample()
+    expected = PerEnvReference(space, 5, 0).sample()
     assert isinstance(actions, dict) and list(actions) == list(space.spaces)
     assert actions["move"].shape == (5,) and actions["move"].dtype == np.int64
     assert actions["force"].shape == (5, 2) and actions["force"].dtype == np.float32

@@ -189,14 +189,13 @@ def test_dict_actions_from_a_policy_reach_the_envs() -> None:
 
 
 def test_random_policy_on_dict_actions_is_stored_leaf_by_leaf() -> None:
-    from gymnasium.vector.utils import batch_space
+    from tests.collect.test_policies import PerEnvReference
 
     n, steps = 4, 10
     memory = RandomMemory(steps, n, device="cpu")
     with ParallelEnv.from_id(f"{MODULE}:{ARM}", n, asynchronous="restart") as env:
-        reference = batch_space(env.action_space, n)
+        reference = PerEnvReference(env.action_space, n, 9)
         Collector(env, memory, None, seed=9).collect(steps=steps * n)
-    reference.seed(9)
     got = stored(memory)
     for t in range(steps):
         sample = reference.sample()
