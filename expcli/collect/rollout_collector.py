@@ -1,6 +1,8 @@
 """Collect from rollout actors: chunks in, merged in order, rows into the memory.
 
-The driver keeps up to ``IN_FLIGHT`` chunk requests per actor. Chunk ``s`` of every actor
+The driver keeps up to ``IN_FLIGHT`` chunk requests per actor, so that a straggler can
+fall that many chunks (about 0.2 s of env work) behind before the others wait for it; at
+most ``IN_FLIGHT`` times ``_MAX_CHUNK_BYTES`` are held. Chunk ``s`` of every actor
 covers the same steps, so once all actors have answered it, its columns are joined in
 global env order (row ``t`` = every env at step ``t``) and written; arrival order never
 matters, so a seeded run gives the bytes of ``--mode dummy``. A merged chunk is held back
@@ -30,7 +32,7 @@ from expcli.errors import ConfigError
 
 __all__ = ["RolloutCollector"]
 
-IN_FLIGHT = 2
+IN_FLIGHT = 4
 TARGET_SECONDS = 0.05
 FIRST_STEPS = 8  # the first chunk: measures a step's cost
 _MAX_CHUNK_BYTES = 32 << 20  # per chunk of all actors together
