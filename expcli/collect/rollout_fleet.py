@@ -18,14 +18,13 @@ from typing import Any
 import numpy as np
 
 from expcli.collect.rollout_actor import RemoteError, RolloutActor, SliceSpec
-from expcli.envs.ray_backend import kill_actor
+from expcli.envs.ray_backend import close_actors, kill_actor
 from expcli.envs.ray_session import connect, disconnect
 from expcli.errors import EnvError
 
 __all__ = ["ActorLost", "Request", "RolloutFleet", "replacement_seed"]
 
 _START_TIMEOUT = 300.0  # seconds for the actors to be placed and to build their envs
-_CLOSE_TIMEOUT = 5.0
 
 
 class ActorLost(Exception):
@@ -211,10 +210,6 @@ class RolloutFleet:
             return
         self._closed = True
         ray, actors, self.actors = self._ray, self.actors, []
-        if ray.is_initialized() and actors:
-            refs = [actor.close.remote() for actor in actors]
-            ray.wait(refs, num_returns=len(refs), timeout=_CLOSE_TIMEOUT)
-            for actor in actors:
-                kill_actor(ray, actor)
+        close_actors(ray, actors)
         if self._owned:
             disconnect(ray)

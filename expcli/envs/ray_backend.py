@@ -23,7 +23,7 @@ nodes need expcli and the envs' packages installed.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 import numpy as np
@@ -196,12 +196,8 @@ class RayBackend:
             return
         self._closed = True
         ray, actors, self.actors = self._ray, self.actors, []
-        if ray.is_initialized() and actors:
-            # a dead one's close fails at once; a busy one would answer only after its call
-            refs = [actor.close.remote() for a, actor in enumerate(actors) if a not in self._busy]
-            ray.wait(refs, num_returns=len(refs), timeout=_CLOSE_TIMEOUT)
-            for actor in actors:
-                kill_actor(ray, actor)
+        # a dead one's close fails at once; a busy one would answer only after its call
+        close_actors(ray, actors, skip=self._busy)
         if self._counted:
             disconnect(ray)
 
@@ -353,6 +349,20 @@ def _scatter(dst: np.ndarray | list[Any], positions: np.ndarray, values: Any) ->
     else:
         for p, value in zip(positions.tolist(), values, strict=True):
             dst[p] = value
+
+
+def close_actors(ray: Any, actors: list[Any], skip: Container[int] = ()) -> None:
+    """Ask ``actors`` to close their envs, then kill every one of them for good.
+
+    Those at positions in ``skip`` are not asked (a busy one would answer only after its
+    call); the others get at most ``_CLOSE_TIMEOUT`` s.
+    """
+    if not (ray.is_initialized() and actors):
+        return
+    refs = [actor.close.remote() for a, actor in enumerate(actors) if a not in skip]
+    ray.wait(refs, num_returns=len(refs), timeout=_CLOSE_TIMEOUT)
+    for actor in actors:
+        kill_actor(ray, actor)
 
 
 def kill_actor(ray: Any, actor: Any) -> None:

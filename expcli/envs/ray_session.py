@@ -16,6 +16,11 @@ from expcli.errors import EnvError, MissingDependencyError
 
 __all__ = ["auth_hint", "connect", "disconnect"]
 
+_OBJECT_STORE_BYTES = 512 << 20
+"""Object store of a local Ray started here. Chunks in flight take at most 128 MB (the
+rollout driver's bound); Ray's default, 30 % of RAM, would let the shared memory a long
+run touches grow to that size in every process that reads from it."""
+
 _lock = threading.Lock()
 _owned = False  # this module called ray.init
 _users = 0  # live backends on that Ray
@@ -44,7 +49,12 @@ def connect(
     with _lock:
         if not ray.is_initialized():
             target = address or os.environ.get("RAY_ADDRESS")
-            local = {"num_cpus": num_cpus, "num_gpus": num_gpus or None, "include_dashboard": False}
+            local = {
+                "num_cpus": num_cpus,
+                "num_gpus": num_gpus or None,
+                "include_dashboard": False,
+                "object_store_memory": _OBJECT_STORE_BYTES,
+            }
             kwargs: dict[str, Any] = {"address": target} if target else local
             if not target and say is not None:
                 say("no Ray cluster given (--ray-address, RAY_ADDRESS): starting a local Ray")
