@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks._report import load_average
+from benchmarks._report import fmt_ratio, load_average, ratio
 from benchmarks._scale_readers import reader_cases
 
 EXPCLI = [sys.executable, "-m", "expcli"]
@@ -74,7 +74,7 @@ def collect_rows(scratch: Path, repeats: int) -> list[Row]:
                 f"{env} {mode}, {steps:,} steps: memory, folder (s)",
                 f"{m:.2f}",
                 f"{f:.2f}",
-                f"folder rate {m / f:.2f}x",
+                f"folder rate {fmt_ratio(ratio(m, f))}",
                 ">= 0.9x",
             )
         )
@@ -157,7 +157,7 @@ def reader_rows(scratch: Path, repeats: int, sizes: tuple[float, float]) -> list
                 f"{label} vs .npz mapped, {sizes[1]:g} GB",
                 "",
                 "",
-                f"time {large[label][0] / mapped:.2f}x",
+                f"time {fmt_ratio(ratio(large[label][0], mapped))}",
                 "",
             )
         )
