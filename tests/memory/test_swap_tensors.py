@@ -27,7 +27,7 @@ def test_rows_go_to_the_spare_and_the_taken_tensor_keeps_the_old_rows() -> None:
     assert memory.revision != before  # cached readers take new views
     assert (memory.memory_index, memory.filled) == (0, True)
     memory.add_samples(obs=torch.full((2, 2), 9.0), act=torch.full((2, 1), 9))
-    np.testing.assert_array_equal(taken["obs"][:, 0, 0].numpy(), [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(taken["obs"][:, 0, 0].cpu().numpy(), [0.0, 1.0, 2.0])
     assert memory.tensors["obs"] is spare
     assert spare[0, 0, 0].item() == 9.0 and spare[1, 0, 0].item() == 0.0
     assert memory.get_tensor_by_name("obs", keepdim=False).data_ptr() == spare.data_ptr()
