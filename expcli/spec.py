@@ -210,7 +210,6 @@ def overwritten_columns(
     the collector's step count in ``metadata`` (``collector.steps``, transitions stored)
     exceeds the capacity, which only laps can explain.
     """
-    num_envs = max(num_envs, 0)
     envs = np.arange(num_envs, dtype=np.int64)
     ahead = (envs < state.env_index).astype(np.int64)
     kept = (
