@@ -8,7 +8,7 @@ JSON metadata object. This module is the single place that knows the keys of tha
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ __all__ = [
     "chronological_rows",
     "done_flags",
     "flag_rows",
+    "overwritten_columns",
 ]
 
 SCHEMA = "expcli/1"
@@ -70,15 +71,24 @@ COMPRESSIONS = ("none", "gzip", "lzf")
 class CircularState:
     """Where a circular memory writes next, and whether it has wrapped.
 
+    The first three fields cannot tell a memory that is exactly full (every row written
+    once) from one that wrapped whole laps: both are ``filled`` with the head at row 0.
+    ``written`` can, so memories record it and files keep it; ``overwritten_columns`` is
+    the one place that reads it (with a fallback for files that lack it).
+
     Attributes:
         memory_index: Row (first index) that the next sample goes to.
         env_index: Column (second index) that the next sample goes to within that row.
         filled: True once every row has been written at least once.
+        written: Transitions ever written, row by row, those since overwritten included;
+            None when not recorded (files from before it was, foreign layouts). Two states
+            at the same write head compare equal whatever their ``written``.
     """
 
     memory_index: int = 0
     env_index: int = 0
     filled: bool = False
+    written: int | None = field(default=None, compare=False)
 
     def valid_length(self, memory_size: int, num_envs: int) -> int:
         """Number of transitions written (skrl's ``len(memory)``)."""
@@ -96,22 +106,31 @@ class CircularState:
             raise InvalidValueError(f"env_index {self.env_index} is outside 0..{num_envs - 1}")
 
     def to_json(self) -> dict[str, Any]:
-        """The three keys as they appear in the metadata object."""
-        return {
+        """The keys as they appear in the metadata object (``written`` only when recorded)."""
+        out: dict[str, Any] = {
             "memory_index": self.memory_index,
             "env_index": self.env_index,
             "filled": self.filled,
         }
+        if self.written is not None:
+            out["written"] = self.written
+        return out
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> CircularState:
-        """Read the three keys back; raises KeyError, TypeError or ValueError when malformed."""
+        """Read the keys back; raises KeyError, TypeError or ValueError when malformed.
+
+        ``written`` is optional (files from before it was recorded lack it).
+        """
         memory_index, env_index, filled = obj["memory_index"], obj["env_index"], obj["filled"]
         if not (isinstance(memory_index, int) and isinstance(env_index, int)):
             raise InvalidTypeError("memory_index and env_index must be integers")
         if not isinstance(filled, bool):
             raise InvalidTypeError("filled must be true or false")
-        return cls(memory_index, env_index, filled)
+        written = obj.get("written")
+        if written is not None and (type(written) is not int or written < 0):
+            raise InvalidTypeError("written must be a non-negative integer")
+        return cls(memory_index, env_index, filled, written)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,3 +186,47 @@ def done_flags(tensors: Mapping[str, Any], memory_size: int, num_envs: int) -> n
     """
     terminated = flag_rows(tensors, "terminated", memory_size, num_envs)
     return np.asarray(terminated | flag_rows(tensors, "truncated", memory_size, num_envs))
+
+
+def overwritten_columns(
+    state: CircularState,
+    memory_size: int,
+    num_envs: int,
+    metadata: Mapping[str, Any] | None = None,
+) -> np.ndarray:
+    """Per env column, whether rows of it were overwritten: a ``(N,)`` bool array.
+
+    The one definition of "wrapped" that every episode count uses (a memory wrapped when
+    any column did). The oldest row kept of such a column is not the first it got, so
+    its first episode may have begun in a row that is gone and never counts as complete;
+    every other episode that ends with a done flag does. Written row by row, column ``j``
+    got ``written // N + (j < written % N)`` transitions and keeps the valid ones of its
+    column (``chronological_rows``): it was overwritten when it got more.
+
+    Without a recorded ``written`` (or one that the state contradicts, as when a caller
+    moved the write head by hand), the state decides: not ``filled``, nothing was
+    overwritten; ``filled`` with the head past row 0 of column 0, every column was (as
+    far as anyone can tell); exactly at row 0, the memory counts as exactly full unless
+    the collector's step count in ``metadata`` (``collector.steps``, transitions stored)
+    exceeds the capacity, which only laps can explain.
+    """
+    envs = np.arange(num_envs, dtype=np.int64)
+    ahead = (envs < state.env_index).astype(np.int64)
+    kept = (
+        np.full(num_envs, memory_size, dtype=np.int64)
+        if state.filled
+        else state.memory_index + ahead
+    )
+    written = state.written
+    if written is not None and num_envs:
+        got = written // num_envs + (envs < written % num_envs)
+        if (got >= kept).all():
+            return np.asarray(got > kept)
+    if not state.filled:
+        return np.zeros(num_envs, dtype=bool)
+    if (state.memory_index, state.env_index) != (0, 0):
+        return np.ones(num_envs, dtype=bool)
+    collector = metadata.get("collector") if metadata is not None else None
+    steps = collector.get("steps") if isinstance(collector, Mapping) else None
+    laps = type(steps) is int and steps > memory_size * num_envs
+    return np.full(num_envs, laps, dtype=bool)

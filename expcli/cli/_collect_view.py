@@ -232,11 +232,17 @@ class CollectView:
         return f"no file was written ({escape(str(output))})"
 
     def _of_collected(self, saved: SavedFile) -> str:
-        """`` (the newest of N collected)`` when the memory wrapped, else nothing."""
+        """`` (the newest of N collected)`` when the memory wrapped, else nothing.
+
+        A resumed folder run collected its earlier segments' transitions too (``before``).
+        """
         stats = self.job.stats
-        if stats is None or stats.steps == saved.transitions:
+        if stats is None:
             return ""
-        return f" (the newest of {stats.steps:,} collected)"
+        collected = self.job.before[0] + stats.steps
+        if saved.transitions >= collected:
+            return ""
+        return f" (the newest of {collected:,} collected)"
 
     def finished(self, stats: CollectStats, saved: SavedFile) -> None:
         if self.quiet:

@@ -1,7 +1,8 @@
 """Episode statistics kept incrementally while collecting: one update per stored row.
 
 The tracker sees exactly the rows that reach the memory, so its counts agree with the
-done flags of the saved file (unless the memory wrapped and dropped old rows).
+episodes of the saved file (``Memory.episodes()``, ``inspect``) unless the memory wrapped
+and overwrote old rows (``spec.overwritten_columns``); collect's summary then says both.
 """
 
 from __future__ import annotations

@@ -288,7 +288,7 @@ class CollectJob:
         if not memory.filled:
             rows = memory.memory_index
             tensors = {name: array[:rows] for name, array in dataset.tensors.items()}
-            state = CircularState(0, 0, rows > 0)
+            state = CircularState(0, 0, rows > 0, memory.state.written)
             dataset = Dataset(tensors, state, dataset.metadata)
         return dataset
 

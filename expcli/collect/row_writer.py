@@ -60,6 +60,7 @@ class RowWriter:
         self._lagging = False
         self._block: dict[str, np.ndarray] = {}
         self._block_valid = np.zeros((block, self.num_envs), dtype=bool)
+        self._block_count = np.zeros(self.num_envs, dtype=np.int64)  # valid per column
         self._filled = 0
         self._stage: dict[str, np.ndarray] = {}
         self._written = np.zeros(self.num_envs, dtype=np.int64)  # per column, absolute
@@ -79,8 +80,19 @@ class RowWriter:
 
     @property
     def full(self) -> bool:
-        """Whether ``limit_rows`` rows have been committed."""
-        return self.limit_rows is not None and self.committed_rows >= self.limit_rows
+        """Whether ``limit_rows`` rows are committed, or reached by every column.
+
+        Staged rows count once every column has its transition for them (``flush``
+        commits them): a run that goes on stepping past that only gathers transitions
+        beyond the limit, which are never stored.
+        """
+        if self.limit_rows is None:
+            return False
+        reached = self.committed_rows
+        if self._lagging:
+            ahead = self._written + self._block_count
+            reached += int(ahead.min()) - self._committed_abs
+        return reached >= self.limit_rows
 
     @property
     def staged(self) -> int:
@@ -111,6 +123,7 @@ class RowWriter:
         for name, value in values.items():
             self._block[name][b] = value
         self._block_valid[b] = True if valid is None else valid
+        self._block_count += self._block_valid[b]
         self._filled = b + 1
         if self._filled == self._block_size:
             self.flush()
@@ -156,6 +169,7 @@ class RowWriter:
             stage.reshape(capacity * n, *stage.shape[2:])[target] = flat_block.take(source, 0)
         self._written = written
         self._filled = 0
+        self._block_count[:] = 0
         self._commit_aligned()
 
     def _commit_aligned(self) -> None:
@@ -179,6 +193,7 @@ class RowWriter:
     def _start_lagging(self, values: Mapping[str, np.ndarray]) -> None:
         self._lagging = True
         self._filled = 0
+        self._block_count[:] = 0
         if not self._block:
             self._block = {
                 name: np.empty((self._block_size, *value.shape), value.dtype)

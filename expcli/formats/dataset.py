@@ -32,6 +32,7 @@ _OWN_KEYS = frozenset(
         "memory_index",
         "env_index",
         "filled",
+        "written",
         "tensors",
     }
 )

@@ -172,7 +172,9 @@ class ShardWriter:
 
     def _save(self, metadata: Mapping[str, Any]) -> None:
         header, rows = self.manifest.header, self.manifest.rows
-        state = self.state if self.state is not None else CircularState(0, 0, rows > 0)
+        state = self.state
+        if state is None:  # the shards in order, every row ever written kept
+            state = CircularState(0, 0, rows > 0, rows * int(header.get("num_envs") or 0))
         own = {k: header[k] for k in _KEPT if k in header}
         self.manifest.header = {**own, "memory_size": rows, **state.to_json(), **metadata}
         self.manifest.save(self.folder)
@@ -181,7 +183,7 @@ class ShardWriter:
 _KEPT = ("schema", "expcli_version", "created", "num_envs", "tensors")
 _HEADER_KEYS = frozenset(
     {"schema", "expcli_version", "num_envs", "memory_size", "memory_index", "env_index"}
-    | {"filled", "tensors"}
+    | {"filled", "written", "tensors"}
 )
 
 

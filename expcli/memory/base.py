@@ -21,7 +21,7 @@ from expcli.memory.episode_report import RunningEpisodes
 from expcli.memory.episodes import EpisodeBookkeeping
 from expcli.memory.files import EXPORT_FORMATS, MemoryFiles
 from expcli.memory.writes import MemoryWrites
-from expcli.spec import CircularState, chronological_rows
+from expcli.spec import CircularState, chronological_rows, overwritten_columns
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
@@ -91,6 +91,7 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         # what changed since a reader last looked: see ``revision``
         self._epoch = 0
         self._laps = 0
+        self._rows_done: int | None = 0  # rows the write head has passed; None: unknown
         self._tracker: RunningEpisodes | None = None
 
     # ------------------------------------------------------------------ state
@@ -103,8 +104,10 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
 
     @property
     def state(self) -> CircularState:
-        """The circular state (``memory_index``, ``env_index``, ``filled``)."""
-        return CircularState(self.memory_index, self.env_index, self.filled)
+        """The circular state (``memory_index``, ``env_index``, ``filled``, ``written``)."""
+        rows = self._rows_done
+        written = None if rows is None else rows * self.num_envs + self.env_index
+        return CircularState(self.memory_index, self.env_index, self.filled, written)
 
     @property
     def revision(self) -> tuple[int, int, int, int, bool]:
@@ -121,6 +124,7 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         self.filled = False
         self.env_index = 0
         self.memory_index = 0
+        self._rows_done = 0
         self._epoch += 1
         if self._tracker is not None:
             self._tracker.reset()
@@ -142,6 +146,9 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
                 cpu = tensor.detach().cpu()
                 arrays[name] = (cpu.float() if cpu.dtype == torch.bfloat16 else cpu).numpy()
         return arrays, self.state, self.memory_size, self.num_envs
+
+    def _episode_metadata(self) -> Mapping[str, Any]:
+        return self.metadata
 
     def share_memory(self) -> None:
         """Move the CPU tensors to shared memory so that other processes see the writes."""
@@ -411,9 +418,25 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
             state.filled,
         )
         self.metadata = dict(dataset.metadata)
+        self._rows_done = _rows_done(state, self.memory_size, self.num_envs, self.metadata)
         self._epoch += 1
         if self._tracker is not None:
             self._tracker = RunningEpisodes(self.num_envs)
+
+
+def _rows_done(
+    state: CircularState, memory_size: int, num_envs: int, metadata: dict[str, Any]
+) -> int | None:
+    """Rows the write head of a memory in ``state`` has passed, as far as the data tells.
+
+    The recorded ``written`` says; without it, the valid rows when nothing was overwritten
+    (``overwritten_columns``), else unknown (None).
+    """
+    if state.written is not None:
+        return (state.written - state.env_index) // num_envs
+    if overwritten_columns(state, memory_size, num_envs, metadata).any():
+        return None
+    return state.valid_length(memory_size, num_envs) // num_envs
 
 
 def _parse_device(device: str | torch.device | None) -> torch.device:

@@ -21,7 +21,13 @@ import numpy as np
 
 from expcli.errors import InvalidTypeError, InvalidValueError
 from expcli.formats.row_gather import gather_flat
-from expcli.spec import CircularState, chronological_rows, done_flags, flag_rows
+from expcli.spec import (
+    CircularState,
+    chronological_rows,
+    done_flags,
+    flag_rows,
+    overwritten_columns,
+)
 
 if TYPE_CHECKING:
     from expcli.memory.batches import TemporalBatch
@@ -70,8 +76,10 @@ class EpisodeTable:
         returns: Sum of ``rewards`` over the steps (NaN without a ``rewards`` tensor).
         terminated: The last step is flagged ``terminated``.
         truncated: The last step is flagged ``truncated``.
-        complete: The episode ended (done flag) and began inside the data: the first
-            episode of a wrapped column may have begun in overwritten rows.
+        complete: The episode ended (done flag) and began inside the data: after a done
+            flag, or at the column's first write. The first episode of a column whose
+            older rows were overwritten (``spec.overwritten_columns``) may have begun in
+            them, so it never counts.
     """
 
     env: np.ndarray
@@ -118,6 +126,10 @@ class EpisodeBookkeeping:
     def _episode_source(self) -> tuple[Mapping[str, Any], CircularState, int, int]:
         """Arrays shaped ``(T, N, *feature)``, circular state, ``T`` and ``N``."""
         raise NotImplementedError
+
+    def _episode_metadata(self) -> Mapping[str, Any]:
+        """The data's metadata, for ``overwritten_columns`` (files that lack ``written``)."""
+        return {}
 
     # -------------------------------------------------------------- geometry
 
@@ -250,6 +262,7 @@ class EpisodeBookkeeping:
             else None
         )
         order = chronological_rows(state, memory_size, num_envs)
+        cut = overwritten_columns(state, memory_size, num_envs, self._episode_metadata())
         parts: dict[str, list[np.ndarray]] = {k: [] for k in EpisodeTable.__dataclass_fields__}
         for env in range(num_envs):
             rows = order[env, : count[env]]
@@ -273,7 +286,7 @@ class EpisodeBookkeeping:
             parts["terminated"].append(term[rows[ends], env])
             parts["truncated"].append(trunc[rows[ends], env])
             complete = done[rows[ends], env].copy()
-            if state.filled:
+            if cut[env]:
                 complete[0] = False  # may have begun in rows since overwritten
             parts["complete"].append(complete)
         dtypes = {"returns": np.float64, "terminated": bool, "truncated": bool, "complete": bool}
@@ -408,9 +421,14 @@ class EpisodeIndex(EpisodeBookkeeping):
         self._arrays = arrays
         self._size = int(first.shape[0]), int(first.shape[1])
         self._state = state if state is not None else CircularState(0, 0, True)
+        metadata = getattr(source, "metadata", None)
+        self._metadata: Mapping[str, Any] = metadata if isinstance(metadata, Mapping) else {}
 
     def _episode_source(self) -> tuple[Mapping[str, Any], CircularState, int, int]:
         return self._arrays, self._state, self._size[0], self._size[1]
+
+    def _episode_metadata(self) -> Mapping[str, Any]:
+        return self._metadata
 
 
 def resident(name: str, array: Any) -> Any:

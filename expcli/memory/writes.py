@@ -43,6 +43,7 @@ class MemoryWrites:
     _fast: dict[str, tuple[tuple[int, ...], np.ndarray]]
     _epoch: int
     _laps: int
+    _rows_done: int | None
     _tracker: RunningEpisodes | None
 
     if TYPE_CHECKING:
@@ -274,6 +275,8 @@ class MemoryWrites:
         ``rows`` never reaches past the last row: writes stop there and go on after it.
         """
         index = self.memory_index + rows
+        if self._rows_done is not None:
+            self._rows_done += rows
         if index < self.memory_size:
             self.memory_index = index
             return

@@ -265,6 +265,10 @@ class ReplayBuffer(EpisodeBookkeeping):
         storage = self.storage
         return storage.arrays(), storage.state, storage.memory_size, storage.num_envs
 
+    def _episode_metadata(self) -> Mapping[str, Any]:
+        metadata = getattr(self.storage, "metadata", None)
+        return metadata if isinstance(metadata, Mapping) else {}
+
 
 def _temporal(tensors: dict[str, Any], lengths: np.ndarray | None) -> TemporalBatch:
     """Slices as a ``TemporalBatch``; steps past a short slice's length are zeroed."""

@@ -141,6 +141,11 @@ class MemoryStorage(Storage):
         """See ``Storage.state``."""
         return self.memory.state
 
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The memory's metadata."""
+        return self.memory.metadata
+
     def __len__(self) -> int:
         return len(self.memory)
 
@@ -223,6 +228,7 @@ class DatasetStorage(Storage):
         self.memory_size, self.num_envs = int(first.shape[0]), int(first.shape[1])
         self._tensors = tensors
         self._state = dataset.state
+        self.metadata = getattr(dataset, "metadata", {})
         self._closer = weakref.finalize(self, close) if close is not None else None
         self._maps = [a._mmap for a in tensors.values() if getattr(a, "_mmap", None) is not None]
 

@@ -3,9 +3,10 @@
 Episodes are not stored; per env column, an episode ends at a row where ``terminated |
 truncated`` (DESIGN.md, "Episodes"). Rows arrive in chronological order (see
 ``chronology``), a chunk at a time; each column carries its open episode's return and
-length from one chunk to the next. An episode is complete when its first and last rows are
-both in the data: the first episode of a wrapped column started before the oldest row
-kept, and the last episode of a column may still be running, so both count as incomplete.
+length from one chunk to the next. An episode is complete when it ended (a done flag) and
+began inside the data: the first episode of a column whose older rows were overwritten
+(``spec.overwritten_columns``, the one definition every episode count uses) may have begun
+in them, and the last episode of a column may still be running, so both count as incomplete.
 So does an episode that a foreign layout cut short at a seam between two of its buffers
 (the rows listed under ``seams_marked_truncated``): its end was not the env's.
 
@@ -102,17 +103,23 @@ class EpisodeAccumulator:
 
     Args:
         num_envs: Env columns.
-        wrapped: Whether the memory wrapped (each column's first episode is then incomplete).
+        overwritten: Per env column (or for all of them), whether its older rows were
+            overwritten (``spec.overwritten_columns``): its first episode is then incomplete.
         seams: ``(row, column)`` pairs where a reader marked an artificial episode end.
     """
 
     def __init__(
-        self, num_envs: int, *, wrapped: bool, seams: Sequence[tuple[int, int]] = ()
+        self,
+        num_envs: int,
+        *,
+        overwritten: np.ndarray | bool,
+        seams: Sequence[tuple[int, int]] = (),
     ) -> None:
         self.num_envs = num_envs
         self._return = np.zeros(num_envs, dtype=np.float64)
         self._length = np.zeros(num_envs, dtype=np.int64)
-        self._started = np.full(num_envs, not wrapped)  # whether the open episode's start is known
+        # whether each column's open episode's start is known
+        self._started = ~np.broadcast_to(np.asarray(overwritten, dtype=bool), (num_envs,))
         self._seams = {(int(r), int(c)) for r, c in seams}
         self._returns: list[np.ndarray] = []
         self._lengths: list[np.ndarray] = []

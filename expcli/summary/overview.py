@@ -22,7 +22,7 @@ import numpy as np
 from expcli.errors import FormatError, SchemaError
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import SEAMS_KEY
-from expcli.spec import CircularState
+from expcli.spec import overwritten_columns
 from expcli.summary.checks import FAILED, Finding, RowFinder
 from expcli.summary.chronology import Chunk, chunks, segments
 from expcli.summary.episodes import Distribution, EpisodeAccumulator, EpisodeStats
@@ -46,7 +46,8 @@ class Summary:
         memory_size: Rows ``T`` of the tensors.
         num_envs: Env columns ``N``.
         transitions: Valid transitions, which every statistic covers.
-        wrapped: Whether the circular buffer wrapped (its oldest rows were overwritten).
+        wrapped: Whether the circular buffer wrapped (rows of some column were
+            overwritten: ``spec.overwritten_columns``).
         metadata: The dataset's metadata (env id, spaces, collector, layout sections).
         tensors: Statistics of each tensor, in name order.
         episodes: Episode statistics; None without ``terminated``/``truncated`` or when
@@ -206,7 +207,8 @@ def _summarize(
     section = metadata.get("skrl") if layout == "skrl" else None
     unwritten = section.get("unwritten_transitions") if isinstance(section, dict) else None
     unwritten = unwritten if type(unwritten) is int and unwritten > 0 else 0
-    wrapped = _wrapped(state, metadata, size * envs)
+    overwritten = overwritten_columns(state, size, envs, metadata)
+    wrapped = bool(overwritten.any())
     transitions = state.valid_length(size, envs)
     stats = {
         name: TensorAccumulator(name, array.dtype, tuple(array.shape))
@@ -217,7 +219,7 @@ def _summarize(
     if want_episodes and flags:
         seams = metadata.get(SEAMS_KEY) if envs == 1 else None
         rows = [(int(r), 0) for r in seams if isinstance(r, int)] if isinstance(seams, list) else []
-        episodes = EpisodeAccumulator(envs, wrapped=wrapped, seams=rows)
+        episodes = EpisodeAccumulator(envs, overwritten=overwritten, seams=rows)
     specs = {name: (np.dtype(a.dtype), tuple(a.shape[2:])) for name, a in tensors.items()}
     finder = RowFinder(specs, metadata, envs, size) if check else None
     first: list[dict[str, Any]] = []
@@ -277,21 +279,6 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     return value
-
-
-def _wrapped(state: CircularState, metadata: dict[str, Any], capacity: int) -> bool:
-    """Whether writes went past the end of the buffer.
-
-    The circular state says so unless the write head is back at row 0, where the collector's step
-    count (transitions stored, against the buffer's ``capacity`` in transitions) tells.
-    """
-    if not state.filled:
-        return False
-    if (state.memory_index, state.env_index) != (0, 0):
-        return True
-    collector = metadata.get("collector")
-    steps = collector.get("steps") if isinstance(collector, dict) else None
-    return isinstance(steps, int) and steps > capacity
 
 
 def _flags(chunk: Chunk, name: str) -> np.ndarray:

@@ -63,7 +63,7 @@ class Reference:
     terminated: np.ndarray
     truncated: np.ndarray
     rewards: np.ndarray
-    filled: bool
+    overwritten: list[bool]  # per env: its oldest kept sample is not the first it got
 
     @classmethod
     def of(cls, memory: RandomMemory) -> Reference:
@@ -83,7 +83,8 @@ class Reference:
             term,
             trunc,
             memory.tensors["rewards"].numpy().reshape(-1).astype(np.float64),
-            memory.filled,
+            # Samples go row by row, so column ``env``'s first has clock ``env + 1``.
+            [bool(c) and int(clock.reshape(-1)[c[0]]) != env + 1 for env, c in enumerate(columns)],
         )
 
     def valid(self) -> list[int]:
@@ -115,7 +116,7 @@ class Reference:
             for k, index in enumerate(column):
                 current.append(index)
                 if self.done[index] or k == len(column) - 1:
-                    first_of_wrapped = self.filled and current[0] == column[0]
+                    first_of_wrapped = self.overwritten[env] and current[0] == column[0]
                     out.append(
                         (
                             env,
