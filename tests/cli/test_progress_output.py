@@ -55,7 +55,6 @@ def test_inspect_check_of_a_large_dataset_shows_a_bar_from_the_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shards: bool
 ) -> None:
     import expcli.cli.inspect_cmd as inspect_cmd
-
     from expcli.formats import sharded
 
     dataset = random_dataset(64, 2)
