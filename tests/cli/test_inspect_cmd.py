@@ -226,3 +226,15 @@ def test_inspect_shows_the_recorded_frame_stack(
     assert result.exit_code == 0, result.output
     [line] = [line for line in result.stdout.splitlines() if line.startswith("frame stack")]
     assert shown in line
+
+
+def test_a_python_file_is_refused_in_one_line_not_read_as_csv(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    path = tmp_path / "some.py"
+    path.write_text("import os, sys\n\nprint(os.sep, sys.argv)\n")
+    result = runner.invoke(app, ["inspect", str(path)], env={"COLUMNS": "500"})
+    assert result.exit_code != 0 and result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {path}: text that is not a CSV dataset")
+    assert "expected a dataset: pt" in line and "warning" not in result.stderr
