@@ -79,3 +79,14 @@ def test_summarize_check_of_a_folder_reports_the_shards_then_the_pass(tmp_path: 
     summarize(path, check=True, progress=seen.append)
     assert seen == sorted(seen) and seen[-1] == 1.0
     assert any(0 < f < 0.5 for f in seen) and 0.5 in seen, seen  # shards, then the pass
+
+
+def test_convert_bar_shows_percentage_and_eta(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import expcli.cli.convert_cmd as convert_cmd
+
+    src = write_dataset(random_dataset(64, 2), tmp_path / "run.npz")
+    monkeypatch.setattr(convert_cmd, "PROGRESS_MIN_BYTES", 1)
+    _, err = _terminal("convert", str(src), str(tmp_path / "run.h5"))
+    assert PERCENT.search(err) and ETA.search(err), err[-2000:]
