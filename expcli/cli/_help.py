@@ -39,8 +39,9 @@ class _PlainArgument(TyperArgument):
         name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
         return name if self.nargs == 1 else name + "..."
 
-    def _get_default_string(self, *, ctx: _click.Context, show_default_is_str: bool,
-                            default_value: Any) -> str:  # fmt: skip
+    def _get_default_string(
+        self, *, ctx: _click.Context, show_default_is_str: bool, default_value: Any
+    ) -> str:
         given = _default_string(self, show_default_is_str)
         if given is not None:
             return given
@@ -66,8 +67,9 @@ class _PlainOption(TyperOption):
     def _get_number_range_help_str(self) -> str | None:
         return None
 
-    def _get_default_string(self, *, ctx: _click.Context, show_default_is_str: bool,
-                            default_value: Any) -> str:  # fmt: skip
+    def _get_default_string(
+        self, *, ctx: _click.Context, show_default_is_str: bool, default_value: Any
+    ) -> str:
         given = _default_string(self, show_default_is_str)
         if given is not None:
             return given
