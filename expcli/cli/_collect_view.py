@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from expcli.cli._console import err_console, out_console
+from expcli.cli._console import bar_columns, err_console, out_console
 
 if TYPE_CHECKING:
     from expcli.collect import CollectStats, Progress
@@ -102,10 +102,9 @@ class CollectView:
             how = f" (auto: fastest of {tried} steps/s)"
         elif s.mode == "auto":
             how = " (auto: the only candidate)"
-        self._say(
-            f"collecting {escape(s.env_id)} x {s.envs} in [bold]{job.mode}[/bold] mode{how} "
-            f"into {escape(str(job.output))}"
-        )
+        # The path on a line of its own: a long one does not break the sentence mid-path.
+        self._say(f"collecting {escape(s.env_id)} x {s.envs} in [bold]{job.mode}[/bold] mode{how}")
+        self._say(f"  into {escape(str(job.output))}")
         for p in job.probes:
             if p.skipped is not None:
                 self._say(f"auto: skipped {p.mode}: {escape(p.skipped)}")
@@ -148,17 +147,14 @@ class CollectView:
         if self.quiet:
             yield None
             return
-        from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as Bar
+        from rich.progress import TextColumn
 
-        columns = (
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
+        columns = bar_columns(
             TextColumn("{task.fields[steps]} steps"),
             TextColumn("{task.fields[rate]}/s"),
             TextColumn("{task.fields[episodes]} episodes"),
             TextColumn("return {task.fields[ret]}"),
-            TimeElapsedColumn(),
         )
         s = self.job.settings
         total = float(s.steps if s.steps is not None else s.episodes or 1)
@@ -184,11 +180,9 @@ class CollectView:
         if self.quiet or self.job.spool is None:
             yield None
             return
-        from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as Bar
 
-        columns = (TextColumn("[bold]write"), BarColumn(), TaskProgressColumn())
-        with Bar(*columns, TimeElapsedColumn(), console=self.err, transient=True) as bar:
+        with Bar(*bar_columns(), console=self.err, transient=True) as bar:
             task = bar.add_task("write", total=1.0)
 
             def update(phase: str, done: float) -> None:

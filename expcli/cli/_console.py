@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import ProgressColumn
 
 BarUpdate = Callable[[float, str], None]
 """Moves a progress bar: how much is done (of its total), and what is being done."""
@@ -31,27 +32,65 @@ def err_console() -> Console:
     return _console_class()(stderr=True)
 
 
+def bar_columns(*fields: ProgressColumn) -> tuple[ProgressColumn, ...]:
+    """How every expcli bar reads: what, the bar, percentage, ``fields``, elapsed, ETA.
+
+    Percentage and ETA come from the task's total; a task without one shows a pulsing bar
+    and ``-:--:--``.
+    """
+    from rich.progress import (
+        BarColumn,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        *fields,
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+
+
 @contextlib.contextmanager
 def file_progress(
     path: Path, description: str, *, min_bytes: int, total: float = 1.0
 ) -> Iterator[BarUpdate | None]:
-    """A transient progress bar on stderr while a large file is worked on.
+    """A transient progress bar on stderr while a large dataset (file or folder) is worked on.
 
-    Small files (under ``min_bytes``) and folders get no bar: ``None`` is given instead,
-    so the caller passes no progress callback at all.
+    The bar shows from the start, before the first byte is read. Datasets under
+    ``min_bytes`` get no bar: ``None`` is given instead, so the caller passes no progress
+    callback at all.
     """
-    if not (path.is_file() and path.stat().st_size >= min_bytes):
+    if dataset_bytes(path) < min_bytes:
         yield None
         return
     from rich.progress import Progress
 
-    with Progress(console=err_console(), transient=True) as bar:
+    with Progress(*bar_columns(), console=err_console(), transient=True) as bar:
         task = bar.add_task(description, total=total)
 
         def update(done: float, what: str) -> None:
             bar.update(task, completed=done, description=what)
 
         yield update
+
+
+def dataset_bytes(path: Path) -> int:
+    """Size of a dataset file, or of every file in a dataset folder; 0 for what is not there."""
+    try:
+        if path.is_file():
+            return path.stat().st_size
+        if path.is_dir():
+            return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    except OSError:
+        pass  # the read that follows reports it
+    return 0
 
 
 @functools.cache

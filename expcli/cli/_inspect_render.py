@@ -25,6 +25,7 @@ __all__ = ["render"]
 
 _BAR_WIDTH = 30
 _MAX_CELL = 48  # characters of a value shown in the --head table
+_MAX_ROW_VALUES = 64  # --head: a row of more values (or of 2+ dims: an image) is summarised
 _STATUS = {
     "passed": "[green]ok[/green]  ",
     "failed": "[red]FAIL[/red]",
@@ -65,6 +66,9 @@ def _header(summary: Summary) -> Table:
     for key, label in (("observation_space", "observations"), ("action_space", "actions")):
         if key in meta:
             grid.add_row(label, _safe(_space(meta[key])))
+    stack = _frame_stack(meta.get("frame_stack"))
+    if stack is not None:
+        grid.add_row("frame stack", stack)
     if summary.error is None:
         grid.add_row("memory", f"{summary.memory_size:,} rows × {summary.num_envs:,} envs")
         valid = f"{summary.transitions:,} valid transitions"
@@ -75,6 +79,21 @@ def _header(summary: Summary) -> Table:
     else:
         grid.add_row("error", f"[red]{_safe(summary.error)}[/red]")
     return grid
+
+
+def _frame_stack(record: Any) -> str | None:
+    """The recorded frame stack (``--mode envpool`` on Atari) in words; None when not recorded."""
+    if not isinstance(record, dict):
+        return None
+    intended, stored = record.get("stack_num"), record.get("stored")
+    if not (isinstance(intended, int) and isinstance(stored, int)):
+        return _safe(json.dumps(record)[:_MAX_CELL])
+    if stored == 1 and intended > 1:
+        return (
+            f"{intended} frames, 1 stored per transition: stack them at sample time "
+            f"(ReplayBuffer(..., stack_num={intended}))"
+        )
+    return f"{intended} frames, {stored} stored in each observation"
 
 
 def _tensors(summary: Summary) -> Table:
@@ -171,12 +190,15 @@ def _per_env(stats: EpisodeStats) -> Table:
 
 def _head(summary: Summary) -> Table:
     """One line per transition: its row and env, then each tensor's value."""
-    names = [t.name for t in summary.tensors]
+    features = {t.name: (t.dtype, tuple(t.shape[2:])) for t in summary.tensors}
     table = Table.grid(padding=(0, 2))
     table.add_column(justify="right", style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     for entry in summary.head:
-        values = "  ".join(f"[dim]{_safe(n)}=[/dim]{_cell(entry.get(n))}" for n in names)
+        values = "  ".join(
+            f"[dim]{_safe(n)}=[/dim]{_cell(entry.get(n), *feature)}"
+            for n, feature in features.items()
+        )
         table.add_row(f"{entry['row']}, {entry['env']}", values)
     outer = Table.grid()
     outer.add_row(f"[bold]first {len(summary.head)} transitions[/bold] (row, env; oldest first)")
@@ -223,9 +245,25 @@ def _number(value: float) -> str:
     return f"{value:.4g}"
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, dtype: str, feature: tuple[int, ...]) -> str:
+    """One tensor's value in a transition; an image (or any large row) as its shape and range."""
+    if len(feature) >= 2 or math.prod(feature) > _MAX_ROW_VALUES:
+        return _safe(_image(value, dtype, feature))
     text = _compact(value[0] if isinstance(value, list) and len(value) == 1 else value)
     return _safe(text if len(text) <= _MAX_CELL else text[: _MAX_CELL - 1] + "…")
+
+
+def _image(value: Any, dtype: str, feature: tuple[int, ...]) -> str:
+    """``⟨84×84×3 uint8, 0..255, mean 37.2⟩``: an image row summarised, never printed."""
+    import numpy as np
+
+    shape = "×".join(map(str, feature))
+    array = np.asarray(value, dtype=np.float64)
+    finite = array[np.isfinite(array)]
+    if finite.size == 0:
+        return f"⟨{shape} {dtype}⟩"
+    lo, hi, mean = (_compact(float(f(finite))) for f in (np.min, np.max, np.mean))
+    return f"⟨{shape} {dtype}, {lo}..{hi}, mean {mean}⟩"
 
 
 def _compact(value: Any) -> str:

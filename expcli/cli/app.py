@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from expcli._version import __version__
+from expcli.cli._help import PlainHelpCommand, PlainHelpGroup
 
 app = typer.Typer(
     name="expcli",
@@ -15,6 +16,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     add_completion=False,
+    cls=PlainHelpGroup,
 )
 
 
@@ -46,11 +48,11 @@ def _register() -> None:
     from expcli.cli.inspect_cmd import inspect_cmd
     from expcli.cli.sample_cmd import sample_cmd
 
-    app.command("collect")(collect_cmd)
-    app.command("convert")(convert_cmd)
-    app.command("envs")(envs_cmd)
-    app.command("inspect")(inspect_cmd)
-    app.command("sample")(sample_cmd)
+    app.command("collect", cls=PlainHelpCommand)(collect_cmd)
+    app.command("convert", cls=PlainHelpCommand)(convert_cmd)
+    app.command("envs", cls=PlainHelpCommand)(envs_cmd)
+    app.command("inspect", cls=PlainHelpCommand)(inspect_cmd)
+    app.command("sample", cls=PlainHelpCommand)(sample_cmd)
 
 
 _register()

@@ -33,7 +33,7 @@ def collect_cmd(
     envs: Annotated[int, typer.Option("--envs", "-n", help="Parallel envs (at most 65,536).")] = 1,
     steps: Annotated[
         int | None,
-        typer.Option("--steps", help="Transitions to store in all [default: 10000]."),
+        typer.Option("--steps", help="Transitions to store in all.", show_default="10000"),
     ] = None,
     episodes: Annotated[
         int | None, typer.Option("--episodes", help="Run until this many episodes complete.")
@@ -42,7 +42,8 @@ def collect_cmd(
         int | None,
         typer.Option(
             "--memory-size",
-            help="Memory rows; older rows are overwritten past it [default: fits the run].",
+            help="Memory rows; older rows are overwritten past it.",
+            show_default="fits the run",
         ),
     ] = None,
     mode: Annotated[
@@ -70,7 +71,12 @@ def collect_cmd(
         typer.Option("--async", help="What an ended env does: none, idle, restart or continue."),
     ] = "restart",
     policy: Annotated[
-        str, typer.Option("--policy", help="random, MODULE:CALLABLE, or a TorchScript FILE.pt.")
+        str,
+        typer.Option(
+            "--policy",
+            help="random, MODULE:CALLABLE, file.py:CALLABLE, or a TorchScript or torch.export "
+            "file (.pt, .pt2).",
+        ),
     ] = "random",
     seed: Annotated[
         int | None, typer.Option("--seed", help="Seed of envs and policy (0 or more).")
@@ -100,7 +106,8 @@ def collect_cmd(
         int | None,
         typer.Option(
             "--chunk-steps",
-            help="Ray rollout actors: steps per call [default: ~50 ms of env work, measured].",
+            help="Ray rollout actors: steps per call.",
+            show_default="about 50 ms of env work, measured",
         ),
     ] = None,
     chunk_timeout: Annotated[
@@ -108,8 +115,8 @@ def collect_cmd(
         typer.Option(
             "--chunk-timeout",
             metavar="SECONDS",
-            help="Ray rollout actors: one that sends nothing for this long is reported lost "
-            "[default: --step-timeout].",
+            help="Ray rollout actors: one that sends nothing for this long is reported lost.",
+            show_default="--step-timeout",
         ),
     ] = None,
     restart_on_error: Annotated[
@@ -140,7 +147,8 @@ def collect_cmd(
         typer.Option(
             "--output",
             "-o",
-            help="Dataset file (.pt, .npz, .csv, .h5) [default: runs/<ENV_ID>-<time>.pt].",
+            help="Dataset file (.pt, .npz, .csv, .h5), or a folder of shards (no suffix).",
+            show_default="runs/ENV_ID-TIME.pt",
         ),
     ] = None,
     compression: Annotated[
@@ -160,15 +168,16 @@ def collect_cmd(
         str | None,
         typer.Option(
             "--shard-size",
-            help="Folder output: rows per shard (5000) or bytes (256MB) [default: 128MB].",
+            help="Folder output: rows per shard (5000) or bytes (256MB).",
+            show_default="128MB",
         ),
     ] = None,
     spool: Annotated[
         bool | None,
         typer.Option(
             "--spool/--no-spool",
-            help="File output: stream to shards beside it, then merge (bounded memory) "
-            "[default: when the run may exceed 256 MB].",
+            help="File output: stream to shards beside it, then merge (bounded memory).",
+            show_default="when the run may exceed 256 MB",
         ),
     ] = None,
     resume: Annotated[

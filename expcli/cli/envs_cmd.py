@@ -21,9 +21,7 @@ if TYPE_CHECKING:
 def envs_cmd(
     pattern: Annotated[
         str | None,
-        typer.Argument(
-            metavar="[FILTER]", help="Keep ids containing this text (case-insensitive)."
-        ),
+        typer.Argument(metavar="FILTER", help="Keep ids containing this text (case-insensitive)."),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON list instead of a table.")

@@ -60,14 +60,15 @@ def inspect_cmd(
         else:
             out.print(f"newest dataset under runs/: {shown}", highlight=False, soft_wrap=True)
     warn_unrecorded_envs(file, num_envs)
-    with file_progress(file, "reading", min_bytes=PROGRESS_MIN_BYTES) as bar:
+    what = "checking" if check else "reading"
+    with file_progress(file, what, min_bytes=PROGRESS_MIN_BYTES) as bar:
         summary = summarize(
             file,
             episodes=episodes,
             head=head,
             check=check,
             num_envs=num_envs,
-            progress=None if bar is None else lambda done: bar(done, "reading"),
+            progress=None if bar is None else lambda done: bar(done, what),
         )
     if as_json:
         typer.echo(json.dumps(summary.to_json(per_env=per_env), allow_nan=False))

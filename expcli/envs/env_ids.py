@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import re
 import sys
 
 import gymnasium as gym
@@ -48,6 +49,121 @@ _PACKAGES: dict[str, tuple[str, str]] = {
     "intersection-": ("highway_env", "highway-env"),
     "racetrack-": ("highway_env", "highway-env"),
 }
+
+
+# The games ale_py registers (as ALE/<Game>-v5, and <Game>-v0/-v4 without a namespace):
+# an id such as Pong-v5 (EnvPool's spelling) is told to be Atari without ale_py installed.
+_ATARI_GAMES = frozenset(
+    (
+        "Adventure",
+        "AirRaid",
+        "Alien",
+        "Amidar",
+        "Assault",
+        "Asterix",
+        "Asteroids",
+        "Atlantis",
+        "Atlantis2",
+        "Backgammon",
+        "BankHeist",
+        "BasicMath",
+        "BattleZone",
+        "BeamRider",
+        "Berzerk",
+        "Blackjack",
+        "Bowling",
+        "Boxing",
+        "Breakout",
+        "Carnival",
+        "Casino",
+        "Centipede",
+        "ChopperCommand",
+        "CrazyClimber",
+        "Crossbow",
+        "Darkchambers",
+        "Defender",
+        "DemonAttack",
+        "DonkeyKong",
+        "DoubleDunk",
+        "Earthworld",
+        "ElevatorAction",
+        "Enduro",
+        "Entombed",
+        "Et",
+        "FishingDerby",
+        "FlagCapture",
+        "Freeway",
+        "Frogger",
+        "Frostbite",
+        "Galaxian",
+        "Gopher",
+        "Gravitar",
+        "Hangman",
+        "HauntedHouse",
+        "Hero",
+        "HumanCannonball",
+        "IceHockey",
+        "Jamesbond",
+        "JourneyEscape",
+        "Kaboom",
+        "Kangaroo",
+        "KeystoneKapers",
+        "KingKong",
+        "Klax",
+        "Koolaid",
+        "Krull",
+        "KungFuMaster",
+        "LaserGates",
+        "LostLuggage",
+        "MarioBros",
+        "MiniatureGolf",
+        "MontezumaRevenge",
+        "MrDo",
+        "MsPacman",
+        "NameThisGame",
+        "Othello",
+        "Pacman",
+        "Phoenix",
+        "Pitfall",
+        "Pitfall2",
+        "Pong",
+        "Pooyan",
+        "PrivateEye",
+        "Qbert",
+        "Riverraid",
+        "RoadRunner",
+        "Robotank",
+        "Seaquest",
+        "SirLancelot",
+        "Skiing",
+        "Solaris",
+        "SpaceInvaders",
+        "SpaceWar",
+        "StarGunner",
+        "Superman",
+        "Surround",
+        "Tennis",
+        "Tetris",
+        "TicTacToe3D",
+        "TimePilot",
+        "Trondead",
+        "Turmoil",
+        "Tutankham",
+        "UpNDown",
+        "Venture",
+        "VideoCheckers",
+        "VideoChess",
+        "VideoCube",
+        "VideoPinball",
+        "WizardOfWor",
+        "WordZapper",
+        "YarsRevenge",
+        "Zaxxon",
+    )
+)
+_ATARI_ID = re.compile(
+    r"(?P<game>[A-Za-z0-9]+?)(NoFrameskip|Deterministic)?(-ram)?-v(?P<version>\d+)"
+)
 
 
 def bare_id(env_id: str) -> str:
@@ -116,6 +232,9 @@ def check_env_id(env_id: str) -> str:
 
 def _hint(env_id: str, name: str) -> str:
     """What to do about an unknown id: the module to import or install, or a close id."""
+    atari = _atari_hint(name)
+    if atari is not None:
+        return atari
     package = registering_package(name)
     if package is not None and package[0] not in sys.modules:
         module, pip_name = package
@@ -143,3 +262,30 @@ def _known_version(name: str) -> bool:
     except Exception:
         return False
     return True
+
+
+def _atari_hint(name: str) -> str | None:
+    """How to make an Atari game named without ``ALE/`` (``Pong-v5``) known, or None.
+
+    ale_py registers ``ALE/<Game>-v5`` and the older ``<Game>-v0``/``-v4`` ids (with
+    ``NoFrameskip``...) without a namespace; EnvPool calls the v5 game ``Pong-v5``.
+    """
+    match = _ATARI_ID.fullmatch(name)
+    if match is None or match["game"] not in _ATARI_GAMES or match["version"] not in "045":
+        return None
+    modern = match["version"] == "5"
+    use = f"ALE/{name}" if modern else name
+    what = f"Gymnasium calls Atari's {match['game']} {use}" if modern else f"{name} is an Atari env"
+    envpool = f" ({name} is EnvPool's id: --mode envpool)" if modern else ""
+    if importlib.util.find_spec("ale_py") is None:
+        return (
+            f"; {what}, an env of ale_py, which is not installed: pip install ale-py, then use "
+            f"ale_py:{use}{envpool}"
+        )
+    try:
+        importlib.import_module("ale_py")  # it registers its envs
+    except Exception:
+        return None  # the general answer says why it cannot be imported
+    if use not in gym.registry:
+        return None
+    return f"; {what}, registered when ale_py is imported: use ale_py:{use}{envpool}"

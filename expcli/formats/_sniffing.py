@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import codecs
+import csv
 import re
 import zipfile
 from pathlib import Path
 
-__all__ = ["SNIFF_BYTES", "sniff"]
+__all__ = ["SNIFF_BYTES", "looks_like_text", "sniff"]
 
 SNIFF_BYTES = 64 * 1024
 """How many leading bytes ``sniff`` needs."""
@@ -15,7 +16,7 @@ SNIFF_BYTES = 64 * 1024
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _TORCH_LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"  # pickled magic number
-_CSV_HEADER_FIELD = re.compile(r"[^,]+\.\d+")
+_CSV_HEADER_FIELD = re.compile(r".+\.\d+", re.DOTALL)
 
 
 def sniff(path: Path, head: bytes) -> str | None:
@@ -55,15 +56,38 @@ def _first_member(head: bytes) -> str:
 _LINE_BREAKS_AND_TABS = str.maketrans("", "", "\r\n\t")
 
 
-def _looks_like_csv(head: bytes) -> bool:
-    """Printable UTF-8 text with commas, or a one-column skrl-style header (``name.0``)."""
+def looks_like_text(head: bytes) -> bool:
+    """Whether the first bytes are printable UTF-8 text (line breaks and tabs allowed)."""
+    return _text(head) is not None
+
+
+def _text(head: bytes) -> str | None:
     if b"\x00" in head:
-        return False
+        return None
     try:
         text = codecs.getincrementaldecoder("utf-8-sig")().decode(head, final=False)
     except UnicodeDecodeError:
-        return False
+        return None
     if not text.translate(_LINE_BREAKS_AND_TABS).isprintable():  # one C call, not one per char
+        return None
+    return text
+
+
+def _looks_like_csv(head: bytes) -> bool:
+    """Printable UTF-8 text whose first line is a header of ``NAME.INDEX`` columns.
+
+    That is the header expcli and skrl write. Other text with commas (a Python file, a
+    config) is not taken for CSV by its content: a ``.csv`` suffix still names the format,
+    and then the CSV reader says what is wrong with the header.
+    """
+    text = _text(head)
+    if text is None:
         return False
-    first_line = text.split("\n", 1)[0].rstrip("\r")
-    return "," in text or _CSV_HEADER_FIELD.fullmatch(first_line) is not None
+    first_line, newline, _ = text.partition("\n")
+    try:
+        [fields] = list(csv.reader([first_line.rstrip("\r")])) or [[]]
+    except csv.Error:
+        return False
+    if not newline and len(head) >= SNIFF_BYTES:
+        fields = fields[:-1]  # the header goes on past the bytes read: its last field is cut
+    return bool(fields) and all(_CSV_HEADER_FIELD.fullmatch(field) for field in fields)

@@ -18,7 +18,7 @@ from typing import Any, Protocol, cast
 from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundError
 from expcli.formats._guards import check_source
 from expcli.formats._manifest import is_folder_target, is_sharded_folder
-from expcli.formats._sniffing import SNIFF_BYTES, sniff
+from expcli.formats._sniffing import SNIFF_BYTES, looks_like_text, sniff
 from expcli.formats.dataset import Dataset
 from expcli.spec import METADATA_KEY
 
@@ -81,7 +81,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 
     Zip archives holding a ``data.pkl`` are ``pt`` (as is torch's legacy pickle format),
     zip archives of ``.npy`` members are ``npz``, the HDF5 signature is ``hdf5``, and
-    printable text that looks comma-separated is ``csv``.
+    printable text whose first line is a header of ``NAME.INDEX`` columns is ``csv``.
 
     Raises:
         FormatError: The file is empty, not a regular file (a named pipe, a device), or
@@ -97,7 +97,12 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         raise FormatError(f"file is empty; expected a dataset ({_EXPECTED})", path=path)
     found = sniff(Path(path), head) or format_from_suffix(path)
     if found is None:
-        raise FormatError(f"unrecognised content; expected a dataset: {_DESCRIBED}", path=path)
+        what = (
+            "text that is not a CSV dataset (its first line is not a header of NAME.INDEX columns)"
+            if looks_like_text(head)
+            else "unrecognised content"
+        )
+        raise FormatError(f"{what}; expected a dataset: {_DESCRIBED}", path=path)
     return found
 
 

@@ -308,14 +308,20 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
     return Dataset(tensors, lazy.state, lazy.metadata)
 
 
-def check_shards(path: Path) -> list[str]:
+def check_shards(path: Path, progress: Callable[[float], None] | None = None) -> list[str]:
     """Problems of a folder's shards.
 
     A size or CRC-32 that is not the manifest's (each shard is read once, chunk by chunk). Empty
-    when every shard is intact.
+    when every shard is intact. ``progress`` is called with the fraction of the manifest's bytes
+    checked, before each shard and at the end.
     """
     problems = []
-    for entry in Manifest.load(path).shards:
+    shards = Manifest.load(path).shards
+    total, done = sum(entry.bytes for entry in shards), 0
+    for entry in shards:
+        if progress is not None:
+            progress(done / total if total else 1.0)
+        done += entry.bytes
         file = path / entry.file
         try:
             _check_size(path, entry)
@@ -325,6 +331,8 @@ def check_shards(path: Path) -> list[str]:
             continue
         if crc != entry.crc32:
             problems.append(f"{entry.file}: CRC-32 {crc}; the manifest says {entry.crc32}")
+    if progress is not None:
+        progress(1.0)
     return problems
 
 

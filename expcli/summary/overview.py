@@ -126,7 +126,8 @@ def summarize(
             (which the readers refuse) is then reported as a failed check, not raised.
         num_envs: Env columns of a file that does not record them (a CSV without sidecar,
             a D4RL file); see ``expcli.load``.
-        progress: Called with the fraction of transitions processed so far.
+        progress: Called with the fraction done so far: of transitions processed, or with
+            ``check`` on a sharded folder, half for the shards' CRC-32 and half for the pass.
 
     Raises:
         FormatError: No such file, or an unknown, corrupt, truncated or unsafe one.
@@ -139,7 +140,10 @@ def summarize(
     found = source_format(source)
     fmt = "hdf5" if found == FOLDER_FORMAT else found  # a Minari folder's storage
     minari = minari_episode_findings(source) if check and fmt == "hdf5" else None
-    shards = shard_findings(source) if check and found == "folder" else None
+    shards = None
+    if check and found == "folder":  # CRC-32 of every shard, then the pass: half the bar each
+        shards = shard_findings(source, None if progress is None else _scaled(progress, 0, 0.5))
+        progress = None if progress is None else _scaled(progress, 0.5, 0.5)
     damaged = shards is not None and shards.failed  # then reading may fail: say which shard
     try:
         dataset, close = open_lazy(source, found, num_envs=num_envs)
@@ -166,6 +170,13 @@ def summarize(
     if shards is not None and summary.checks is not None:
         summary = dataclasses.replace(summary, checks=(*summary.checks, shards))
     return summary
+
+
+def _scaled(
+    progress: Callable[[float], None], start: float, width: float
+) -> Callable[[float], None]:
+    """``progress`` of one phase, mapped onto ``[start, start + width]`` of the whole."""
+    return lambda done: progress(start + width * done)
 
 
 def _unreadable(

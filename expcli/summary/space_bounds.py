@@ -30,6 +30,7 @@ from expcli.space_json import children, leaf_tensors, space_for
 __all__ = ["SpaceBounds", "leaf_bounds", "parse_space", "space_text"]
 
 _MAX_CODE_POINT = 0x10FFFF
+_SHOWN_BOUNDS = 4  # elements of a Box bound that differ shown before "..."
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ class SpaceBounds:
         low: Smallest allowed value of each element (broadcasts to ``shape``).
         high: Largest allowed value of each element (broadcasts to ``shape``).
         integral: Whether values must be whole numbers.
-        text: A short description for messages, such as ``Box(-4.8..4.8, (4,), float32)``.
+        text: A short description for messages, such as
+            ``Box(low=-4.8, high=4.8, shape=(4,), dtype=float32)``.
     """
 
     kind: str
@@ -161,7 +163,8 @@ def _box(description: dict[str, Any]) -> SpaceBounds:
             raise InvalidValueError(f"bounds of shape {bound.shape} do not fit {shape}")
     dtype = _dtype(description)
     integral = dtype is not None and np.dtype(dtype).kind in "iub"
-    text = f"Box({_bound(low)}..{_bound(high)}, {shape}, {dtype})"
+    text = f"Box(low={_bound(low)}, high={_bound(high)}, shape={shape}"
+    text += f", dtype={dtype})" if dtype is not None else ")"
     return SpaceBounds("Box", stored, dtype, low, high, integral, text)
 
 
@@ -197,14 +200,15 @@ def _short_list(values: np.ndarray) -> str:
 
 
 def _bound(values: np.ndarray) -> str:
-    """One number when every element shares it, else the range of the elements."""
-    if values.size == 0:
-        return "[]"
-    lo, hi = float(values.min()), float(values.max())
-    return _short(lo) if lo == hi else f"[{_short(lo)}, {_short(hi)}]"
+    """One number when every element shares it, else the first elements as a list."""
+    flat = values.reshape(-1)
+    if flat.size and (flat == flat[0]).all():
+        return _short(float(flat[0]))
+    shown = ", ".join(_short(float(v)) for v in flat[:_SHOWN_BOUNDS])
+    return f"[{shown}{', ...' if flat.size > _SHOWN_BOUNDS else ''}]"
 
 
 def _short(value: float) -> str:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    return f"{value:.4g}"
+    return f"{value + 0.0:.4g}"  # + 0.0: -0.0 prints as 0

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -120,14 +120,14 @@ def _leaf_problems(
     return problems
 
 
-def shard_findings(folder: Path) -> Finding:
+def shard_findings(folder: Path, progress: Callable[[float], None] | None = None) -> Finding:
     """Whether every shard of the sharded ``folder`` has the size and CRC-32 its manifest records.
 
-    A failure names each bad shard.
+    A failure names each bad shard. ``progress`` is called with the fraction of bytes checked.
     """
     from expcli.formats.sharded import check_shards
 
-    problems = check_shards(folder)
+    problems = check_shards(folder, progress)
     return _listing("shards", problems, True, "every shard matches the manifest's CRC-32")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from expcli.cli import app
-from expcli.formats import write_dataset
+from expcli.formats import Dataset, write_dataset
 from expcli.spec import CircularState
 from tests.summary.datasets import random_dataset
 
@@ -182,3 +183,58 @@ def test_a_layout_that_is_not_utf8_prints_escaped_on_a_strict_stdout(tmp_path: P
     )
     assert done.returncode == 0, done.stderr
     assert "\\udcff layout" in done.stdout
+
+
+def _frames_dataset(metadata: dict) -> Dataset:
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (6, 2, 3, 84, 84), dtype=np.uint8)
+    frames[0, 0] = 7  # the first transition shown: one value, so its range is known
+    tensors = {
+        "observations": frames,
+        "next_observations": frames.copy(),
+        "actions": rng.integers(0, 6, (6, 2, 1)),
+        "rewards": np.ones((6, 2, 1), np.float32),
+        "terminated": np.zeros((6, 2, 1), bool),
+        "truncated": np.zeros((6, 2, 1), bool),
+        "state": rng.normal(size=(6, 2, 100)).astype(np.float32),
+    }
+    return Dataset(tensors, CircularState(0, 0, True), metadata)
+
+
+def test_head_shows_images_as_shape_and_range_not_pixels(runner: CliRunner, tmp_path: Path) -> None:
+    path = write_dataset(_frames_dataset({}), tmp_path / "frames.npz")
+    result = runner.invoke(app, ["inspect", str(path), "--head", "2"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    head = result.stdout.split("first 2 transitions")[1]
+    assert "observations=⟨3×84×84 uint8, 7..7, mean 7⟩" in head
+    assert re.search(r"state=⟨100 float32, -?[\d.]+\.\.[\d.]+, mean -?[\d.]+⟩", head), head
+    assert "actions=" in head and "[7 7" not in head and len(head) < 2000
+
+
+@pytest.mark.parametrize(
+    ("record", "shown"),
+    [
+        ({"stack_num": 4, "stored": 1}, "4 frames, 1 stored per transition"),
+        ({"stack_num": 4, "stored": 4}, "4 frames, 4 stored in each observation"),
+    ],
+)
+def test_inspect_shows_the_recorded_frame_stack(
+    runner: CliRunner, tmp_path: Path, record: dict, shown: str
+) -> None:
+    path = write_dataset(_frames_dataset({"frame_stack": record}), tmp_path / "stack.npz")
+    result = runner.invoke(app, ["inspect", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("frame stack")]
+    assert shown in line
+
+
+def test_a_python_file_is_refused_in_one_line_not_read_as_csv(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    path = tmp_path / "some.py"
+    path.write_text("import os, sys\n\nprint(os.sep, sys.argv)\n")
+    result = runner.invoke(app, ["inspect", str(path)], env={"COLUMNS": "500"})
+    assert result.exit_code != 0 and result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {path}: text that is not a CSV dataset")
+    assert "expected a dataset: pt" in line and "warning" not in result.stderr

@@ -108,3 +108,49 @@ def test_a_module_that_cannot_be_imported_gets_one_answer_everywhere() -> None:
     assert len(answers) == 3
     for answer in answers:
         assert "cannot import module 'expcli_no_such_module' to register its envs: " in answer
+
+
+_WITHOUT_ALE = """
+import importlib.util, sys
+find_spec = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a: None if name == "ale_py" else find_spec(name, *a)
+from expcli.envs import env_ids
+from expcli.errors import ConfigError
+
+for env_id in sys.argv[1:]:
+    try:
+        print(env_ids.check_env_id(env_id))
+    except ConfigError as e:
+        print(e)
+"""
+
+
+def test_an_atari_game_without_its_namespace_is_answered_with_the_ale_id() -> None:
+    pytest.importorskip("ale_py")
+    assert _answers("Pong-v5", "ale_py:ALE/Pong-v5") == [
+        "unknown env id 'Pong-v5'; Gymnasium calls Atari's Pong ALE/Pong-v5, registered when "
+        "ale_py is imported: use ale_py:ALE/Pong-v5 (Pong-v5 is EnvPool's id: --mode envpool)",
+        "ALE/Pong-v5",
+    ]
+    assert _answers("PongNoFrameskip-v4") == [  # a fresh process: ale_py not imported yet
+        "unknown env id 'PongNoFrameskip-v4'; PongNoFrameskip-v4 is an Atari env, registered "
+        "when ale_py is imported: use ale_py:PongNoFrameskip-v4",
+    ]
+
+
+def test_an_atari_game_without_ale_py_installed_says_what_to_install() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_ALE, "Breakout-v5", "Pongg-v5"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    breakout, typo = done.stdout.splitlines()
+    assert breakout == (
+        "unknown env id 'Breakout-v5'; Gymnasium calls Atari's Breakout ALE/Breakout-v5, an env "
+        "of ale_py, which is not installed: pip install ale-py, then use ale_py:ALE/Breakout-v5 "
+        "(Breakout-v5 is EnvPool's id: --mode envpool)"
+    )
+    assert typo.startswith("unknown env id 'Pongg-v5'") and "ale-py" not in typo

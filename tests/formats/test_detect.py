@@ -175,3 +175,30 @@ def test_importing_and_using_numpy_formats_never_loads_torch(tmp_path: Path) -> 
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("name", ["some.py", "config.toml", "notes.txt", "plain"])
+def test_text_that_is_not_a_csv_dataset_is_refused_in_one_line(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_text("import os, sys\n\ndef f(a, b):\n    return a, b\n")
+    with pytest.raises(FormatError) as info:
+        detect_format(path)
+    message = str(info.value)
+    assert str(path) in message and "\n" not in message
+    assert "text that is not a CSV dataset" in message
+    assert "pt (a torch.save zip archive)" in message and "hdf5 (an HDF5 file)" in message
+
+
+def test_a_csv_suffix_still_names_the_format_of_text_with_a_bad_header(tmp_path: Path) -> None:
+    path = tmp_path / "table.csv"
+    path.write_text("a,b\n1,2\n")
+    assert detect_format(path) == "csv"
+    with pytest.raises(FormatError, match="expected NAME.INDEX columns"):
+        read_dataset(path)
+
+
+def test_a_header_longer_than_the_sniffed_bytes_is_csv(tmp_path: Path) -> None:
+    path = tmp_path / "wide"
+    columns = [f"observations.{i}" for i in range(8000)]  # about 130 kB of header
+    path.write_text(",".join(columns) + "\n" + ",".join("0" for _ in columns) + "\n")
+    assert detect_format(path) == "csv"

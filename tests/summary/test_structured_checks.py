@@ -174,7 +174,9 @@ def test_space_checks_go_leaf_by_leaf(tmp_path: Path) -> None:
     failed = {f.message: f.rows for f in statuses(summary)["observation_space"] if f.failed}
     assert failed == {
         "'observations/phase' outside Discrete(4, start=1)": ((3, 1),),
-        "'next_observations/pos' outside Box(-10..10, (2,), float32)": ((5, 0),),
+        "'next_observations/pos' outside Box(low=-10, high=10, shape=(2,), dtype=float32)": (
+            (5, 0),
+        ),
     }
 
 
@@ -187,9 +189,8 @@ def test_metadata_check_names_the_leaf_that_disagrees(tmp_path: Path) -> None:
     summary = summarize(write_dataset(bad, tmp_path / "meta.npz"), check=True)
     [finding] = statuses(summary)["metadata"]
     assert finding.failed
-    assert "observation_space has observations/pos as Box(-10..10, (2,), float32) but " in (
-        finding.message
-    )
+    pos = "Box(low=-10, high=10, shape=(2,), dtype=float32)"
+    assert f"observation_space has observations/pos as {pos} but " in finding.message
     assert "the leaf 'observations/phase', missing from the data" in finding.message
 
 
@@ -213,7 +214,8 @@ def test_uniform_bounds_are_stored_once_and_read_everywhere(tmp_path: Path) -> N
     from expcli.summary.space_bounds import space_text
 
     text = space_text(space_record(gym.make(PHASE).observation_space))
-    assert text == "Dict(phase: Discrete(4, start=1), pos: Box(-10..10, (2,), float32))"
+    pos = "Box(low=-10, high=10, shape=(2,), dtype=float32)"
+    assert text == f"Dict(phase: Discrete(4, start=1), pos: {pos})"
     frames = np.zeros((4, 1, 210, 160, 3), np.uint8)
     frames[1, 0, 0, 0, 0] = 7
     tensors = {"observations": frames, "rewards": np.zeros((4, 1, 1), np.float32)}
