@@ -6,7 +6,7 @@ speeds are in), and reports the step within the episode as the info ``steps``. I
 ``runs/dict-env.npz``, the structured-spaces example::
 
     expcli collect CartPole-v1 --wrapper examples/dict_obs.py:DictObservation --infos \
-        --steps 800 --envs 4 --seed 0 -o runs/dict-env.npz
+        --envs 4 --steps 800 --mode dummy -o runs/dict-env.npz
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
-import numpy.typing as npt
 
 
-class DictObservation(gym.Wrapper[dict[str, Any], Any, npt.NDArray[np.float32], Any]):
+class DictObservation(gym.Wrapper[Any, Any, Any, Any]):
     """CartPole with ``{"pos": (x, angle), "phase": quarter of (x_dot, angle_dot)}``."""
 
-    def __init__(self, env: gym.Env[npt.NDArray[np.float32], Any]) -> None:
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
         super().__init__(env)
         self.observation_space = gym.spaces.Dict(
             {
@@ -39,15 +38,13 @@ class DictObservation(gym.Wrapper[dict[str, Any], Any, npt.NDArray[np.float32], 
         self._steps = 0
         return self._split(obs), {**info, "steps": self._steps}
 
-    def step(
-        self, action: Any
-    ) -> tuple[dict[str, Any], SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[dict[str, Any], SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env; the info ``steps`` counts the episode's steps."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._steps += 1
         return self._split(obs), reward, terminated, truncated, {**info, "steps": self._steps}
 
     @staticmethod
-    def _split(obs: npt.NDArray[np.float32]) -> dict[str, Any]:
+    def _split(obs: Any) -> dict[str, Any]:
         phase = 2 * int(obs[1] >= 0) + int(obs[3] >= 0)
         return {"pos": np.array([obs[0], obs[2]], np.float32), "phase": phase}
