@@ -25,10 +25,14 @@ if TYPE_CHECKING:  # ``X as X``: an explicit re-export, as strict type checkers 
     from expcli.errors import EnvError as EnvError
     from expcli.errors import ExpcliError as ExpcliError
     from expcli.errors import FormatError as FormatError
+    from expcli.errors import InvalidTypeError as InvalidTypeError
+    from expcli.errors import InvalidValueError as InvalidValueError
     from expcli.errors import MissingDependencyError as MissingDependencyError
+    from expcli.errors import OrderError as OrderError
     from expcli.errors import OutputError as OutputError
     from expcli.errors import OutputExistsError as OutputExistsError
     from expcli.errors import SchemaError as SchemaError
+    from expcli.errors import SourceNotFoundError as SourceNotFoundError
     from expcli.formats.dataset import Dataset as Dataset
     from expcli.memory import Memory as Memory
     from expcli.memory import RandomMemory as RandomMemory
@@ -70,12 +74,16 @@ _EXPORTS: dict[str, str] = {
     # summaries
     "summarize": "expcli.summary",
     "Summary": "expcli.summary",
-    # errors
+    # errors: every class of ``expcli.errors.__all__`` (tests/test_public_api.py holds them equal)
     "ExpcliError": "expcli.errors",
     "FormatError": "expcli.errors",
+    "SourceNotFoundError": "expcli.errors",
     "SchemaError": "expcli.errors",
     "EnvError": "expcli.errors",
     "ConfigError": "expcli.errors",
+    "InvalidValueError": "expcli.errors",
+    "InvalidTypeError": "expcli.errors",
+    "OrderError": "expcli.errors",
     "MissingDependencyError": "expcli.errors",
     "OutputError": "expcli.errors",
     "OutputExistsError": "expcli.errors",

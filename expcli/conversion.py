@@ -131,7 +131,7 @@ def convert(
     to: str | None = None,
     compression: str | None = None,
     layout: str = "expcli",
-    overwrite: bool = False,
+    overwrite: bool = True,
     verify: bool = False,
     progress: Progress | None = None,
     num_envs: int | None = None,
@@ -140,6 +140,10 @@ def convert(
 
     ``num_envs``: env columns of a source that does not record them (a CSV without
     sidecar, a D4RL file), as ``load`` takes it.
+
+    ``overwrite`` defaults to True, as for ``save`` (and ``np.save``, ``torch.save``): the
+    Python API replaces an existing target, atomically, unless told ``overwrite=False``.
+    The command line refuses unless given ``--overwrite``.
 
     Raises:
         ConfigError: An unknown format, layout or compression.

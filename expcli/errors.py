@@ -180,7 +180,14 @@ class OutputError(ExpcliError, OSError):
 
 
 class OutputExistsError(OutputError, FileExistsError):
-    """The output file exists and overwriting was not asked for."""
+    """The output file exists and overwriting was not asked for.
+
+    The message names both ways to ask: the command line's ``--overwrite`` and the Python
+    keyword ``overwrite=True`` (of ``save`` and ``convert``).
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        super().__init__("already exists; pass --overwrite to replace it", path=path)
+        super().__init__(
+            "already exists; pass --overwrite (in Python, overwrite=True) to replace it",
+            path=path,
+        )

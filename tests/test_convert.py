@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 
@@ -58,14 +59,44 @@ def test_every_pair_converts_without_loss(tmp_path: Path, src: str, dst: str) ->
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
 
 
-def test_refuses_to_overwrite_without_permission(tmp_path: Path) -> None:
+def test_refuses_to_overwrite_when_told_not_to(tmp_path: Path) -> None:
     save(sample_dataset(), tmp_path / "a.npz")
     (tmp_path / "b.pt").write_bytes(b"precious")
-    with pytest.raises(OutputExistsError):
-        convert(tmp_path / "a.npz", tmp_path / "b.pt")
+    with pytest.raises(OutputExistsError, match=r"overwrite=True"):
+        convert(tmp_path / "a.npz", tmp_path / "b.pt", overwrite=False)
     assert (tmp_path / "b.pt").read_bytes() == b"precious"
     convert(tmp_path / "a.npz", tmp_path / "b.pt", overwrite=True)
     same(sample_dataset(), load(tmp_path / "b.pt"))
+
+
+def test_save_and_convert_agree_on_overwriting(tmp_path: Path) -> None:
+    """Both replace an existing target by default and both refuse it with overwrite=False.
+
+    The refusal tells a Python caller the keyword (and a command-line user the flag).
+    """
+    save(sample_dataset(), tmp_path / "a.npz")
+    for target in (tmp_path / "b.pt", tmp_path / "c.h5"):
+        target.write_bytes(b"old")
+        convert(tmp_path / "a.npz", target)
+        same(sample_dataset(), load(target))
+        target.write_bytes(b"old")
+        save(sample_dataset(), target)
+        same(sample_dataset(), load(target))
+    for write in (
+        lambda: save(sample_dataset(), tmp_path / "b.pt", overwrite=False),
+        lambda: convert(tmp_path / "a.npz", tmp_path / "b.pt", overwrite=False),
+    ):
+        with pytest.raises(OutputExistsError) as refused:
+            write()
+        assert "overwrite=True" in str(refused.value) and "--overwrite" in str(refused.value)
+    assert inspect.signature(save).parameters["overwrite"].default is True
+    assert inspect.signature(convert).parameters["overwrite"].default is True
+    (tmp_path / "b.pt").write_bytes(b"precious")  # the command line still asks for --overwrite
+    refused_cli = CliRunner().invoke(
+        app, ["convert", str(tmp_path / "a.npz"), str(tmp_path / "b.pt")]
+    )
+    assert refused_cli.exit_code == 1 and "--overwrite" in refused_cli.stderr
+    assert (tmp_path / "b.pt").read_bytes() == b"precious"
 
 
 def test_a_failed_conversion_leaves_nothing(

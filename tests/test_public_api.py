@@ -65,3 +65,16 @@ def test_the_old_read_and_write_names_warn_and_still_work(old: str, new: str) ->
         function = getattr(expcli, old)
     assert function is getattr(formats, old)
     assert old not in expcli.__all__
+
+
+def test_every_error_class_is_importable_from_expcli() -> None:
+    """The classes users are told to catch (``expcli.errors.__all__``) come from the top."""
+    from expcli import errors
+
+    for name in errors.__all__:
+        assert name in expcli.__all__, name
+        assert getattr(expcli, name) is getattr(errors, name)
+    from expcli import InvalidValueError, OrderError, SourceNotFoundError
+
+    assert issubclass(InvalidValueError, ValueError) and issubclass(OrderError, RuntimeError)
+    assert issubclass(SourceNotFoundError, FileNotFoundError)

@@ -36,7 +36,8 @@ def test_convert_refuses_an_existing_sidecar(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["convert", str(source), str(tmp_path / "s.csv")])
     assert result.exit_code == 1
     assert result.stderr.strip() == (
-        f"error: {tmp_path / 's.csv.meta.json'}: already exists; pass --overwrite to replace it"
+        f"error: {tmp_path / 's.csv.meta.json'}: already exists; "
+        "pass --overwrite (in Python, overwrite=True) to replace it"
     )
     assert sorted(os.listdir(tmp_path)) == ["a.npz", "s.csv.meta.json"]
     assert (tmp_path / "s.csv.meta.json").read_text() == '{"mine": true}'
