@@ -6,8 +6,9 @@ data to check, never code to run on their word:
 * Every recorded setting is type- and range-checked first; a bad one is refused naming
   ``manifest.json`` and its key.
 * Settings that run code (a policy other than ``random``, ``--wrapper``s, an env id with a
-  ``module:`` part, env kwargs naming ``MODULE:NAME``) are used only when the command line
-  gives them again, identically, or with ``--trust-settings``. A policy or wrapper file
+  ``module:`` part, env kwargs naming ``MODULE:NAME``, a Ray cluster's address, whose
+  replies this process unpickles) are used only when the command line gives them again,
+  identically, or with ``--trust-settings``. A policy or wrapper file
   whose sha256 is no longer the recorded one is refused unless given again.
 * Options that define the data (env id, ``--envs``, ``--seed``, ``--policy``, ``--wrapper``,
   ``--env-kwargs``, ``--rewards-dtype``, ``--infos``, ``--async``, ``--force-mode``)
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from expcli.collect.settings import MAX_ENVS, MAX_SEED, CollectSettings, typed_value
+from expcli.collect.shard_sink import parse_shard_size
 from expcli.errors import ConfigError
 from expcli.named_callables import file_sha256, is_file_target
 
@@ -116,6 +118,8 @@ def recorded_settings(
     values["seed"] = seed
     try:
         CollectSettings(**values).validate()
+        if values.get("shard_size") is not None:
+            parse_shard_size(values["shard_size"])
     except ConfigError as e:
         raise ConfigError(f"not a valid setting: {e.message}", path=path, key=SETTINGS_KEY) from e
     return values
@@ -180,6 +184,8 @@ def code_settings(values: Mapping[str, Any]) -> dict[str, str]:
         out["env_id"] = f"ENV_ID {values['env_id']!r}"
     if _imports(values.get("env_kwargs", {})):
         out["env_kwargs"] = f"--env-kwargs '{json.dumps(values['env_kwargs'])}'"
+    if values.get("ray_address"):  # a cluster sends back what this process unpickles
+        out["ray_address"] = f"--ray-address {values['ray_address']!r}"
     return out
 
 

@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import expcli
+from expcli.errors import ExpcliError
 
 EXPCLI = [sys.executable, "-m", "expcli"]
 RUN = ["collect", "CartPole-v1", "--envs", "2", "--seed", "7", "--mode", "dummy"]
@@ -298,3 +301,58 @@ def test_code_settings_name_what_would_import() -> None:
     )
     assert set(found) == {"policy", "wrappers", "env_id", "env_kwargs"}
     assert code_settings({"env_kwargs": {"render_mode": "rgb_array", "t": "12:30"}}) == {}
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    key=st.sampled_from(
+        [
+            "env_id",
+            "envs",
+            "steps",
+            "episodes",
+            "policy",
+            "wrappers",
+            "seed",
+            "env_kwargs",
+            "mode",
+            "asynchronous",
+            "rewards_dtype",
+            "shard_size",
+            "step_timeout",
+            "chunk_timeout",
+            "infos",
+            "segment_seed",
+        ]
+    ),
+    value=_JSON,
+)
+def test_any_recorded_value_is_taken_or_refused_in_one_error(
+    complete: Path, tmp_path_factory: pytest.TempPathFactory, key: str, value: Any
+) -> None:
+    from expcli.collect.resume import resume_settings
+
+    folder = tmp_path_factory.mktemp("fuzz")
+    manifest = json.loads((complete / "manifest.json").read_text())
+    manifest["collector"]["collect_settings"]["steps"] = 10**6  # something left to collect
+    if key == "segment_seed":
+        manifest["collector"]["segments"][0]["seed"] = value
+    else:
+        manifest["collector"]["collect_settings"][key] = value
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    try:
+        settings = resume_settings(folder, trust=True)
+    except ExpcliError:
+        return
+    assert settings.resuming and settings.output == folder
