@@ -75,6 +75,11 @@ def resume_settings(
     path = folder / _MANIFEST
     collector = _collector(manifest, folder)
     segments = collector["segments"]
+    env_steps = collector.get("env_steps")
+    if env_steps is not None and (type(env_steps) is not int or not 0 <= env_steps < 2**62):
+        raise ConfigError(
+            f"expected a count of steps, got {env_steps!r}", path=path, key="collector.env_steps"
+        )
     recorded = recorded_settings(
         collector["collect_settings"], segments, manifest.header.get("num_envs"), path
     )

@@ -269,6 +269,7 @@ def test_an_edited_policy_file_is_refused_unless_given_again(tmp_path: Path) -> 
         ("segment_seed", -1),
         ("segment_seed", "x"),
         ("segment_seed", 2**70),
+        ("env_steps", "many"),
     ],
 )
 def test_bad_recorded_settings_are_refused_naming_the_manifest(
@@ -277,6 +278,8 @@ def test_bad_recorded_settings_are_refused_naming_the_manifest(
     def change(manifest: dict[str, Any]) -> None:
         if key == "segment_seed":
             manifest["collector"]["segments"][0]["seed"] = value
+        elif key == "env_steps":
+            manifest["collector"][key] = value
         else:
             manifest["collector"]["collect_settings"][key] = value
 
