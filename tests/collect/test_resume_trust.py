@@ -40,6 +40,16 @@ def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) 
     return subprocess.run([*EXPCLI, *args], capture_output=True, text=True, env=env or ENV, cwd=cwd)
 
 
+def in_process(*args: str) -> Any:
+    """``cli`` in this process, for commands refused before any env or code is built."""
+    from typer.testing import CliRunner
+
+    from expcli.cli.app import app
+
+    result = CliRunner().invoke(app, list(args))
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
 def snapshot(folder: Path) -> dict[str, Any]:
     """Every entry under ``folder``: its kind, mode and (files) the sha256 of its bytes."""
     out: dict[str, Any] = {}
@@ -153,7 +163,7 @@ def test_options_that_conflict_with_the_recorded_run_are_refused(
     killed: Path, options: list[str]
 ) -> None:
     before = snapshot(killed)
-    message = refused(cli("collect", "--resume", str(killed), *options))
+    message = refused(in_process("collect", "--resume", str(killed), *options))
     assert options[0].lstrip("-") in message
     assert snapshot(killed) == before
 
@@ -162,7 +172,7 @@ def test_a_refused_resume_changes_nothing(complete: Path, tmp_path: Path) -> Non
     folder = tmp_path / "run"
     shutil.copytree(complete, folder)
     before = snapshot(folder)
-    assert "nothing to resume" in refused(cli("collect", "--resume", str(folder)))
+    assert "nothing to resume" in refused(in_process("collect", "--resume", str(folder)))
     assert snapshot(folder) == before
 
 
@@ -285,7 +295,7 @@ def test_bad_recorded_settings_are_refused_naming_the_manifest(
 
     edit_manifest(killed, change)
     before = snapshot(killed)
-    message = refused(cli("collect", "--resume", str(killed)))
+    message = refused(in_process("collect", "--resume", str(killed)))
     assert "manifest.json" in message
     assert snapshot(killed) == before
 
