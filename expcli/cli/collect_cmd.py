@@ -188,6 +188,14 @@ def collect_cmd(
             help="Continue the run stored in a folder output (after a kill or Ctrl-C).",
         ),
     ] = None,
+    trust_settings: Annotated[
+        bool,
+        typer.Option(
+            "--trust-settings",
+            help="With --resume: run the policy, wrappers or env module the folder's "
+            "recorded settings name without giving them again.",
+        ),
+    ] = False,
 ) -> None:
     """Collect experience from a Gymnasium env (or EnvPool's) into a dataset file."""
     from expcli.collect.job import CollectJob
@@ -222,10 +230,16 @@ def collect_cmd(
         "spool": spool,
     }
     if resume is not None:
-        from expcli.collect.resume import resume_settings
+        from expcli.collect.resume import resume_settings, resume_summary
 
-        job = CollectJob(resume_settings(resume, quiet=quiet))
-        return _run(job)
+        typed = {**given, "config": config}
+        typed = {k: v for k, v in typed.items() if _from_command_line(ctx, _PARAMETERS.get(k, k))}
+        settings = resume_settings(resume, given=typed, trust=trust_settings, quiet=quiet)
+        if not quiet:
+            typer.echo(resume_summary(settings), err=True)
+        return _run(CollectJob(settings))
+    if trust_settings:
+        raise ConfigError("--trust-settings applies to --resume only")
     values = read_config(config) if config is not None else {}
     for name, value in given.items():
         if name not in values or _from_command_line(ctx, _PARAMETERS.get(name, name)):

@@ -2,28 +2,34 @@
 
 The folder's manifest records the run's settings (``collector.collect_settings``) and
 its segments (one per start, each with its seed and first row). A resumed run builds the
-same env, options and policy, seeded afresh for the new segment (``segment_seed``: from
-the run's seed and the segment's number, so a resumed run is deterministic too), marks
-the episodes the kill cut as truncated in the last stored row, counts the episodes of
-the stored rows, and collects what is left of the asked total.
+same env, options and policy (what it takes from the folder and what from the command
+line: ``resume_trust``), seeded afresh for the new segment (``segment_seed``: from the
+run's seed and the segment's number, so a resumed run is deterministic too), marks the
+episodes the kill cut as truncated in the last stored row, counts the episodes of the
+stored rows, and collects what is left of the asked total. Everything is checked before
+the folder is touched: a resume that will not run changes nothing.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import json
+import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from expcli.collect.settings import CollectSettings
-from expcli.errors import ConfigError
-from expcli.formats.sharded import Manifest, user_metadata
+from expcli.errors import ConfigError, FormatError, SchemaError
+from expcli.formats.sharded import Manifest, check_shard, user_metadata
 
 if TYPE_CHECKING:
     from expcli.collect.job import CollectJob
 
-__all__ = ["continue_folder", "resume_settings", "segment_seed"]
+__all__ = ["continue_folder", "resume_settings", "resume_summary", "segment_seed"]
+
+_MANIFEST = "manifest.json"
 
 
 def segment_seed(seed: int | None, segment: int) -> int | None:
@@ -33,21 +39,85 @@ def segment_seed(seed: int | None, segment: int) -> int | None:
     return int(np.random.SeedSequence([seed, segment]).generate_state(1, np.uint32)[0])
 
 
-def resume_settings(folder: Path, *, quiet: bool = False) -> CollectSettings:
-    """The settings that continue the run stored in ``folder`` (checked later by the job).
+def resume_settings(
+    folder: Path,
+    *,
+    given: Mapping[str, Any] | None = None,
+    trust: bool = False,
+    quiet: bool = False,
+) -> CollectSettings:
+    """The settings that continue the run stored in ``folder``; nothing is imported or run.
+
+    Args:
+        folder: The folder of the run.
+        given: The options the command line gave (``CollectSettings`` names), merged as
+            ``resume_trust`` says: a new ``steps``/``episodes`` total, how the envs run;
+            a conflicting recorded setting is refused.
+        trust: Run the code the recorded settings name (policy, wrappers, an env id's
+            module) without its being given again (``--trust-settings``).
+        quiet: No progress or summary.
 
     Raises:
         FormatError: ``folder`` is not a sharded dataset folder.
-        ConfigError: It was not written by ``expcli collect``.
+        ConfigError: It was not written by ``expcli collect``, a recorded setting is
+            invalid, names code not given again, or conflicts with ``given``, or the run
+            already reached its target.
     """
-    collector = _collector(Manifest.load(folder), folder)
-    stored = collector["collect_settings"]
-    known = {f.name for f in dataclasses.fields(CollectSettings)}
-    values = {k: v for k, v in stored.items() if k in known}
+    from expcli.collect.resume_trust import (
+        check_code,
+        merge_given,
+        recorded_settings,
+        unchanged_files,
+    )
+
+    given = {k: v for k, v in (given or {}).items() if k != "quiet"}
+    manifest = Manifest.load(folder)
+    path = folder / _MANIFEST
+    collector = _collector(manifest, folder)
     segments = collector["segments"]
-    base = segments[0].get("seed") if segments and isinstance(segments[0], dict) else None
-    values["seed"] = segment_seed(base, len(segments))
-    return CollectSettings(**values, output=folder, quiet=quiet, resuming=True)
+    env_steps = collector.get("env_steps")
+    if env_steps is not None and (type(env_steps) is not int or not 0 <= env_steps < 2**62):
+        raise ConfigError(
+            f"expected a count of steps, got {env_steps!r}", path=path, key="collector.env_steps"
+        )
+    recorded = recorded_settings(
+        collector["collect_settings"], segments, manifest.header.get("num_envs"), path
+    )
+    values = merge_given(recorded, given, path)
+    check_code(recorded, given, trust, path)
+    unchanged_files(manifest.header, values, given, path)
+    values["seed"] = segment_seed(recorded["seed"], len(segments))
+    settings = CollectSettings(**values, output=folder, quiet=quiet, resuming=True).validate()
+    stored = manifest.rows * settings.envs
+    if settings.steps is not None and settings.steps <= stored:
+        if "steps" in given and settings.steps < stored:
+            raise ConfigError(
+                f"--steps {settings.steps:,} is fewer than the {stored:,} steps the folder "
+                "holds; give a larger total",
+                path=folder,
+            )
+        raise ConfigError(
+            f"holds {stored:,} of {settings.steps:,} steps; nothing to resume", path=folder
+        )
+    return settings
+
+
+def resume_summary(settings: CollectSettings) -> str:
+    """One line: the recorded settings a resumed run goes on with."""
+    target = (
+        f"{settings.steps:,} steps"
+        if settings.steps is not None
+        else f"{settings.episodes:,} episodes"
+    )
+    parts = [settings.env_id, f"{settings.envs} envs", f"policy {settings.policy}"]
+    parts += [f"wrapper {w}" for w in settings.wrappers]
+    if settings.env_kwargs:
+        parts.append(f"env kwargs {json.dumps(settings.env_kwargs)}")
+    parts.append(f"rewards {settings.rewards_dtype}")
+    if settings.infos:
+        parts.append("infos")
+    parts.append(f"segment seed {settings.seed}")
+    return f"resuming {settings.output} with its recorded settings: {', '.join(parts)}; to {target}"
 
 
 def _collector(manifest: Manifest, folder: Path) -> dict[str, Any]:
@@ -66,9 +136,16 @@ def _collector(manifest: Manifest, folder: Path) -> dict[str, Any]:
 def continue_folder(job: CollectJob) -> Manifest:
     """Prepare ``job`` (started, its collector built) to go on with its folder's run.
 
-    The manifest to append to, with the cut episodes marked truncated.
+    Everything is checked before the folder is touched: the env's tensors against the
+    manifest's, the last shard's size and CRC-32, the target. Then the episodes the kill
+    cut are marked truncated in the last stored row.
+
+    Returns:
+        The manifest to append to.
 
     Raises:
+        SchemaError: The env's tensors (spaces, rewards dtype) are not the folder's.
+        FormatError: The last shard is damaged, or not a regular file.
         ConfigError: The run already reached its target.
     """
     from expcli.formats.sharded import ShardWriter
@@ -76,13 +153,15 @@ def continue_folder(job: CollectJob) -> Manifest:
     folder, s = job.output, job.settings
     manifest = Manifest.load(folder)
     collector = _collector(manifest, folder)
+    _check_tensors(job, manifest, folder / _MANIFEST)
+    last: dict[str, np.ndarray] | None = None
+    if manifest.shards:
+        last = _last_shard(folder, manifest)
+    ended = None if last is None else last["terminated"][-1] | last["truncated"][-1]
+    tracker = job.running.tracker
+    _count_episodes(folder, tracker, None if ended is None else ~ended)
     segments = list(collector["segments"])
     rows = manifest.rows
-    writer = ShardWriter(folder, manifest)
-    if manifest.shards:
-        _mark_cut_episodes(writer, folder, user_metadata(manifest.header))
-    tracker = job.running.tracker
-    _count_episodes(folder, tracker)
     job.targets = {"steps": s.steps, "episodes": s.episodes}
     stored = rows * s.envs
     if s.steps is not None:
@@ -96,30 +175,82 @@ def continue_folder(job: CollectJob) -> Manifest:
                 f"{folder} holds {tracker.complete:,} of {s.episodes:,} episodes; nothing to resume"
             )
         s.episodes -= tracker.complete
+    writer = ShardWriter(folder, manifest)
+    if last is not None and ended is not None and not ended.all():
+        last["truncated"][-1] |= ~ended  # the kill ended them there
+        writer.replace_last(last, user_metadata(manifest.header))
     segments.append({"segment": len(segments), "seed": s.seed, "first_row": rows})
     job.segments = segments
     job.before = (stored, int(collector.get("env_steps") or stored))
     return writer.manifest
 
 
-def _mark_cut_episodes(writer: Any, folder: Path, metadata: dict[str, Any]) -> None:
-    """Set ``truncated`` in the last stored row where an episode was running.
+def _check_tensors(job: CollectJob, manifest: Manifest, path: Path) -> None:
+    """Refuse an env whose tensors (names, dtypes, shapes) are not the folder's.
 
-    The kill ended it there. The last shard is rewritten under a new name (atomically).
+    ``infos/<key>`` tensors may come and go (a key met later is read as NaN before).
+    """
+    if manifest.header.get("num_envs") != job.settings.envs:
+        raise SchemaError(
+            f"records {manifest.header.get('num_envs')!r} envs; the run has {job.settings.envs}",
+            path=path,
+            key="num_envs",
+        )
+    known = manifest.header.get("tensors")
+    if not isinstance(known, dict):
+        raise SchemaError("lacks its 'tensors' object", path=path, key="tensors")
+    now = {spec.name: spec.to_json() for spec in job.running.memory.to_dataset().specs()}
+    for name in sorted(set(known) | set(now)):
+        if name.startswith("infos/"):
+            continue
+        if known.get(name) != now.get(name):
+            raise SchemaError(
+                f"the env now gives {_spec_text(now.get(name))} where the folder holds "
+                f"{_spec_text(known.get(name))}: resuming would write shards no reader "
+                "takes (was the env, its package or --rewards-dtype changed?)",
+                path=path,
+                key=f"tensors.{name}",
+            )
+
+
+def _spec_text(spec: Any) -> str:
+    if not isinstance(spec, dict):
+        return "no such tensor"
+    return f"{spec.get('dtype')} {tuple(spec.get('shape') or ())}"
+
+
+def _last_shard(folder: Path, manifest: Manifest) -> dict[str, np.ndarray]:
+    """The last shard's tensors, read after its size and CRC-32 are checked.
+
+    Raises:
+        FormatError: Not a regular file in the folder, or damaged (``inspect --check``
+            would fail): resuming would rewrite it and hide the damage.
     """
     from expcli.formats.npz_format import read
 
-    last = read(folder / writer.manifest.shards[-1].file)
-    tensors = {name: np.array(array) for name, array in last.tensors.items()}
-    ended = tensors["terminated"][-1] | tensors["truncated"][-1]
-    if ended.all():
-        return
-    tensors["truncated"][-1] |= ~ended
-    writer.replace_last(tensors, metadata)
+    entry = manifest.shards[-1]
+    file = folder / entry.file
+    try:
+        mode = file.lstat().st_mode
+    except FileNotFoundError:
+        raise FormatError("listed in the manifest but missing", path=file) from None
+    if not stat.S_ISREG(mode):
+        raise FormatError("not a regular file; refusing to resume over it", path=file)
+    problem = check_shard(folder, entry)
+    if problem is not None:
+        raise FormatError(
+            f"the last shard is damaged ({problem}); resuming would rewrite it and hide the "
+            "damage: restore it, or remove it from the manifest",
+            path=file,
+        )
+    return {name: np.array(array) for name, array in read(file).tensors.items()}
 
 
-def _count_episodes(folder: Path, tracker: Any) -> None:
-    """Feed the stored rows' rewards and flags to the run's episode tracker, shard by shard."""
+def _count_episodes(folder: Path, tracker: Any, cut: np.ndarray | None) -> None:
+    """Feed the stored rows' rewards and flags to the run's episode tracker, shard by shard.
+
+    ``cut``: the envs whose episode the kill cut, ended (truncated) in the last row.
+    """
     from expcli.formats.sharded import open_lazy
 
     dataset, close = open_lazy(folder)
@@ -127,14 +258,18 @@ def _count_episodes(folder: Path, tracker: Any) -> None:
         rewards, terminated, truncated = (
             dataset.tensors[k] for k in ("rewards", "terminated", "truncated")
         )
-        step = max(1, (1 << 20) // max(1, rewards.shape[1]))
+        n = rewards.shape[1]
+        step = max(1, (1 << 20) // max(1, n))
         for start in range(0, len(rewards), step):
             rows = slice(start, start + step)
-            n = rewards.shape[1]
+            ends = np.asarray(truncated[rows]).reshape(-1, n)
+            if cut is not None and start + step >= len(rewards):
+                ends = ends.copy()
+                ends[-1] |= cut.reshape(-1)
             tracker.update(
                 np.asarray(rewards[rows]).reshape(-1, n, rewards.shape[2]).sum(-1),
                 np.asarray(terminated[rows]).reshape(-1, n),
-                np.asarray(truncated[rows]).reshape(-1, n),
+                ends,
             )
     finally:
         close()

@@ -16,7 +16,7 @@ from typing import Any
 from expcli.errors import ConfigError
 from expcli.spec import COMPRESSIONS
 
-__all__ = ["MAX_ENVS", "MAX_SEED", "MODES", "CollectSettings", "read_config"]
+__all__ = ["MAX_ENVS", "MAX_SEED", "MODES", "CollectSettings", "read_config", "typed_value"]
 
 MODES = ("auto", "dummy", "subproc", "ray", "ray-subproc", "vector", "envpool")
 ASYNC_MODES = ("none", "idle", "restart", "continue")
@@ -175,7 +175,7 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         if name not in types:
             known = ", ".join(sorted(k.replace("_", "-") for k in (*types, *_ALIASES)))
             raise ConfigError(f"unknown key; expected one of {known}", path=path, key=key)
-        out[name] = _typed(value, name, path, key)
+        out[name] = typed_value(value, name, path, key)
     return out
 
 
@@ -218,7 +218,12 @@ _KINDS: Mapping[str, tuple[type, ...]] = {
 }
 
 
-def _typed(value: Any, name: str, path: Path, key: str) -> Any:
+def typed_value(value: Any, name: str, path: Path, key: str) -> Any:
+    """``value`` of setting ``name`` read from a file, checked against the setting's type.
+
+    Raises:
+        ConfigError: A value of the wrong type (the message names ``path`` and ``key``).
+    """
     kinds = _KINDS[name]
     if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
         expected = " or ".join(k.__name__ for k in kinds)

@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_SHARD_BYTES",
     "Manifest",
     "ShardWriter",
+    "check_shard",
     "check_shards",
     "is_folder_target",
     "is_sharded_folder",
@@ -322,18 +323,24 @@ def check_shards(path: Path, progress: Callable[[float], None] | None = None) ->
         if progress is not None:
             progress(done / total if total else 1.0)
         done += entry.bytes
-        file = path / entry.file
-        try:
-            _check_size(path, entry)
-            crc = file_crc32(file)
-        except (FormatError, OSError) as e:
-            problems.append(str(e))
-            continue
-        if crc != entry.crc32:
-            problems.append(f"{entry.file}: CRC-32 {crc}; the manifest says {entry.crc32}")
+        problem = check_shard(path, entry)
+        if problem is not None:
+            problems.append(problem)
     if progress is not None:
         progress(1.0)
     return problems
+
+
+def check_shard(path: Path, entry: ShardEntry) -> str | None:
+    """The problem of one shard of folder ``path`` (its size or CRC-32), or None if intact."""
+    try:
+        _check_size(path, entry)
+        crc = file_crc32(path / entry.file)
+    except (FormatError, OSError) as e:
+        return str(e)
+    if crc != entry.crc32:
+        return f"{entry.file}: CRC-32 {crc}; the manifest says {entry.crc32}"
+    return None
 
 
 def _check_size(folder: Path, entry: ShardEntry) -> None:

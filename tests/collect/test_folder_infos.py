@@ -43,7 +43,7 @@ def test_resumed_run_goes_on_storing_infos(tmp_path: Path) -> None:
     manifest["memory_size"] = 1
     del manifest["tensors"]["infos/t"]
     (folder / "manifest.json").write_text(json.dumps(manifest))
-    expcli_cli("collect", "--resume", str(folder), "-q")
+    expcli_cli("collect", COUNTING_ID, "--resume", str(folder), "-q")  # its module, given again
     whole = expcli.load(folder)
     assert whole.memory_size == 20 and len(whole.metadata["collector"]["segments"]) == 2
     t = whole.tensors["infos/t"][..., 0]
