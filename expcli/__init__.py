@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # ``X as X``: an explicit re-export, as strict type checkers 
     from expcli.errors import MissingDependencyError as MissingDependencyError
     from expcli.errors import OutputError as OutputError
     from expcli.errors import OutputExistsError as OutputExistsError
+    from expcli.errors import OutputLockedError as OutputLockedError
     from expcli.errors import SchemaError as SchemaError
     from expcli.formats.dataset import Dataset as Dataset
     from expcli.memory import Memory as Memory
@@ -79,6 +80,7 @@ _EXPORTS: dict[str, str] = {
     "MissingDependencyError": "expcli.errors",
     "OutputError": "expcli.errors",
     "OutputExistsError": "expcli.errors",
+    "OutputLockedError": "expcli.errors",
 }
 
 # Old names kept for one release: name -> (module, the name to use instead).
