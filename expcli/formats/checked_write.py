@@ -29,6 +29,7 @@ from expcli.formats._free_space import (
     disk_full_error,
     estimate_size,
     free_bytes,
+    recount_free,
 )
 from expcli.formats._temp_names import remove, remove_stale, temp_name
 from expcli.formats.dataset import Dataset
@@ -69,8 +70,14 @@ def write_checked(
     Refuse at once what cannot fit in the target's folder, or what another process writes
     (``OutputLockedError``: the target's lock is held while writing).
     """
-    with OutputLock(target):
-        _write_checked(dataset, target, fmt, layout, compression, checksums, overwrite)
+    try:
+        with OutputLock(target):
+            _write_checked(dataset, target, fmt, layout, compression, checksums, overwrite)
+    except OutputError as e:
+        fresh = recount_free(e, target)  # the lock file let go of its bytes too
+        if fresh is e:
+            raise
+        raise fresh from e.__cause__
 
 
 def _write_checked(

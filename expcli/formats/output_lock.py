@@ -132,7 +132,9 @@ class OutputLock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
             with output_errors(self.target, every=True):
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+                # read-only: an open writable file would keep its file system from being
+                # remounted read-only; flock needs no write access
+                fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -143,7 +145,7 @@ class OutputLock:
                 os.close(fd)
                 raise
             if _same_file(fd, self.path):
-                _sign(fd)
+                _sign(self.path)
                 return fd
             os.close(fd)  # its holder let go and removed it meanwhile: lock the new one
 
@@ -157,14 +159,13 @@ def _same_file(fd: int, path: Path) -> bool:
     return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
-def _sign(fd: int) -> None:
+def _sign(path: Path) -> None:
     """Write who holds the lock into it (best effort: a full disk must not stop the run)."""
     since = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": since}
     holder |= {"command": _command()}
-    with contextlib.suppress(OSError):
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(holder).encode(), 0)
+    with contextlib.suppress(OSError), open(path, "wb") as f:
+        f.write(json.dumps(holder).encode())
 
 
 def _command() -> str:
