@@ -148,3 +148,28 @@ def test_a_writer_that_opened_the_file_as_its_holder_let_go_locks_the_new_one(
         lock.release()
         _end(holder)
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("writer", ["save", "convert", "Memory.save"])
+def test_every_writer_of_a_held_output_is_refused(tmp_path: Path, writer: str) -> None:
+    import numpy as np
+
+    import expcli
+
+    source = tmp_path / "source.npz"
+    expcli.save(expcli.Dataset({"observations": np.zeros((4, 1, 2), np.float32)}), source)
+    target = tmp_path / "out.npz"
+    holder = _hold(target)
+    try:
+        with pytest.raises(OutputLockedError):
+            if writer == "save":
+                expcli.save(expcli.load(source), target)
+            elif writer == "convert":
+                expcli.convert(source, target)
+            else:
+                memory = expcli.RandomMemory(4, 1, "cpu")
+                memory.create_tensor("observations", 2)
+                memory.save(str(target))
+        assert sorted(os.listdir(tmp_path)) == [".out.npz.expcli.lock", "source.npz"]
+    finally:
+        _end(holder)
