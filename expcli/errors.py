@@ -191,8 +191,9 @@ class OutputExistsError(OutputError, FileExistsError):
 class OutputLockedError(ExpcliError):
     """Another writer (a process, on this host or another) holds the output's lock.
 
-    ``holder`` is what that writer recorded in the lock file: ``pid``, ``host``, ``since``
-    (ISO 8601, UTC) and ``command``, each possibly missing; the message names them.
+    ``holder`` is what that writer recorded in the lock file, as strings: ``pid``, ``host``,
+    ``since`` (``YYYY-MM-DD HH:MM:SS UTC``) and ``command``, each possibly missing; the
+    message names them.
     """
 
     def __init__(self, path: str | os.PathLike[str], holder: dict[str, str]) -> None:

@@ -40,7 +40,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from expcli.errors import OutputLockedError
+from expcli.errors import OutputLockedError, printable
 from expcli.formats._atomic import output_errors
 
 try:
@@ -189,7 +189,7 @@ def _holder(fd: int) -> dict[str, str]:
 
 
 def _clean(value: Any) -> str:
-    text = re.sub(r"[\x00-\x1f\x7f]+", " ", str(value))
+    text = re.sub(r"[\x00-\x1f\x7f]+", " ", printable(str(value)))
     return text if len(text) <= _FIELD_CHARS else text[: _FIELD_CHARS - 3] + "..."
 
 
