@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # ``X as X``: an explicit re-export, as strict type checkers 
     from expcli.errors import OrderError as OrderError
     from expcli.errors import OutputError as OutputError
     from expcli.errors import OutputExistsError as OutputExistsError
+    from expcli.errors import OutputLockedError as OutputLockedError
     from expcli.errors import SchemaError as SchemaError
     from expcli.errors import SourceNotFoundError as SourceNotFoundError
     from expcli.formats.dataset import Dataset as Dataset
@@ -87,6 +88,7 @@ _EXPORTS: dict[str, str] = {
     "MissingDependencyError": "expcli.errors",
     "OutputError": "expcli.errors",
     "OutputExistsError": "expcli.errors",
+    "OutputLockedError": "expcli.errors",
 }
 
 # Old names kept for one release: name -> (module, the name to use instead).

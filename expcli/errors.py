@@ -12,6 +12,7 @@
   + OutputError                     exit 1   the output cannot be written: no space, a read-only
   |                                          or missing folder, no permission (also OSError)
   |  + OutputExistsError            exit 1   refusing to overwrite (also FileExistsError)
+  + OutputLockedError               exit 1   another writer holds the output's lock
 
 ``printable`` makes text from a file (a name, a path) safe to put in a message.
 
@@ -37,6 +38,7 @@ __all__ = [
     "OrderError",
     "OutputError",
     "OutputExistsError",
+    "OutputLockedError",
     "SchemaError",
     "SourceNotFoundError",
 ]  # the error classes only; ``printable`` is imported by name
@@ -189,5 +191,32 @@ class OutputExistsError(OutputError, FileExistsError):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__(
             "already exists; pass --overwrite (in Python, overwrite=True) to replace it",
+            path=path,
+        )
+
+
+class OutputLockedError(ExpcliError):
+    """Another writer (a process, on this host or another) holds the output's lock.
+
+    ``holder`` is what that writer recorded in the lock file, as strings: ``pid``, ``host``,
+    ``since`` (``YYYY-MM-DD HH:MM:SS UTC``) and ``command``, each possibly missing; the
+    message names them.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], holder: dict[str, str]) -> None:
+        self.holder = holder
+        who = " ".join(
+            part
+            for part in (
+                f"pid {holder['pid']}" if "pid" in holder else "",
+                f"on host {holder['host']}" if "host" in holder else "",
+                f"since {holder['since']}" if "since" in holder else "",
+                f"({holder['command']})" if "command" in holder else "",
+            )
+            if part
+        )
+        super().__init__(
+            f"another writer holds it: {who or 'a process that has not said who it is yet'}; "
+            "wait for it to end (or stop it), then run again",
             path=path,
         )

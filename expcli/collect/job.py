@@ -29,6 +29,7 @@ from expcli.collect.memory_check import check_run_fits
 from expcli.collect.settings import CollectSettings
 from expcli.errors import OrderError, OutputError, OutputExistsError
 from expcli.formats.dataset import Dataset
+from expcli.formats.output_lock import OutputLock
 from expcli.spec import CircularState
 
 __all__ = ["CollectJob", "SavedFile", "default_output"]
@@ -69,6 +70,8 @@ class CollectJob:
     Use: ``job = CollectJob(settings)``; ``job.start()`` builds the envs (``job.mode``
     says which mode ``auto`` picked); ``job.run(progress)``; ``job.save()``; ``job.close()``.
     ``job.stop()`` (e.g. from a signal handler) ends ``run`` after the current step.
+    From ``start()`` to the end of ``save()`` the job holds its output's lock: another
+    writer of that file or folder is refused meanwhile (``OutputLockedError``).
 
     Raises:
         ConfigError: Invalid settings (checked before any env is built).
@@ -105,6 +108,7 @@ class CollectJob:
         check_can_write(self.output, folder=self.to_folder)
 
         self.format = "folder" if self.to_folder else format_from_suffix(self.output)
+        self._lock = OutputLock(self.output)
         self.sink: Any = None  # a ShardSink, for a folder output or a spooled file
         self.spool: Path | None = None  # a file output's spool folder (``spool_run``)
         # A folder run's segments (one per --resume), the whole run's targets when
@@ -126,7 +130,27 @@ class CollectJob:
         self.stats: CollectStats | None = None
 
     def start(self) -> None:
-        """Build the envs, the policy and the memory."""
+        """Take the output's lock, then build the envs, the policy and the memory.
+
+        The lock (``formats.output_lock``) is held until ``save()`` ends, so that no
+        other writer (collect, ``--resume``, ``--overwrite``, convert) touches the output
+        meanwhile.
+
+        Raises:
+            OutputLockedError: Another process writes the output; nothing was changed.
+            OutputExistsError: The output appeared since the job was made.
+        """
+        self._lock.acquire()
+        try:
+            s = self.settings
+            if self.output.exists() and not s.overwrite and not s.resuming:
+                raise OutputExistsError(self.output)  # a writer that ended meanwhile made it
+            self._start()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _start(self) -> None:
         s = self.settings
         asynchronous = None if s.asynchronous == "none" else s.asynchronous
         if s.mode == "auto":
@@ -304,12 +328,18 @@ class CollectJob:
         Returns:
             What was written; None when nothing was collected (a run that failed or was
             stopped before its first row): then nothing is written, and a file already
-            at the output path stays as it was.
+            at the output path stays as it was. Either way the output's lock is released.
 
         Raises:
             OutputError: The output could not be written; its ``saved_to`` is where the
                 data went instead (None when it could not be kept anywhere).
         """
+        try:
+            return self._save(progress)
+        finally:
+            self._lock.release()
+
+    def _save(self, progress: Callable[[str, float], None] | None) -> SavedFile | None:
         from expcli.conversion import save
 
         if self.spool is not None:

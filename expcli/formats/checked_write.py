@@ -29,10 +29,12 @@ from expcli.formats._free_space import (
     disk_full_error,
     estimate_size,
     free_bytes,
+    recount_free,
 )
 from expcli.formats._temp_names import remove, remove_stale, temp_name
 from expcli.formats.dataset import Dataset
 from expcli.formats.lazy import row_chunks
+from expcli.formats.output_lock import OutputLock
 from expcli.formats.registry import open_lazy, output_files, write_dataset
 
 __all__ = [
@@ -65,8 +67,28 @@ def write_checked(
 ) -> None:
     """Write beside the target under a temporary name, check, then rename into place.
 
-    Refuse at once what cannot fit in the target's folder.
+    Refuse at once what cannot fit in the target's folder, or what another process writes
+    (``OutputLockedError``: the target's lock is held while writing).
     """
+    try:
+        with OutputLock(target):
+            _write_checked(dataset, target, fmt, layout, compression, checksums, overwrite)
+    except OutputError as e:
+        fresh = recount_free(e, target)  # the lock file let go of its bytes too
+        if fresh is e:
+            raise
+        raise fresh from e.__cause__
+
+
+def _write_checked(
+    dataset: Dataset,
+    target: Path,
+    fmt: str,
+    layout: str,
+    compression: str | None,
+    checksums: dict[str, str] | None,
+    overwrite: bool,
+) -> None:
     with output_errors(target, every=True):
         target.parent.mkdir(parents=True, exist_ok=True)
     needed = estimate_size(dataset.tensors, fmt, compression) if layout == "expcli" else None

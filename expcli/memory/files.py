@@ -53,8 +53,10 @@ class MemoryFiles:
         Raises:
             ValueError: The format is not one of pt, npz, csv.
             SchemaError: A tensor's dtype cannot be stored (bfloat16, complex).
+            OutputLockedError: Another process writes that file.
         """
         from expcli.formats import format_from_suffix, write_dataset
+        from expcli.formats.output_lock import OutputLock
 
         target = Path(directory or self.export_directory)
         suffix = format_from_suffix(target)
@@ -74,7 +76,8 @@ class MemoryFiles:
             stamp = datetime.datetime.now().strftime("%y-%m-%d_%H-%M-%S-%f")
             target = target / "memories" / f"{stamp}_memory_{hex(id(self))}.{format}"
             target.parent.mkdir(parents=True, exist_ok=True)
-        return str(write_dataset(self.to_dataset(), target, format=format))
+        with OutputLock(target):  # one writer of the file at a time, as every save
+            return str(write_dataset(self.to_dataset(), target, format=format))
 
     def load(self, path: str | os.PathLike[str]) -> None:
         """Replace tensors, sizes, circular state and metadata with those of a saved file.
