@@ -231,13 +231,17 @@ def collect_cmd(
     }
     if resume is not None:
         from expcli.collect.resume import resume_settings, resume_summary
+        from expcli.formats.output_lock import OutputLock
 
         typed = {**given, "config": config}
         typed = {k: v for k, v in typed.items() if _from_command_line(ctx, _PARAMETERS.get(k, k))}
-        settings = resume_settings(resume, given=typed, trust=trust_settings, quiet=quiet)
-        if not quiet:
-            typer.echo(resume_summary(settings), err=True)
-        return _run(CollectJob(settings))
+        # held from the first read of the folder: a writer still at work is named before
+        # anything of its folder is judged (the job takes the same lock again)
+        with OutputLock(resume):
+            settings = resume_settings(resume, given=typed, trust=trust_settings, quiet=quiet)
+            if not quiet:
+                typer.echo(resume_summary(settings), err=True)
+            return _run(CollectJob(settings))
     if trust_settings:
         raise ConfigError("--trust-settings applies to --resume only")
     values = read_config(config) if config is not None else {}
