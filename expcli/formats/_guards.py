@@ -2,6 +2,9 @@
 
 * ``check_source``: a source must be a regular file or a folder. A named pipe, a device or a
   socket would block a reader (or never end), so it is refused before anything opens it.
+* ``open_inside`` / ``regular_size``: a file a folder lists (a shard, a manifest) is read only
+  when it is a regular file in that folder: a symbolic link (which may point anywhere, at
+  ``/dev/zero`` say), a named pipe or a device is refused without following or opening it.
 * ``load_json`` / ``check_depth``: metadata JSON nested deeper than ``MAX_JSON_DEPTH`` is
   refused, so that no recursive step afterwards (rendering, copying, dumping) overflows.
 * ``check_memory``: an array that must be held whole (a compressed npz member that ``load``
@@ -12,10 +15,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
-from typing import Any
+from typing import Any, BinaryIO
 
 from expcli.errors import FormatError, printable
 from expcli.host_memory import available_bytes
@@ -28,6 +32,8 @@ __all__ = [
     "check_memory",
     "check_source",
     "load_json",
+    "open_inside",
+    "regular_size",
 ]
 
 MAX_JSON_DEPTH = 64
@@ -62,6 +68,69 @@ def check_source(path: str | os.PathLike[str]) -> None:
     raise FormatError(
         f"is a {kind}, not a regular file or folder; expected a dataset file", path=path
     )
+
+
+def _not_regular(path: str | os.PathLike[str], mode: int) -> FormatError:
+    if stat.S_ISLNK(mode):
+        kind = "symbolic link"
+    elif stat.S_ISDIR(mode):
+        kind = "folder"
+    else:
+        kind = _KINDS.get(stat.S_IFMT(mode), "special file")
+    return FormatError(
+        f"is a {kind}, not a regular file; only regular files inside the dataset folder are read",
+        path=path,
+    )
+
+
+def regular_size(path: str | os.PathLike[str]) -> int:
+    """The size of ``path``, a regular file itself (not a link to one).
+
+    Raises:
+        FileNotFoundError: There is no such file.
+        FormatError: It is a symbolic link, a named pipe, a device, a folder, or cannot be
+            looked at (a name too long, say).
+    """
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise FormatError(f"cannot be read ({e.strerror})", path=path) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise _not_regular(path, info.st_mode)
+    return info.st_size
+
+
+def open_inside(path: str | os.PathLike[str]) -> BinaryIO:
+    """Open ``path`` to read, refusing anything but a regular file (links are not followed).
+
+    Opened without following a link and without blocking, so that a named pipe or a device
+    put in place of the file is refused, not waited on.
+
+    Raises:
+        FileNotFoundError: There is no such file.
+        FormatError: It is a symbolic link, a named pipe, a device, a folder, or cannot be
+            opened.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise _not_regular(path, stat.S_IFLNK) from None
+        raise FormatError(f"cannot be read ({e.strerror})", path=path) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(path, mode)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def check_depth(value: Any, path: str | os.PathLike[str], key: str | None) -> None:
