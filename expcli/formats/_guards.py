@@ -9,6 +9,12 @@
   refused, so that no recursive step afterwards (rendering, copying, dumping) overflows.
 * ``check_memory``: an array that must be held whole (a compressed npz member that ``load``
   reads, say) must fit in the memory the machine has available.
+* ``check_inflation``: compressed data (deflated npz members, filtered HDF5 datasets) that
+  would inflate past ``BOMB_BYTES`` at more than ``BOMB_RATIO``:1 is a decompression bomb,
+  refused before anything is inflated (Apache POI's ``ZipSecureFile`` draws its line at the
+  same ratio): real experience data does not compress a hundredfold, and a file that
+  would make a reader produce gigabytes from a few megabytes is an attack on its time, its
+  memory and the disk a conversion writes to.
 * ``brief``: a value from a file, cut short and ``printable`` (``expcli.errors``), for a
   one-line message.
 """
@@ -27,8 +33,11 @@ from expcli.host_memory import available_bytes
 __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_METADATA_BYTES",
+    "BOMB_BYTES",
+    "BOMB_RATIO",
     "brief",
     "check_depth",
+    "check_inflation",
     "check_memory",
     "check_source",
     "load_json",
@@ -41,6 +50,12 @@ MAX_JSON_DEPTH = 64
 
 MAX_METADATA_BYTES = 64 << 20
 """Largest metadata (a JSON text, an attribute, a scalar) a reader accepts."""
+
+BOMB_RATIO = 100
+"""Inflation ratio beyond which large compressed data is a decompression bomb."""
+
+BOMB_BYTES = 1 << 30
+"""Inflated size up to which any ratio is accepted (small all-zero tensors compress well)."""
 
 _KINDS = {
     stat.S_IFIFO: "named pipe",
@@ -183,6 +198,27 @@ def check_memory(nbytes: int, path: str | os.PathLike[str], key: str | None) -> 
         raise FormatError(
             f"holds {nbytes:,} bytes once decompressed, more than the {available:,} bytes of "
             f"memory available; convert it to an uncompressed format, which is read in slices",
+            path=path,
+            key=key,
+        )
+
+
+def check_inflation(
+    inflated: int, stored: int, path: str | os.PathLike[str], key: str | None
+) -> None:
+    """Refuse compressed data that inflates past ``BOMB_BYTES`` at above ``BOMB_RATIO``:1.
+
+    ``stored`` is its compressed size, ``inflated`` what it holds once inflated.
+
+    Raises:
+        FormatError: The data is a decompression bomb.
+    """
+    if inflated > BOMB_BYTES and inflated > stored * BOMB_RATIO:
+        ratio = inflated // max(1, stored)
+        raise FormatError(
+            f"inflates {stored:,} compressed bytes into {inflated:,} ({ratio:,}:1), a "
+            f"decompression bomb; refusing to read it (real data compresses less than "
+            f"{BOMB_RATIO}:1; store it uncompressed to read it anyway)",
             path=path,
             key=key,
         )

@@ -25,7 +25,7 @@ import numpy as np
 from expcli.errors import ExpcliError, FormatError
 from expcli.formats._atomic import atomic_write
 from expcli.formats._error_summary import error_summary
-from expcli.formats._guards import MAX_METADATA_BYTES, check_memory
+from expcli.formats._guards import MAX_METADATA_BYTES, check_inflation, check_memory
 from expcli.formats._zip_stream import ZipStreamWriter
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, encode_header, foreign_dataset, parse_header
@@ -122,6 +122,9 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
 
     try:
         with zipfile.ZipFile(path) as archive:
+            deflated = [i for i in archive.infolist() if i.compress_type != zipfile.ZIP_STORED]
+            inflated = sum(i.file_size for i in deflated)
+            check_inflation(inflated, sum(i.compress_size for i in deflated), path, None)
             for info in archive.infolist():
                 if not info.filename.endswith(".npy"):
                     raise FormatError(
