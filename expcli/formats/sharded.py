@@ -393,7 +393,10 @@ class _ShardMaps:
         entry = self.shards[shard]
         path = self.folder / entry.file
         _check_size(self.folder, entry)
-        lazy, close = open_npz(path)
+        try:
+            lazy, close = open_npz(path)
+        except OSError as e:  # unreadable (permissions, I/O): the folder's fault, named
+            raise FormatError(f"cannot be read ({e.strerror or e})", path=path) from None
         close()
         extra = sorted(set(lazy.tensors) - set(self.specs))
         if extra:
