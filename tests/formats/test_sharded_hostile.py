@@ -200,3 +200,17 @@ def test_a_lock_file_and_stray_files_beside_the_shards_are_ignored(tmp_path: Pat
     shutil.copyfile(folder / "shard-000000.npz", folder / "shard-000009.npz")
     assert expcli.load(folder).memory_size == 4
     assert check_shards(folder) == []
+
+
+def test_a_shard_read_on_its_own_that_is_a_named_pipe_is_refused_at_once(tmp_path: Path) -> None:
+    """As ``collect --resume`` reads the last shard: a pipe there hung it for good."""
+    folder = _folder(tmp_path)
+    (folder / "shard-000001.npz").unlink()
+    os.mkfifo(folder / "shard-000001.npz")
+    code = (
+        "from pathlib import Path\nfrom expcli.formats.npz_format import read\n"
+        f"read(Path({str(folder / 'shard-000001.npz')!r}))"
+    )
+    run = run_bounded(["-c", code], timeout=30)
+    assert not run.timed_out
+    assert "FormatError" in run.stderr and "named pipe" in run.stderr
