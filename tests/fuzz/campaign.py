@@ -314,8 +314,18 @@ def _drive(
             outcomes.append((op, child.run(request, timeout, hard_kb)))
         return folder, recipe, outcomes
 
+    errors: list[BaseException] = []
+
     def serve(child: _Child) -> None:
+        try:
+            serve_all(child)
+        except BaseException as e:  # the fuzzer's own failure: the campaign fails with it
+            errors.append(e)
+
+    def serve_all(child: _Child) -> None:
         while True:
+            if errors:
+                return
             with lock:
                 number = next(numbers, None)
             if number is None:
@@ -335,6 +345,8 @@ def _drive(
         thread.start()
     for thread in threads:
         thread.join()
+    if errors:
+        raise errors[0]
 
 
 def _folder_mutant(

@@ -115,7 +115,14 @@ def make_folder_mutant(
         (1.0, _valid_change),
     ]
     [mutation] = rng.choices([m for _, m in strategies], [w for w, _ in strategies])
-    done = mutation(folder, outside, rng)
+    try:
+        done = mutation(folder, outside, rng)
+    except Exception as e:  # one that cannot apply (JSON too deep to write) damages bytes
+        shutil.rmtree(folder)
+        shutil.copytree(seed, folder)
+        done = f"{mutation.__name__} failed ({type(e).__name__}); "
+        done += _damage_bytes(folder, outside, rng)
+        mutation = _damage_bytes
     valid = mutation is _valid_change
     _age(outside)
     return folder, outside, f"{seed.name}: {done}", valid
