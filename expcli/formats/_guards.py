@@ -2,20 +2,30 @@
 
 * ``check_source``: a source must be a regular file or a folder. A named pipe, a device or a
   socket would block a reader (or never end), so it is refused before anything opens it.
+* ``open_inside`` / ``regular_size``: a file a folder lists (a shard, a manifest) is read only
+  when it is a regular file in that folder: a symbolic link (which may point anywhere, at
+  ``/dev/zero`` say), a named pipe or a device is refused without following or opening it.
 * ``load_json`` / ``check_depth``: metadata JSON nested deeper than ``MAX_JSON_DEPTH`` is
   refused, so that no recursive step afterwards (rendering, copying, dumping) overflows.
 * ``check_memory``: an array that must be held whole (a compressed npz member that ``load``
   reads, say) must fit in the memory the machine has available.
+* ``check_inflation``: compressed data (deflated npz members, filtered HDF5 datasets) that
+  would inflate past ``BOMB_BYTES`` at more than ``BOMB_RATIO``:1 is a decompression bomb,
+  refused before anything is inflated (Apache POI's ``ZipSecureFile`` draws its line at the
+  same ratio): real experience data does not compress a hundredfold, and a file that
+  would make a reader produce gigabytes from a few megabytes is an attack on its time, its
+  memory and the disk a conversion writes to.
 * ``brief``: a value from a file, cut short and ``printable`` (``expcli.errors``), for a
   one-line message.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
-from typing import Any
+from typing import Any, BinaryIO
 
 from expcli.errors import FormatError, printable
 from expcli.host_memory import available_bytes
@@ -23,11 +33,16 @@ from expcli.host_memory import available_bytes
 __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_METADATA_BYTES",
+    "BOMB_BYTES",
+    "BOMB_RATIO",
     "brief",
     "check_depth",
+    "check_inflation",
     "check_memory",
     "check_source",
     "load_json",
+    "open_inside",
+    "regular_size",
 ]
 
 MAX_JSON_DEPTH = 64
@@ -35,6 +50,12 @@ MAX_JSON_DEPTH = 64
 
 MAX_METADATA_BYTES = 64 << 20
 """Largest metadata (a JSON text, an attribute, a scalar) a reader accepts."""
+
+BOMB_RATIO = 100
+"""Inflation ratio beyond which large compressed data is a decompression bomb."""
+
+BOMB_BYTES = 1 << 30
+"""Inflated size up to which any ratio is accepted (small all-zero tensors compress well)."""
 
 _KINDS = {
     stat.S_IFIFO: "named pipe",
@@ -62,6 +83,69 @@ def check_source(path: str | os.PathLike[str]) -> None:
     raise FormatError(
         f"is a {kind}, not a regular file or folder; expected a dataset file", path=path
     )
+
+
+def _not_regular(path: str | os.PathLike[str], mode: int) -> FormatError:
+    if stat.S_ISLNK(mode):
+        kind = "symbolic link"
+    elif stat.S_ISDIR(mode):
+        kind = "folder"
+    else:
+        kind = _KINDS.get(stat.S_IFMT(mode), "special file")
+    return FormatError(
+        f"is a {kind}, not a regular file; only regular files inside the dataset folder are read",
+        path=path,
+    )
+
+
+def regular_size(path: str | os.PathLike[str]) -> int:
+    """The size of ``path``, a regular file itself (not a link to one).
+
+    Raises:
+        FileNotFoundError: There is no such file.
+        FormatError: It is a symbolic link, a named pipe, a device, a folder, or cannot be
+            looked at (a name too long, say).
+    """
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise FormatError(f"cannot be read ({e.strerror})", path=path) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise _not_regular(path, info.st_mode)
+    return info.st_size
+
+
+def open_inside(path: str | os.PathLike[str]) -> BinaryIO:
+    """Open ``path`` to read, refusing anything but a regular file (links are not followed).
+
+    Opened without following a link and without blocking, so that a named pipe or a device
+    put in place of the file is refused, not waited on.
+
+    Raises:
+        FileNotFoundError: There is no such file.
+        FormatError: It is a symbolic link, a named pipe, a device, a folder, or cannot be
+            opened.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise _not_regular(path, stat.S_IFLNK) from None
+        raise FormatError(f"cannot be read ({e.strerror})", path=path) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(path, mode)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def check_depth(value: Any, path: str | os.PathLike[str], key: str | None) -> None:
@@ -114,6 +198,27 @@ def check_memory(nbytes: int, path: str | os.PathLike[str], key: str | None) -> 
         raise FormatError(
             f"holds {nbytes:,} bytes once decompressed, more than the {available:,} bytes of "
             f"memory available; convert it to an uncompressed format, which is read in slices",
+            path=path,
+            key=key,
+        )
+
+
+def check_inflation(
+    inflated: int, stored: int, path: str | os.PathLike[str], key: str | None
+) -> None:
+    """Refuse compressed data that inflates past ``BOMB_BYTES`` at above ``BOMB_RATIO``:1.
+
+    ``stored`` is its compressed size, ``inflated`` what it holds once inflated.
+
+    Raises:
+        FormatError: The data is a decompression bomb.
+    """
+    if inflated > BOMB_BYTES and inflated > stored * BOMB_RATIO:
+        ratio = inflated // max(1, stored)
+        raise FormatError(
+            f"inflates {stored:,} compressed bytes into {inflated:,} ({ratio:,}:1), a "
+            f"decompression bomb; refusing to read it (real data compresses less than "
+            f"{BOMB_RATIO}:1; store it uncompressed to read it anyway)",
             path=path,
             key=key,
         )

@@ -19,6 +19,7 @@ import numpy as np
 
 from expcli.errors import ExpcliError, FormatError, InvalidValueError, SchemaError
 from expcli.formats._error_summary import error_summary
+from expcli.formats._guards import check_inflation
 from expcli.formats._hdf5_heap import read_attribute
 from expcli.spec import SUPPORTED_DTYPES, CircularState, TensorSpec
 
@@ -351,6 +352,8 @@ def check_stored(dataset: Any, path: Path, name: str, *, complete: bool = True) 
             path=path,
             key=name,
         )
+    if filters:
+        check_inflation(nbytes, stored, path, name)
 
 
 def _chunks_missing(dataset: Any) -> bool:

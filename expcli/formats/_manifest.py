@@ -9,6 +9,12 @@ info key for the first time), read as NaN, as an in-memory run's rows before tha
 are. A reader trusts the manifest alone:
 a shard file it does not list (a writer killed between renaming a shard and replacing
 the manifest) is ignored, and overwritten by the next shard of that name.
+
+A folder may come from anyone, so the manifest is read as hostile: it is opened only as a
+regular file of the folder (not a link, a pipe or a device), parsed as JSON (never matched
+as bytes: a compact or reordered manifest is the same manifest), and each shard entry must
+name a ``shard-NNNNNN.npz`` of the folder once, with a row count of at least one; the
+reader (``sharded``) then checks every number against the shard files themselves.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Any
 
 from expcli.errors import FormatError
 from expcli.formats._atomic import atomic_write
-from expcli.formats._guards import MAX_METADATA_BYTES, brief
+from expcli.formats._guards import MAX_METADATA_BYTES, brief, open_inside
 from expcli.formats.header import encode_header, parse_header
 from expcli.spec import SCHEMA
 
@@ -31,13 +37,15 @@ __all__ = [
     "Manifest",
     "ShardEntry",
     "file_crc32",
+    "has_manifest",
     "is_folder_target",
     "is_sharded_folder",
     "shard_name",
 ]
 
 MANIFEST = "manifest.json"
-_SHARD_NAME = re.compile(r"shard-\d{6,}\.npz")
+_SHARD_NAME = re.compile(r"shard-\d{6,9}\.npz")  # a billion shards; no name too long to open
+_CRC = re.compile(r"[0-9a-f]{8}")
 
 
 def shard_name(index: int) -> str:
@@ -51,16 +59,42 @@ def is_folder_target(path: str | os.PathLike[str]) -> bool:
 
 
 def is_sharded_folder(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a folder holding a ``manifest.json`` of schema ``expcli/1``."""
-    manifest = Path(path) / MANIFEST
-    if not (Path(path).is_dir() and manifest.is_file()):
+    """Whether ``path`` is a folder holding a ``manifest.json`` of schema ``expcli/1``.
+
+    The manifest is parsed (a regular file of the folder, within the metadata limit); any
+    layout of the JSON text counts.
+    """
+    if not Path(path).is_dir():
         return False
     try:
-        with open(manifest, "rb") as f:
-            head = f.read(4096)
-    except OSError:
+        text = _read_manifest(Path(path) / MANIFEST)
+        header = parse_header(text, Path(path) / MANIFEST, MANIFEST)
+    except (OSError, FormatError):
         return False
-    return f'"schema": "{SCHEMA}"'.encode() in head
+    return header.get("schema") == SCHEMA
+
+
+def has_manifest(path: str | os.PathLike[str]) -> bool:
+    """Whether the folder ``path`` holds an entry named ``manifest.json``, whatever it is.
+
+    Such a folder claims to be a sharded dataset: reading it says what is wrong with the
+    manifest, rather than that it is not some other kind of folder.
+    """
+    return os.path.lexists(Path(path) / MANIFEST)
+
+
+def _read_manifest(path: Path) -> bytes:
+    """The manifest's text, read from a regular file within the metadata limit.
+
+    Raises:
+        FileNotFoundError: There is none.
+        FormatError: It is not a regular file, or too large.
+    """
+    with open_inside(path) as f:
+        text = f.read(MAX_METADATA_BYTES + 1)
+    if len(text) > MAX_METADATA_BYTES:
+        raise FormatError(f"larger than {MAX_METADATA_BYTES:,} bytes", path=path)
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,28 +152,38 @@ class Manifest:
         """
         path = folder / MANIFEST
         try:
-            with open(path, "rb") as f:
-                text = f.read(MAX_METADATA_BYTES + 1)
+            text = _read_manifest(path)
         except FileNotFoundError:
             raise FormatError(
                 f"no {MANIFEST}; expected a sharded dataset folder", path=folder
             ) from None
-        if len(text) > MAX_METADATA_BYTES:
-            raise FormatError(f"larger than {MAX_METADATA_BYTES:,} bytes", path=path)
         header = parse_header(text, path, MANIFEST)
+        if header.get("schema") != SCHEMA:
+            raise FormatError(
+                f"schema is {brief(header.get('schema'))}; expected {SCHEMA!r}",
+                path=path,
+                key="schema",
+            )
         raw = header.pop("shards", None)
         if not isinstance(raw, list):
             raise FormatError("lacks a 'shards' list", path=path, key="shards")
         shards = []
+        names: set[str] = set()
         for item in raw:
             entry = _entry(item)
             if entry is None:
                 raise FormatError(
                     f"malformed shard entry {brief(item)}; expected "
-                    '{"file": "shard-NNNNNN.npz", "rows": n, "bytes": n, "crc32": "hex"}',
+                    '{"file": "shard-NNNNNN.npz", "rows": n >= 1, "bytes": n, '
+                    '"crc32": "8 hex digits"}',
                     path=path,
                     key="shards",
                 )
+            if entry.file in names:
+                raise FormatError(
+                    f"lists {entry.file} twice; expected each shard once", path=path, key="shards"
+                )
+            names.add(entry.file)
             shards.append(entry)
         return cls(header, shards)
 
@@ -162,17 +206,19 @@ def _entry(item: Any) -> ShardEntry | None:
     missing = item.get("missing", [])
     if not (isinstance(file, str) and _SHARD_NAME.fullmatch(file)):
         return None
-    if not all(type(v) is int and v >= 0 for v in (rows, size)) or not isinstance(crc, str):
+    if not (type(rows) is int and rows >= 1 and type(size) is int and size >= 0):
+        return None  # a writer never lists a shard of no rows
+    if not (isinstance(crc, str) and _CRC.fullmatch(crc)):
         return None
     if not (isinstance(missing, list) and all(isinstance(name, str) for name in missing)):
         return None
-    return ShardEntry(file, int(rows), int(size), crc, tuple(missing))  # type: ignore[arg-type]
+    return ShardEntry(file, int(rows), int(size), crc, tuple(missing))
 
 
 def file_crc32(path: Path, chunk: int = 16 << 20) -> str:
     """The CRC-32 of a file's bytes, read chunk by chunk."""
     crc = 0
-    with open(path, "rb") as f:
+    with open_inside(path) as f:
         while block := f.read(chunk):
             crc = zlib.crc32(block, crc)
     return f"{crc:08x}"

@@ -25,7 +25,12 @@ import numpy as np
 from expcli.errors import ExpcliError, FormatError
 from expcli.formats._atomic import atomic_write
 from expcli.formats._error_summary import error_summary
-from expcli.formats._guards import MAX_METADATA_BYTES, check_memory
+from expcli.formats._guards import (
+    MAX_METADATA_BYTES,
+    check_inflation,
+    check_memory,
+    check_source,
+)
 from expcli.formats._zip_stream import ZipStreamWriter
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, encode_header, foreign_dataset, parse_header
@@ -106,6 +111,7 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
         FormatError, SchemaError: As ``read``.
     """
     del num_envs
+    check_source(path)  # a named pipe or a device would block or never end
     with open(path, "rb") as file:
         head = file.read(6)
     if not head.startswith(_ZIP_MAGICS):
@@ -122,6 +128,9 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
 
     try:
         with zipfile.ZipFile(path) as archive:
+            deflated = [i for i in archive.infolist() if i.compress_type != zipfile.ZIP_STORED]
+            inflated = sum(i.file_size for i in deflated)
+            check_inflation(inflated, sum(i.compress_size for i in deflated), path, None)
             for info in archive.infolist():
                 if not info.filename.endswith(".npy"):
                     raise FormatError(

@@ -17,7 +17,7 @@ from typing import Any, Protocol, cast
 
 from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundError
 from expcli.formats._guards import check_source
-from expcli.formats._manifest import is_folder_target, is_sharded_folder
+from expcli.formats._manifest import has_manifest, is_folder_target
 from expcli.formats._sniffing import SNIFF_BYTES, looks_like_text, sniff
 from expcli.formats.dataset import Dataset
 from expcli.spec import METADATA_KEY
@@ -109,7 +109,8 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 def source_format(path: str | os.PathLike[str], format: str | None = None) -> str:
     """The format of a dataset to read.
 
-    ``"folder"`` for a sharded dataset folder (one holding an expcli ``manifest.json``),
+    ``"folder"`` for a sharded dataset folder (one holding a ``manifest.json``, which reading
+    it then checks),
     ``FOLDER_FORMAT`` for another folder, else ``format`` (checked) or what ``detect_format`` tells.
     "File or folder?" is decided here only.
 
@@ -123,7 +124,7 @@ def source_format(path: str | os.PathLike[str], format: str | None = None) -> st
     if not os.path.exists(path):
         raise SourceNotFoundError(path)
     if os.path.isdir(path):
-        return "folder" if is_sharded_folder(path) else FOLDER_FORMAT
+        return "folder" if has_manifest(path) else FOLDER_FORMAT
     return _normalise(format, path) if format is not None else detect_format(path)
 
 

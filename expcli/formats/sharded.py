@@ -26,7 +26,7 @@ import numpy as np
 
 from expcli.errors import FormatError, OutputError, OutputExistsError, SchemaError
 from expcli.formats._atomic import atomic_write, create_temp, fsync_dir, output_errors
-from expcli.formats._guards import check_memory
+from expcli.formats._guards import brief, check_memory, open_inside, regular_size
 from expcli.formats._manifest import (
     Manifest,
     ShardEntry,
@@ -257,29 +257,38 @@ def _replace_folder(tmp: Path, target: Path) -> None:
 def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
     """The folder's dataset, each tensor a ``ConcatRows`` over its shards' mapped members.
 
+    Nothing the manifest says is trusted before it is checked against the shards: each must
+    be a regular file of the folder of the size listed, whose members (their headers read,
+    not their data) are the manifest's tensors, shaped by its row count and ``num_envs``.
+
     Raises:
-        FormatError: The manifest or a shard is missing, damaged, or not the size the
-            manifest says.
+        FormatError: The manifest or a shard is missing, damaged, not a regular file, or not
+            the size the manifest says.
         SchemaError: A shard's tensors disagree with the manifest.
     """
     del num_envs
     manifest = Manifest.load(path)
     header = manifest.header
     specs = header_specs(header, path / "manifest.json")
+    num = header.get("num_envs")
+    if type(num) is not int or num < 0:
+        raise SchemaError(
+            f"num_envs is {brief(num)}; expected a count",
+            path=path / "manifest.json",
+            key="num_envs",
+        )
+    by_name = {s.name: s for s in specs}
+    maps = _ShardMaps(path, manifest.shards, by_name, num)
+    for index in range(len(manifest.shards)):
+        maps.check(index)
     rows = manifest.rows
     if header.get("memory_size") != rows:
         raise SchemaError(
-            f"manifest says memory_size {header.get('memory_size')!r}; its shards hold {rows}",
-            path=path,
+            f"manifest says memory_size {brief(header.get('memory_size'))}; its shards hold {rows}",
+            path=path / "manifest.json",
             key="memory_size",
         )
-    num = header.get("num_envs")
-    if type(num) is not int or num < 0:
-        raise SchemaError(f"num_envs is {num!r}; expected a count", path=path, key="num_envs")
-    for entry in manifest.shards:
-        _check_size(path, entry)
     state, metadata = Dataset.split_header(header, path)
-    maps = _ShardMaps(path, manifest.shards, {s.name: s for s in specs}, num)
     lengths = [entry.rows for entry in manifest.shards]
     tensors: dict[str, Any] = {}
     for spec in specs:
@@ -336,6 +345,8 @@ def check_shard(path: Path, entry: ShardEntry) -> str | None:
     try:
         _check_size(path, entry)
         crc = file_crc32(path / entry.file)
+    except FileNotFoundError:
+        return str(FormatError("listed in the manifest but missing", path=path / entry.file))
     except (FormatError, OSError) as e:
         return str(e)
     if crc != entry.crc32:
@@ -345,7 +356,7 @@ def check_shard(path: Path, entry: ShardEntry) -> str | None:
 
 def _check_size(folder: Path, entry: ShardEntry) -> None:
     try:
-        size = (folder / entry.file).stat().st_size
+        size = regular_size(folder / entry.file)
     except FileNotFoundError:
         raise FormatError("listed in the manifest but missing", path=folder / entry.file) from None
     if size != entry.bytes:
@@ -385,21 +396,44 @@ class _ShardMaps:
                 self._open.move_to_end(shard)
             return members[name]
 
-    def _map(self, shard: int) -> dict[str, Any]:
+    def check(self, shard: int) -> dict[str, Any]:
+        """The shard's members, unread, after checking them against the manifest.
+
+        Raises:
+            FormatError: The shard is missing, not a regular file, not the size listed, or
+                damaged.
+            SchemaError: Its members are not the manifest's tensors in kind and shape.
+        """
         from expcli.formats.npz_format import open_lazy as open_npz
 
         entry = self.shards[shard]
         path = self.folder / entry.file
-        lazy, close = open_npz(path)
+        _check_size(self.folder, entry)
+        try:
+            lazy, close = open_npz(path)
+        except OSError as e:  # unreadable (permissions, I/O): the folder's fault, named
+            raise FormatError(f"cannot be read ({e.strerror or e})", path=path) from None
         close()
+        extra = sorted(set(lazy.tensors) - set(self.specs))
+        if extra:
+            raise SchemaError(
+                f"holds a tensor the manifest does not list; expected only {sorted(self.specs)}",
+                path=path,
+                key=extra[0],
+            )
         expected = entry.rows, self.num_envs
-        members: dict[str, Any] = {}
-        mapped: mmap.mmap | None = None
+        for name in entry.missing:
+            spec = self.specs.get(name)
+            if spec is None or np.dtype(spec.dtype).kind != "f" or name in lazy.tensors:
+                raise SchemaError(
+                    "is listed as missing from the shard; expected a float tensor of the "
+                    "manifest that the shard lacks",
+                    path=path,
+                    key=name,
+                )
         for name, spec in self.specs.items():
             array = lazy.tensors.get(name)
-            if array is None and name in entry.missing and np.dtype(spec.dtype).kind == "f":
-                nan = np.array(np.nan, spec.dtype)  # created after this shard: NaN, as unwritten
-                members[name] = np.broadcast_to(nan, (*expected, *spec.shape))
+            if array is None and name in entry.missing:
                 continue
             if (
                 array is None
@@ -412,9 +446,23 @@ class _ShardMaps:
                     path=path,
                     key=name,
                 )
-            if isinstance(array, LazyRows) and array.file_offset is not None and array.size:
+        return dict(lazy.tensors)
+
+    def _map(self, shard: int) -> dict[str, Any]:
+        entry = self.shards[shard]
+        path = self.folder / entry.file
+        arrays = self.check(shard)
+        expected = entry.rows, self.num_envs
+        members: dict[str, Any] = {}
+        mapped: mmap.mmap | None = None
+        for name, spec in self.specs.items():
+            array = arrays.get(name)
+            if array is None:  # created after this shard: NaN, as unwritten
+                nan = np.array(np.nan, spec.dtype)
+                members[name] = np.broadcast_to(nan, (*expected, *spec.shape))
+            elif isinstance(array, LazyRows) and array.file_offset is not None and array.size:
                 if mapped is None:
-                    with open(path, "rb") as f:
+                    with open_inside(path) as f:
                         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
                 flat = np.frombuffer(mapped, array.dtype, array.size, array.file_offset)
                 members[name] = flat.reshape(array.shape)

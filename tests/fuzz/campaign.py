@@ -3,6 +3,19 @@
 
     python -m tests.fuzz.campaign --files 2000 --workers 2 --report /tmp/fuzz.json
     python -m tests.fuzz.campaign --campaign 1 --only 3566   # that mutant again
+    python -m tests.fuzz.campaign --folders --minutes 10 --timeout 20   # sharded folders
+
+``--folders`` fuzzes sharded dataset folders instead (``folders``: the committed folder
+seed, its manifest and its files made hostile) through ``load``, ``inspect --json``,
+``inspect --check``, ``convert`` and ``sample`` (``--resume`` adds ``collect --resume``),
+and also counts, per run:
+
+* ``changed``: the folder is not byte for byte as it was (a read changed it, or a
+  ``collect --resume`` that was refused did).
+* ``read_outside``: a sentinel outside the folder was read (its access time moved, or its
+  marker came out).
+* ``code_run``: code named by the folder's settings ran.
+* ``refused_valid``: a folder still valid (a manifest reformatted, a stray file) was refused.
 
 Mutant ``i`` comes from seed ``i mod seeds`` (so every format and layout gets its share)
 damaged by ``mutations.make_mutant``, and goes through the four operations. Outcomes:
@@ -32,15 +45,19 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from tests.fuzz import folders as folder_fuzz
 from tests.fuzz.mutations import make_mutant
 from tests.fuzz.seeds import CORPUS, seeds
 
 OPS = ("load", "inspect-json", "inspect-check", "convert")
+FOLDER_OPS = ("load", "inspect-json", "inspect-check", "convert", "sample")
 _TARGETS = (  # convert's output, by mutant number: every format, then every layout
     ("out.npz", []),
     ("out.h5", []),
@@ -52,6 +69,7 @@ _TARGETS = (  # convert's output, by mutant number: every format, then every lay
     ("out-minari", ["--layout", "minari"]),
 )
 _BAD = ("escape", "messy", "hang", "blowup", "crash")
+_FOLDER_BAD = ("changed", "read_outside", "code_run", "refused_valid")
 _RESTART_EVERY = 300  # requests per child, so that nothing it leaks piles up
 _POLL = 0.05
 
@@ -69,6 +87,9 @@ class Settings:
     keep: Path | None = None
     env: dict[str, str] | None = None
     only: tuple[int, ...] = ()  # these mutant numbers alone, to reproduce them
+    folders: bool = False  # sharded folders (``folders``) instead of the file corpus
+    resume: bool = False  # folders: also ``collect --resume``
+    minutes: float | None = None  # run mutants until this time is up (``files`` ignored)
 
 
 @dataclass
@@ -77,15 +98,19 @@ class Report:
 
     files: int = 0
     runs: int = 0
+    ops: int = len(OPS)
     outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
     causes: collections.Counter[str] = field(default_factory=collections.Counter)
     failures: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    slowest: float = 0.0
+    peak_kb: int = 0
 
     @property
     def bad(self) -> int:
         """Runs that escaped, hung, blew up, crashed or failed messily, plus scratch writes."""
-        return sum(self.outcomes[k] for k in _BAD) + self.outcomes["wrote_beside"]
+        extra = sum(self.outcomes[k] for k in _FOLDER_BAD)
+        return sum(self.outcomes[k] for k in _BAD) + self.outcomes["wrote_beside"] + extra
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -95,18 +120,23 @@ class Report:
             "distinct_escapes": len(self.causes),
             "causes": dict(self.causes.most_common()),
             "seconds": round(self.seconds, 1),
+            "slowest_seconds": self.slowest,
+            "peak_mb": self.peak_kb // 1024,
             "failures": self.failures,
         }
 
     def table(self) -> str:
         o = self.outcomes
         lines = [
-            f"{self.files} files x {len(OPS)} operations = {self.runs} runs "
+            f"{self.files} mutants x {self.ops} operations = {self.runs} runs "
             f"in {self.seconds:.0f} s",
             f"  ok {o['ok']}, clean errors {o['error']}",
             f"  escapes (tracebacks) {o['escape']} ({len(self.causes)} distinct causes)",
             f"  hangs {o['hang']}, blow-ups {o['blowup']}, crashes {o['crash']}",
             f"  messy errors {o['messy']}, scratch writes beside the source {o['wrote_beside']}",
+            f"  folders: changed {o['changed']}, reads outside {o['read_outside']}, "
+            f"code run {o['code_run']}, valid ones refused {o['refused_valid']}",
+            f"  slowest answer {self.slowest:.1f} s, largest peak {self.peak_kb // 1024} MB",
         ]
         lines += [f"    {n:5d}  {cause}" for cause, n in self.causes.most_common()]
         return "\n".join(lines)
@@ -228,6 +258,8 @@ def run_campaign(settings: Settings) -> Report:
     repo = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), repo) if p)
     report = Report(files=len(settings.only) or settings.files)
+    if settings.folders:
+        report.ops = len(FOLDER_OPS) + settings.resume
     started = time.monotonic()
     limit_kb = settings.mem_limit_mb * 1024
     with tempfile.TemporaryDirectory(prefix="expcli-fuzz-") as scratch:
@@ -242,36 +274,140 @@ def run_campaign(settings: Settings) -> Report:
     return report
 
 
+Outcomes = list[tuple[str, dict[str, Any]]]
+
+
+def _numbers(settings: Settings) -> Iterator[int]:
+    """The mutants to make: those asked for, ``files`` of them, or as many as time allows."""
+    if settings.only:
+        yield from settings.only
+        return
+    if settings.minutes is None:
+        yield from range(settings.files)
+        return
+    deadline = time.monotonic() + settings.minutes * 60
+    number = 0
+    while time.monotonic() < deadline:
+        yield number
+        number += 1
+
+
 def _drive(
     settings: Settings, work: Path, children: list[_Child], report: Report, limit_kb: int
 ) -> None:
-    """Each file's four operations go to one child; the children take files in turn."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """Each mutant's operations go to one child; the children take mutants in turn."""
     corpus = seeds(settings.corpus)
-    free = list(children)
+    numbers = _numbers(settings)
+    lock = threading.Lock()
 
-    def one_file(number: int) -> tuple[Path, str, list[tuple[str, dict[str, Any]]]]:
+    def one_file(number: int, child: _Child) -> tuple[Path, str, Outcomes]:
         folder = work / f"{number:06d}"
-        recipe, requests = _requests(settings, corpus, number, folder)
-        child = free.pop()
-        try:
-            outcomes = []
-            # A bomb's 1.2 GiB are real data, which takes seconds to go through, not forever.
-            timeout = settings.timeout * (6 if "deflate bomb" in recipe else 1)
-            for op, request in requests:
-                hard_kb = limit_kb * 4 if op == "load" else limit_kb * 3 // 2
-                outcomes.append((op, child.run(request, timeout, hard_kb)))
+        if settings.folders:
+            recipe, outcomes = _folder_mutant(settings, number, folder, child, limit_kb)
             return folder, recipe, outcomes
-        finally:
-            free.append(child)
+        recipe, requests = _requests(settings, corpus, number, folder)
+        outcomes = []
+        # A bomb's 1.2 GiB are real data, which takes seconds to go through, not forever.
+        timeout = settings.timeout * (6 if "deflate bomb" in recipe else 1)
+        for op, request in requests:
+            hard_kb = limit_kb * 4 if op == "load" else limit_kb * 3 // 2
+            outcomes.append((op, child.run(request, timeout, hard_kb)))
+        return folder, recipe, outcomes
 
-    with ThreadPoolExecutor(len(children)) as pool:
-        numbers = settings.only or range(settings.files)
-        for folder, recipe, outcomes in pool.map(one_file, numbers):
-            for op, result in outcomes:
-                _tally(report, recipe, op, result, limit_kb, folder, settings.keep)
+    errors: list[BaseException] = []
+
+    def serve(child: _Child) -> None:
+        try:
+            serve_all(child)
+        except BaseException as e:  # the fuzzer's own failure: the campaign fails with it
+            errors.append(e)
+
+    def serve_all(child: _Child) -> None:
+        while True:
+            if errors:
+                return
+            with lock:
+                number = next(numbers, None)
+            if number is None:
+                return
+            folder, recipe, outcomes = one_file(number, child)
+            with lock:
+                if settings.minutes is not None:
+                    report.files += 1
+                for op, result in outcomes:
+                    _tally(report, recipe, op, result, limit_kb, folder, settings.keep)
             shutil.rmtree(folder, ignore_errors=True)
+
+    if settings.minutes is not None:
+        report.files = 0
+    threads = [threading.Thread(target=serve, args=(child,)) for child in children]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def _folder_mutant(
+    settings: Settings, number: int, work: Path, child: _Child, limit_kb: int
+) -> tuple[str, Outcomes]:
+    """Make folder mutant ``number`` in ``work``; run each operation and check what it left."""
+    data, outside, recipe, valid = folder_fuzz.make_folder_mutant(
+        folder_fuzz.FOLDER_SEED, work, number, settings.campaign
+    )
+    out = work / "out"
+    out.mkdir()
+    target = ("copy.npz", "copy.h5", "copy-folder")[number % 3]
+    commands: dict[str, list[str] | None] = {
+        "load": None,
+        "inspect-json": ["inspect", str(data), "--json"],
+        "inspect-check": ["inspect", str(data), "--check", "--head", "2"],
+        "convert": ["convert", str(data), str(out / target)],
+        "sample": ["sample", str(data), "-b", "3", "--json", "--seed", "1"],
+    }
+    if settings.resume:
+        commands["resume"] = ["collect", "--resume", str(data), "-q"]
+    markers = [folder_fuzz.TEXT_MARKER, repr(folder_fuzz.MARKER)]
+    outcomes: Outcomes = []
+    for op, args in commands.items():
+        request: dict[str, Any] = {"path": str(data)}
+        if args is None:
+            request["marker"] = folder_fuzz.MARKER
+        else:
+            request.update(args=args, markers=markers)
+        before = folder_fuzz.snapshot(data)
+        times = folder_fuzz.sentinel_times(outside)
+        result = child.run(request, settings.timeout, limit_kb * 3 // 2)
+        if folder_fuzz.snapshot(data) != before and (op != "resume" or result["status"] != "ok"):
+            result["changed"] = True
+        if folder_fuzz.sentinel_times(outside) != times or result.get("marker_seen"):
+            result["read_outside"] = True
+        if op == "convert" and _holds_marker(out / target, markers):
+            result["read_outside"] = True
+        if (work / folder_fuzz.CODE_RAN).exists():
+            result["code_run"] = True
+        if valid and result["status"] != "ok" and op != "resume":
+            result["refused_valid"] = True
+        outcomes.append((op, result))
+    return recipe, outcomes
+
+
+def _holds_marker(path: Path, markers: list[str]) -> bool:
+    """Whether what convert wrote holds a sentinel's marker (its float bytes or its text)."""
+    import numpy as np
+
+    needles = [m.encode() for m in markers] + [
+        np.float32(folder_fuzz.MARKER).tobytes(),
+        np.float64(folder_fuzz.MARKER).tobytes(),
+    ]
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    for file in files:
+        if file.stat().st_size < 64 << 20:
+            data = file.read_bytes()
+            if any(needle in data for needle in needles):
+                return True
+    return False
 
 
 def _tally(
@@ -292,16 +428,27 @@ def _tally(
     report.outcomes[status] += 1
     if status == "escape":
         report.causes[result["cause"]] += 1
-    if result.get("wrote_beside"):
-        report.outcomes["wrote_beside"] += 1
-    if status in _BAD or result.get("wrote_beside"):
+    report.slowest = max(report.slowest, float(result.get("seconds", 0.0)))
+    report.peak_kb = max(report.peak_kb, int(result.get("peak_kb", 0)))
+    flags = [k for k in ("wrote_beside", *_FOLDER_BAD) if result.get(k)]
+    for flag in flags:
+        report.outcomes[flag] += 1
+    if status in _BAD or flags:
         entry = {"mutant": recipe, "op": op, "status": status, **result}
         report.failures.append(entry)
         if keep is not None:
             target = keep / folder.name
             if not target.exists() and (folder / "src").exists():
-                shutil.copytree(folder / "src", target)
+                shutil.copytree(folder / "src", target, symlinks=True, ignore=_special)
                 (target / "RECIPE.txt").write_text(recipe + "\n")
+
+
+def _special(root: str, names: list[str]) -> list[str]:
+    """What a copy leaves out: named pipes and devices (opening one would block)."""
+    import stat
+
+    kept = (stat.S_IFREG, stat.S_IFDIR, stat.S_IFLNK)
+    return [n for n in names if stat.S_IFMT(os.lstat(os.path.join(root, n)).st_mode) not in kept]
 
 
 def main() -> None:
@@ -315,6 +462,9 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="copy mutants that went wrong here")
     parser.add_argument("--report", type=Path, help="write the JSON report here")
     parser.add_argument("--only", type=int, nargs="*", default=[], help="these mutants alone")
+    parser.add_argument("--folders", action="store_true", help="fuzz sharded folders instead")
+    parser.add_argument("--resume", action="store_true", help="folders: collect --resume too")
+    parser.add_argument("--minutes", type=float, help="make mutants until this time is up")
     options = parser.parse_args()
     if options.keep is not None:
         options.keep.mkdir(parents=True, exist_ok=True)
@@ -328,6 +478,9 @@ def main() -> None:
             corpus=options.corpus,
             keep=options.keep,
             only=tuple(options.only),
+            folders=options.folders,
+            resume=options.resume,
+            minutes=options.minutes,
         )
     )
     print(report.table())

@@ -3,7 +3,10 @@
 memory limit. No traceback, no hang, no blow-up, no crash, no write beside the source.
 
 The campaign is deterministic (its mutants follow from the seed); ``python -m
-tests.fuzz.campaign --files N`` runs a longer one with the same code.
+tests.fuzz.campaign --files N`` runs a longer one with the same code. The folder fuzzer
+(``folders``) does the same to sharded folders, and also checks that no run reads outside
+the folder, runs code it names, or changes it; ``python -m tests.fuzz.campaign --folders
+--minutes 10`` is its campaign.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import pytest
 
 from expcli import load
 from expcli.errors import ExpcliError
-from tests.fuzz.campaign import OPS, Settings, run_campaign
+from tests.fuzz.campaign import FOLDER_OPS, OPS, Settings, run_campaign
+from tests.fuzz.folders import FOLDER_SEED
 from tests.fuzz.mutations import kind
 from tests.fuzz.seeds import CORPUS, seeds
 
@@ -56,3 +60,28 @@ def test_an_operation_that_fails_is_an_expcli_error_naming_the_file(tmp_path: Pa
     with pytest.raises(ExpcliError) as info:
         load(broken)
     assert info.value.path == str(broken)
+
+
+FOLDERS = 24  # seeded folder mutants in CI: every strategy gets a few (about 30 s)
+
+
+def test_the_folder_seed_is_a_small_collected_folder() -> None:
+    dataset = load(FOLDER_SEED)
+    assert dataset.memory_size == 4 and dataset.metadata["collector"]["collect_settings"]
+    assert sorted(p.name for p in FOLDER_SEED.iterdir()) == [
+        "manifest.json",
+        "shard-000000.npz",
+        "shard-000001.npz",
+    ]
+    assert sum(p.stat().st_size for p in FOLDER_SEED.iterdir()) < 16 * 1024
+
+
+def test_no_folder_mutant_escapes_hangs_reads_outside_or_changes_the_folder(
+    tmp_path: Path,
+) -> None:
+    report = run_campaign(Settings(files=FOLDERS, campaign=0, folders=True, timeout=20))
+    assert report.runs == FOLDERS * len(FOLDER_OPS)
+    assert report.outcomes["error"] > 0 and report.outcomes["ok"] > 0
+    if report.bad:
+        shown = json.dumps(report.failures[:10], indent=1)
+        pytest.fail(f"{report.table()}\n{shown}")

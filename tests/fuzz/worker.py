@@ -53,7 +53,9 @@ def _cause(error: BaseException) -> str:
     return f"{type(error).__name__}{where}"
 
 
-def _load(path: str) -> dict[str, Any]:
+def _load(path: str, marker: float | None = None) -> dict[str, Any]:
+    import numpy as np
+
     from expcli import RandomMemory, load
     from expcli.errors import ExpcliError
 
@@ -64,10 +66,14 @@ def _load(path: str) -> dict[str, Any]:
             RandomMemory.from_dataset(dataset, device="cpu")
     except ExpcliError as e:
         return {"status": "error", "detail": str(e)[:300]}
-    return {"status": "ok", "nbytes": nbytes}
+    result: dict[str, Any] = {"status": "ok", "nbytes": nbytes}
+    if marker is not None and nbytes < 1 << 28:
+        floats = [np.asarray(a) for a in dataset.tensors.values() if a.dtype.kind == "f"]
+        result["marker_seen"] = any(bool((a == marker).any()) for a in floats)
+    return result
 
 
-def _cli(args: list[str]) -> dict[str, Any]:
+def _cli(args: list[str], markers: list[str] | None = None) -> dict[str, Any]:
     import click
 
     from expcli.cli.app import app
@@ -88,6 +94,9 @@ def _cli(args: list[str]) -> dict[str, Any]:
     result: dict[str, Any] = {"status": "ok" if not code else "error", "exit": code or 0}
     if lines:
         result["detail"] = "\n".join(lines)[:300]
+    if markers:
+        said = raw.getvalue().decode("utf-8", "replace") + err.getvalue()
+        result["marker_seen"] = any(m in said for m in markers)
     # One line on failure; ``inspect --check`` may also fail quietly (a check failed).
     if len(lines) > 1 or (code and not lines and "--check" not in args):
         result["status"] = "messy"
@@ -99,7 +108,10 @@ def _handle(request: dict[str, Any]) -> dict[str, Any]:
     beside = Path(path).parent
     before = beside.stat().st_mtime_ns
     try:
-        result = _load(path) if args is None else _cli(args)
+        if args is None:
+            result = _load(path, request.get("marker"))
+        else:
+            result = _cli(args, request.get("markers"))
     except BaseException as e:  # an escape is what this worker reports
         if isinstance(e, KeyboardInterrupt | SystemExit):
             raise

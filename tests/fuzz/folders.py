@@ -1,0 +1,388 @@
+"""Hostile sharded folders: the folder seed, its mutations, and what a run must leave alone.
+
+``make_folder_mutant(seed, work, number, campaign)`` copies the committed folder seed (a
+tiny ``collect -o DIR`` run: a manifest and two shards) to ``work/src/data`` and changes it
+as an attacker or a careless user would: numbers of the manifest at every edge (0, -1,
+2**63, 1e300, huge counts), shard entries removed, repeated, renamed past the file system's
+limit or out of the folder, tensors dropped from the manifest's list, the manifest written
+compactly or with its keys reordered (still valid), and hostile file kinds in place of the
+manifest or a shard: a named pipe, a folder, a symbolic link to ``/dev/zero`` or to a
+sentinel outside the folder (``work/outside``), stray files, byte damage. The same
+``(campaign, number)`` always gives the same mutant.
+
+The sentinels hold values found nowhere else (``MARKER`` in every float, ``TEXT_MARKER`` in
+the metadata) and are given an access time older than their modification time, so that
+any read of them moves it (``relatime``): a run read outside the folder when a sentinel's
+access time moved or its marker came out. A mutant may also name code (a policy file
+outside the folder that writes ``work/CODE_RAN`` when imported): reading a folder must
+never run it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import random
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tests.fuzz import hostile
+from tests.fuzz.mutations import _damage
+from tests.fuzz.structure import _npy, _npz_members, _write_npz
+
+FOLDER_CORPUS = Path(__file__).with_name("folder_corpus")
+FOLDER_SEED = FOLDER_CORPUS / "cartpole"
+MARKER = 271828.1875  # exact in float32 and float64; no seed value is this
+TEXT_MARKER = "outside-sentinel-5f3a9c"
+CODE_RAN = "CODE_RAN"
+
+FolderMutation = Callable[[Path, Path, random.Random], str]
+
+
+def build_seed(folder: Path = FOLDER_SEED) -> Path:
+    """Collect the folder seed anew: CartPole, 2 envs, 8 steps, shards of 2 rows."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    args = ["CartPole-v1", "-n", "2", "--steps", "8", "--shard-size", "2", "--seed", "0"]
+    subprocess.run(
+        [sys.executable, "-m", "expcli", "collect", *args, "--mode", "dummy", "-q"]
+        + ["-o", str(folder)],
+        check=True,
+    )
+    return folder
+
+
+def snapshot(folder: Path) -> dict[str, Any]:
+    """Every entry under ``folder`` as it is: kind, size, link target, content digest.
+
+    Nothing but regular files is opened (a named pipe would block), and links are not
+    followed.
+    """
+    entries: dict[str, Any] = {}
+    if not os.path.lexists(folder):
+        return entries
+    for root, dirs, files in os.walk(folder):
+        for name in sorted(dirs + files):
+            path = Path(root) / name
+            info = os.lstat(path)
+            key = str(path.relative_to(folder))
+            if stat.S_ISLNK(info.st_mode):
+                entries[key] = ("link", os.readlink(path))
+            elif stat.S_ISREG(info.st_mode):
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                entries[key] = ("file", info.st_size, digest, info.st_mtime_ns)
+            else:
+                entries[key] = (stat.S_IFMT(info.st_mode), info.st_mtime_ns)
+    return entries
+
+
+def sentinel_times(outside: Path) -> dict[str, int]:
+    """The access times of the sentinels (a read of one moves it)."""
+    return {p.name: p.stat().st_atime_ns for p in sorted(outside.iterdir()) if p.is_file()}
+
+
+def make_folder_mutant(
+    seed: Path, work: Path, number: int, campaign: int
+) -> tuple[Path, Path, str, bool]:
+    """Copy ``seed`` to ``work/src/data`` and change it.
+
+    Returns the folder, the sentinel folder, what was done, and whether the mutant is still
+    a valid dataset that every operation must read (a manifest reformatted, say).
+    """
+    rng = random.Random(f"folders:{campaign}:{number}")
+    folder = work / "src" / "data"
+    outside = work / "outside"
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(seed, folder)
+    _sentinels(folder, outside)
+    strategies: list[tuple[float, FolderMutation]] = [
+        (4.0, _manifest_number),
+        (2.0, _manifest_structure),
+        (3.0, _hostile_kind),
+        (1.5, _damage_bytes),
+        (1.0, _shard_content),
+        (1.0, _code_settings),
+        (1.0, _valid_change),
+    ]
+    [mutation] = rng.choices([m for _, m in strategies], [w for w, _ in strategies])
+    try:
+        done = mutation(folder, outside, rng)
+    except Exception as e:  # one that cannot apply (JSON too deep to write) damages bytes
+        shutil.rmtree(folder)
+        shutil.copytree(seed, folder)
+        done = f"{mutation.__name__} failed ({type(e).__name__}); "
+        done += _damage_bytes(folder, outside, rng)
+        mutation = _damage_bytes
+    valid = mutation is _valid_change
+    _age(outside)
+    return folder, outside, f"{seed.name}: {done}", valid
+
+
+def _sentinels(folder: Path, outside: Path) -> None:
+    """A shard and a manifest outside the folder, each marked, and a policy that leaves a trace."""
+    outside.mkdir(parents=True, exist_ok=True)
+    members = _npz_members(folder / "shard-000000.npz")
+    for name, raw in list(members.items()):
+        array = np.load(io.BytesIO(raw))
+        if array.dtype.kind == "f":
+            members[name] = _npy(np.full_like(array, MARKER))
+    _write_npz(outside / "secret.npz", members)
+    manifest = _load(folder)
+    manifest["env_id"] = TEXT_MARKER
+    manifest["shards"][0]["bytes"] = (outside / "secret.npz").stat().st_size
+    (outside / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    marker = outside.parent / CODE_RAN
+    (outside / "evil.py").write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
+        "def act(observation):\n    return 0\n"
+    )
+
+
+def _age(outside: Path) -> None:
+    for path in outside.iterdir():
+        info = path.stat()
+        os.utime(path, ns=(info.st_mtime_ns - 10**12, info.st_mtime_ns))
+
+
+def _load(folder: Path) -> dict[str, Any]:
+    return dict(json.loads((folder / "manifest.json").read_text()))
+
+
+def _save(folder: Path, manifest: Any, compact: bool = False) -> None:
+    text = json.dumps(manifest, separators=(",", ":")) if compact else json.dumps(manifest)
+    (folder / "manifest.json").write_text(text, encoding="utf-8", errors="surrogatepass")
+
+
+EDGES: list[Any] = [
+    0,
+    -1,
+    1,
+    2,
+    3,
+    2**31,
+    2**32 + 1,
+    2**63 - 1,
+    2**63,
+    2**64,
+    10**12,
+    10**400,
+    1e300,
+    1e12,
+    2.0,
+    float("nan"),
+    True,
+    None,
+    "2",
+    [2],
+]
+_NUMBERS = ("num_envs", "memory_size", "memory_index", "env_index", "filled")
+_ENTRY_KEYS = ("rows", "bytes", "crc32", "file", "missing")
+
+
+def _manifest_number(folder: Path, outside: Path, rng: random.Random) -> str:
+    """A number of the manifest (a header count, a shard's rows or bytes, a shape) at an edge."""
+    manifest = _load(folder)
+    value = rng.choice(EDGES)
+    where = rng.choice(["header", "entry", "entry", "shape"])
+    if where == "header":
+        key = rng.choice(_NUMBERS)
+        manifest[key] = value
+        label = key
+    elif where == "entry":
+        index = rng.randrange(len(manifest["shards"]))
+        key = rng.choice(("rows", "rows", "bytes"))
+        manifest["shards"][index][key] = value
+        label = f"shards[{index}].{key}"
+    else:
+        name = rng.choice(sorted(manifest["tensors"]))
+        shape = manifest["tensors"][name]["shape"]
+        shape = [value] if not shape else [value, *shape[1:]]
+        manifest["tensors"][name]["shape"] = shape
+        label = f"tensors.{name}.shape"
+    _save(folder, manifest)
+    return f"{label} = {json.dumps(value)[:40]}"
+
+
+def _manifest_structure(folder: Path, outside: Path, rng: random.Random) -> str:
+    """Entries dropped, repeated, renamed; tensors dropped or changed; the JSON broken."""
+    manifest = _load(folder)
+    shards = manifest["shards"]
+    how = rng.choice(
+        [
+            "drop tensor",
+            "drop shard",
+            "repeat shard",
+            "swap shards",
+            "long name",
+            "escaping name",
+            "missing",
+            "dtype",
+            "entry key",
+            "schema",
+            "hostile json",
+            "cut short",
+            "deep",
+            "no shards",
+        ]
+    )
+    if how == "drop tensor":
+        name = rng.choice(sorted(manifest["tensors"]))
+        del manifest["tensors"][name]
+        how += f" {name}"
+    elif how == "drop shard":
+        del shards[rng.randrange(len(shards))]
+    elif how == "repeat shard":
+        shards.append(dict(shards[0]))
+    elif how == "swap shards":
+        shards.reverse()
+    elif how == "long name":
+        shards[0]["file"] = "shard-" + "0" * rng.choice([200, 300, 5000]) + ".npz"
+    elif how == "escaping name":
+        shards[0]["file"] = rng.choice(
+            ["../outside/secret.npz", "/dev/zero", "shard-000000.npz/", "..", "manifest.json"]
+        )
+    elif how == "missing":
+        shards[0]["missing"] = rng.choice([["rewards"], ["actions"], ["nope"], "rewards", [1]])
+    elif how == "dtype":
+        name = rng.choice(sorted(manifest["tensors"]))
+        manifest["tensors"][name]["dtype"] = rng.choice(["float64", "object", "<U3", "V8", "x"])
+    elif how == "entry key":
+        key = rng.choice(_ENTRY_KEYS)
+        shards[rng.randrange(len(shards))][key] = hostile.hostile_value(rng)
+        how += f" {key}"
+    elif how == "schema":
+        manifest["schema"] = rng.choice(["expcli/2", None, 1, ""])
+    elif how == "hostile json":
+        manifest = hostile.mutate_json(manifest, rng)
+    elif how == "no shards":
+        manifest["shards"] = rng.choice([[], None, {}, "shard-000000.npz"])
+    if how == "cut short":
+        text = json.dumps(manifest)
+        (folder / "manifest.json").write_text(text[: rng.randrange(1, len(text))])
+    elif how == "deep":
+        (folder / "manifest.json").write_text(
+            '{"schema": "expcli/1", "shards": ' + hostile.deep_json(100_000) + "}"
+        )
+    else:
+        _save(folder, manifest)
+    return f"manifest {how}"
+
+
+def _hostile_kind(folder: Path, outside: Path, rng: random.Random) -> str:
+    """The manifest or a shard replaced by a link out of the folder, a pipe, a folder."""
+    target = rng.choice(["manifest.json", "shard-000000.npz", "shard-000001.npz"])
+    path = folder / target
+    kind = rng.choice(["fifo", "folder", "link zero", "link outside", "link outside", "empty"])
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "link zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "empty":
+        path.write_bytes(b"")
+    else:
+        source = outside / ("manifest.json" if target == "manifest.json" else "secret.npz")
+        path.symlink_to(source)
+        if target != "manifest.json":  # the manifest agrees with the link: the best a lie can do
+            manifest = _load(folder)
+            for entry in manifest["shards"]:
+                if entry["file"] == target:
+                    entry["bytes"] = source.stat().st_size
+            _save(folder, manifest)
+    return f"{target} is a {kind}"
+
+
+def _damage_bytes(folder: Path, outside: Path, rng: random.Random) -> str:
+    """Byte damage to the manifest or a shard."""
+    path = folder / rng.choice(["manifest.json", "shard-000000.npz", "shard-000001.npz"])
+    data = bytearray(path.read_bytes())
+    steps = [_damage(data, rng) for _ in range(rng.choice([1, 1, 2, 4]))]
+    path.write_bytes(bytes(data))
+    return f"bytes of {path.name}: " + ", ".join(steps)
+
+
+def _shard_content(folder: Path, outside: Path, rng: random.Random) -> str:
+    """A shard rewritten: its members reshaped, dropped, added, or the shards swapped."""
+    how = rng.choice(["swap files", "drop member", "extra member", "more rows", "deflated"])
+    path = folder / "shard-000000.npz"
+    if how == "swap files":
+        other = folder / "shard-000001.npz"
+        a, b = path.read_bytes(), other.read_bytes()
+        path.write_bytes(b)
+        other.write_bytes(a)
+        return "shards swapped"
+    members = _npz_members(path)
+    names = sorted(n for n in members if not n.startswith("__"))
+    if how == "drop member":
+        del members[rng.choice(names)]
+    elif how == "extra member":
+        members["extra.npy"] = _npy(np.zeros((2, 2, 1), np.float32))
+    elif how == "more rows":
+        name = rng.choice(names)
+        array = np.load(io.BytesIO(members[name]))
+        members[name] = _npy(np.concatenate([array, array]))
+    _write_npz(path, members, deflate=how == "deflated")
+    if rng.random() < 0.7:  # the manifest agrees with the shard's size and CRC
+        manifest = _load(folder)
+        entry = manifest["shards"][0]
+        entry["bytes"] = path.stat().st_size
+        from expcli.formats._manifest import file_crc32
+
+        entry["crc32"] = file_crc32(path)
+        _save(folder, manifest)
+        how += ", manifest updated"
+    return f"shard-000000.npz {how}"
+
+
+def _code_settings(folder: Path, outside: Path, rng: random.Random) -> str:
+    """Recorded settings that name code outside the folder (never run by a read)."""
+    manifest = _load(folder)
+    settings = manifest["collector"]["collect_settings"]
+    how = rng.choice(["policy", "wrappers", "env_id", "env_kwargs"])
+    evil = str(outside / "evil.py")
+    if how == "policy":
+        settings["policy"] = f"{evil}:act"
+        manifest["collector"]["policy"] = {"kind": "file", "spec": f"{evil}:act"}
+    elif how == "wrappers":
+        settings["wrappers"] = [f"{evil}:act"]
+        manifest["wrappers"] = [f"{evil}:act"]
+    elif how == "env_id":
+        settings["env_id"] = "evil:Evil-v0"
+        manifest["env_id"] = "evil:Evil-v0"
+    else:
+        settings["env_kwargs"] = {"render_mode": f"{evil}:act"}
+    _save(folder, manifest)
+    return f"settings name code: {how}"
+
+
+def _valid_change(folder: Path, outside: Path, rng: random.Random) -> str:
+    """Still a valid folder: the manifest compact, reordered, or a stray file beside."""
+    manifest = _load(folder)
+    how = rng.choice(["compact", "reordered", "stray shard", "lock file", "temp file"])
+    if how == "compact":
+        _save(folder, manifest, compact=True)
+    elif how == "reordered":
+        _save(folder, dict(reversed(list(manifest.items()))), compact=rng.random() < 0.5)
+    elif how == "stray shard":
+        shutil.copyfile(folder / "shard-000000.npz", folder / "shard-000007.npz")
+    elif how == "lock file":
+        (folder / ".lock").write_text("12345 host 2026-01-01\n")
+    else:
+        (folder / ".shard-000002.npz.tmp-x1").write_bytes(b"torn")
+    return f"valid: {how}"
+
+
+if __name__ == "__main__":
+    print(build_seed(Path(sys.argv[1]) if len(sys.argv) > 1 else FOLDER_SEED))
