@@ -209,6 +209,17 @@ class CollectView:
             f"[red]error:[/red] {escape(str(error))}\n{what}", highlight=False, soft_wrap=True
         )
 
+    def info_notes(self) -> None:
+        """``--infos``: one line naming the info keys skipped (or stored changed), and why."""
+        notes = self.job.info_notes()
+        if notes:
+            text = "; ".join(f"{key} {why}" for key, why in notes.items())
+            self.err.print(
+                f"[yellow]--infos: {escape(text)}[/yellow]",
+                highlight=False,
+                soft_wrap=True,
+            )
+
     def interrupted(self, saved: SavedFile) -> None:
         self.err.print(
             f"[yellow]interrupted: saved {saved.transitions:,} transitions"

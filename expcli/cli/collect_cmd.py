@@ -251,10 +251,12 @@ def _run(job: Any) -> None:
 
                         view.err.print(f"[red]error:[/red] {escape(str(error))}", soft_wrap=True)
                         raise
+                    view.info_notes()
                     view.crashed(error, saved)
                     raise typer.Exit(1) from None
             job.close()
             saved = _save(job, view)
+            view.info_notes()
             if saved is None:  # stopped before the first row: an existing file stays as it was
                 view.nothing_saved()
                 raise typer.Exit(130 if signals.received else 1)

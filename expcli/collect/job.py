@@ -336,6 +336,11 @@ class CollectJob:
         episodes = dataset.metadata["collector"]["complete_episodes_in_file"]
         return SavedFile(path, path.stat().st_size, len(dataset), episodes)
 
+    def info_notes(self) -> dict[str, str]:
+        """``--infos``: the info keys skipped or changed (by ``repr``), and why."""
+        columns = getattr(self.collector, "info_columns", None)
+        return {} if columns is None else columns.notes()
+
     def close(self) -> None:
         """Close the envs (idempotent)."""
         env, self.env = self.env, None
@@ -381,6 +386,7 @@ class CollectJob:
                 "interrupted": stats.interrupted if stats else None,
                 "target_steps": s.steps,
                 "target_episodes": s.episodes,
+                **({"info_notes": notes} if (notes := self.info_notes()) else {}),
                 **engine,
                 **(self.running.metadata() if self.policy_seed is not None else {}),
             },

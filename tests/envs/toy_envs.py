@@ -79,7 +79,10 @@ class MisbehavingEnv(CountingEnv):
 
     Bad results: ``shape``, ``scalar_obs``, ``str_obs``, ``none_obs``, ``str_reward``,
     ``none_reward``, ``array_reward``, ``none_flag``, ``list_info``; ``float_obs`` (a
-    float32 observation for the float64 Box) is fine. Hangs: ``loop`` (Python code),
+    float32 observation for the float64 Box) is fine. Hostile infos (for ``--infos``):
+    ``huge_info`` (an int too large for a float), ``int_key_info``, ``empty_key_info``,
+    ``late_info`` (a key that is None, then a string, then an array before it is a number
+    from step ``at`` on). Hangs: ``loop`` (Python code),
     ``sleep``, ``c_sleep`` (in C, through ctypes), ``masked_sleep`` (SIGALRM blocked: as
     deaf as C code that never returns), ``slow`` (every step takes 0.3 s: never hung).
     """
@@ -93,6 +96,9 @@ class MisbehavingEnv(CountingEnv):
         how = self.misbehaviour
         if how == "slow":
             time.sleep(0.3)
+        if how == "late_info":
+            before = [None, "n/a", np.zeros(2)][min(self.steps_total, 3) - 1]
+            info = {**info, "late": before if self.steps_total < self.at else self.steps_total}
         if self.steps_total < self.at:
             return obs, reward, terminated, truncated, info
         if how == "loop":
@@ -116,6 +122,9 @@ class MisbehavingEnv(CountingEnv):
             "array_reward": {"reward": np.array([reward])},
             "none_flag": {"terminated": None},
             "list_info": {"info": [1]},
+            "huge_info": {"info": {**info, "huge": 10**400}},
+            "int_key_info": {"info": {**info, 7: 1.0}},
+            "empty_key_info": {"info": {**info, "": 1.0}},
         }.get(how, {})
         result = {"obs": obs, "reward": reward, "terminated": terminated, "info": info, **bad}
         return result["obs"], result["reward"], result["terminated"], truncated, result["info"]
