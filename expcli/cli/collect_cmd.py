@@ -3,9 +3,10 @@
 A thin layer over ``expcli.collect.job.CollectJob``. Ctrl-C or SIGTERM once: stop (an env
 stuck in a step is given up after a second), close the envs, save what was collected (a
 folder output: the staging area as a last shard) and exit 130. Twice, or before
-collecting began: stop at once, writing nothing, exit 130. A run that collected nothing
-(failed or stopped before its first row) writes nothing, so an existing file under
-``--overwrite`` is kept.
+collecting began: stop at once, writing nothing, exit 130; but a second signal while a
+spooled run is merged into its file keeps the rows in a folder beside it, and says so.
+A run that collected nothing (failed or stopped before its first row) writes nothing, so
+an existing file under ``--overwrite`` is kept.
 """
 
 from __future__ import annotations
@@ -245,7 +246,7 @@ def _run(job: Any) -> None:
                 except EnvError as error:
                     job.close()
                     try:
-                        saved = _save(job, view)
+                        saved = _save(job, view, signals)
                     except OutputError:  # two failures: say the first, then the save's
                         from rich.markup import escape
 
@@ -255,7 +256,7 @@ def _run(job: Any) -> None:
                     view.crashed(error, saved)
                     raise typer.Exit(1) from None
             job.close()
-            saved = _save(job, view)
+            saved = _save(job, view, signals)
             view.info_notes()
             if saved is None:  # stopped before the first row: an existing file stays as it was
                 view.nothing_saved()
@@ -268,10 +269,21 @@ def _run(job: Any) -> None:
         job.close()
 
 
-def _save(job: Any, view: Any) -> Any:
-    """``job.save()``, with a progress bar while a spooled run is merged into its file."""
+def _save(job: Any, view: Any, signals: Any) -> Any:
+    """``job.save()``, with a progress bar while a spooled run is merged into its file.
+
+    A first signal now lets the save finish; a second stops a merge, and the line printed
+    says which folder keeps the rows (exit 130).
+    """
+    from expcli.collect.spool_run import MergeInterrupted
+
+    signals.save()
     with view.merging() as progress:
-        return job.save(progress)
+        try:
+            return job.save(progress)
+        except MergeInterrupted as stop:
+            view.kept(stop.note)
+            raise typer.Exit(130) from None
 
 
 _PARAMETERS = {"wrappers": "wrapper"}  # settings named otherwise than their parameter

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import threading
 import time
 from typing import Any
 
@@ -133,3 +134,12 @@ class MisbehavingEnv(CountingEnv):
 def misbehaving(how: str, at: int = 3, tag: int = 0) -> MisbehavingEnv:
     """A factory usable across processes."""
     return MisbehavingEnv(how, at, tag=tag)
+
+
+class ResetsSignalsOnClose(gym.Wrapper[Any, Any, Any, Any]):
+    """A wrapper whose ``close`` puts SIGTERM back to its default, as Ray's shutdown does."""
+
+    def close(self) -> None:
+        super().close()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
