@@ -145,12 +145,14 @@ def _stopped(error: BaseException, spool: Path, output: Path, rows: int) -> None
         remove(spool)  # nothing collected reached a shard: nothing to keep
         return
     kept = _keep(spool, output)
-    where = (
-        f"the {rows:,} transitions collected are kept in the sharded folder {kept} "
-        f"(`expcli convert {kept} {output.name}` writes the file)"
-        if kept is not None
-        else "the collected rows could not be kept"
-    )
+    if kept is None:
+        where = "the collected rows could not be kept"
+    else:
+        where = f"the {rows:,} transitions collected are kept in the sharded folder {kept} "
+        if kept == spool:  # it could not be renamed (a read-only folder)
+            where += f"(move it elsewhere: the next write of {output.name} removes it)"
+        else:
+            where += f"(`expcli convert {kept} {output.name}` writes the file)"
     if isinstance(error, KeyboardInterrupt):
         raise MergeInterrupted(where, kept) from error
     if isinstance(error, Exception):
@@ -158,16 +160,27 @@ def _stopped(error: BaseException, spool: Path, output: Path, rows: int) -> None
 
         if not isinstance(error, OutputError):
             error = OutputError(f"writing failed: {error}", path=output)
+        elif Path(error.path or output).is_relative_to(spool):  # a shard: name the disk
+            error = OutputError(
+                error.message,
+                path=output.parent,
+                errno=error.errno,
+                needed=error.needed,
+                free=error.free,
+            )
         raise with_note(error, where, kept) from error
 
 
 def _keep(spool: Path, output: Path) -> Path | None:
-    """Give the spool folder a name of its own (a stale temporary one would be cleaned)."""
+    """Give the spool folder a name of its own (a stale temporary one would be cleaned).
+
+    Where it cannot be renamed, the spool itself; None when it is gone.
+    """
     from expcli.collect.rescue import unused_name
 
     kept = unused_name(output.parent, output, suffix="")
     try:
         os.replace(spool, kept)
     except OSError:
-        return None
+        return spool if spool.is_dir() else None
     return kept
