@@ -30,7 +30,7 @@ from expcli.formats._free_space import (
     estimate_size,
     free_bytes,
 )
-from expcli.formats._temp_names import remove, remove_stale, temp_name
+from expcli.formats._temp_names import leftover_temps, remove, remove_stale, temp_name
 from expcli.formats.dataset import Dataset
 from expcli.formats.lazy import row_chunks
 from expcli.formats.registry import open_lazy, output_files, write_dataset
@@ -40,6 +40,7 @@ __all__ = [
     "check_target",
     "checksums",
     "free_bytes",
+    "leftover_temps",
     "remove",
     "remove_stale",
     "temp_name",
