@@ -236,13 +236,14 @@ def _run(job: Any) -> None:
     view = CollectView(job, quiet=job.settings.quiet)
     try:
         with view.signals() as signals:
-            with view.starting():
+            with view.starting(), _env_prints_to_stderr():
                 job.start()
             view.started()
             with view.progress() as on_progress:
                 signals.arm()
                 try:
-                    stats = job.run(on_progress)
+                    with _env_prints_to_stderr():
+                        stats = job.run(on_progress)
                 except EnvError as error:
                     job.close()
                     try:
@@ -255,7 +256,8 @@ def _run(job: Any) -> None:
                     view.info_notes()
                     view.crashed(error, saved)
                     raise typer.Exit(1) from None
-            job.close()
+            with _env_prints_to_stderr():
+                job.close()
             saved = _save(job, view, signals)
             view.info_notes()
             if saved is None:  # stopped before the first row: an existing file stays as it was
@@ -267,6 +269,14 @@ def _run(job: Any) -> None:
                 raise typer.Exit(130)
     finally:
         job.close()
+
+
+def _env_prints_to_stderr() -> Any:
+    """What envs print goes to stderr: stdout is the summary's (with -q, the path alone)."""
+    import contextlib
+    import sys
+
+    return contextlib.redirect_stdout(sys.stderr)
 
 
 def _save(job: Any, view: Any, signals: Any) -> Any:

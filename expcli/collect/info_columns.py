@@ -20,7 +20,9 @@ from expcli.spec import INFO_PREFIX
 
 __all__ = ["InfoColumns"]
 
-_BOOKKEEPING = frozenset({"ended_state", "reset", "env_error", "final_obs", "final_info"})
+_BOOKKEEPING = frozenset(
+    {"ended_state", "reset", "reset_info", "env_error", "final_obs", "final_info"}
+)
 """Keys the env runners add themselves: never stored."""
 
 _NUMBER_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)

@@ -126,9 +126,51 @@ class MisbehavingEnv(CountingEnv):
             "huge_info": {"info": {**info, "huge": 10**400}},
             "int_key_info": {"info": {**info, 7: 1.0}},
             "empty_key_info": {"info": {**info, "": 1.0}},
+            "nan_reward": {"reward": float("nan")},
+            "inf_reward": {"reward": -float("inf")},
+            "huge_reward": {"reward": 1e300},
+            "int_reward": {"reward": 10**400},
+            "int_flag": {"terminated": 1},
+            "str_flag": {"terminated": "yes"},
+            "array_flag": {"terminated": np.array([False])},
+            "none_info": {"info": None},
         }.get(how, {})
+        if how == "four_tuple":
+            return obs, reward, terminated, info
+        if how == "six_tuple":
+            return obs, reward, terminated, truncated, info, None
+        if how == "same_buffer":  # one array, changed in place at every step
+            self._buffer = getattr(self, "_buffer", obs.copy())
+            self._buffer[:] = obs
+            obs = self._buffer
+        if how == "print":
+            print(f"step {self.steps_total}", flush=True)
+        if how == "step_raises":
+            raise RuntimeError("boom in step")
+        if how == "exit":
+            raise SystemExit(5)
+        if how == "keyboard":
+            raise KeyboardInterrupt
         result = {"obs": obs, "reward": reward, "terminated": terminated, "info": info, **bad}
         return result["obs"], result["reward"], result["terminated"], truncated, result["info"]
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):  # type: ignore[override]
+        how = self.misbehaviour if hasattr(self, "misbehaviour") else ""
+        if how == "reset_raises" and self.steps_total >= self.at:
+            raise RuntimeError("boom in reset")
+        obs, info = super().reset(seed=seed, options=options)
+        if how == "reset_shape":
+            return obs[:2], info
+        if how == "reset_none_info":
+            return obs, None
+        return obs, info
+
+    def close(self) -> None:
+        if self.misbehaviour == "close_raises":
+            raise RuntimeError("boom in close")
+        if self.misbehaviour == "close_hangs":
+            time.sleep(3600)
+        super().close()
 
 
 def misbehaving(how: str, at: int = 3, tag: int = 0) -> MisbehavingEnv:
