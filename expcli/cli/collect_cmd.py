@@ -256,6 +256,9 @@ def _run(job: Any) -> None:
                     view.info_notes()
                     view.crashed(error, saved)
                     raise typer.Exit(1) from None
+                except OutputError as error:  # a shard could not be written (a full disk)
+                    job.close()
+                    raise job.write_failed(error) from error
             with _env_prints_to_stderr():
                 job.close()
             saved = _save(job, view, signals)

@@ -34,6 +34,7 @@ __all__ = [
     "space_metadata",
 ]
 
+
 @dataclass(frozen=True, slots=True)
 class Progress:
     """What the progress callback receives."""

@@ -336,6 +336,29 @@ class CollectJob:
         episodes = dataset.metadata["collector"]["complete_episodes_in_file"]
         return SavedFile(path, path.stat().st_size, len(dataset), episodes)
 
+    def write_failed(self, error: OutputError) -> OutputError:
+        """A shard could not be written while collecting (a full disk): the error to raise.
+
+        No more shards are written (one is missing, so later rows would not follow on);
+        the shards written are kept and the error says where: a spooled run's in a folder
+        renamed beside the target, a folder output's where they are (``--resume`` goes on).
+        """
+        if self.sink is None:
+            return error
+        self.sink.close()
+        if self.spool is not None:
+            from expcli.collect.spool_run import keep_spool
+
+            return keep_spool(self, error)
+        from expcli.collect.rescue import with_note
+
+        rows = self.sink.writer.manifest.rows * self.settings.envs
+        note = (
+            f"{self.output} holds the {rows:,} transitions of its complete shards "
+            f"(`expcli collect --resume {self.output}` goes on once there is room)"
+        )
+        return with_note(error, note, self.output)
+
     def info_notes(self) -> dict[str, str]:
         """``--infos``: the info keys skipped or changed (by ``repr``), and why."""
         columns = getattr(self.collector, "info_columns", None)

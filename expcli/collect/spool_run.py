@@ -23,7 +23,7 @@ from expcli.errors import OutputError
 if TYPE_CHECKING:
     from expcli.collect.job import CollectJob, SavedFile
 
-__all__ = ["SPOOL_ABOVE", "MergeInterrupted", "merge_spool", "spool_folder"]
+__all__ = ["SPOOL_ABOVE", "MergeInterrupted", "keep_spool", "merge_spool", "spool_folder"]
 
 SPOOL_ABOVE = 256 * 10**6
 """Bytes of a run above which a file output streams through a spool folder."""
@@ -124,6 +124,20 @@ def merge_spool(
     remove(spool)
     size = job.output.stat().st_size
     return SavedFile(job.output, size, folded.transitions, folded.episodes)
+
+
+def keep_spool(job: CollectJob, error: OutputError) -> OutputError:
+    """A shard could not be written while collecting: keep the spool's shards, no merge.
+
+    Returns:
+        ``error`` with where the rows are kept added (unchanged when there are none).
+    """
+    assert job.spool is not None
+    try:
+        _stopped(error, job.spool, job.output, _rows_in(job))
+    except OutputError as kept:
+        return kept
+    return error
 
 
 def _rows_in(job: CollectJob) -> int:

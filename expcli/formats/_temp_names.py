@@ -93,8 +93,6 @@ def leftover_temps(folder: Path) -> list[str]:
     """
     try:
         with os.scandir(folder) as entries:
-            return sorted(
-                e.name for e in entries if e.name.startswith(".") and _MARK in e.name
-            )
+            return sorted(e.name for e in entries if e.name.startswith(".") and _MARK in e.name)
     except OSError:
         return []

@@ -45,8 +45,7 @@ def test_inspect_names_a_torn_temporary_shard_and_resume_removes_it(tmp_path: Pa
     torn = folder / f".shard-000002.npz.expcli-{_dead_pid()}-{_HOST}-0badf00d.tmp"
     torn.write_bytes(b"PK\x03\x04 torn")
     assert _leftovers_row(folder) == [
-        "leftovers 1 temporary file from an interrupted write (removed by the next "
-        "--resume)"
+        "leftovers 1 temporary file from an interrupted write (removed by the next --resume)"
     ]
     summary = json.loads(expcli_cli("inspect", str(folder), "--json").stdout)
     assert summary["leftover_temporary_files"] == 1

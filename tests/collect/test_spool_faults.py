@@ -13,7 +13,7 @@ import expcli
 from expcli.collect.job import CollectJob
 from expcli.collect.settings import CollectSettings
 from expcli.errors import OutputError
-from tests.small_fs import PAGE, leave_free, read_only, small_fs
+from tests.small_fs import PAGE, expcli_process, leave_free, one_error_line, read_only, small_fs
 
 
 @pytest.mark.parametrize(
@@ -58,3 +58,31 @@ def test_a_disk_failing_at_the_end_of_a_spooled_run_keeps_its_rows(
         assert sorted(os.listdir(fs)) == sorted(
             [kept.name] + ([] if stage == "read-only" else ["ballast"])
         )
+
+
+@pytest.mark.parametrize("name", ["run", "run.npz"], ids=["folder", "spooled"])
+def test_a_disk_filling_while_collecting_keeps_the_shards_written(
+    tmp_path: Path, name: str
+) -> None:
+    """The disk fills in the middle of a run (no --steps: nothing to refuse up front)."""
+    with small_fs(tmp_path / "fs", 24 * PAGE) as fs:
+        run = ["CartPole-v1", "--episodes", "3000", "--mode", "dummy", "--shard-size", "100"]
+        spool = ["--spool"] if name.endswith(".npz") else []
+        done = expcli_process("collect", *run, *spool, "-q", "-o", str(fs / name), cwd=tmp_path)
+        assert done.returncode == 1 and done.stdout == ""
+        line = one_error_line(done.stderr)
+        assert line.startswith(f"error: {fs if spool else fs / name}: no space left on device")
+        kept = fs / ("run-rescued" if spool else name)
+        rows = len(expcli.load(kept))
+        assert rows > 0 and rows % 100 == 0  # whole shards
+        if spool:
+            assert line.endswith(
+                f"; the {rows:,} transitions collected are kept in the sharded folder {kept} "
+                f"(`expcli convert {kept} run.npz` writes the file)"
+            )
+        else:
+            assert line.endswith(
+                f"; {kept} holds the {rows:,} transitions of its complete shards "
+                f"(`expcli collect --resume {kept}` goes on once there is room)"
+            )
+        assert os.listdir(fs) == [kept.name]  # no temporary file left
