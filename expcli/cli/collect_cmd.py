@@ -3,8 +3,8 @@
 A thin layer over ``expcli.collect.job.CollectJob``. Ctrl-C or SIGTERM once: stop (an env
 stuck in a step is given up after a second), close the envs, save what was collected (a
 folder output: the staging area as a last shard) and exit 130. Twice, or before
-collecting began: stop at once, writing nothing, exit 130; but a second signal while a
-spooled run is merged into its file keeps the rows in a folder beside it, and says so.
+collecting began: stop at once, writing nothing more, exit 130; the shards a folder or a
+spooled run wrote are kept (a spool renamed beside the target), and a line says where.
 A run that collected nothing (failed or stopped before its first row) writes nothing, so
 an existing file under ``--overwrite`` is kept.
 """
@@ -259,6 +259,12 @@ def _run(job: Any) -> None:
                 except OutputError as error:  # a shard could not be written (a full disk)
                     job.close()
                     raise job.write_failed(error) from error
+                except KeyboardInterrupt:  # a second signal: stop, keep the shards written
+                    job.close()
+                    where = job.stopped_at_once()
+                    if where is not None:
+                        view.kept(where)
+                    raise
             with _env_prints_to_stderr():
                 job.close()
             saved = _save(job, view, signals)

@@ -343,6 +343,15 @@ class CollectJob:
         the shards written are kept and the error says where: a spooled run's in a folder
         renamed beside the target, a folder output's where they are (``--resume`` goes on).
         """
+        kept = self._keep_shards(error)
+        return kept if isinstance(kept, OutputError) else error
+
+    def stopped_at_once(self) -> str | None:
+        """A second Ctrl-C while collecting: keep the shards written; where, or None."""
+        kept = self._keep_shards(KeyboardInterrupt())
+        return str(kept) if str(kept) else None
+
+    def _keep_shards(self, error: BaseException) -> BaseException:
         if self.sink is None:
             return error
         self.sink.close()
@@ -350,14 +359,16 @@ class CollectJob:
             from expcli.collect.spool_run import keep_spool
 
             return keep_spool(self, error)
-        from expcli.collect.rescue import with_note
-
         rows = self.sink.writer.manifest.rows * self.settings.envs
         note = (
             f"{self.output} holds the {rows:,} transitions of its complete shards "
-            f"(`expcli collect --resume {self.output}` goes on once there is room)"
+            f"(`expcli collect --resume {self.output}` goes on"
         )
-        return with_note(error, note, self.output)
+        if isinstance(error, OutputError):
+            from expcli.collect.rescue import with_note
+
+            return with_note(error, note + " once there is room)", self.output)
+        return KeyboardInterrupt(note + ")")
 
     def info_notes(self) -> dict[str, str]:
         """``--infos``: the info keys skipped or changed (by ``repr``), and why."""

@@ -126,16 +126,20 @@ def merge_spool(
     return SavedFile(job.output, size, folded.transitions, folded.episodes)
 
 
-def keep_spool(job: CollectJob, error: OutputError) -> OutputError:
-    """A shard could not be written while collecting: keep the spool's shards, no merge.
+def keep_spool(job: CollectJob, error: BaseException) -> BaseException:
+    """Keep the spool's shards, without a merge: the run stopped while collecting.
+
+    It stopped because a shard could not be written, or at a second Ctrl-C.
 
     Returns:
-        ``error`` with where the rows are kept added (unchanged when there are none).
+        What to raise: an ``OutputError`` (or ``MergeInterrupted`` for a
+        ``KeyboardInterrupt``) saying where the rows are kept; ``error`` itself when
+        there are none.
     """
     assert job.spool is not None
     try:
         _stopped(error, job.spool, job.output, _rows_in(job))
-    except OutputError as kept:
+    except (OutputError, MergeInterrupted) as kept:
         return kept
     return error
 

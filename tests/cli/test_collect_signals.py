@@ -233,3 +233,44 @@ def test_a_signal_during_a_merge_finishes_or_keeps_the_rows(
         ], stderr
         assert len(load(kept)) == 12_000
         assert [p.name for p in tmp_path.iterdir()] == [kept.name]
+
+
+@pytest.mark.parametrize("name", ["run", "run.npz"], ids=["folder", "spooled"])
+def test_a_second_signal_while_collecting_keeps_the_shards_written(
+    tmp_path: Path, name: str
+) -> None:
+    """The env hangs at its 40th step, so the first signal's stop takes a second: the
+    second comes while collecting. The shards written stay, and a line says where."""
+    out = tmp_path / name
+    env = [MISBEHAVING_ID, "--env-kwargs", '{"how": "loop", "at": 40}', "--step-timeout", "0"]
+    args = [*env, "--steps", "1000", "--mode", "dummy", "--shard-size", "10", "--spool"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "expcli", "collect", *args, "-q", "-o", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob("**/shard-000002.npz")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        time.sleep(0.5)  # the env hangs in its 40th step
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    assert proc.returncode == 130 and stdout == "", stderr
+    kept = out if name == "run" else tmp_path / "run-rescued"
+    assert len(load(kept)) == 30  # three shards of 10; the 9 rows staged are dropped
+    if name == "run":
+        where = f"{kept} holds the 30 transitions of its complete shards"
+    else:
+        where = f"the 30 transitions collected are kept in the sharded folder {kept}"
+    assert stderr.strip().splitlines()[-1].startswith(f"interrupted: {where}"), stderr
+    assert [p.name for p in tmp_path.iterdir()] == [kept.name]
