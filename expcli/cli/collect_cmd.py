@@ -303,6 +303,11 @@ def _save(job: Any, view: Any, signals: Any) -> Any:
         except MergeInterrupted as stop:
             view.kept(stop.note)
             raise typer.Exit(130) from None
+        except KeyboardInterrupt:  # a folder's last shard: the shards before it stay
+            where = job.stopped_at_once()
+            if where is not None:
+                view.kept(where)
+            raise
 
 
 _PARAMETERS = {"wrappers": "wrapper"}  # settings named otherwise than their parameter
