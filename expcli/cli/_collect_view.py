@@ -156,11 +156,12 @@ class CollectView:
             what = "finishing the file" if spooled else "finishing the save"
         else:
             what = "stopping and saving what was collected"
-        again = (
-            "again to stop at once, keeping the rows in a folder beside the file"
-            if saving and spooled
-            else "again to stop at once without saving"
-        )
+        if saving and spooled:
+            again = "again to stop at once, keeping the rows in a folder beside the file"
+        elif spooled or self.job.to_folder:
+            again = "again to stop at once, keeping only the shards written"
+        else:
+            again = "again to stop at once without saving"
         self.err.print(f"[yellow]{name}: {what} ({again})[/yellow]", highlight=False)
 
     def kept(self, note: str) -> None:

@@ -360,6 +360,8 @@ class CollectJob:
 
             return keep_spool(self, error)
         rows = self.sink.writer.manifest.rows * self.settings.envs
+        if rows == 0:
+            return error
         note = (
             f"{self.output} holds the {rows:,} transitions of its complete shards "
             f"(`expcli collect --resume {self.output}` goes on"
