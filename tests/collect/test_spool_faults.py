@@ -40,6 +40,7 @@ def test_a_disk_failing_at_the_end_of_a_spooled_run_keeps_its_rows(
         finally:
             job.close()
         assert job.spool is not None
+        assert job.sink.rows == 1000  # the shard being written in the background is done
         if stage == "read-only":
             read_only(fs)
         else:  # no room for the last shard, or room for it but not for the file
