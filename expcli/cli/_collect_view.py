@@ -34,15 +34,18 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 class Signals:
     """What SIGINT and SIGTERM do during ``expcli collect``.
 
-    While collecting, the first stops the job and the second aborts; before that (envs starting),
-    any aborts.
+    While collecting, the first stops the job and the second aborts; while saving (a
+    spooled run's merge), the first is noted and the save goes on, the second aborts
+    (a merge's rows are then kept in a folder, which the command names); before
+    collecting (envs starting), any aborts.
     """
 
-    def __init__(self, job: CollectJob, on_first: Callable[[int], None]) -> None:
+    def __init__(self, job: CollectJob, on_first: Callable[[int, bool], None]) -> None:
         self.job = job
         self.on_first = on_first
         self.received = 0
         self.collecting = False
+        self.saving = False
         self.installed = False
 
     def arm(self) -> None:
@@ -51,6 +54,18 @@ class Signals:
         The handlers are set again, for starting Ray puts its own C-level SIGTERM handler over them.
         """
         self.collecting = True
+        self._install()
+
+    def save(self) -> None:
+        """Saving begins: a first signal lets it finish.
+
+        The handlers are set again: closing the envs (Ray's shutdown) may have replaced them,
+        and a SIGTERM would then end the process in the middle of the merge.
+        """
+        self.collecting = self.saving = True
+        self._install()
+
+    def _install(self) -> None:
         if self.installed:
             for sig in _SIGNALS:
                 signal.signal(sig, self.handle)
@@ -61,7 +76,7 @@ class Signals:
             raise KeyboardInterrupt
         self.received = signum
         self.job.stop()
-        self.on_first(signum)
+        self.on_first(signum, self.saving)
 
 
 class CollectView:
@@ -133,13 +148,24 @@ class CollectView:
             for sig, old in previous.items():
                 signal.signal(sig, old)
 
-    def _first_signal(self, signum: int) -> None:
+    def _first_signal(self, signum: int, saving: bool) -> None:
         name = signal.Signals(signum).name
-        self.err.print(
-            f"[yellow]{name}: stopping and saving what was collected "
-            "(again to stop at once without saving)[/yellow]",
-            highlight=False,
-        )
+        spooled = self.job.spool is not None
+        if saving:
+            what = "finishing the file" if spooled else "finishing the save"
+        else:
+            what = "stopping and saving what was collected"
+        if saving and spooled:
+            again = "again to stop at once, keeping the rows in a folder beside the file"
+        elif spooled or self.job.to_folder:
+            again = "again to stop at once, keeping only the shards written"
+        else:
+            again = "again to stop at once without saving"
+        self.err.print(f"[yellow]{name}: {what} ({again})[/yellow]", highlight=False)
+
+    def kept(self, note: str) -> None:
+        """A second signal stopped a merge: say where the collected rows are."""
+        self.err.print(f"[yellow]interrupted: {escape(note)}[/yellow]", highlight=False)
 
     @contextmanager
     def progress(self) -> Iterator[Callable[[Progress], None] | None]:
@@ -202,6 +228,17 @@ class CollectView:
         self.err.print(
             f"[red]error:[/red] {escape(str(error))}\n{what}", highlight=False, soft_wrap=True
         )
+
+    def info_notes(self) -> None:
+        """``--infos``: one line naming the info keys skipped (or stored changed), and why."""
+        notes = self.job.info_notes()
+        if notes:
+            text = "; ".join(f"{key} {why}" for key, why in notes.items())
+            self.err.print(
+                f"[yellow]--infos: {escape(text)}[/yellow]",
+                highlight=False,
+                soft_wrap=True,
+            )
 
     def interrupted(self, saved: SavedFile) -> None:
         self.err.print(

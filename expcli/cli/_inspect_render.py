@@ -76,6 +76,13 @@ def _header(summary: Summary) -> Table:
             valid += f" ({summary.unwritten:,} never written, NaN-filled by skrl)"
         grid.add_row("transitions", valid)
         grid.add_row("wrapped", "yes" if summary.wrapped else "no")
+        if summary.leftovers:
+            n = summary.leftovers
+            grid.add_row(
+                "leftovers",
+                f"[yellow]{n:,} temporary file{'s' if n > 1 else ''} from an interrupted write "
+                "(removed by the next --resume)[/yellow]",
+            )
     else:
         grid.add_row("error", f"[red]{_safe(summary.error)}[/red]")
     return grid

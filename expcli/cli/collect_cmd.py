@@ -3,9 +3,10 @@
 A thin layer over ``expcli.collect.job.CollectJob``. Ctrl-C or SIGTERM once: stop (an env
 stuck in a step is given up after a second), close the envs, save what was collected (a
 folder output: the staging area as a last shard) and exit 130. Twice, or before
-collecting began: stop at once, writing nothing, exit 130. A run that collected nothing
-(failed or stopped before its first row) writes nothing, so an existing file under
-``--overwrite`` is kept.
+collecting began: stop at once, writing nothing more, exit 130; the shards a folder or a
+spooled run wrote are kept (a spool renamed beside the target), and a line says where.
+A run that collected nothing (failed or stopped before its first row) writes nothing, so
+an existing file under ``--overwrite`` is kept.
 """
 
 from __future__ import annotations
@@ -262,26 +263,39 @@ def _run(job: Any) -> None:
     view = CollectView(job, quiet=job.settings.quiet)
     try:
         with view.signals() as signals:
-            with view.starting():
+            with view.starting(), _env_prints_to_stderr():
                 job.start()
             view.started()
             with view.progress() as on_progress:
                 signals.arm()
                 try:
-                    stats = job.run(on_progress)
+                    with _env_prints_to_stderr():
+                        stats = job.run(on_progress)
                 except EnvError as error:
                     job.close()
                     try:
-                        saved = _save(job, view)
+                        saved = _save(job, view, signals)
                     except OutputError:  # two failures: say the first, then the save's
                         from rich.markup import escape
 
                         view.err.print(f"[red]error:[/red] {escape(str(error))}", soft_wrap=True)
                         raise
+                    view.info_notes()
                     view.crashed(error, saved)
                     raise typer.Exit(1) from None
-            job.close()
-            saved = _save(job, view)
+                except OutputError as error:  # a shard could not be written (a full disk)
+                    job.close()
+                    raise job.write_failed(error) from error
+                except KeyboardInterrupt:  # a second signal: stop, keep the shards written
+                    job.close()
+                    where = job.stopped_at_once()
+                    if where is not None:
+                        view.kept(where)
+                    raise
+            with _env_prints_to_stderr():
+                job.close()
+            saved = _save(job, view, signals)
+            view.info_notes()
             if saved is None:  # stopped before the first row: an existing file stays as it was
                 view.nothing_saved()
                 raise typer.Exit(130 if signals.received else 1)
@@ -293,10 +307,34 @@ def _run(job: Any) -> None:
         job.close()
 
 
-def _save(job: Any, view: Any) -> Any:
-    """``job.save()``, with a progress bar while a spooled run is merged into its file."""
+def _env_prints_to_stderr() -> Any:
+    """What envs print goes to stderr: stdout is the summary's (with -q, the path alone)."""
+    import contextlib
+    import sys
+
+    return contextlib.redirect_stdout(sys.stderr)
+
+
+def _save(job: Any, view: Any, signals: Any) -> Any:
+    """``job.save()``, with a progress bar while a spooled run is merged into its file.
+
+    A first signal now lets the save finish; a second stops a merge, and the line printed
+    says which folder keeps the rows (exit 130).
+    """
+    from expcli.collect.spool_run import MergeInterrupted
+
+    signals.save()
     with view.merging() as progress:
-        return job.save(progress)
+        try:
+            return job.save(progress)
+        except MergeInterrupted as stop:
+            view.kept(stop.note)
+            raise typer.Exit(130) from None
+        except KeyboardInterrupt:  # a folder's last shard: the shards before it stay
+            where = job.stopped_at_once()
+            if where is not None:
+                view.kept(where)
+            raise
 
 
 _PARAMETERS = {"wrappers": "wrapper"}  # settings named otherwise than their parameter

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from expcli.collect.episode_stats import EpisodeSummary, EpisodeTracker
+from expcli.collect.info_columns import InfoColumns
 from expcli.collect.reward_dtypes import RewardsNote
 from expcli.collect.row_writer import RowWriter
 from expcli.collect.spaces import layout_of, space_record
@@ -32,8 +33,6 @@ __all__ = [
     "create_tensors",
     "space_metadata",
 ]
-
-_SKIPPED_INFOS = frozenset({"ended_state", "reset", "env_error", "final_obs", "final_info"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +112,9 @@ class Collector(CollectorBase):
         policy: ``policy(observations) -> actions`` on batches; None samples the action
             space (seeded with ``seed``).
         seed: Seed of the first reset (env ``i`` gets ``seed + i``) and of random actions.
-        infos: Also store numeric scalar infos as ``infos/<key>`` (keys of the first step).
+        infos: Also store numeric scalar infos as ``infos/<key>`` (float64, NaN where an
+            env did not report a number), from the step a key first holds a number;
+            ``info_columns.notes()`` names the keys skipped.
         grow: Double the memory when full instead of wrapping (for runs of unknown length).
         check_actions: ``check(actions)`` run on the first batch of actions; raises when
             the policy's output does not fit the action space.
@@ -165,9 +166,7 @@ class Collector(CollectorBase):
         create_tensors(
             memory, self.stepper.observation_space, self.stepper.action_space, self.rewards_note
         )
-        self._infos = infos
-        self._info_keys: list[str] = []
-        self._known_infos: set[str] = set()
+        self.info_columns = InfoColumns() if infos else None
         self._writer: RowWriter | None = None
         self.tracker = EpisodeTracker(self.stepper.num_envs)
         self._grow = grow
@@ -266,30 +265,22 @@ class Collector(CollectorBase):
         values = step_values(
             self._obs_rows, final_rows, self._act_layout, actions, outcome, self.rewards_note, n
         )
-        if self._infos:
-            self._find_new_infos(outcome.infos)
-        for key in self._info_keys:
-            values[INFO_PREFIX + key] = _info_column(outcome.infos, key)
+        columns = self.info_columns
+        if columns is not None:
+            self._add_info_tensors(columns.new_keys(outcome.infos))
+            values.update(columns.columns(outcome.infos))
         return values
 
-    def _find_new_infos(self, infos: Sequence[dict[str, Any]]) -> None:
-        """Create a tensor for each numeric scalar info key seen for the first time."""
+    def _add_info_tensors(self, keys: Sequence[str]) -> None:
+        """Create the ``infos/<key>`` tensor of each key met with a number for the first time."""
+        if not keys:
+            return
         import torch
 
-        known = self._known_infos
-        for info in infos:
-            if not info.keys() - known:
-                continue
-            for key, value in info.items():
-                if key in known:
-                    continue
-                known.add(key)
-                if key in _SKIPPED_INFOS or not _is_numeric_scalar(value):
-                    continue
-                self.memory.create_tensor(INFO_PREFIX + key, 1, torch.float64)
-                self._info_keys.append(key)
-                if self._writer is not None:
-                    self._writer.add_tensor(INFO_PREFIX + key, np.zeros(1, np.float64))
+        for key in keys:
+            self.memory.create_tensor(INFO_PREFIX + key, 1, torch.float64)
+            if self._writer is not None:
+                self._writer.add_tensor(INFO_PREFIX + key, np.zeros(1, np.float64))
 
     def _on_commit(self, rows: Mapping[str, np.ndarray]) -> None:
         self.tracker.update(rows["rewards"], rows["terminated"], rows["truncated"])
@@ -350,18 +341,3 @@ def space_metadata(observation_space: Any, action_space: Any, note: RewardsNote)
         "action_space": space_record(action_space),
         "rewards": note.to_json(),
     }
-
-
-def _is_numeric_scalar(value: Any) -> bool:
-    if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
-        return True
-    return isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf"
-
-
-def _info_column(infos: Sequence[dict[str, Any]], key: str) -> np.ndarray:
-    column = np.full((len(infos), 1), np.nan)
-    for i, info in enumerate(infos):
-        value = info.get(key)
-        if value is not None and _is_numeric_scalar(value):
-            column[i, 0] = float(value)
-    return column

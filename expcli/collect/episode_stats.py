@@ -110,7 +110,8 @@ class EpisodeTracker:
         at_end = sums[rows, columns]
         before = np.where(first, 0.0, np.roll(at_end, 1))
         previous_row = np.where(first, -1, np.roll(rows, 1))
-        returns = at_end - before + np.where(first, self._return[columns], 0.0)
+        with np.errstate(invalid="ignore", over="ignore"):  # inf rewards: NaN, no warning
+            returns = at_end - before + np.where(first, self._return[columns], 0.0)
         lengths = rows - previous_row + np.where(first, self._length[columns], 0)
         order = np.lexsort((columns, rows))  # chronological, as the episodes ended
         self._returns.extend(returns[order].tolist())
@@ -120,9 +121,12 @@ class EpisodeTracker:
         # Carry what follows each column's last end (or the whole block) to the next call.
         last = np.full(n, -1)
         last[columns] = rows  # the last assignment per column wins: its latest end
-        self._return = np.where(
-            last >= 0, sums[-1] - sums[np.maximum(last, 0), np.arange(n)], self._return + sums[-1]
-        )
+        with np.errstate(invalid="ignore", over="ignore"):
+            self._return = np.where(
+                last >= 0,
+                sums[-1] - sums[np.maximum(last, 0), np.arange(n)],
+                self._return + sums[-1],
+            )
         self._length = np.where(last >= 0, k - 1 - last, self._length + k)
         return len(rows)
 

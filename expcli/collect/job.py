@@ -366,6 +366,47 @@ class CollectJob:
         episodes = dataset.metadata["collector"]["complete_episodes_in_file"]
         return SavedFile(path, path.stat().st_size, len(dataset), episodes)
 
+    def write_failed(self, error: OutputError) -> OutputError:
+        """A shard could not be written while collecting (a full disk): the error to raise.
+
+        No more shards are written (one is missing, so later rows would not follow on);
+        the shards written are kept and the error says where: a spooled run's in a folder
+        renamed beside the target, a folder output's where they are (``--resume`` goes on).
+        """
+        kept = self._keep_shards(error)
+        return kept if isinstance(kept, OutputError) else error
+
+    def stopped_at_once(self) -> str | None:
+        """A second Ctrl-C while collecting: keep the shards written; where, or None."""
+        kept = self._keep_shards(KeyboardInterrupt())
+        return str(kept) if str(kept) else None
+
+    def _keep_shards(self, error: BaseException) -> BaseException:
+        if self.sink is None:
+            return error
+        self.sink.close()
+        if self.spool is not None:
+            from expcli.collect.spool_run import keep_spool
+
+            return keep_spool(self, error)
+        rows = self.sink.writer.manifest.rows * self.settings.envs
+        if rows == 0:
+            return error
+        note = (
+            f"{self.output} holds the {rows:,} transitions of its complete shards "
+            f"(`expcli collect --resume {self.output}` goes on"
+        )
+        if isinstance(error, OutputError):
+            from expcli.collect.rescue import with_note
+
+            return with_note(error, note + " once there is room)", self.output)
+        return KeyboardInterrupt(note + ")")
+
+    def info_notes(self) -> dict[str, str]:
+        """``--infos``: the info keys skipped or changed (by ``repr``), and why."""
+        columns = getattr(self.collector, "info_columns", None)
+        return {} if columns is None else columns.notes()
+
     def close(self) -> None:
         """Close the envs (idempotent)."""
         env, self.env = self.env, None
@@ -411,6 +452,7 @@ class CollectJob:
                 "interrupted": stats.interrupted if stats else None,
                 "target_steps": s.steps,
                 "target_episodes": s.episodes,
+                **({"info_notes": notes} if (notes := self.info_notes()) else {}),
                 **engine,
                 **(self.running.metadata() if self.policy_seed is not None else {}),
             },

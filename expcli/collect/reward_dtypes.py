@@ -36,7 +36,8 @@ class RewardsNote:
             given = given.astype(np.float64)
         if self.env_dtype is None:
             self.env_dtype = given.dtype.name
-        out = given.astype(self.dtype, copy=False).reshape(num_envs, 1)
+        with np.errstate(over="ignore"):  # a reward beyond float32 becomes inf: counted below
+            out = given.astype(self.dtype, copy=False).reshape(num_envs, 1)
         if out.dtype != given.dtype:
             differs = out[:, 0] != given.reshape(num_envs)
             if valid is not None:

@@ -6,7 +6,9 @@ or a run of unknown length) streams instead, as a folder output does, into a hid
 temporary folder beside the target (``_temp_names``: a dead run's is cleaned by the next
 writer of that target). At the end the folder is converted to the file a slice of rows at
 a time (the file lands atomically, as every write does) and removed. A merge that fails
-keeps the collected rows: the folder is renamed ``NAME-rescued`` and the error says so.
+or is interrupted (a second Ctrl-C) keeps the collected rows: the folder is renamed
+``NAME-rescued`` and the error (or ``MergeInterrupted``) says so. So does a failure to
+write the last shard, when earlier shards hold rows.
 """
 
 from __future__ import annotations
@@ -21,10 +23,19 @@ from expcli.errors import OutputError
 if TYPE_CHECKING:
     from expcli.collect.job import CollectJob, SavedFile
 
-__all__ = ["SPOOL_ABOVE", "merge_spool", "spool_folder"]
+__all__ = ["SPOOL_ABOVE", "MergeInterrupted", "keep_spool", "merge_spool", "spool_folder"]
 
 SPOOL_ABOVE = 256 * 10**6
 """Bytes of a run above which a file output streams through a spool folder."""
+
+
+class MergeInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) stopped a merge; ``note`` says where the collected rows are."""
+
+    def __init__(self, note: str, kept: Path | None) -> None:
+        super().__init__(note)
+        self.note = note
+        self.kept = kept
 
 
 def spool_folder(job: CollectJob, stepper: Any) -> Path | None:
@@ -95,8 +106,8 @@ def merge_spool(
     assert spool is not None
     try:
         folded = finish_folder(job)
-    except BaseException:
-        remove(spool)  # the staging area could not be written: nothing to keep
+    except BaseException as error:
+        _stopped(error, spool, job.output, _rows_in(job))
         raise
     if folded is None:
         remove(spool)
@@ -108,36 +119,86 @@ def merge_spool(
             spool, job.output, compression=compression, overwrite=s.overwrite, progress=progress
         )
     except BaseException as error:
-        kept = _keep(spool, job.output)
-        if not isinstance(error, Exception):
-            raise  # a second Ctrl-C: stop now, the rows stay in ``kept``
-        raise _kept_error(error, job.output, kept, folded.transitions) from error
+        _stopped(error, spool, job.output, folded.transitions)
+        raise
     remove(spool)
     size = job.output.stat().st_size
     return SavedFile(job.output, size, folded.transitions, folded.episodes)
 
 
+def keep_spool(job: CollectJob, error: BaseException) -> BaseException:
+    """Keep the spool's shards, without a merge: the run stopped while collecting.
+
+    It stopped because a shard could not be written, or at a second Ctrl-C.
+
+    Returns:
+        What to raise: an ``OutputError`` (or ``MergeInterrupted`` for a
+        ``KeyboardInterrupt``) saying where the rows are kept; ``error`` itself when
+        there are none.
+    """
+    assert job.spool is not None
+    try:
+        _stopped(error, job.spool, job.output, _rows_in(job))
+    except (OutputError, MergeInterrupted) as kept:
+        return kept
+    return error
+
+
+def _rows_in(job: CollectJob) -> int:
+    """Transitions in the spool's shards (0 when they cannot be told)."""
+    try:
+        return int(job.sink.writer.manifest.rows) * job.settings.envs
+    except Exception:
+        return 0
+
+
+def _stopped(error: BaseException, spool: Path, output: Path, rows: int) -> None:
+    """A merge stopped by ``error``: keep the rows the spool holds (none: remove it).
+
+    Raises what says where they are: an ``OutputError``, or ``MergeInterrupted``.
+    """
+    from expcli.formats.checked_write import remove
+
+    if rows == 0:
+        remove(spool)  # nothing collected reached a shard: nothing to keep
+        return
+    kept = _keep(spool, output)
+    if kept is None:
+        where = "the collected rows could not be kept"
+    else:
+        where = f"the {rows:,} transitions collected are kept in the sharded folder {kept} "
+        if kept == spool:  # it could not be renamed (a read-only folder)
+            where += f"(move it elsewhere: the next write of {output.name} removes it)"
+        else:
+            where += f"(`expcli convert {kept} {output.name}` writes the file)"
+    if isinstance(error, KeyboardInterrupt):
+        raise MergeInterrupted(where, kept) from error
+    if isinstance(error, Exception):
+        from expcli.collect.rescue import with_note
+
+        if not isinstance(error, OutputError):
+            error = OutputError(f"writing failed: {error}", path=output)
+        elif Path(error.path or output).is_relative_to(spool):  # a shard: name the disk
+            error = OutputError(
+                error.message,
+                path=output.parent,
+                errno=error.errno,
+                needed=error.needed,
+                free=error.free,
+            )
+        raise with_note(error, where, kept) from error
+
+
 def _keep(spool: Path, output: Path) -> Path | None:
-    """Give the spool folder a name of its own (a stale temporary one would be cleaned)."""
+    """Give the spool folder a name of its own (a stale temporary one would be cleaned).
+
+    Where it cannot be renamed, the spool itself; None when it is gone.
+    """
     from expcli.collect.rescue import unused_name
 
     kept = unused_name(output.parent, output, suffix="")
     try:
         os.replace(spool, kept)
     except OSError:
-        return None
+        return spool if spool.is_dir() else None
     return kept
-
-
-def _kept_error(error: Exception, output: Path, kept: Path | None, rows: int) -> Exception:
-    from expcli.collect.rescue import with_note
-
-    where = (
-        f"the {rows:,} transitions collected are kept in the sharded folder {kept} "
-        f"(`expcli convert {kept} {output.name}` writes the file)"
-        if kept is not None
-        else "the collected rows could not be kept"
-    )
-    if not isinstance(error, OutputError):
-        error = OutputError(f"writing failed: {error}", path=output)
-    return with_note(error, where, kept)

@@ -26,6 +26,10 @@ from expcli.envs.step_checks import BadResult, ResultCheck
 from expcli.envs.watchdog import Abandon, StepInterrupted
 from expcli.errors import EnvError
 
+_ENV_FAILURES = (Exception, SystemExit, Abandon)
+"""What an env's call may raise that is its failure: ``sys.exit()`` in an env included (it
+would otherwise end a dummy-mode run without saving)."""
+
 __all__ = ["EnvGroup", "ErrorRecord", "GroupError", "Slots", "fixed_shape"]
 
 _AUTORESET = "in the reset that followed the end of its episode"
@@ -145,7 +149,7 @@ class EnvGroup:
     def _build(self, i: int) -> gym.Env[Any, Any]:
         try:
             env = self.factories[i]()
-        except Exception as e:
+        except (Exception, SystemExit) as e:
             raise GroupError(ErrorRecord.capture(self.offset + i, "make", e)) from e
         if not isinstance(env, gym.Env):
             raise GroupError(
@@ -235,7 +239,7 @@ class EnvGroup:
                         rewards[i] = reward
                         terminated[i] = term
                         truncated[i] = trunc
-                    except (Exception, Abandon) as e:
+                    except _ENV_FAILURES as e:
                         obs, info = self._failed(i, "step", e)
                         obs_slots[i] = obs
                         rewards[i], terminated[i], truncated[i] = 0.0, False, True
@@ -370,7 +374,7 @@ class EnvGroup:
         self.busy[0] = self.offset + i
         try:
             return fn(*args, **kwargs)
-        except (Exception, Abandon) as e:
+        except _ENV_FAILURES as e:
             if isinstance(e, Abandon) and e.interrupted:
                 raise StepInterrupted(str(e)) from None
             raise GroupError(ErrorRecord.capture(self.offset + i, method, e)) from e

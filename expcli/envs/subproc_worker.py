@@ -128,6 +128,8 @@ def worker_main(
     index in it; with ``parent_pid`` the worker dies with that parent (Linux).
     """
     _leave_signals_to_parent(parent_pid)
+    with contextlib.suppress(OSError, ValueError):  # the parent's stdout is its own output
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     if cpu is not None:
         with contextlib.suppress(OSError):  # a container may forbid it: run unpinned
             os.sched_setaffinity(0, {cpu})
@@ -162,7 +164,9 @@ def worker_main(
                 conn.send_bytes(_reply(True, host.run(command, payload)))
             except GroupError as e:
                 conn.send_bytes(_reply(False, e.record))
-            except Exception as e:  # a bug of ours or an unpicklable result: report, go on
+            except (Exception, KeyboardInterrupt) as e:
+                # A bug of ours, an unpicklable result, or an env raising KeyboardInterrupt
+                # (the worker ignores SIGINT, so it came from the env): report it, go on.
                 conn.send_bytes(_reply(False, ErrorRecord.capture(offset, command.name.lower(), e)))
     finally:
         if host is not None:

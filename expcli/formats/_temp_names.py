@@ -16,7 +16,7 @@ import shutil
 import socket
 from pathlib import Path
 
-__all__ = ["BACKUP", "remove", "remove_stale", "temp_name"]
+__all__ = ["BACKUP", "leftover_temps", "remove", "remove_stale", "temp_name"]
 
 BACKUP = ".old"
 """A temporary name plus this: the replaced file or folder, kept until the write is done."""
@@ -84,3 +84,15 @@ def remove(path: Path) -> None:
             shutil.rmtree(path)
         else:
             path.unlink()
+
+
+def leftover_temps(folder: Path) -> list[str]:
+    """Names of the temporary files in ``folder`` (a write that was killed left them).
+
+    A live writer's are counted too; best effort: a folder that cannot be listed has none.
+    """
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(e.name for e in entries if e.name.startswith(".") and _MARK in e.name)
+    except OSError:
+        return []

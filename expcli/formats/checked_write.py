@@ -31,7 +31,7 @@ from expcli.formats._free_space import (
     free_bytes,
     recount_free,
 )
-from expcli.formats._temp_names import remove, remove_stale, temp_name
+from expcli.formats._temp_names import leftover_temps, remove, remove_stale, temp_name
 from expcli.formats.dataset import Dataset
 from expcli.formats.lazy import row_chunks
 from expcli.formats.output_lock import OutputLock
@@ -42,6 +42,7 @@ __all__ = [
     "check_target",
     "checksums",
     "free_bytes",
+    "leftover_temps",
     "remove",
     "remove_stale",
     "temp_name",

@@ -58,6 +58,8 @@ class Summary:
             tensor's values as lists.
         checks: Outcomes of the structural checks; None when they were not run.
         error: Why the data could not be read (only with checks, which report it).
+        leftovers: Temporary files in a dataset folder, left by a write that was killed
+            (removed by the next ``collect --resume``).
     """
 
     path: str
@@ -75,6 +77,7 @@ class Summary:
     head: tuple[dict[str, Any], ...] = ()
     checks: tuple[Finding, ...] | None = None
     error: str | None = None
+    leftovers: int = 0
 
     @property
     def failed(self) -> bool:
@@ -97,6 +100,8 @@ class Summary:
             "tensors": [t.to_json() for t in self.tensors],
             "episodes": None if self.episodes is None else self.episodes.to_json(per_env=per_env),
         }
+        if self.leftovers:
+            out["leftover_temporary_files"] = self.leftovers
         if self.head:
             out["head"] = list(self.head)
         if self.checks is not None:
@@ -169,6 +174,10 @@ def summarize(
         summary = dataclasses.replace(summary, checks=(*summary.checks, minari))
     if shards is not None and summary.checks is not None:
         summary = dataclasses.replace(summary, checks=(*summary.checks, shards))
+    if found == "folder":
+        from expcli.formats.checked_write import leftover_temps
+
+        summary = dataclasses.replace(summary, leftovers=len(leftover_temps(source)))
     return summary
 
 

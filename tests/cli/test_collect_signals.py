@@ -177,3 +177,100 @@ def test_ctrl_c_while_an_env_hangs_saves_and_exits_130(tmp_path: Path, mode: str
     dataset = load(out)
     assert len(dataset) == _saved(stderr) == 19 * 4
     _assert_gone(workers)
+
+
+FRAMES = ["benchmarks.frame_env:ConstantFrame-v0", "--env-kwargs", '{"shape": [64, 64, 4]}']
+
+
+@pytest.mark.parametrize(
+    "signals", [[signal.SIGTERM], [signal.SIGINT, signal.SIGTERM]], ids=["once", "twice"]
+)
+def test_a_signal_during_a_merge_finishes_or_keeps_the_rows(
+    tmp_path: Path, signals: list[signal.Signals]
+) -> None:
+    """Once: the file is finished; twice: the rows are kept in a folder, and a line says
+    which. Closing the envs puts SIGTERM back to its default first, as Ray's shutdown does:
+    the merge must not be left to it."""
+    out = tmp_path / "run.npz"
+    wrapper = "tests.envs.toy_envs:ResetsSignalsOnClose"
+    args = [*FRAMES, "--wrapper", wrapper, "--steps", "12000", "--spool", "--mode", "dummy"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "expcli", "collect", *args, "-q", "-o", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not [p for p in tmp_path.glob(".run.npz.expcli-*") if p.is_file()]:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.005)  # the file being merged into has appeared
+        for signum in signals:
+            proc.send_signal(signum)
+            time.sleep(0.1)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    lines = stderr.strip().splitlines()
+    first = signals[0].name
+    kept = tmp_path / "run-rescued"
+    if len(signals) == 1:
+        assert lines == [
+            f"{first}: finishing the file (again to stop at once, keeping the rows in a "
+            "folder beside the file)",
+            f"interrupted: saved 12,000 transitions to {out}",
+        ]
+        assert stdout.strip() == str(out) and len(load(out)) == 12_000
+        assert [p.name for p in tmp_path.iterdir()] == [out.name]
+    else:
+        assert lines[1:] == [
+            f"interrupted: the 12,000 transitions collected are kept in the sharded folder "
+            f"{kept} (`expcli convert {kept} run.npz` writes the file)"
+        ], stderr
+        assert len(load(kept)) == 12_000
+        assert [p.name for p in tmp_path.iterdir()] == [kept.name]
+
+
+@pytest.mark.parametrize("name", ["run", "run.npz"], ids=["folder", "spooled"])
+def test_a_second_signal_while_collecting_keeps_the_shards_written(
+    tmp_path: Path, name: str
+) -> None:
+    """The env hangs at its 40th step, so the first signal's stop takes a second: the
+    second comes while collecting. The shards written stay, and a line says where."""
+    out = tmp_path / name
+    env = [MISBEHAVING_ID, "--env-kwargs", '{"how": "loop", "at": 40}', "--step-timeout", "0"]
+    args = [*env, "--steps", "1000", "--mode", "dummy", "--shard-size", "10", "--spool"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "expcli", "collect", *args, "-q", "-o", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob("**/shard-000002.npz")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        time.sleep(0.5)  # the env hangs in its 40th step
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    assert proc.returncode == 130 and stdout == "", stderr
+    kept = out if name == "run" else tmp_path / "run-rescued"
+    assert len(load(kept)) == 30  # three shards of 10; the 9 rows staged are dropped
+    if name == "run":
+        where = f"{kept} holds the 30 transitions of its complete shards"
+    else:
+        where = f"the 30 transitions collected are kept in the sharded folder {kept}"
+    assert stderr.strip().splitlines()[-1].startswith(f"interrupted: {where}"), stderr
+    assert [p.name for p in tmp_path.iterdir()] == [kept.name]

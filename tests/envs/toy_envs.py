@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import threading
 import time
 from typing import Any
 
@@ -79,7 +80,10 @@ class MisbehavingEnv(CountingEnv):
 
     Bad results: ``shape``, ``scalar_obs``, ``str_obs``, ``none_obs``, ``str_reward``,
     ``none_reward``, ``array_reward``, ``none_flag``, ``list_info``; ``float_obs`` (a
-    float32 observation for the float64 Box) is fine. Hangs: ``loop`` (Python code),
+    float32 observation for the float64 Box) is fine. Hostile infos (for ``--infos``):
+    ``huge_info`` (an int too large for a float), ``int_key_info``, ``empty_key_info``,
+    ``late_info`` (a key that is None, then a string, then an array before it is a number
+    from step ``at`` on). Hangs: ``loop`` (Python code),
     ``sleep``, ``c_sleep`` (in C, through ctypes), ``masked_sleep`` (SIGALRM blocked: as
     deaf as C code that never returns), ``slow`` (every step takes 0.3 s: never hung).
     """
@@ -93,6 +97,9 @@ class MisbehavingEnv(CountingEnv):
         how = self.misbehaviour
         if how == "slow":
             time.sleep(0.3)
+        if how == "late_info":
+            before = [None, "n/a", np.zeros(2)][min(self.steps_total, 3) - 1]
+            info = {**info, "late": before if self.steps_total < self.at else self.steps_total}
         if self.steps_total < self.at:
             return obs, reward, terminated, truncated, info
         if how == "loop":
@@ -116,11 +123,65 @@ class MisbehavingEnv(CountingEnv):
             "array_reward": {"reward": np.array([reward])},
             "none_flag": {"terminated": None},
             "list_info": {"info": [1]},
+            "huge_info": {"info": {**info, "huge": 10**400}},
+            "int_key_info": {"info": {**info, 7: 1.0}},
+            "empty_key_info": {"info": {**info, "": 1.0}},
+            "nan_reward": {"reward": float("nan")},
+            "inf_reward": {"reward": -float("inf")},
+            "huge_reward": {"reward": 1e300},
+            "int_reward": {"reward": 10**400},
+            "int_flag": {"terminated": 1},
+            "str_flag": {"terminated": "yes"},
+            "array_flag": {"terminated": np.array([False])},
+            "none_info": {"info": None},
         }.get(how, {})
+        if how == "four_tuple":
+            return obs, reward, terminated, info
+        if how == "six_tuple":
+            return obs, reward, terminated, truncated, info, None
+        if how == "same_buffer":  # one array, changed in place at every step
+            self._buffer = getattr(self, "_buffer", obs.copy())
+            self._buffer[:] = obs
+            obs = self._buffer
+        if how == "print":
+            print(f"step {self.steps_total}", flush=True)
+        if how == "step_raises":
+            raise RuntimeError("boom in step")
+        if how == "exit":
+            raise SystemExit(5)
+        if how == "keyboard":
+            raise KeyboardInterrupt
         result = {"obs": obs, "reward": reward, "terminated": terminated, "info": info, **bad}
         return result["obs"], result["reward"], result["terminated"], truncated, result["info"]
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):  # type: ignore[override]
+        how = self.misbehaviour if hasattr(self, "misbehaviour") else ""
+        if how == "reset_raises" and self.steps_total >= self.at:
+            raise RuntimeError("boom in reset")
+        obs, info = super().reset(seed=seed, options=options)
+        if how == "reset_shape":
+            return obs[:2], info
+        if how == "reset_none_info":
+            return obs, None
+        return obs, info
+
+    def close(self) -> None:
+        if self.misbehaviour == "close_raises":
+            raise RuntimeError("boom in close")
+        if self.misbehaviour == "close_hangs":
+            time.sleep(3600)
+        super().close()
 
 
 def misbehaving(how: str, at: int = 3, tag: int = 0) -> MisbehavingEnv:
     """A factory usable across processes."""
     return MisbehavingEnv(how, at, tag=tag)
+
+
+class ResetsSignalsOnClose(gym.Wrapper[Any, Any, Any, Any]):
+    """A wrapper whose ``close`` puts SIGTERM back to its default, as Ray's shutdown does."""
+
+    def close(self) -> None:
+        super().close()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
