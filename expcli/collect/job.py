@@ -100,6 +100,8 @@ class CollectJob:
 
         self.to_folder = is_folder_output(self.output)
         if self.output.exists() and not settings.overwrite and not settings.resuming:
+            with OutputLock(self.output):  # a writer at work is named, not the output it makes
+                pass
             raise OutputExistsError(self.output)
         from expcli.formats import format_from_suffix
         from expcli.formats.checked_write import check_can_write

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,9 @@ __all__ = [
 
 def check_target(target: Path, fmt: str, layout: str, overwrite: bool) -> None:
     """Refuse, before reading anything, a target that may not be written."""
+    if not overwrite and os.path.lexists(target):
+        with OutputLock(target):  # a writer at work is named, not the output it makes
+            pass
     for path in output_files(target, fmt) if layout == "expcli" else (target,):
         check_writable(path, overwrite=overwrite)
     check_can_write(target, folder=layout == "minari" or fmt == "folder")

@@ -81,8 +81,10 @@ def test_every_second_writer_of_a_folder_is_refused(tmp_path: Path, source: Path
             late.start()  # made before the folder was: two `collect -o run/` at once
         assert info.value.holder["pid"] == str(holder.pid)
         for contender in (
+            [*RUN, "--steps", "500", "-o", str(folder)],
             [*RUN, "--steps", "500", "-o", str(folder), "--overwrite"],
             ["collect", "--resume", str(folder)],
+            ["convert", str(source), str(folder)],
             ["convert", str(source), str(folder), "--overwrite"],
         ):
             _refused(expcli_cli(*contender, check=False), holder)
