@@ -12,7 +12,7 @@ import pytest
 from expcli import load
 from expcli.formats import Dataset, write_dataset
 from expcli.spec import CircularState
-from tests.fuzz.bounded import run_bounded
+from tests.memory_probe import run_child
 
 ENVS = 3
 
@@ -38,7 +38,7 @@ def source(tmp_path: Path) -> Path:
 
 
 def expcli(*args: str) -> tuple[int | None, str, list[str]]:
-    run = run_bounded(["-m", "expcli", *args])
+    run = run_child(["-m", "expcli", *args])
     return run.returncode, run.stdout, run.lines
 
 

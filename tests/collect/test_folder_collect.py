@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import expcli
+from tests.memory_probe import MIB, Run, assert_flat, cli_run
 
 EXPCLI = [sys.executable, "-m", "expcli"]
 RUN = ["collect", "CartPole-v1", "--envs", "2", "--seed", "7", "--mode", "dummy"]
@@ -98,26 +99,21 @@ def test_ctrl_c_flushes_the_staging_area(tmp_path: Path) -> None:
     assert collector["interrupted"] is True
 
 
-_PEAK = """
-import resource, subprocess, sys
-subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-"""
+# ConstantFrame's 64x64x4 frames: a transition stores two, 32 KiB
+FRAMES = ["collect", "benchmarks.frame_env:ConstantFrame-v0", "--mode", "dummy"]
+FRAMES += ["--env-kwargs", json.dumps({"shape": [64, 64, 4]}), "--shard-size", "2MB", "-q"]
+TRANSITION_BYTES = 2 * 64 * 64 * 4 + 14
 
 
-def _peak_kib(*args: str) -> int:
-    done = subprocess.run(
-        [sys.executable, "-c", _PEAK, *EXPCLI, *args], capture_output=True, text=True, env=ENV
-    )
-    assert done.returncode == 0, done.stderr
-    return int(done.stdout.split()[-1])
+def collect_run(target: Path, mib: float, *args: str) -> Run:
+    """``expcli collect`` of ``mib`` MiB of frames to ``target`` in a child, checked."""
+    steps = int(mib * MIB) // TRANSITION_BYTES
+    run = cli_run(*FRAMES, *args, "--steps", str(steps), "-o", str(target))
+    if run.returncode == 0:
+        assert expcli.load(target).memory_size == steps
+    return run
 
 
 def test_peak_memory_of_a_folder_collect_does_not_grow_with_the_run(tmp_path: Path) -> None:
-    frames = ["collect", "benchmarks.frame_env:ConstantFrame-v0", "--mode", "dummy"]
-    frames += ["--env-kwargs", json.dumps({"shape": [32, 32, 4]}), "--shard-size", "2MB"]
-    small = _peak_kib(*frames, "--steps", "1000", "-o", str(tmp_path / "small"))
-    large = _peak_kib(*frames, "--steps", "20000", "-o", str(tmp_path / "large"))
-    assert expcli.load(tmp_path / "large").memory_size == 20_000
-    # In memory the larger run holds 156 MB more (8 KiB a transition); here, two shards.
-    assert large - small < 30 * 1024, (small, large)
+    # in memory the larger run would hold 192 MiB more; here, two shards
+    assert_flat(lambda mib: collect_run(tmp_path / f"{mib:.0f}", mib))

@@ -21,7 +21,7 @@ from expcli.formats import Dataset, read_dataset, write_dataset
 from expcli.formats.header import header_specs
 from expcli.replay import ReplayBuffer
 from expcli.spec import CircularState
-from tests.fuzz.bounded import run_bounded
+from tests.memory_probe import run_child
 
 
 def small() -> Dataset:
@@ -87,8 +87,8 @@ def test_a_deflate_bomb_is_inspected_and_converted_in_bounded_memory(tmp_path: P
                 out.write(zeros)
     bomb = tmp_path / "bomb.npz"
     assert bomb.stat().st_size < 1 << 20
-    inspected = run_bounded(["-m", "expcli", "inspect", str(bomb), "--json"])
-    converted = run_bounded(["-m", "expcli", "convert", str(bomb), str(tmp_path / "o.h5")])
+    inspected = run_child(["-m", "expcli", "inspect", str(bomb), "--json"])
+    converted = run_child(["-m", "expcli", "convert", str(bomb), str(tmp_path / "o.h5")])
     for run in (inspected, converted):
         assert run.returncode == 0, (run.seconds, run.stderr[-2000:])
         assert run.peak_mb < 300, run.peak_mb  # the member alone is 400 MB

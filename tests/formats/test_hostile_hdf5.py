@@ -20,7 +20,7 @@ from expcli.errors import FormatError
 from expcli.formats import Dataset, write_dataset
 from expcli.formats.layouts import write_layout
 from expcli.spec import CircularState
-from tests.fuzz.bounded import run_bounded
+from tests.memory_probe import run_child
 
 
 def dataset() -> Dataset:
@@ -65,7 +65,7 @@ try:
 except FormatError as e:
     print("FormatError:", e)
 """
-    run = run_bounded(["-c", code], timeout=timeout)
+    run = run_child(["-c", code], timeout=timeout)
     assert not run.timed_out, f"reading {path.name} hung"
     assert run.returncode == 0, run.stderr[-2000:]
     return run.stdout, run.peak_mb
@@ -114,7 +114,7 @@ def test_a_huge_type_tag_is_cut_short_in_the_message(tmp_path: Path) -> None:
     write_layout(dataset(), path, "tianshou", overwrite=False)
     with h5py.File(path, "r+") as h5:
         h5["_meta/obs"].attrs["__data_type__"] = "x" * 60_000
-    run = run_bounded(["-m", "expcli", "inspect", str(path)], timeout=60)
+    run = run_child(["-m", "expcli", "inspect", str(path)], timeout=60)
     assert run.returncode == 1 and len(run.lines) == 1, run.stderr[-500:]
     assert "stored pickled" in run.stderr and len(run.stderr) < 500
 
@@ -136,7 +136,7 @@ def test_a_minari_episode_that_is_not_a_group_is_one_line(tmp_path: Path) -> Non
     with h5py.File(folder / "data" / "main_data.hdf5", "r+") as h5:
         del h5["episode_0"]
         h5["episode_0"] = np.arange(3)
-    run = run_bounded(["-m", "expcli", "inspect", str(folder), "--check"])
+    run = run_child(["-m", "expcli", "inspect", str(folder), "--check"])
     assert run.returncode == 1 and run.lines == [run.stderr.strip()], run.stderr[-800:]
     assert "'episode_0': is not a group" in run.stderr
 
@@ -147,7 +147,7 @@ def test_a_name_that_is_not_utf8_is_an_error_not_a_traceback(tmp_path: Path) -> 
     with h5py.File(folder / "data" / "main_data.hdf5", "r+") as h5:
         h5.create_dataset(b"\xff\xfe", data=np.arange(3))
     for args in (["inspect", str(folder), "--check"], ["inspect", str(folder), "--json"]):
-        run = run_bounded(["-m", "expcli", *args])
+        run = run_child(["-m", "expcli", *args])
         assert run.returncode in (0, 1) and "Traceback" not in run.stderr, run.stderr[-800:]
         assert len(run.lines) <= 1
 

@@ -17,7 +17,7 @@ from expcli.formats import Dataset, open_lazy, write_dataset
 from expcli.formats.layouts import write_layout
 from expcli.formats.lazy import RowSpill
 from expcli.spec import CircularState
-from tests.fuzz.bounded import run_bounded
+from tests.memory_probe import run_child
 
 
 def dataset(metadata: dict[str, object] | None = None) -> Dataset:
@@ -51,7 +51,7 @@ def test_metadata_nested_900_deep_is_refused_by_every_reader(tmp_path: Path, suf
 
 def test_deep_metadata_is_one_line_from_inspect_json(tmp_path: Path) -> None:
     path = write_dataset(dataset({"x": nested(900)}), tmp_path / "deep.npz")
-    run = run_bounded(["-m", "expcli", "inspect", str(path), "--json"])
+    run = run_child(["-m", "expcli", "inspect", str(path), "--json"])
     assert run.returncode == 1 and len(run.lines) == 1, run.stderr[-800:]
     assert "nested more than 64 levels" in run.stderr
 
@@ -78,7 +78,7 @@ def test_a_named_pipe_is_refused_at_once(tmp_path: Path, command: str) -> None:
         args = ["-m", "expcli", "inspect", str(fifo)]
     else:
         args = ["-m", "expcli", "convert", str(fifo), str(tmp_path / "out.h5")]
-    run = run_bounded(args, timeout=60)
+    run = run_child(args, timeout=60)
     assert not run.timed_out, "reading a named pipe blocked"
     assert run.returncode == 1
     assert "is a named pipe, not a regular file or folder" in run.stderr
@@ -91,7 +91,7 @@ def test_a_named_pipe_inside_a_minari_folder_is_not_opened(tmp_path: Path) -> No
     write_layout(dataset(), folder, "minari", overwrite=False)
     (folder / "data" / "metadata.json").unlink()
     os.mkfifo(folder / "data" / "metadata.json")
-    run = run_bounded(["-m", "expcli", "inspect", str(folder), "--check"], timeout=60)
+    run = run_child(["-m", "expcli", "inspect", str(folder), "--check"], timeout=60)
     assert not run.timed_out and run.returncode == 1 and len(run.lines) == 1, run.stderr
 
 

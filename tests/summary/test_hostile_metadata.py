@@ -15,7 +15,7 @@ from expcli.spec import CircularState
 from expcli.summary import summarize
 from expcli.summary.episodes import histogram
 from expcli.summary.space_bounds import parse_space
-from tests.fuzz.bounded import run_bounded
+from tests.memory_probe import run_child
 
 
 def dataset(metadata: dict[str, Any], rewards: np.ndarray | None = None) -> Dataset:
@@ -40,7 +40,7 @@ def dataset(metadata: dict[str, Any], rewards: np.ndarray | None = None) -> Data
 
 
 def inspect_check(path: Path, timeout: float = 60) -> tuple[int | None, float, str]:
-    run = run_bounded(["-m", "expcli", "inspect", str(path), "--check"], timeout=timeout)
+    run = run_child(["-m", "expcli", "inspect", str(path), "--check"], timeout=timeout)
     assert not run.timed_out, "inspect --check hung"
     assert "Traceback" not in run.stderr, run.stderr[-1500:]
     return run.returncode, run.peak_mb, run.stdout
@@ -139,7 +139,7 @@ def test_text_that_is_not_utf8_is_printed_escaped(tmp_path: Path) -> None:
     metadata = {"env_id": "bad \udcff\udcfe [bold]id[/bold]"}
     path = write_dataset(dataset(metadata), tmp_path / "utf.npz")
     for args in ([], ["--check"], ["--json"]):
-        run = run_bounded(["-m", "expcli", "inspect", str(path), *args])  # strict UTF-8 stdout
+        run = run_child(["-m", "expcli", "inspect", str(path), *args])  # strict UTF-8 stdout
         assert run.returncode == 0, run.stderr[-1500:]
         if args == ["--json"]:
             assert json.loads(run.stdout)["metadata"]["env_id"] == metadata["env_id"]
