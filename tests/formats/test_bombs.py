@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.fuzz.bombs import INFLATED_BYTES, bomb_h5, bomb_npz
-from tests.fuzz.bounded import run_bounded
+from tests.memory_probe import run_child
 
 
 def _bomb(tmp_path: Path, kind: str) -> Path:
@@ -30,11 +30,11 @@ def test_a_bomb_inflating_past_a_gigabyte_is_refused_before_inflating(
     assert bomb.stat().st_size * 500 < INFLATED_BYTES
     if command == "load":
         code = f"import expcli\nexpcli.load({str(bomb)!r})"
-        run = run_bounded(["-c", code], timeout=120)
+        run = run_child(["-c", code], timeout=120)
         assert "FormatError" in run.stderr, run.stderr[-2000:]
     else:
         target = tmp_path / "out.npz"
-        run = run_bounded(["-m", "expcli", "convert", str(bomb), str(target)], timeout=120)
+        run = run_child(["-m", "expcli", "convert", str(bomb), str(target)], timeout=120)
         assert run.returncode == 1 and len(run.lines) == 1, run.stderr[-2000:]
         assert not target.exists()
     assert "decompression bomb" in run.stderr and str(bomb) in run.stderr

@@ -19,8 +19,8 @@ import expcli
 from expcli.errors import ExpcliError, FormatError, SchemaError
 from expcli.formats import open_lazy
 from expcli.formats.sharded import check_shards
-from tests.fuzz.bounded import run_bounded
 from tests.fuzz.folders import FOLDER_SEED, snapshot
+from tests.memory_probe import run_child
 
 Edit = Callable[[dict[str, Any]], None]
 
@@ -97,7 +97,7 @@ def test_a_manifest_that_disagrees_with_its_shards_is_refused_by_load_and_check(
     assert str(folder) in str(info.value)
     with pytest.raises(ExpcliError):
         open_lazy(folder)
-    run = run_bounded(["-m", "expcli", "inspect", str(folder), "--check"], timeout=60)
+    run = run_child(["-m", "expcli", "inspect", str(folder), "--check"], timeout=60)
     assert run.returncode == 1, run.stdout[-2000:]
     assert "Traceback" not in run.stderr
     assert snapshot(folder) == before
@@ -181,7 +181,7 @@ def test_a_named_pipe_in_place_of_a_file_is_refused_at_once(tmp_path: Path, targ
     (folder / target).unlink()
     os.mkfifo(folder / target)
     for args in (["inspect", str(folder), "--check"], ["convert", str(folder), "x.npz"]):
-        run = run_bounded(["-m", "expcli", *args], timeout=30)
+        run = run_child(["-m", "expcli", *args], timeout=30)
         assert not run.timed_out, args
         assert run.returncode == 1 and "named pipe" in run.stdout + run.stderr
         assert "Traceback" not in run.stderr
@@ -211,6 +211,6 @@ def test_a_shard_read_on_its_own_that_is_a_named_pipe_is_refused_at_once(tmp_pat
         "from pathlib import Path\nfrom expcli.formats.npz_format import read\n"
         f"read(Path({str(folder / 'shard-000001.npz')!r}))"
     )
-    run = run_bounded(["-c", code], timeout=30)
+    run = run_child(["-c", code], timeout=30)
     assert not run.timed_out
     assert "FormatError" in run.stderr and "named pipe" in run.stderr
