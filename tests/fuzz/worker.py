@@ -106,7 +106,10 @@ def _cli(args: list[str], markers: list[str] | None = None) -> dict[str, Any]:
 def _handle(request: dict[str, Any]) -> dict[str, Any]:
     path, args = request["path"], request.get("args")
     beside = Path(path).parent
-    before = beside.stat().st_mtime_ns
+    # A writer (``collect --resume``) locks its output by a file beside it, made and removed
+    # again (``formats.output_lock``): for it, what is left there counts; for a read, any write.
+    writer = bool(args) and args[0] == "collect"
+    before = _listing(beside) if writer else beside.stat().st_mtime_ns
     try:
         if args is None:
             result = _load(path, request.get("marker"))
@@ -117,9 +120,13 @@ def _handle(request: dict[str, Any]) -> dict[str, Any]:
             raise
         lines = traceback.format_exception_only(type(e), e)
         result = {"status": "escape", "cause": _cause(e), "detail": lines[-1].strip()[:300]}
-    if beside.stat().st_mtime_ns != before:
+    if (_listing(beside) if writer else beside.stat().st_mtime_ns) != before:
         result["wrote_beside"] = True
     return result
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(entry.name for entry in folder.iterdir())
 
 
 def main() -> None:
