@@ -384,6 +384,12 @@ class CollectJob:
         return str(kept) if str(kept) else None
 
     def _keep_shards(self, error: BaseException) -> BaseException:
+        try:
+            return self._keep_shards_written(error)
+        finally:
+            self._lock.release()  # the run ends here: no save() follows
+
+    def _keep_shards_written(self, error: BaseException) -> BaseException:
         if self.sink is None:
             return error
         self.sink.close()

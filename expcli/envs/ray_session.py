@@ -50,6 +50,8 @@ def connect(
         if not ray.is_initialized():
             target = address or os.environ.get("RAY_ADDRESS")
             local = {
+                # "local": a new Ray, never one that `ray start` left (maybe dead) in /tmp/ray
+                "address": "local",
                 "num_cpus": num_cpus,
                 "num_gpus": num_gpus or None,
                 "include_dashboard": False,

@@ -49,6 +49,6 @@ def test_inspect_names_a_torn_temporary_shard_and_resume_removes_it(tmp_path: Pa
     ]
     summary = json.loads(expcli_cli("inspect", str(folder), "--json").stdout)
     assert summary["leftover_temporary_files"] == 1
-    expcli_cli("collect", "--resume", str(folder), "-q")
+    expcli_cli("collect", "--resume", str(folder), "--trust-settings", "-q")  # a test env id
     assert not torn.exists()
     assert _leftovers_row(folder) == []
