@@ -194,14 +194,7 @@ def test_a_signal_during_a_merge_finishes_or_keeps_the_rows(
     out = tmp_path / "run.npz"
     wrapper = "tests.envs.toy_envs:ResetsSignalsOnClose"
     args = [*FRAMES, "--wrapper", wrapper, "--steps", "12000", "--spool", "--mode", "dummy"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "expcli", "collect", *args, "-q", "-o", str(out)],
-        cwd=ROOT,
-        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _collect_quietly(args, out)
     try:
         deadline = time.monotonic() + 60
         while not [p for p in tmp_path.glob(".run.npz.expcli-*") if p.is_file()]:
@@ -244,14 +237,7 @@ def test_a_second_signal_while_collecting_keeps_the_shards_written(
     out = tmp_path / name
     env = [MISBEHAVING_ID, "--env-kwargs", '{"how": "loop", "at": 40}', "--step-timeout", "0"]
     args = [*env, "--steps", "1000", "--mode", "dummy", "--shard-size", "10", "--spool"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "expcli", "collect", *args, "-q", "-o", str(out)],
-        cwd=ROOT,
-        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _collect_quietly(args, out)
     try:
         deadline = time.monotonic() + 60
         while not list(tmp_path.glob("**/shard-000002.npz")):
@@ -274,3 +260,15 @@ def test_a_second_signal_while_collecting_keeps_the_shards_written(
         where = f"the 30 transitions collected are kept in the sharded folder {kept}"
     assert stderr.strip().splitlines()[-1].startswith(f"interrupted: {where}"), stderr
     assert [p.name for p in tmp_path.iterdir()] == [kept.name]
+
+
+def _collect_quietly(args: list[str], out: Path) -> subprocess.Popen[str]:
+    """``expcli collect ARGS -q -o OUT`` in a child, its output piped, colours off."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "expcli", "collect", *args, "-q", "-o", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
