@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -63,8 +64,16 @@ SUPPORTED_DTYPES = frozenset(
 )
 """Dtypes that every format stores losslessly."""
 
-COMPRESSIONS = ("none", "gzip", "lzf")
-"""Compressions a dataset file may use: HDF5 takes all three, the other formats "none"."""
+class Compression(StrEnum):
+    """Compressions a dataset file may use: HDF5 takes all three, the other formats NONE."""
+
+    NONE = "none"
+    GZIP = "gzip"
+    LZF = "lzf"
+
+
+COMPRESSIONS: tuple[str, ...] = tuple(c.value for c in Compression)
+"""The spellings of ``Compression``, in the order help texts list them."""
 
 
 @dataclass(frozen=True, slots=True)

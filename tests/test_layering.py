@@ -69,8 +69,10 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            # ``from expcli.formats import _atomic`` names a module too
-            names = [module] + [f"{module}.{alias.name}" for alias in node.names]
+            # ``from expcli.formats import _atomic`` names a module, not the package's names
+            names = [f"{module}.{alias.name}" for alias in node.names]
+            if not all(_is_module(name) for name in names):
+                names.insert(0, module)
         else:
             continue
         found += [(n, id(node) in typing_only) for n in names if n.split(".")[0] == "expcli"]
@@ -146,6 +148,64 @@ def test_no_circle_between_packages() -> None:
                     seen.add(nxt)
                     stack.append((nxt, [*trail, nxt]))
     assert not circles, "\n".join(sorted(set(circles)))
+
+
+def _module_edges() -> dict[str, set[str]]:
+    """Runtime imports between modules of one package (lazy ones included)."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = _module_name(path)
+        for target, typing in _imports(path):
+            if typing or target == source or not _is_module(target):
+                continue
+            if _package(target) == _package(source):
+                edges[source].add(target)
+    return edges
+
+
+def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Each strongly connected group of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_no_circle_between_modules_of_a_package() -> None:
+    """Inside a package too, imports form a tree: a factory does not sit in the module
+    that the things it builds import, and two dispatchers do not call each other."""
+    circles = _circles(_module_edges())
+    assert not circles, "\n".join(" <-> ".join(group) for group in circles)
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _circles(edges) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
