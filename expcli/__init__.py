@@ -35,17 +35,17 @@ if TYPE_CHECKING:  # ``X as X``: an explicit re-export, as strict type checkers 
     from expcli.errors import SchemaError as SchemaError
     from expcli.errors import SourceNotFoundError as SourceNotFoundError
     from expcli.formats.dataset import Dataset as Dataset
+    from expcli.memory import DictBatch as DictBatch
+    from expcli.memory import EpisodeIndex as EpisodeIndex
     from expcli.memory import Memory as Memory
     from expcli.memory import RandomMemory as RandomMemory
-    from expcli.replay import DictBatch as DictBatch
-    from expcli.replay import EpisodeIndex as EpisodeIndex
+    from expcli.memory import TemporalBatch as TemporalBatch
     from expcli.replay import PrioritizedSampler as PrioritizedSampler
     from expcli.replay import RandomSampler as RandomSampler
     from expcli.replay import ReplayBuffer as ReplayBuffer
     from expcli.replay import RoundRobinWriter as RoundRobinWriter
     from expcli.replay import SamplerWithoutReplacement as SamplerWithoutReplacement
     from expcli.replay import SliceSampler as SliceSampler
-    from expcli.replay import TemporalBatch as TemporalBatch
     from expcli.summary import Summary as Summary
     from expcli.summary import summarize as summarize
 
@@ -53,6 +53,9 @@ _EXPORTS: dict[str, str] = {
     # memories
     "Memory": "expcli.memory",
     "RandomMemory": "expcli.memory",
+    "DictBatch": "expcli.memory",
+    "TemporalBatch": "expcli.memory",
+    "EpisodeIndex": "expcli.memory",
     # training-ready sampling
     "ReplayBuffer": "expcli.replay",
     "RandomSampler": "expcli.replay",
@@ -60,9 +63,6 @@ _EXPORTS: dict[str, str] = {
     "PrioritizedSampler": "expcli.replay",
     "SliceSampler": "expcli.replay",
     "RoundRobinWriter": "expcli.replay",
-    "DictBatch": "expcli.replay",
-    "TemporalBatch": "expcli.replay",
-    "EpisodeIndex": "expcli.replay",
     # environments and collection
     "ParallelEnv": "expcli.envs",
     "Collector": "expcli.collect",

@@ -25,8 +25,6 @@ ALLOWED: dict[str, str] = {
     "Batch": "a local alias in each module that hands batches out",
     "Policy": "a local alias of 'callable that picks actions'",
     "Progress": "a local alias of each module's progress callback",
-    "ASYNC_MODES": "the library's modes (None for none) and the CLI's spellings ('none')",
-    "MAX_SEED": "EnvPool's int32 seeds and the CLI's 64-bit ones: two limits",
     "CHUNK_BYTES": "the chunk size of HDF5 datasets and of chronological reads: two sizes",
     "PROGRESS_MIN_BYTES": "convert and inspect show a bar from different sizes",
     "Chunk": "a CSV read chunk and a chronology chunk: private to their modules",

@@ -7,27 +7,13 @@ asynchronous modes beyond ``autoreset``: the facade decides which envs to step.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["Backend", "StepBatch", "covers_all"]
-
-
-def covers_all(ids: np.ndarray, n: int) -> bool:
-    """True when ``ids`` is ``0 .. n-1`` in order: the common whole-batch call.
-
-    Compares bytes, which costs a fraction of ``(ids == arange).all()`` on a hot path.
-    """
-    return len(ids) == n and ids.dtype == np.int64 and ids.tobytes() == _every_id_bytes(n)
-
-
-@functools.lru_cache(maxsize=8)
-def _every_id_bytes(n: int) -> bytes:
-    return np.arange(n, dtype=np.int64).tobytes()
+__all__ = ["Backend", "StepBatch"]
 
 
 @dataclass

@@ -8,18 +8,18 @@ so only when the envs are stepped from the main thread and the hang is not in C 
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from expcli.envs.backend import StepBatch, covers_all
-from expcli.envs.env_group import EnvGroup, GroupError, Slots
+from expcli.envs._batching import gather, take
+from expcli.envs.backend import StepBatch
+from expcli.envs.env_group import EnvGroup, GroupError
 from expcli.envs.watchdog import Watchdog
 
-__all__ = ["DummyBackend", "gather"]
+__all__ = ["DummyBackend"]
 
 
 class DummyBackend:
@@ -93,37 +93,3 @@ class DummyBackend:
             return fn(*args)
         except GroupError as e:
             raise e.record.to_error() from None
-
-
-def take(values: np.ndarray | list[Any], ids: Sequence[int] | np.ndarray) -> np.ndarray | list[Any]:
-    """``values[ids]`` as a new array, or a list for list slots."""
-    if isinstance(values, np.ndarray):
-        return values[ids]
-    return [values[i] for i in ids]
-
-
-def gather(
-    slots: Slots,
-    ids: Sequence[int] | np.ndarray,
-    infos: dict[int, dict[str, Any]],
-    restarted: Sequence[int],
-    offset: int = 0,
-) -> StepBatch:
-    """The slots of ``ids - offset`` as a ``StepBatch`` (copies, so slots can be reused)."""
-    n = len(slots.rewards)
-    pick: Callable[[np.ndarray], np.ndarray]
-    keys: Sequence[int]
-    if offset == 0 and covers_all(np.asarray(ids), n):
-        pick, keys = np.ndarray.copy, range(n)  # every slot in order: whole copies
-    else:
-        local = np.asarray(ids) - offset
-        pick, keys = operator.itemgetter(local), local.tolist()  # indexing copies
-    obs = slots.obs
-    return StepBatch(
-        pick(obs) if isinstance(obs, np.ndarray) else [obs[i] for i in keys],
-        pick(slots.rewards),
-        pick(slots.terminated),
-        pick(slots.truncated),
-        [infos.get(i, {}) for i in keys] if infos else [{} for _ in keys],
-        [int(i) + offset for i in restarted],
-    )

@@ -26,10 +26,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from expcli.envs.env_ids import bare_id
+from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, EnvError, MissingDependencyError
 
 __all__ = [
     "ENVPOOL_ASYNC_MODES",
+    "ENVPOOL_MAX_SEED",
     "GYM_EQUIVALENT_IDS",
     "EnvPoolEnvs",
     "check_envpool_async",
@@ -41,8 +43,8 @@ __all__ = [
     "run_kwargs",
 ]
 
-ENVPOOL_ASYNC_MODES = ("restart", "none", "idle")
-MAX_SEED = 2**31  # EnvPool's seeds are int32
+ENVPOOL_ASYNC_MODES = (AsyncMode.RESTART, AsyncMode.NONE, AsyncMode.IDLE)
+ENVPOOL_MAX_SEED = 2**31  # EnvPool's seeds are int32
 _NO_LIMIT = 2**31 - 1  # what EnvPool registers for envs without a time limit
 # Settings expcli decides: the batch (--envs, stepped synchronously) and the seeds (--seed).
 _OWN_KWARGS = {
@@ -109,12 +111,13 @@ def check_envpool_id(env_id: str) -> str:
     )
 
 
-def check_envpool_async(asynchronous: str | None) -> None:
+def check_envpool_async(asynchronous: AsyncMode | str | None) -> None:
     """Refuse an ``--async`` mode that does not apply to EnvPool, in one line."""
-    if (asynchronous or "none") not in ENVPOOL_ASYNC_MODES:
+    if (asynchronous or AsyncMode.NONE) not in ENVPOOL_ASYNC_MODES:
         raise ConfigError(
-            f"--mode envpool takes --async restart, none or idle, not {asynchronous!r}: EnvPool "
-            "resets an ended env itself, so stepping past the end does not apply"
+            "--mode envpool takes --async restart, none or idle, not "
+            f"{str(asynchronous)!r}: EnvPool resets an ended env itself, so stepping past the "
+            "end does not apply"
         )
 
 
@@ -156,7 +159,7 @@ class EnvPoolEnvs:
         *,
         seed: int | None = None,
         seed_drawn: bool = False,
-        asynchronous: str | None = "restart",
+        asynchronous: AsyncMode | str | None = AsyncMode.RESTART,
         time_limit: int | None = None,
         frame_stack: dict[str, int] | None = None,
     ) -> None:
@@ -175,7 +178,7 @@ class EnvPoolEnvs:
             seed = int(config["seed"])  # EnvPool's own convention is ours: env i, seed + i
         self.seed = seed
         self.seed_drawn = seed_drawn
-        self.asynchronous = None if asynchronous in (None, "none") else asynchronous
+        self.asynchronous = None if asynchronous in (None, AsyncMode.NONE) else asynchronous
         self.time_limit = time_limit
         self.frame_stack = frame_stack
         with _quiet():  # EnvPool builds its spaces when first asked
@@ -254,7 +257,7 @@ def make_envpool_envs(
     num_envs: int,
     *,
     seed: int | None = None,
-    asynchronous: str | None = "restart",
+    asynchronous: AsyncMode | str | None = AsyncMode.RESTART,
     env_kwargs: Mapping[str, Any] | None = None,
 ) -> EnvPoolEnvs:
     """``num_envs`` EnvPool envs of ``env_id``, as ``--mode envpool`` runs them.
@@ -282,11 +285,11 @@ def make_envpool_envs(
             raise ConfigError(f"--env-kwargs: {key!r} is set by {source}, not --env-kwargs")
     seed_drawn = seed is None
     if seed is None:
-        seed = secrets.randbelow(MAX_SEED - num_envs)
-    elif not 0 <= seed <= MAX_SEED - num_envs:
+        seed = secrets.randbelow(ENVPOOL_MAX_SEED - num_envs)
+    elif not 0 <= seed <= ENVPOOL_MAX_SEED - num_envs:
         raise ConfigError(
-            f"--seed must be from 0 to {MAX_SEED - num_envs:,} with --mode envpool (EnvPool's "
-            f"seeds are 32-bit and env i gets seed + i), got {seed:,}"
+            f"--seed must be from 0 to {ENVPOOL_MAX_SEED - num_envs:,} with --mode envpool "
+            f"(EnvPool's seeds are 32-bit and env i gets seed + i), got {seed:,}"
         )
     kwargs, time_limit, frame_stack = run_kwargs(env_id, kwargs)
     envpool = import_envpool()

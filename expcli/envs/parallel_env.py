@@ -19,13 +19,14 @@ import numpy as np
 from expcli.envs.backend import Backend, StepBatch
 from expcli.envs.env_ids import check_env_id
 from expcli.envs.factories import EnvFactory, as_factory
+from expcli.envs.modes import AsyncMode, EnvMode
 from expcli.envs.watchdog import StepInterrupted, check_timeout
 from expcli.errors import ConfigError, EnvError
 
-__all__ = ["ASYNC_MODES", "PARA_MODES", "ParallelEnv", "StepInterrupted", "check_env_id"]
+__all__ = ["ParallelEnv", "StepInterrupted", "check_env_id"]
 
-PARA_MODES = ("dummy", "subproc", "ray", "ray-subproc")
-ASYNC_MODES = (None, "idle", "restart", "continue")
+# The modes in which done envs stay done until the next reset.
+_STOPPING = (AsyncMode.NONE, AsyncMode.IDLE)
 
 Ids = int | Sequence[int] | np.ndarray | None
 StepResult = tuple[Any, Any, Any, Any, Any]
@@ -76,8 +77,8 @@ class ParallelEnv:
     def __init__(
         self,
         envs: Iterable[gym.Env[Any, Any] | Callable[[], gym.Env[Any, Any]]],
-        para_mode: str = "dummy",
-        asynchronous: str | None = None,
+        para_mode: EnvMode | str = EnvMode.DUMMY,
+        asynchronous: AsyncMode | str | None = None,
         num_cpus: int | None = None,
         num_gpus: int | float = 0,
         no_warning: bool = True,
@@ -86,17 +87,13 @@ class ParallelEnv:
         address: str | None = None,
         step_timeout: float | None = None,
     ) -> None:
-        if para_mode not in PARA_MODES:
+        try:
+            mode = EnvMode(para_mode)
+        except (ValueError, TypeError):
             raise ConfigError(
-                f"unknown para_mode {para_mode!r}; expected one of {', '.join(PARA_MODES)}"
-            )
-        if isinstance(asynchronous, str) and asynchronous.lower() == "none":
-            asynchronous = None
-        if asynchronous not in ASYNC_MODES:
-            raise ConfigError(
-                f"unknown asynchronous mode {asynchronous!r}; expected None, 'idle', 'restart' "
-                "or 'continue'"
-            )
+                f"unknown para_mode {para_mode!r}; expected one of {', '.join(EnvMode)}"
+            ) from None
+        async_mode = _async_mode(asynchronous)
         if num_cpus is not None and (
             isinstance(num_cpus, bool) or not isinstance(num_cpus, int) or num_cpus < 1
         ):
@@ -111,12 +108,12 @@ class ParallelEnv:
             raise ConfigError(str(e)) from e
         if not factories:
             raise ConfigError("ParallelEnv needs at least one env")
-        self.para_mode = para_mode
-        self.asynchronous = asynchronous
+        self.para_mode = mode
+        self._async = async_mode
         self._closed = True  # until the backend exists, close() has nothing to do
         self.step_timeout = timeout
         self._backend: Backend = _make_backend(
-            para_mode, factories, num_cpus, num_gpus, no_warning, restart_on_error, address, timeout
+            mode, factories, num_cpus, num_gpus, no_warning, restart_on_error, address, timeout
         )
         self._closed = False
         self.num_envs = len(factories)
@@ -135,8 +132,8 @@ class ParallelEnv:
         cls,
         env_id: str,
         num_envs: int = 1,
-        para_mode: str = "dummy",
-        asynchronous: str | None = None,
+        para_mode: EnvMode | str = EnvMode.DUMMY,
+        asynchronous: AsyncMode | str | None = None,
         seed: int | Sequence[int] | None = None,
         num_cpus: int | None = None,
         num_gpus: int | float = 0,
@@ -220,6 +217,21 @@ class ParallelEnv:
         return self._closed
 
     @property
+    def asynchronous(self) -> AsyncMode | None:
+        """The asynchronous mode as an ``AsyncMode`` member, None for ``AsyncMode.NONE``.
+
+        Set it between steps to anything the constructor takes.
+
+        Raises:
+            ConfigError: On setting, not one of the modes.
+        """
+        return None if self._async is AsyncMode.NONE else self._async
+
+    @asynchronous.setter
+    def asynchronous(self, value: AsyncMode | str | None) -> None:
+        self._async = _async_mode(value)
+
+    @property
     def restarts(self) -> int:
         """Envs rebuilt after an error (``restart_on_error``)."""
         return int(getattr(self._backend, "restarts", 0))
@@ -287,15 +299,15 @@ class ParallelEnv:
             raise ConfigError(f"align must be 'item' or 'batch', got {align!r}")
         ids, scalar = self._ids(id)
         actions = self._actions(action, len(ids), scalar)
-        mode = self.asynchronous
-        if mode in ("restart", "continue"):
+        mode = self._async
+        if mode is AsyncMode.RESTART or mode is AsyncMode.CONTINUE:
             live = None  # every env steps
-        elif mode is None and self._done.any():
+        elif mode is AsyncMode.NONE and self._done.any():
             live = np.zeros(len(ids), dtype=bool)
         else:
             live = ~self._done[ids]
         if live is None or live.all():
-            batch = self._guard(self._backend.step, ids, actions, mode == "restart")
+            batch = self._guard(self._backend.step, ids, actions, mode is AsyncMode.RESTART)
             result: StepResult = (
                 batch.obs,
                 batch.rewards,
@@ -307,10 +319,10 @@ class ParallelEnv:
             batch, result = self._step_some(ids, actions, live)
         finished = batch.terminated | batch.truncated
         stepped = ids if live is None else ids[live]
-        if mode is None:
+        if mode is AsyncMode.NONE:
             if finished.any():
                 self._done[:] = True
-        elif mode == "idle":
+        elif mode is AsyncMode.IDLE:
             self._done[stepped] |= finished
         else:
             self._done[stepped] = finished
@@ -360,7 +372,7 @@ class ParallelEnv:
             ``next_observations``, each stacked to ``(steps, num_envs, ...)``.
         """
         self._check_open()
-        if self._obs is None or self.asynchronous in (None, "idle"):
+        if self._obs is None or self._async in _STOPPING:
             self._obs = self.reset()[0]
         records: dict[str, list[Any]] = {
             k: []
@@ -375,7 +387,7 @@ class ParallelEnv:
         }
         obs = self._obs
         for _ in range(steps):
-            if self.asynchronous in (None, "idle") and self.all_done():
+            if self._async in _STOPPING and self.all_done():
                 break
             if policy is None:
                 actions = [self.action_space.sample() for _ in range(self.num_envs)]
@@ -516,8 +528,24 @@ def _stackable(value: Any) -> Any:
     )
 
 
+def _async_mode(value: AsyncMode | str | None) -> AsyncMode:
+    """The mode ``asynchronous`` names: None or any case of ``"none"``, or an exact spelling.
+
+    Raises:
+        ConfigError: Not one of the modes.
+    """
+    if value is None or (isinstance(value, str) and value.lower() == AsyncMode.NONE):
+        return AsyncMode.NONE
+    try:
+        return AsyncMode(value)
+    except (ValueError, TypeError):
+        raise ConfigError(
+            f"unknown asynchronous mode {value!r}; expected None, 'idle', 'restart' or 'continue'"
+        ) from None
+
+
 def _make_backend(
-    para_mode: str,
+    para_mode: EnvMode,
     factories: Sequence[Callable[[], gym.Env[Any, Any]]],
     num_cpus: int | None,
     num_gpus: int | float,
@@ -526,11 +554,11 @@ def _make_backend(
     address: str | None,
     step_timeout: float | None,
 ) -> Backend:
-    if para_mode == "dummy":
+    if para_mode is EnvMode.DUMMY:
         from expcli.envs.dummy_backend import DummyBackend
 
         return DummyBackend(factories, restart_on_error, no_warning, step_timeout)
-    if para_mode == "subproc":
+    if para_mode is EnvMode.SUBPROC:
         from expcli.envs.subproc_backend import SubprocBackend
 
         return SubprocBackend(
@@ -545,6 +573,6 @@ def _make_backend(
         no_warning=no_warning,
         restart_on_error=restart_on_error,
         address=address,
-        subproc=para_mode == "ray-subproc",
+        subproc=para_mode is EnvMode.RAY_SUBPROC,
         step_timeout=step_timeout,
     )

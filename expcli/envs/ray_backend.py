@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from expcli.envs._batching import scatter, take
 from expcli.envs.backend import StepBatch
-from expcli.envs.dummy_backend import take
 from expcli.envs.env_group import Slots
 from expcli.envs.ray_actor import ActorHost, Factory, Failure
 from expcli.envs.ray_session import connect, disconnect
@@ -146,7 +146,7 @@ class RayBackend:
     ) -> StepBatch:
         """Step the envs ``ids``; see ``Backend.step``."""
         parts, replies, dead = self._run(
-            "step", ids, lambda pos: (_pick(actions, pos), autoreset), revive=self.restart_on_error
+            "step", ids, lambda pos: (take(actions, pos), autoreset), revive=self.restart_on_error
         )
         for a, error in dead.items():
             replies[a] = self._replace(a, error, ids[parts[a]])
@@ -157,7 +157,7 @@ class RayBackend:
         for a, pos in parts.items():
             batch = replies[a]
             for name in ("obs", "rewards", "terminated", "truncated", "infos"):
-                _scatter(getattr(merged, name), pos, getattr(batch, name))
+                scatter(getattr(merged, name), pos, getattr(batch, name))
             merged.restarted.extend(batch.restarted)
         return merged
 
@@ -165,12 +165,12 @@ class RayBackend:
         self, ids: np.ndarray, seeds: Sequence[int | None], options: dict[str, Any] | None
     ) -> tuple[np.ndarray | list[Any], list[dict[str, Any]]]:
         """Reset the envs ``ids``; see ``Backend.reset``."""
-        parts, replies, _ = self._run("reset", ids, lambda pos: (_pick(seeds, pos), options))
+        parts, replies, _ = self._run("reset", ids, lambda pos: (take(seeds, pos), options))
         obs = Slots.allocate(len(ids), self.observation_space).obs
         infos: list[dict[str, Any]] = [{} for _ in ids]
         for a, pos in parts.items():
-            _scatter(obs, pos, replies[a][0])
-            _scatter(infos, pos, replies[a][1])
+            scatter(obs, pos, replies[a][0])
+            scatter(infos, pos, replies[a][1])
         return obs, infos
 
     def get_attr(self, ids: np.ndarray, key: str) -> list[Any]:
@@ -179,11 +179,11 @@ class RayBackend:
 
     def set_attr(self, ids: np.ndarray, key: str, values: Sequence[Any]) -> None:
         """See ``Backend.set_attr``."""
-        self._run("set_attr", ids, lambda pos: (key, _pick(values, pos)))
+        self._run("set_attr", ids, lambda pos: (key, take(values, pos)))
 
     def call(self, ids: np.ndarray, method: str, kwargs: Sequence[dict[str, Any]]) -> list[Any]:
         """See ``Backend.call``."""
-        return self._ordered("call", ids, lambda pos: (method, _pick(kwargs, pos)))
+        return self._ordered("call", ids, lambda pos: (method, take(kwargs, pos)))
 
     def interrupt(self) -> None:
         """Give up on a call not answered within ``INTERRUPT_GRACE`` s from now on."""
@@ -227,7 +227,7 @@ class RayBackend:
         parts, replies, _ = self._run(method, ids, args)
         results: list[Any] = [None] * len(ids)
         for a, pos in parts.items():
-            _scatter(results, pos, replies[a])
+            scatter(results, pos, replies[a])
         return results
 
     def _collect(
@@ -333,22 +333,6 @@ class RayBackend:
             [{**reset_infos[i], "env_error": str(error), "reset": True} for i in local],
             [int(i) for i in stepped],
         )
-
-
-def _pick(values: Sequence[Any] | np.ndarray, positions: np.ndarray) -> Any:
-    """``values[positions]``: an array stays an array, anything else becomes a list."""
-    if isinstance(values, np.ndarray):
-        return values[positions]
-    return [values[p] for p in positions.tolist()]
-
-
-def _scatter(dst: np.ndarray | list[Any], positions: np.ndarray, values: Any) -> None:
-    """``dst[positions] = values`` for an array or a list."""
-    if isinstance(dst, np.ndarray):
-        dst[positions] = values
-    else:
-        for p, value in zip(positions.tolist(), values, strict=True):
-            dst[p] = value
 
 
 def close_actors(ray: Any, actors: list[Any], skip: Container[int] = ()) -> None:

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from expcli.envs.backend import StepBatch, covers_all
-from expcli.envs.dummy_backend import gather, take
+from expcli.envs._batching import covers_all, gather, take
+from expcli.envs.backend import StepBatch
 from expcli.envs.env_group import EnvGroup, GroupError, Slots
 from expcli.envs.subproc_worker import (
     STEP_ALL,

@@ -1,11 +1,11 @@
 """Training-ready sampling: a composable replay buffer over a Memory or a dataset file.
 
 torchrl's design (storage, sampler, writer, transform, prefetch) with tianshou's episode
-bookkeeping and rlstructures' batches. This package imports torch (through ``memory``).
+bookkeeping and rlstructures' batches (``DictBatch``, ``TemporalBatch`` and ``EpisodeIndex``
+are exported by ``expcli.memory``, their one home). This package imports torch (through
+``memory``).
 """
 
-from expcli.memory.batches import DictBatch, TemporalBatch
-from expcli.memory.episodes import EpisodeIndex, EpisodeTable
 from expcli.replay.buffer import ReplayBuffer
 from expcli.replay.samplers import (
     PrioritizedSampler,
@@ -20,9 +20,6 @@ from expcli.replay.writers import RoundRobinWriter
 
 __all__ = [
     "DatasetStorage",
-    "DictBatch",
-    "EpisodeIndex",
-    "EpisodeTable",
     "MemoryStorage",
     "PrioritizedSampler",
     "RandomSampler",
@@ -33,5 +30,4 @@ __all__ = [
     "SliceSampler",
     "Storage",
     "SumTree",
-    "TemporalBatch",
 ]

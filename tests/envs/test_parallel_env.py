@@ -262,3 +262,19 @@ def test_env_instances_are_accepted(make_penv: Any) -> None:
         penv = make_penv(envs, para_mode)
         obs, _ = penv.reset(seed=3)
         assert obs.shape == (2, 4)
+
+
+def test_modes_are_typed_and_asynchronous_is_checked_when_set() -> None:
+    """Members and spellings alike; a bad mode set later is refused, not stepped with."""
+    from expcli.envs.modes import AsyncMode, EnvMode
+
+    with ParallelEnv(counting_factories(2, [3, 3]), "dummy", "IDLE".lower()) as penv:
+        assert penv.para_mode is EnvMode.DUMMY
+        assert penv.asynchronous is AsyncMode.IDLE
+        penv.asynchronous = "None"
+        assert penv.asynchronous is None
+        penv.asynchronous = AsyncMode.RESTART
+        assert penv.asynchronous == "restart"
+        with pytest.raises(ConfigError, match="unknown asynchronous mode 'sometimes'"):
+            penv.asynchronous = "sometimes"
+        assert penv.asynchronous is AsyncMode.RESTART

@@ -22,7 +22,7 @@ import pytest
 
 from expcli import EnvError, MissingDependencyError, ParallelEnv
 from expcli.envs import StepInterrupted
-from expcli.envs.parallel_env import ASYNC_MODES
+from expcli.envs.modes import AsyncMode
 from tests.envs.conftest import third_step_error
 from tests.envs.toy_envs import misbehaving
 
@@ -155,7 +155,7 @@ def test_same_results_as_dummy_and_gymnasium(mode: str, make: Any) -> None:
     n, steps = 3, 50
     rng = np.random.default_rng(0)
     with ParallelEnv([make] * n, mode) as penv, ParallelEnv([make] * n, "dummy") as ref:
-        for asynchronous in ASYNC_MODES:
+        for asynchronous in (None, *list(AsyncMode)[1:]):
             penv.asynchronous = ref.asynchronous = asynchronous
             first = penv.reset(seed=10)
             assert same(first, ref.reset(seed=10))

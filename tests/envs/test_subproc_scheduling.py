@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from expcli.envs.backend import covers_all
+from expcli.envs._batching import covers_all
 from expcli.envs.subproc_worker import usable_cpus
 from tests.envs.conftest import LOCAL_MODES, counting_factories
 
