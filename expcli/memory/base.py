@@ -1,27 +1,29 @@
 """Memory: skrl's circular buffer of torch tensors, written through numpy views.
 
-Each tensor is shaped ``(memory_size, num_envs, *feature)``. Two integers locate the next
-write: ``memory_index`` (row) and ``env_index`` (column within the row); ``filled`` says
-whether the rows have wrapped. On the CPU every tensor is paired with a zero-copy numpy
-view, so ``add_samples`` and sampling cost a numpy assignment or gather instead of torch's
-per-call dispatch. Writing and growth live in ``writes.py``, files in ``files.py``.
+Each tensor is shaped ``(memory_size, num_envs, *feature)``. A ``Memory`` is made of parts
+that own their state and are handed what they need: the tensors and their numpy views
+(``_storage.TensorStorage``), the write head (``_write_head.WriteHead``), the writer that
+moves it (``writes.MemoryWriter``) and the file helpers (``files``). The episode methods come
+from ``EpisodeBookkeeping``, which reads the memory through ``_episode_source``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 import torch
 
-from expcli.errors import InvalidTypeError, InvalidValueError, SchemaError
-from expcli.memory._shapes import NUMPY_DTYPES, feature_shape, torch_dtype
-from expcli.memory.episode_report import RunningEpisodes
+from expcli.errors import InvalidTypeError, InvalidValueError
+from expcli.memory._storage import TensorStorage
+from expcli.memory._write_head import WriteHead
+from expcli.memory.episode_report import EpisodeReport, RunningEpisodes
 from expcli.memory.episodes import EpisodeBookkeeping
-from expcli.memory.files import EXPORT_FORMATS, MemoryFiles
-from expcli.memory.writes import MemoryWrites
-from expcli.spec import CircularState, chronological_rows, overwritten_columns
+from expcli.memory.files import check_export_format, save_dataset
+from expcli.memory.writes import MemoryWriter
+from expcli.spec import CircularState
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
@@ -31,7 +33,7 @@ __all__ = ["Memory"]
 Batch = list[list[torch.Tensor | None]]
 
 
-class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
+class Memory(EpisodeBookkeeping):
     """Circular memory with skrl's API; subclasses implement ``sample``.
 
     It also offers tianshou's episode bookkeeping (``prev``, ``next``,
@@ -62,18 +64,10 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         for label, value in (("memory_size", memory_size), ("num_envs", num_envs)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise InvalidValueError(f"{label} must be a positive integer, got {value!r}")
-        if export_format not in EXPORT_FORMATS:
-            raise InvalidValueError(
-                f"Unsupported export format: {export_format!r}; expected one of {EXPORT_FORMATS}"
-            )
-        self.memory_size = int(memory_size)
-        self.num_envs = int(num_envs)
-        self.device = _parse_device(device)
-        self.filled = False
-        self.env_index = 0
-        self.memory_index = 0
-        self.tensors: dict[str, torch.Tensor] = {}
-        self.tensors_view: dict[str, torch.Tensor] = {}
+        check_export_format(export_format)
+        self._storage = TensorStorage(_parse_device(device))
+        self._head = WriteHead(int(memory_size), int(num_envs))
+        self._writer = MemoryWriter(self._storage, self._head, self._wrapped)
         self.sampling_indexes: torch.Tensor | np.ndarray | Sequence[int] | None = None
         self.export = export
         self.export_format = export_format
@@ -82,32 +76,69 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         # Called when the write head wraps, before any row is overwritten (a streaming
         # collect flushes the memory, its staging area, to a shard there).
         self.on_wrap: Callable[[], None] | None = None
-        # numpy views of the CPU tensors: (T, N, *f) and flattened (T * N, *f)
-        self._arrays: dict[str, np.ndarray] = {}
-        self._flat: dict[str, np.ndarray] = {}
-        self._features: dict[str, tuple[int, ...]] = {}
-        self._row_shapes: dict[str, tuple[int, ...]] = {}
-        self._fast: dict[str, tuple[tuple[int, ...], np.ndarray]] = {}
-        # what changed since a reader last looked: see ``revision``
-        self._epoch = 0
-        self._laps = 0
-        self._rows_done: int | None = 0  # rows the write head has passed; None: unknown
-        self._tracker: RunningEpisodes | None = None
 
     # ------------------------------------------------------------------ state
 
+    @property
+    def memory_size(self) -> int:
+        """Rows of every tensor."""
+        return self._head.memory_size
+
+    @property
+    def num_envs(self) -> int:
+        """Columns of every tensor: parallel environments."""
+        return self._head.num_envs
+
+    @property
+    def device(self) -> torch.device:
+        """Where the tensors live."""
+        return self._storage.device
+
+    @property
+    def memory_index(self) -> int:
+        """Row of the next write."""
+        return self._head.memory_index
+
+    @memory_index.setter
+    def memory_index(self, value: int) -> None:
+        self._head.memory_index = value
+
+    @property
+    def env_index(self) -> int:
+        """Column of the next write within row ``memory_index``."""
+        return self._head.env_index
+
+    @env_index.setter
+    def env_index(self, value: int) -> None:
+        self._head.env_index = value
+
+    @property
+    def filled(self) -> bool:
+        """Whether the rows have wrapped: every slot holds data."""
+        return self._head.filled
+
+    @filled.setter
+    def filled(self, value: bool) -> None:
+        self._head.filled = value
+
+    @property
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """Name to tensor ``(memory_size, num_envs, *feature)``."""
+        return self._storage.tensors
+
+    @property
+    def tensors_view(self) -> dict[str, torch.Tensor]:
+        """Name to the tensor's ``(memory_size * num_envs, *feature)`` view."""
+        return self._storage.views
+
     def __len__(self) -> int:
         """Number of valid transitions: every slot once filled, else those written so far."""
-        if self.filled:
-            return self.memory_size * self.num_envs
-        return self.memory_index * self.num_envs + self.env_index
+        return len(self._head)
 
     @property
     def state(self) -> CircularState:
         """The circular state (``memory_index``, ``env_index``, ``filled``, ``written``)."""
-        rows = self._rows_done
-        written = None if rows is None else rows * self.num_envs + self.env_index
-        return CircularState(self.memory_index, self.env_index, self.filled, written)
+        return self._head.state
 
     @property
     def revision(self) -> tuple[int, int, int, int, bool]:
@@ -117,17 +148,13 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         head (or, for a whole lap, ``laps``); ``reset``, ``load``, ``share_memory`` and
         ``set_tensor_by_name`` bump ``epoch``. Writes straight into ``tensors`` are not seen.
         """
-        return (self._epoch, self._laps, self.memory_index, self.env_index, self.filled)
+        return self._head.revision
 
     def reset(self) -> None:
         """Forget what was written: indexes to 0, ``filled`` False; the data stays in place."""
-        self.filled = False
-        self.env_index = 0
-        self.memory_index = 0
-        self._rows_done = 0
-        self._epoch += 1
-        if self._tracker is not None:
-            self._tracker.reset()
+        self._head.reset()
+        if self._writer.tracker is not None:
+            self._writer.tracker.reset()
 
     def report_episodes(self, enabled: bool = True) -> None:
         """Make ``add_samples`` return an ``EpisodeReport`` (tianshou's ``add`` values).
@@ -137,26 +164,18 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         index where the episode began. It costs a little on every call, so it is off by
         default.
         """
-        self._tracker = RunningEpisodes(self.num_envs) if enabled else None
+        self._writer.tracker = RunningEpisodes(self.num_envs) if enabled else None
 
-    def _episode_source(self) -> tuple[Mapping[str, Any], Any, int, int]:
-        arrays: dict[str, Any] = dict(self._arrays)
-        for name, tensor in self.tensors.items():
-            if name not in arrays:  # on another device, or a dtype numpy lacks
-                cpu = tensor.detach().cpu()
-                arrays[name] = (cpu.float() if cpu.dtype == torch.bfloat16 else cpu).numpy()
-        return arrays, self.state, self.memory_size, self.num_envs
+    def _episode_source(self) -> tuple[Mapping[str, Any], CircularState, int, int]:
+        return self._storage.readable(), self.state, self.memory_size, self.num_envs
 
     def _episode_metadata(self) -> Mapping[str, Any]:
         return self.metadata
 
     def share_memory(self) -> None:
         """Move the CPU tensors to shared memory so that other processes see the writes."""
-        for name, tensor in self.tensors.items():
-            if tensor.device.type == "cpu":
-                tensor.share_memory_()  # type: ignore[no-untyped-call]
-                self._bind(name, tensor)
-        self._epoch += 1  # the data moved: readers holding views must take new ones
+        self._storage.share()
+        self._head.epoch += 1  # the data moved: readers holding views must take new ones
 
     def swap_tensors(self, spares: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Put ``spares`` in place of the tensors of those names; return the ones taken out.
@@ -169,21 +188,9 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
             InvalidValueError: A name the memory lacks, or a spare whose shape, dtype or
                 device differs from its tensor's.
         """
-        for name, spare in spares.items():
-            old = self.tensors.get(name)
-            if old is None:
-                raise InvalidValueError(
-                    f"no tensor named {name!r} to swap; tensors: {sorted(self.tensors)}"
-                )
-            if (spare.shape, spare.dtype, spare.device) != (old.shape, old.dtype, old.device):
-                raise InvalidValueError(
-                    f"spare for {name!r} is {tuple(spare.shape)} {spare.dtype} on "
-                    f"{spare.device}; expected {tuple(old.shape)} {old.dtype} on {old.device}"
-                )
-        taken = {name: self.tensors[name] for name in spares}
-        for name, spare in spares.items():
-            self._install(name, spare)
-        self._epoch += 1
+        taken = self._storage.swap(spares)
+        self._expose()
+        self._head.epoch += 1
         return taken
 
     # ---------------------------------------------------------------- tensors
@@ -214,31 +221,12 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         """
         if size is None:
             return False
-        if not isinstance(name, str) or not name or name.startswith("__"):
-            raise InvalidValueError(
-                f"tensor name must be a non-empty string not starting with '__', got {name!r}"
-            )
-        shape = feature_shape(size, keep_dimensions)
-        if name in self.tensors:
-            existing = self.tensors[name]
-            if tuple(existing.shape[2:]) != shape:
-                raise InvalidValueError(
-                    f"Tensor size ({shape}) doesn't match the existing one "
-                    f"({tuple(existing.shape[2:])}): {name!r}"
-                )
-            if dtype is not None and existing.dtype != torch_dtype(dtype):
-                raise InvalidValueError(
-                    f"Tensor dtype ({torch_dtype(dtype)}) doesn't match the existing one "
-                    f"({existing.dtype}): {name!r}"
-                )
-            return False
-        tensor = torch.zeros(
-            (self.memory_size, self.num_envs, *shape), device=self.device, dtype=torch_dtype(dtype)
+        created = self._storage.create(
+            name, self.memory_size, self.num_envs, size, dtype, keep_dimensions
         )
-        if tensor.is_floating_point():
-            tensor.fill_(float("nan"))
-        self._install(name, tensor)
-        return True
+        if created:
+            self._expose()
+        return created
 
     def get_tensor_names(self) -> list[str]:
         """Names of the tensors, in alphabetical order (a new list, as skrl's)."""
@@ -275,27 +263,104 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         target = self.tensors[name]
         with torch.no_grad():
             target.copy_(torch.as_tensor(tensor))
-        self._epoch += 1
+        self._head.epoch += 1
 
-    def _install(self, name: str, tensor: torch.Tensor) -> None:
-        setattr(self, f"_tensor_{name}", tensor)
-        self.tensors[name] = tensor
-        shape = tuple(tensor.shape[2:])
-        self._features[name] = shape
-        self._row_shapes[name] = (self.num_envs, *shape)
-        self._bind(name, tensor)
+    def _expose(self) -> None:
+        """Set the ``_tensor_<name>`` attributes (skrl's): one per tensor, the tensor itself."""
+        tensors = self._storage.tensors
+        for attribute in [a for a in vars(self) if a.startswith("_tensor_")]:
+            if attribute.removeprefix("_tensor_") not in tensors:
+                delattr(self, attribute)
+        for name, tensor in tensors.items():
+            setattr(self, f"_tensor_{name}", tensor)
 
-    def _bind(self, name: str, tensor: torch.Tensor) -> None:
-        self.tensors_view[name] = tensor.view(-1, *tensor.shape[2:])
-        if tensor.device.type == "cpu" and tensor.dtype in NUMPY_DTYPES:
-            array = tensor.numpy()
-            self._arrays[name] = array
-            self._flat[name] = array.reshape(-1, *array.shape[2:])
-            self._fast[name] = (self._row_shapes[name], array)
-        else:
-            self._arrays.pop(name, None)
-            self._flat.pop(name, None)
-            self._fast.pop(name, None)
+    # ---------------------------------------------------------------- writing
+
+    def add_samples(self, **tensors: Any) -> EpisodeReport | None:
+        """Store one step of samples for some or all envs; numpy arrays or torch tensors.
+
+        The number of samples ``n`` comes from ``observations`` (or the first tensor): a
+        tensor with one dimension more than its feature holds ``n`` samples, one with the
+        feature's dimensions holds the sample of one env. Then:
+
+        * ``n == num_envs``: fill row ``memory_index`` and move to the next row;
+        * ``n < num_envs``: fill ``n`` columns from ``env_index`` and move ``env_index``;
+        * ``num_envs == 1`` and ``n > 1``: store ``n`` consecutive rows, wrapping around.
+
+        Names without a tensor, and None values, are skipped. When the last row is written
+        the memory is ``filled`` and, with ``export``, saved before it wraps.
+
+        Returns:
+            None, or after ``report_episodes()`` an ``EpisodeReport`` of the samples written.
+
+        Raises:
+            ValueError: No samples, or shapes that do not fit the tensors or the free slots.
+        """
+        return self._writer.add(tensors)
+
+    def write_row(self, row: Mapping[str, np.ndarray]) -> None:
+        """Write one complete row at the write head, then move the head as ``add_samples`` does.
+
+        The per-step path of a collector: ``row[name]`` is a numpy array shaped
+        ``(num_envs, *feature)``; tensors not named keep what that row held. Anything
+        else (torch tensors, other shapes, tensors numpy cannot view) goes through
+        ``write_rows``, which converts or explains.
+
+        Raises:
+            ValueError: As ``write_rows``.
+        """
+        self._writer.write_row(row)
+
+    def write_rows(self, rows: Mapping[str, Any]) -> None:
+        """Write ``k`` complete rows at the write head: ``rows[name]`` shaped ``(k, num_envs, *f)``.
+
+        The rows go where ``k`` full-row ``add_samples`` calls would put them and the write
+        head moves the same way: past the last row it wraps (``filled``; ``revision``
+        counts the lap) and, with ``export``, the memory is saved before the next row
+        overwrites its oldest, so a block longer than the memory exports every lap it
+        completes. Tensors not named keep their values in those rows; after
+        ``report_episodes()`` the running episodes are updated. Values may be numpy arrays
+        or torch tensors.
+
+        Raises:
+            ValueError: A partly written row (``env_index`` is not 0), a name without a
+                tensor, or values not shaped ``(k, num_envs, *feature)`` with one ``k``.
+        """
+        self._writer.write_rows(rows)
+
+    def grow(self, memory_size: int) -> None:
+        """Give every tensor ``memory_size`` rows, keeping the data and the write head.
+
+        The new rows start as ``create_tensor`` makes them (NaN floats, zeros). A memory
+        that has wrapped is first put in chronological order, oldest row first, and is
+        then no longer ``filled``: its write head is at its old size. The tensors are new
+        objects (shared again if they were shared), so ``revision`` starts a new epoch.
+
+        Raises:
+            ValueError: ``memory_size`` is smaller than now, or a wrapped memory has a
+                partly written row.
+        """
+        old = self.memory_size
+        if isinstance(memory_size, bool) or not isinstance(memory_size, (int, np.integer)):
+            raise InvalidValueError(f"memory_size must be an integer, got {memory_size!r}")
+        if memory_size < old:
+            raise InvalidValueError(f"cannot shrink the memory from {old} to {memory_size} rows")
+        if memory_size == old:
+            return
+        if self.filled and self.env_index:
+            raise InvalidValueError(
+                f"row {self.memory_index} is partly written (env_index={self.env_index}); "
+                "a wrapped memory grows only between complete rows"
+            )
+        self._storage.grow(int(memory_size), self._head.grow(int(memory_size)))
+        self._expose()
+
+    def _wrapped(self) -> None:
+        """The write head wrapped: ``on_wrap``, then with ``export`` a save, before overwriting."""
+        if self.on_wrap is not None:
+            self.on_wrap()
+        if self.export:
+            self.save(directory=self.export_directory, format=self.export_format)
 
     # --------------------------------------------------------------- sampling
 
@@ -326,9 +391,10 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
             ``(len(batch), *feature)`` tensor per name (None for unknown names).
         """
         index = _as_index_array(indexes)
+        gather = self._storage.gather
         if mini_batches > 1:
-            return [self._gather(names, part) for part in np.array_split(index, mini_batches)]
-        return [self._gather(names, index)]
+            return [gather(names, part) for part in np.array_split(index, mini_batches)]
+        return [gather(names, index)]
 
     def sample_all(
         self, names: Sequence[str], mini_batches: int = 1, sequence_length: int = 1
@@ -341,10 +407,7 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         split into ``mini_batches`` equal slices (the remainder dropped, as skrl does).
         """
         if sequence_length > 1:
-            order = self._chronological_index()
-            if mini_batches > 1:
-                return [self._gather(names, part) for part in np.array_split(order, mini_batches)]
-            return [self._gather(names, order)]
+            return self.sample_by_index(names, self._head.chronological_index(), mini_batches)
         views = [self.tensors_view.get(name) for name in names]
         if mini_batches > 1:
             size = (self.memory_size * self.num_envs) // mini_batches
@@ -358,24 +421,7 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         """The flat indexes of the last ``sample`` call."""
         return self.sampling_indexes
 
-    def _chronological_index(self) -> np.ndarray:
-        rows = chronological_rows(self.state, self.memory_size, self.num_envs)
-        envs = np.arange(self.num_envs, dtype=np.int64)[:, None]
-        return np.asarray((rows * self.num_envs + envs).reshape(-1))
-
-    def _gather(self, names: Sequence[str], index: np.ndarray) -> list[torch.Tensor | None]:
-        flat = self._flat
-        out: list[torch.Tensor | None] = []
-        for name in names:
-            array = flat.get(name)
-            if array is not None:
-                out.append(torch.from_numpy(array.take(index, axis=0)))
-            elif name in self.tensors_view:
-                view = self.tensors_view[name]
-                out.append(view[torch.from_numpy(index).to(view.device)])
-            else:
-                out.append(None)
-        return out
+    # ------------------------------------------------------------------ files
 
     def to_dataset(self) -> Dataset:
         """The memory as a ``formats.Dataset``: zero-copy numpy views on the CPU.
@@ -385,58 +431,72 @@ class Memory(MemoryWrites, MemoryFiles, EpisodeBookkeeping):
         """
         from expcli.formats.dataset import Dataset
 
-        tensors: dict[str, np.ndarray] = {}
-        for name in self.get_tensor_names():
-            array = self._arrays.get(name)
-            if array is None:
-                tensor = self.tensors[name]
-                if tensor.dtype not in NUMPY_DTYPES:
-                    raise SchemaError(
-                        f"dtype {tensor.dtype} cannot be saved; expected one of "
-                        f"{', '.join(str(d) for d in NUMPY_DTYPES)}",
-                        key=name,
-                    )
-                array = tensor.detach().cpu().numpy()
-            tensors[name] = array
+        tensors = self._storage.storable(self.get_tensor_names())
         return Dataset(tensors, self.state, dict(self.metadata))
+
+    def save(self, directory: str | os.PathLike[str] = "", format: str | None = None) -> str:
+        """Write the memory to a file atomically and return its path.
+
+        As in skrl, the file goes to ``<directory>/memories/<timestamp>_memory_<id>.<format>``
+        (``export_directory`` when ``directory`` is empty). A ``directory`` that ends in
+        ``.pt``, ``.npz``, ``.csv`` or ``.h5`` is taken as the file path itself. The file follows
+        the expcli dataset schema: tensors, circular state and metadata.
+
+        Raises:
+            ValueError: The format is not one of pt, npz, csv.
+            SchemaError: A tensor's dtype cannot be stored (bfloat16, complex).
+            OutputLockedError: Another process writes that file.
+        """
+        return save_dataset(
+            self.to_dataset, directory or self.export_directory, format, hex(id(self))
+        )
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Replace tensors, sizes, circular state and metadata with those of a saved file.
+
+        Reads pt, npz, csv and HDF5 (skrl's own exports too) without ever unpickling.
+
+        Raises:
+            FormatError: The file is unknown, corrupt or unsafe.
+            SchemaError: Its tensors disagree in shape or dtype.
+        """
+        from expcli.formats import read_dataset
+
+        self._adopt(read_dataset(path, num_envs=self.num_envs))
+
+    @classmethod
+    def from_dataset(cls, dataset: Dataset, device: str | torch.device | None = None) -> Self:
+        """A new memory holding a ``Dataset``'s tensors.
+
+        Copied to ``device``; circular state and metadata, sized as the dataset (at least one row
+        and one column).
+        """
+        memory = cls(max(dataset.memory_size, 1), max(dataset.num_envs, 1), device=device)
+        memory._adopt(dataset)
+        return memory
+
+    @classmethod
+    def from_file(
+        cls, path: str | os.PathLike[str], device: str | torch.device | None = None
+    ) -> Self:
+        """A new memory holding what ``path`` holds (sizes taken from the file)."""
+        from expcli.formats import read_dataset
+
+        return cls.from_dataset(read_dataset(path), device)
 
     def _adopt(self, dataset: Dataset) -> None:
         """Adopt a ``formats.Dataset``'s tensors (copied to ``device``), sizes and state."""
-        if dataset.tensors:
-            self.memory_size, self.num_envs = dataset.memory_size, dataset.num_envs
-        for name in list(self.tensors):
-            delattr(self, f"_tensor_{name}")
-        self.tensors, self.tensors_view = {}, {}
-        self._arrays, self._flat, self._features, self._row_shapes, self._fast = {}, {}, {}, {}, {}
-        for name, array in dataset.tensors.items():
-            tensor = torch.from_numpy(np.array(array, copy=True, order="C")).to(self.device)
-            self._install(name, tensor)
-        state = dataset.state
-        self.memory_index, self.env_index, self.filled = (
-            state.memory_index,
-            state.env_index,
-            state.filled,
+        size = (
+            (dataset.memory_size, dataset.num_envs)
+            if dataset.tensors
+            else (self.memory_size, self.num_envs)
         )
+        self._storage.replace(dataset.tensors)
+        self._expose()
         self.metadata = dict(dataset.metadata)
-        self._rows_done = _rows_done(state, self.memory_size, self.num_envs, self.metadata)
-        self._epoch += 1
-        if self._tracker is not None:
-            self._tracker = RunningEpisodes(self.num_envs)
-
-
-def _rows_done(
-    state: CircularState, memory_size: int, num_envs: int, metadata: dict[str, Any]
-) -> int | None:
-    """Rows the write head of a memory in ``state`` has passed, as far as the data tells.
-
-    The recorded ``written`` says; without it, the valid rows when nothing was overwritten
-    (``overwritten_columns``), else unknown (None).
-    """
-    if state.written is not None:
-        return (state.written - state.env_index) // num_envs
-    if overwritten_columns(state, memory_size, num_envs, metadata).any():
-        return None
-    return state.valid_length(memory_size, num_envs) // num_envs
+        self._head.adopt(dataset.state, *size, self.metadata)
+        if self._writer.tracker is not None:
+            self._writer.tracker = RunningEpisodes(self.num_envs)
 
 
 def _parse_device(device: str | torch.device | None) -> torch.device:
