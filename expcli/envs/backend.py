@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import gymnasium as gym
 
 __all__ = ["Backend", "StepBatch"]
 
@@ -42,6 +45,8 @@ class Backend(Protocol):
     """What every backend offers; every method raises ``EnvError`` when an env fails."""
 
     num_envs: int
+    observation_space: gym.Space[Any]
+    action_space: gym.Space[Any]
 
     def step(
         self, ids: np.ndarray, actions: Sequence[Any] | np.ndarray, autoreset: bool

@@ -23,6 +23,7 @@ import difflib
 import secrets
 import warnings
 from collections.abc import Iterator, Mapping
+from types import ModuleType
 from typing import Any
 
 from expcli.envs.env_ids import bare_id
@@ -74,7 +75,7 @@ def gym_equivalent(env_id: str, env_kwargs: Mapping[str, Any]) -> bool:
     return bare_id(env_id) in GYM_EQUIVALENT_IDS and not env_kwargs
 
 
-def import_envpool() -> Any:
+def import_envpool() -> ModuleType:
     """The ``envpool`` module.
 
     Raises:

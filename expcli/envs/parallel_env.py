@@ -117,8 +117,8 @@ class ParallelEnv:
         )
         self._closed = False
         self.num_envs = len(factories)
-        self.observation_space: gym.Space[Any] = self._backend.observation_space  # type: ignore[attr-defined]
-        self.action_space: gym.Space[Any] = self._backend.action_space  # type: ignore[attr-defined]
+        self.observation_space: gym.Space[Any] = self._backend.observation_space
+        self.action_space: gym.Space[Any] = self._backend.action_space
         self._done = np.zeros(self.num_envs, dtype=bool)
         self._every_id = np.arange(self.num_envs)
         self._every_id.flags.writeable = False
@@ -501,9 +501,11 @@ class ParallelEnv:
     def _seeds_for(self, ids: np.ndarray, seed: int | Sequence[int] | None) -> list[int | None]:
         if seed is None:
             return [self._pending_seeds[i] for i in ids]
-        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        if isinstance(seed, (int, np.integer)):
+            if isinstance(seed, bool):
+                raise ConfigError(f"seeds must be integers, got {seed!r}")
             return [int(seed) + k for k in range(len(ids))]
-        seeds = list(seed)  # type: ignore[arg-type]  # ints are handled above
+        seeds = list(seed)
         if len(seeds) != len(ids):
             raise ConfigError(f"expected {len(ids)} seeds, one per env, got {len(seeds)}")
         if not all(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Container, Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -335,7 +336,7 @@ class RayBackend:
         )
 
 
-def close_actors(ray: Any, actors: list[Any], skip: Container[int] = ()) -> None:
+def close_actors(ray: ModuleType, actors: list[Any], skip: Container[int] = ()) -> None:
     """Ask ``actors`` to close their envs, then kill every one of them for good.
 
     Those at positions in ``skip`` are not asked (a busy one would answer only after its
@@ -349,7 +350,7 @@ def close_actors(ray: Any, actors: list[Any], skip: Container[int] = ()) -> None
         kill_actor(ray, actor)
 
 
-def kill_actor(ray: Any, actor: Any) -> None:
+def kill_actor(ray: ModuleType, actor: Any) -> None:
     """Kill a Ray actor for good; one already dead (or Ray shut down) is let be."""
     try:
         ray.kill(actor, no_restart=True)

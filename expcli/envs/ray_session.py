@@ -10,6 +10,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from expcli.errors import EnvError, MissingDependencyError
@@ -31,7 +32,7 @@ def connect(
     num_cpus: int | None,
     num_gpus: int | float,
     say: Callable[[str], None] | None = None,
-) -> tuple[Any, bool]:
+) -> tuple[ModuleType, bool]:
     """The ``ray`` module, initialized, and whether this module started it.
 
     Ray is the running one, a cluster, or a new local one; one started here is the caller's
@@ -75,7 +76,7 @@ def connect(
         return ray, _owned
 
 
-def disconnect(ray: Any) -> None:
+def disconnect(ray: ModuleType) -> None:
     """Shut down the Ray this module started once its last backend is closed."""
     global _owned, _users
     with _lock:

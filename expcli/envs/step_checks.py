@@ -84,7 +84,7 @@ class ResultCheck:
         ) or obs.__class__ in self.obs_types
 
     def problem(
-        self, obs: Any, reward: Any, terminated: Any, truncated: Any, info: Any
+        self, obs: object, reward: object, terminated: object, truncated: object, info: object
     ) -> str | None:
         """What is wrong with one step's results, or None (then they pass quickly from now)."""
         return (
@@ -95,7 +95,7 @@ class ResultCheck:
             or self.observation_problem(obs)
         )
 
-    def observation_problem(self, obs: Any) -> str | None:
+    def observation_problem(self, obs: object) -> str | None:
         """What is wrong with an observation, or None (its type then passes quickly)."""
         if obs is None:
             return f"None as the observation (expected {self.space_text})"

@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
 from typing import Any
 
 import gymnasium as gym
@@ -80,7 +81,7 @@ class SharedBuffers:
 
     @classmethod
     def allocate(
-        cls, ctx: Any, n: int, obs_space: gym.Space[Any], act_space: gym.Space[Any]
+        cls, ctx: SpawnContext, n: int, obs_space: gym.Space[Any], act_space: gym.Space[Any]
     ) -> SharedBuffers:
         """Shared arrays for the actions and observations of ``n`` envs (None: not fixed-size)."""
 

@@ -27,9 +27,12 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from expcli.errors import InvalidValueError
+
+if TYPE_CHECKING:
+    from expcli.envs.env_group import EnvGroup
 
 __all__ = ["INTERRUPT_GRACE", "Abandon", "Stall", "StepInterrupted", "Watchdog", "check_timeout"]
 
@@ -78,10 +81,10 @@ class Stall:
 
     def __init__(self, limit: float) -> None:
         self.limit = limit
-        self.sample: Any = None
+        self.sample: object = None
         self.since = 0.0
 
-    def stuck(self, sample: Any, now: float) -> bool:
+    def stuck(self, sample: object, now: float) -> bool:
         """Record ``sample``; True when it is the same as for ``limit`` seconds."""
         if sample != self.sample:
             self.sample, self.since = sample, now
@@ -93,8 +96,7 @@ class Watchdog:
     """Watches an in-process group from a thread and gives up on a call that hangs.
 
     Args:
-        group: The ``EnvGroup`` (anything with ``tick``, ``busy``, ``method`` and
-            ``thread``).
+        group: The ``EnvGroup`` watched (its ``tick``, ``busy``, ``method`` and ``thread``).
         step_timeout: Seconds an env's call may take; None: only ``interrupt()``.
 
     The thread runs while there is something to watch for (a timeout, or an interrupt);
@@ -102,7 +104,7 @@ class Watchdog:
     handles SIGALRM while it lives (if nothing else did), and gives it back when closed.
     """
 
-    def __init__(self, group: Any, step_timeout: float | None) -> None:
+    def __init__(self, group: EnvGroup, step_timeout: float | None) -> None:
         self.group = group
         self.step_timeout = step_timeout
         self.period = min(0.25, step_timeout / 4) if step_timeout else 0.25

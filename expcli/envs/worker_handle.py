@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from multiprocessing.context import SpawnContext
 from typing import Any
 
 from expcli.envs.subproc_worker import (
@@ -47,7 +48,7 @@ class WorkerHandle:
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: SpawnContext,
         index: int,
         start: int,
         factories: Sequence[Factory],

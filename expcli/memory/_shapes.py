@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from expcli.errors import InvalidTypeError, InvalidValueError
@@ -13,7 +15,12 @@ from expcli.errors import InvalidTypeError, InvalidValueError
 if TYPE_CHECKING:
     from gymnasium import spaces
 
-__all__ = ["NUMPY_DTYPES", "feature_shape", "torch_dtype"]
+__all__ = ["NUMPY_DTYPES", "DTypeLike", "SizeLike", "feature_shape", "torch_dtype"]
+
+# What ``create_tensor`` takes as a size: an int, a sequence of ints or a gymnasium space.
+SizeLike: TypeAlias = "int | float | np.integer[Any] | Sequence[int] | spaces.Space[Any] | None"
+# What it takes as a dtype: a torch dtype, or anything numpy reads as one (None: default).
+DTypeLike: TypeAlias = torch.dtype | npt.DTypeLike | None
 
 # torch dtypes with a numpy twin that expcli stores: CPU tensors of these get numpy views.
 NUMPY_DTYPES = frozenset(
@@ -31,7 +38,7 @@ NUMPY_DTYPES = frozenset(
 )
 
 
-def feature_shape(size: Any, keep_dimensions: bool = False) -> tuple[int, ...]:
+def feature_shape(size: SizeLike, keep_dimensions: bool = False) -> tuple[int, ...]:
     """Shape of one sample of a tensor created with ``create_tensor(size=...)``.
 
     Without ``keep_dimensions`` the sample is flattened to one dimension of the number of
@@ -118,7 +125,7 @@ _NUMPY_TO_TORCH: dict[str, torch.dtype] = {
 }
 
 
-def torch_dtype(dtype: Any) -> torch.dtype:
+def torch_dtype(dtype: DTypeLike) -> torch.dtype:
     """A ``torch.dtype`` from a torch dtype, a numpy dtype or a dtype name; None -> default.
 
     Raises:

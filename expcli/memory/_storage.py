@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from expcli.errors import InvalidValueError, SchemaError
-from expcli.memory._shapes import NUMPY_DTYPES, feature_shape, torch_dtype
+from expcli.memory._shapes import NUMPY_DTYPES, DTypeLike, SizeLike, feature_shape, torch_dtype
 
 __all__ = ["TensorStorage"]
 
@@ -61,8 +61,8 @@ class TensorStorage:
         name: str,
         rows: int,
         columns: int,
-        size: Any,
-        dtype: Any = None,
+        size: SizeLike,
+        dtype: DTypeLike = None,
         keep_dimensions: bool = False,
     ) -> bool:
         """Allocate ``(rows, columns, *feature)``; float tensors start as NaN.

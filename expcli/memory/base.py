@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from expcli.errors import InvalidTypeError, InvalidValueError
+from expcli.memory._shapes import DTypeLike, SizeLike
 from expcli.memory._storage import TensorStorage
 from expcli.memory._write_head import WriteHead
 from expcli.memory.episode_report import EpisodeReport, RunningEpisodes
@@ -198,8 +199,8 @@ class Memory(EpisodeBookkeeping):
     def create_tensor(
         self,
         name: str,
-        size: Any,
-        dtype: Any = None,
+        size: SizeLike,
+        dtype: DTypeLike = None,
         keep_dimensions: bool = False,
     ) -> bool:
         """Allocate a tensor shaped ``(memory_size, num_envs, *feature)``.

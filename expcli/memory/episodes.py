@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import numpy as np
 
@@ -37,11 +37,26 @@ __all__ = [
     "EpisodeBookkeeping",
     "EpisodeIndex",
     "EpisodeTable",
+    "TensorSource",
     "done_flags",
     "resident",
 ]
 
 DONE_NAMES = ("terminated", "truncated")
+
+
+class TensorSource(Protocol):
+    """Data that episode questions can read: a ``Dataset``, a lazily opened one, a memory's."""
+
+    @property
+    def tensors(self) -> Mapping[str, Any]:
+        """Name to a ``(T, N, *feature)`` array (or a tensor left on disk)."""
+        ...
+
+    @property
+    def state(self) -> CircularState:
+        """Which slots hold data, and their chronological order."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,7 +423,9 @@ class EpisodeIndex(EpisodeBookkeeping):
     by ``get`` and ``episodes_batch``; only ``terminated`` and ``truncated`` are read whole.
     """
 
-    def __init__(self, source: Any, state: CircularState | None = None) -> None:
+    def __init__(
+        self, source: TensorSource | Mapping[str, Any], state: CircularState | None = None
+    ) -> None:
         if isinstance(source, Mapping):
             arrays = dict(source)
         else:

@@ -24,7 +24,7 @@ from expcli.replay.samplers import (
     Sampler,
     SamplerWithoutReplacement,
 )
-from expcli.replay.storages import Storage, as_storage
+from expcli.replay.storages import Storage, StorageSource, as_storage
 from expcli.replay.writers import RoundRobinWriter
 from expcli.spec import CircularState
 
@@ -65,7 +65,7 @@ class ReplayBuffer(EpisodeBookkeeping):
 
     def __init__(
         self,
-        storage: Any,
+        storage: StorageSource,
         sampler: Sampler | None = None,
         writer: RoundRobinWriter | None = None,
         transform: Transform | None = None,

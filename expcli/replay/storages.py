@@ -23,18 +23,26 @@ from expcli.errors import ConfigError, InvalidTypeError, SchemaError
 from expcli.formats.dataset import Dataset
 from expcli.formats.row_gather import gather_flat, take_flat
 from expcli.memory import Memory
-from expcli.memory.episodes import resident
+from expcli.memory.episodes import TensorSource, resident
 from expcli.spec import CircularState
 
-__all__ = ["DatasetStorage", "MemoryStorage", "Storage", "as_storage"]
+__all__ = ["DatasetStorage", "MemoryStorage", "Storage", "StorageSource", "as_storage"]
 
 
 class Storage:
     """Flat-indexed read access over ``(T, N, *feature)`` numpy arrays; subclasses fill it."""
 
-    memory_size: int
-    num_envs: int
     _flat_cache: tuple[Hashable, tuple[str, ...], dict[str, Any]] | None = None
+
+    @property
+    def memory_size(self) -> int:
+        """Rows of every tensor, ``T``."""
+        raise NotImplementedError
+
+    @property
+    def num_envs(self) -> int:
+        """Columns of every tensor, ``N``."""
+        raise NotImplementedError
 
     @property
     def capacity(self) -> int:
@@ -127,12 +135,12 @@ class MemoryStorage(Storage):
         self._key: tuple[int, int, bool] | None = None
 
     @property
-    def memory_size(self) -> int:  # type: ignore[override]
+    def memory_size(self) -> int:
         """See ``Storage.memory_size``."""
         return self.memory.memory_size
 
     @property
-    def num_envs(self) -> int:  # type: ignore[override]
+    def num_envs(self) -> int:
         """See ``Storage.num_envs``."""
         return self.memory.num_envs
 
@@ -213,7 +221,7 @@ class DatasetStorage(Storage):
     per transition) are read whole, once.
     """
 
-    def __init__(self, dataset: Any, close: Callable[[], None] | None = None) -> None:
+    def __init__(self, dataset: TensorSource, close: Callable[[], None] | None = None) -> None:
         """Sample ``dataset`` (anything with ``tensors`` and ``state``).
 
         ``close`` is called when the storage is garbage-collected or closed (the file that lazy
@@ -225,7 +233,7 @@ class DatasetStorage(Storage):
                 close()
             raise SchemaError("the dataset holds no tensors to sample")
         first = next(iter(tensors.values()))
-        self.memory_size, self.num_envs = int(first.shape[0]), int(first.shape[1])
+        self._size = int(first.shape[0]), int(first.shape[1])
         self._tensors = tensors
         self._state = dataset.state
         self.metadata = getattr(dataset, "metadata", {})
@@ -293,9 +301,19 @@ class DatasetStorage(Storage):
             self._closer()
 
     @property
+    def memory_size(self) -> int:
+        """See ``Storage.memory_size``."""
+        return self._size[0]
+
+    @property
+    def num_envs(self) -> int:
+        """See ``Storage.num_envs``."""
+        return self._size[1]
+
+    @property
     def state(self) -> CircularState:
         """See ``Storage.state``."""
-        return self._state  # type: ignore[no-any-return]
+        return self._state
 
     def revision(self) -> Hashable:
         """See ``Storage.revision``."""
@@ -317,7 +335,7 @@ def _mapped(path: Path, array: Any) -> Any:
     return np.memmap(path, array.dtype, "r", offset, array.shape)
 
 
-def as_storage(source: Any) -> Storage:
+def as_storage(source: StorageSource) -> Storage:
     """A storage for a ``Storage``, a ``Memory``, a loaded ``Dataset`` or a dataset path.
 
     Raises:
@@ -336,3 +354,7 @@ def as_storage(source: Any) -> Storage:
         f"cannot use a {type(source).__name__} as storage; expected a Memory, a Dataset "
         "(expcli.load) or the path of a dataset file"
     )
+
+
+# What a replay buffer samples from: ``as_storage`` takes each of these.
+StorageSource = Storage | Memory | TensorSource | str | os.PathLike[str]
