@@ -127,7 +127,7 @@ class EnvGroup:
         slots: Slots | None = None,
         restart_on_error: bool = False,
         no_warning: bool = True,
-        busy: Any = None,
+        busy: memoryview | None = None,
     ) -> None:
         self.factories = list(factories)
         self.offset = offset

@@ -189,7 +189,7 @@ class _Host:
         factories: Sequence[Factory],
         offset: int,
         shared: SharedBuffers,
-        busy: Any,
+        busy: memoryview,
         restart_on_error: bool,
         no_warning: bool,
     ) -> _Host:
