@@ -168,7 +168,7 @@ def _conflict(name: str, value: Any, recorded: str, path: Path) -> ConfigError:
 
 def _shown(value: Any) -> str:
     if isinstance(value, str):
-        return repr(value)
+        return repr(str(value))  # a StrEnum's spelling, not its member
     return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
 
 
