@@ -71,13 +71,14 @@ ENGINES: Mapping[CollectMode, Engine] = {
 """Each engine's row, in the order ``--mode``'s help lists them."""
 
 
-def engine_of(mode: str) -> Engine:
-    """The row of engine ``mode`` (not ``auto``: ``auto`` picks an engine).
-
-    Raises:
-        KeyError: No such engine.
-    """
-    return ENGINES[CollectMode(mode)]
+def engine_of(mode: object) -> Engine | None:
+    """The row of the engine a spelling names; None for ``auto`` or a spelling of no engine."""
+    if not isinstance(mode, str):
+        return None
+    try:
+        return ENGINES.get(CollectMode(mode))
+    except ValueError:
+        return None
 
 
 def mode_list(conjunction: str = "or") -> str:
