@@ -268,7 +268,7 @@ def main() -> None:
         return
     import gymnasium as gym
 
-    from expcli.collect.env_modes import has_vector_entry_point
+    from expcli.collect.vector_engine import has_vector_entry_point
 
     print(
         f"expcli collect benchmark: {args.envs} envs, median of {args.repeats} repeats, "

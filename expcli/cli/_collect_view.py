@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 
 from expcli.cli._console import bar_columns, err_console, out_console
+from expcli.collect.engines import ENGINES, CollectMode
 
 if TYPE_CHECKING:
     from expcli.collect import CollectStats, Progress
@@ -99,9 +100,12 @@ class CollectView:
         if self.quiet:
             yield
             return
-        what = "probing modes" if s.mode == "auto" else f"starting {s.mode} mode"
-        if s.mode in ("ray", "ray-subproc") and not (
-            s.ray_address or os.environ.get("RAY_ADDRESS")
+        engine = ENGINES.get(s.mode)  # None: auto
+        what = "probing modes" if engine is None else f"starting {s.mode} mode"
+        if (
+            engine is not None
+            and engine.uses_ray
+            and not (s.ray_address or os.environ.get("RAY_ADDRESS"))
         ):
             self._say("no Ray cluster given (--ray-address, RAY_ADDRESS): starting a local Ray")
         with self.err.status(f"{escape(s.env_id)} x {s.envs}: {what}…"):
@@ -115,7 +119,7 @@ class CollectView:
         if len(timed) > 1:
             tried = ", ".join(f"{p.mode} {_rate(p.steps_per_second)}" for p in timed)
             how = f" (auto: fastest of {tried} steps/s)"
-        elif s.mode == "auto":
+        elif s.mode is CollectMode.AUTO:
             how = " (auto: the only candidate)"
         # The path on a line of its own: a long one does not break the sentence mid-path.
         self._say(f"collecting {escape(s.env_id)} x {s.envs} in [bold]{job.mode}[/bold] mode{how}")

@@ -11,14 +11,45 @@ an existing file under ``--overwrite`` is kept.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Callable, Iterator
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from expcli.cli._errors import reports_errors
+from expcli.cli._errors import _report, reports_errors
+from expcli.collect.engines import CollectMode, mode_list
 from expcli.errors import ConfigError, EnvError, OutputError
+from expcli.spec import Compression
+
+if TYPE_CHECKING:
+    from expcli.cli._collect_view import CollectView, Signals
+    from expcli.collect.job import CollectJob, SavedFile
+    from expcli.collect.settings import CollectSettings
+
+_Choice = TypeVar("_Choice", bound=StrEnum)
+
+
+def _spelling(flag: str, choices: type[_Choice]) -> Callable[[str], _Choice]:
+    """The parser of an option whose values are ``choices``' spellings.
+
+    A value that is none of them is reported as every config error is (one red line, exit
+    2), in the words ``CollectSettings`` uses for a config file's value.
+    """
+
+    def parse(text: str) -> _Choice:
+        from expcli.collect.settings import choose
+
+        try:
+            return choose(flag, text, choices)
+        except ConfigError as error:
+            _report(str(error), error.exit_code)
+
+    parse.__name__ = "text"  # the option's metavar in help: TEXT, as for any string
+    return parse
 
 
 @reports_errors
@@ -48,10 +79,12 @@ def collect_cmd(
         ),
     ] = None,
     mode: Annotated[
-        str,
+        CollectMode,
         typer.Option(
             "--mode",
-            help="auto, dummy, subproc, ray, ray-subproc, vector or envpool. dummy runs the "
+            metavar="TEXT",
+            parser=_spelling("--mode", CollectMode),
+            help=f"{mode_list()}. dummy runs the "
             "envs in this process: one that calls os._exit or segfaults takes expcli down and "
             "nothing is saved; subproc survives it. ray and ray-subproc run rollout actors "
             "(each with its slice of the envs, in process or in worker processes, and its own "
@@ -59,7 +92,7 @@ def collect_cmd(
             "otherwise, or for a policy that cannot leave this process, they step through "
             "one actor call per step (the policy here).",
         ),
-    ] = "auto",
+    ] = CollectMode.AUTO,
     force_mode: Annotated[
         bool,
         typer.Option(
@@ -153,8 +186,14 @@ def collect_cmd(
         ),
     ] = None,
     compression: Annotated[
-        str, typer.Option("--compression", help="HDF5 compression: none, gzip or lzf.")
-    ] = "none",
+        Compression,
+        typer.Option(
+            "--compression",
+            metavar="TEXT",
+            parser=_spelling("--compression", Compression),
+            help="HDF5 compression: none, gzip or lzf.",
+        ),
+    ] = Compression.NONE,
     config: Annotated[
         Path | None,
         typer.Option("--config", help="TOML file of options; the command line wins."),
@@ -200,63 +239,72 @@ def collect_cmd(
 ) -> None:
     """Collect experience from a Gymnasium env (or EnvPool's) into a dataset file."""
     from expcli.collect.job import CollectJob
-    from expcli.collect.settings import CollectSettings, read_config
+    from expcli.collect.settings import CollectSettings, choose, read_config
+    from expcli.envs.modes import AsyncMode
 
-    given = {
-        "env_id": env_id,
-        "envs": envs,
-        "steps": steps,
-        "episodes": episodes,
-        "memory_size": memory_size,
-        "mode": mode,
-        "force_mode": force_mode,
-        "asynchronous": asynchronous,
-        "policy": policy,
-        "seed": seed,
-        "env_kwargs": _json_object(env_kwargs) if env_kwargs is not None else {},
-        "ray_address": ray_address,
-        "num_cpus": num_cpus,
-        "step_timeout": step_timeout,
-        "chunk_steps": chunk_steps,
-        "chunk_timeout": chunk_timeout,
-        "restart_on_error": restart_on_error,
-        "infos": infos,
-        "wrappers": list(wrapper or []),
-        "rewards_dtype": rewards_dtype,
-        "output": output,
-        "compression": compression,
-        "overwrite": overwrite,
-        "quiet": quiet,
-        "shard_size": shard_size,
-        "spool": spool,
-    }
+    options = CollectSettings(
+        env_id=env_id or "",
+        envs=envs,
+        steps=steps,
+        episodes=episodes,
+        memory_size=memory_size,
+        mode=mode,
+        force_mode=force_mode,
+        asynchronous=choose("--async", asynchronous.lower(), AsyncMode),
+        policy=policy,
+        seed=seed,
+        env_kwargs=_json_object(env_kwargs) if env_kwargs is not None else {},
+        ray_address=ray_address,
+        num_cpus=num_cpus,
+        step_timeout=step_timeout,
+        chunk_steps=chunk_steps,
+        chunk_timeout=chunk_timeout,
+        restart_on_error=restart_on_error,
+        infos=infos,
+        wrappers=list(wrapper or []),
+        rewards_dtype=rewards_dtype,
+        output=output,
+        compression=compression,
+        overwrite=overwrite,
+        quiet=quiet,
+        shard_size=shard_size,
+        spool=spool,
+    )
+    given = dict(_given_on_command_line(ctx, options))
     if resume is not None:
         from expcli.collect.resume import resume_settings, resume_summary
         from expcli.formats.output_lock import OutputLock
 
-        typed = {**given, "config": config}
-        typed = {k: v for k, v in typed.items() if _from_command_line(ctx, _PARAMETERS.get(k, k))}
+        if _from_command_line(ctx, "config"):
+            given["config"] = config
         # held from the first read of the folder: a writer still at work is named before
         # anything of its folder is judged (the job takes the same lock again)
         with OutputLock(resume):
-            settings = resume_settings(resume, given=typed, trust=trust_settings, quiet=quiet)
+            settings = resume_settings(resume, given=given, trust=trust_settings, quiet=quiet)
             if not quiet:
                 typer.echo(resume_summary(settings), err=True)
             return _run(CollectJob(settings))
     if trust_settings:
         raise ConfigError("--trust-settings applies to --resume only")
-    values = read_config(config) if config is not None else {}
-    for name, value in given.items():
-        if name not in values or _from_command_line(ctx, _PARAMETERS.get(name, name)):
-            values[name] = value
-    if values.get("env_id") is None:
-        values["env_id"] = ""
-    if str(values.get("output")) == "-":
+    if config is not None:  # the file's values, where the command line gives none
+        from_file = {k: v for k, v in read_config(config).items() if k not in given}
+        options = dataclasses.replace(options, **from_file)
+        options.env_id = options.env_id or ""
+    if str(options.output) == "-":
         raise ConfigError("collect cannot write to stdout (-o -); name a file, then convert it")
-    _run(CollectJob(CollectSettings(**values)))
+    _run(CollectJob(options))
 
 
-def _run(job: Any) -> None:
+def _given_on_command_line(
+    ctx: typer.Context, options: CollectSettings
+) -> Iterator[tuple[str, Any]]:
+    """The settings the command line gives (its other options are the defaults)."""
+    for field in dataclasses.fields(options):
+        if _from_command_line(ctx, _PARAMETERS.get(field.name, field.name)):
+            yield field.name, getattr(options, field.name)
+
+
+def _run(job: CollectJob) -> None:
     """Run a collect job with progress, signals and the summary; exit as the module says."""
     from expcli.cli._collect_view import CollectView
 
@@ -315,7 +363,7 @@ def _env_prints_to_stderr() -> Any:
     return contextlib.redirect_stdout(sys.stderr)
 
 
-def _save(job: Any, view: Any, signals: Any) -> Any:
+def _save(job: CollectJob, view: CollectView, signals: Signals) -> SavedFile | None:
     """``job.save()``, with a progress bar while a spooled run is merged into its file.
 
     A first signal now lets the save finish; a second stops a merge, and the line printed

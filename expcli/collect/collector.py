@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,10 +20,14 @@ from expcli.collect.info_columns import InfoColumns
 from expcli.collect.reward_dtypes import RewardsNote
 from expcli.collect.row_writer import RowWriter
 from expcli.collect.spaces import layout_of, space_record
+from expcli.collect.step_outcome import StepOutcome
 from expcli.collect.step_values import step_values
-from expcli.collect.steppers import StepOutcome, make_stepper
+from expcli.collect.steppers import make_stepper
 from expcli.errors import ConfigError
 from expcli.spec import INFO_PREFIX
+
+if TYPE_CHECKING:
+    from expcli.memory import Memory
 
 __all__ = [
     "CollectStats",
@@ -132,8 +136,8 @@ class Collector(CollectorBase):
 
     def __init__(
         self,
-        env: Any,
-        memory: Any,
+        env: object,
+        memory: Memory,
         policy: Policy | None = None,
         *,
         seed: int | None = None,
@@ -308,7 +312,7 @@ class Collector(CollectorBase):
 
 
 def create_tensors(
-    memory: Any, observation_space: Any, action_space: Any, note: RewardsNote
+    memory: Memory, observation_space: Any, action_space: Any, note: RewardsNote
 ) -> None:
     """Create the standard tensors of these spaces in ``memory`` (one per leaf).
 

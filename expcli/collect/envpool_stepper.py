@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from expcli.collect.steppers import StepOutcome
+from expcli.collect.step_outcome import StepOutcome
 from expcli.envs.envpool_envs import EnvPoolEnvs
 
 __all__ = ["EnvPoolStepper"]

@@ -15,14 +15,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from expcli.collect.memory_check import sample_bytes
+from expcli.collect.output_parts import MetadataProvider, RunRows
+from expcli.collect.saved_file import SavedFile
+from expcli.collect.settings import CollectSettings
 from expcli.collect.shard_sink import DEFAULT_SHARD_SIZE, ShardSink, parse_shard_size
 from expcli.errors import ConfigError, OutputError
 from expcli.formats.sharded import Manifest, is_folder_target, is_sharded_folder
 
 if TYPE_CHECKING:
-    from expcli.collect.job import CollectJob, SavedFile
+    from expcli.collect.collector import CollectStats
+    from expcli.collect.step_outcome import HasSpaces
 
-__all__ = ["finish_folder", "is_folder_output", "open_sink", "staging_rows", "transition_bytes"]
+__all__ = ["FolderOutput", "is_folder_output", "staging_rows", "transition_bytes"]
 
 _REWARD_AND_FLAGS = 4 + 1 + 1
 _SETTINGS_KEY = "collect_settings"  # under "collector" in the metadata: what --resume reruns
@@ -33,7 +37,7 @@ def is_folder_output(output: Path) -> bool:
     return is_folder_target(output)
 
 
-def transition_bytes(stepper: Any) -> int:
+def transition_bytes(stepper: HasSpaces) -> int:
     """Bytes one stored transition takes (observation twice, action, reward, two flags)."""
     return (
         2 * sample_bytes(stepper.observation_space)
@@ -42,8 +46,13 @@ def transition_bytes(stepper: Any) -> int:
     )
 
 
-def staging_rows(job: CollectJob, stepper: Any) -> int:
+def staging_rows(
+    settings: CollectSettings, output: Path, per_transition: int, *, spooled: bool
+) -> int:
     """Rows of the staging memory (one shard's); refuses a run that will not fit on disk.
+
+    ``per_transition``: bytes of one transition (``transition_bytes``); ``spooled``: the
+    folder is a file output's spool (the file is written too).
 
     Raises:
         ConfigError: ``--memory-size`` with a folder, a bad ``--shard-size``, or a
@@ -52,22 +61,22 @@ def staging_rows(job: CollectJob, stepper: Any) -> int:
     from expcli.formats.checked_write import free_bytes
     from expcli.host_memory import format_bytes
 
-    s = job.settings
+    s = settings
     if s.memory_size is not None:
         raise ConfigError(
             "--memory-size keeps the newest rows of a memory; a folder output stores every "
             "row (leave --memory-size out, or name a file)"
         )
-    per = transition_bytes(stepper)
+    per = per_transition
     rows, size = parse_shard_size(s.shard_size or DEFAULT_SHARD_SIZE)
     if rows is None:
         assert size is not None
         rows = max(1, size // (per * s.envs))
-    if s.steps is not None and job.spool is not None:
+    if s.steps is not None and spooled:
         rows = min(rows, -(-s.steps // s.envs))  # a spooled run shorter than a shard
     if s.steps is not None:
-        needed = s.steps * per * (1 if job.spool is None else 2)  # spool and file
-        parent = job.output if job.output.is_dir() else job.output.parent
+        needed = s.steps * per * (2 if spooled else 1)  # spool and file
+        parent = output if output.is_dir() else output.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
         free = free_bytes(parent)
@@ -80,24 +89,114 @@ def staging_rows(job: CollectJob, stepper: Any) -> int:
     return int(rows)
 
 
-def open_sink(job: CollectJob) -> ShardSink:
-    """The sink of a folder run, its folder created or, with ``--resume``, opened.
+class FolderOutput:
+    """A run's rows written as the shards of ``folder`` as they come, then its manifest.
 
-    ``--overwrite`` replaces a sharded folder that stands there.
+    Its folder is created, or with ``settings.resuming`` opened and continued
+    (``resume.continue_folder``); ``--overwrite`` replaces a sharded folder that stands
+    there. The manifest carries the run's settings and segments (what ``--resume``
+    reruns), unless the folder is a file output's spool (``spooled``): then its metadata
+    is the file's.
+
+    Args:
+        rows: The staging memory (one shard's rows) and the run's episode tracker.
+        folder: The sharded folder.
+        settings: The run's settings (a resumed run's are left to collect what remains).
+        metadata: The run's metadata.
+        spooled: The folder is a spool, merged into a file at the end.
     """
-    manifest: Manifest | None = None
-    collector = job.running
-    output = job.output
-    if job.settings.resuming:
-        from expcli.collect.resume import continue_folder
 
-        manifest = continue_folder(job)
-    else:
-        if job.spool is None:  # a spooled file output is replaced when merged
-            _clear(output)
-        job.segments = [{"segment": 0, "seed": job.settings.seed, "first_row": 0}]
-    folder = output if job.spool is None else job.spool
-    return ShardSink(collector.memory, folder, lambda: _metadata(job), manifest)
+    def __init__(
+        self,
+        rows: RunRows,
+        folder: Path,
+        settings: CollectSettings,
+        metadata: MetadataProvider,
+        *,
+        spooled: bool = False,
+    ) -> None:
+        self.rows = rows
+        self.folder = folder
+        self.settings = settings
+        self.spooled = spooled
+        self._metadata = metadata
+        manifest: Manifest | None = None
+        self.targets: dict[str, int | None] = {}
+        self.before = (0, 0)  # (steps, env steps) of the segments before this one
+        if settings.resuming:
+            from expcli.collect.resume import continue_folder
+
+            went_on = continue_folder(folder, settings, rows)
+            manifest, self.segments = went_on.manifest, went_on.segments
+            self.targets, self.before = went_on.targets, went_on.before
+        else:
+            if not spooled:  # a spooled file output is replaced when merged
+                _clear(folder)
+            self.segments = [{"segment": 0, "seed": settings.seed, "first_row": 0}]
+        self.sink = ShardSink(rows.memory, folder, lambda: self.metadata(), manifest)
+
+    def metadata(self, in_file: tuple[int, int] | None = None) -> dict[str, Any]:
+        """The run's metadata as the folder records it (``in_file``: what it holds)."""
+        metadata = self._metadata(in_file or (0, 0))
+        if self.spooled:  # a file's metadata, as an in-memory run writes it
+            return metadata
+        metadata["seed"] = self.segments[0]["seed"]
+        settings = dataclasses.asdict(self.settings)
+        settings = {k: v for k, v in settings.items() if k not in ("output", "quiet", "resuming")}
+        settings["seed"] = self.segments[0]["seed"]
+        for key in ("steps", "episodes"):
+            settings[key] = self.targets.get(key, settings[key])
+        metadata["collector"][_SETTINGS_KEY] = settings
+        metadata["collector"]["segments"] = self.segments
+        if "target_steps" in metadata["collector"]:
+            metadata["collector"]["target_steps"] = settings["steps"]
+            metadata["collector"]["target_episodes"] = settings["episodes"]
+        return metadata
+
+    def finish(self, stats: CollectStats | None) -> SavedFile | None:
+        """Flush the staging area as a last shard and write the final manifest.
+
+        ``stats``: this segment's counts (None: the run stopped before they were known).
+        """
+        sink = self.sink
+        summary = self.rows.tracker.summary()
+        n = self.settings.envs
+        rows = sink.rows + self.rows.memory.memory_index
+        before = self.before
+        metadata = self.metadata((rows * n, summary.complete))
+        collector = metadata["collector"]
+        if stats is not None:  # the whole run's counts, resumed segments included
+            collector["steps"] = before[0] + stats.steps
+            collector["env_steps"] = before[1] + stats.env_steps
+            collector["episodes"] = summary.complete
+        sink.finish(metadata)
+        if rows == 0:
+            return None
+        folder = sink.writer.folder
+        size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+        return SavedFile(folder, size, rows * n, summary.complete)
+
+    def keep(self, error: BaseException) -> BaseException:
+        """The run stopped while collecting (a shard not written, a second Ctrl-C).
+
+        Returns:
+            What to raise: ``error`` with a note saying the folder keeps its complete
+            shards (``--resume`` goes on), or ``error`` itself when there are none.
+        """
+        self.sink.close()
+        output = self.folder
+        rows = self.sink.writer.manifest.rows * self.settings.envs
+        if rows == 0:
+            return error
+        note = (
+            f"{output} holds the {rows:,} transitions of its complete shards "
+            f"(`expcli collect --resume {output}` goes on"
+        )
+        if isinstance(error, OutputError):
+            from expcli.collect.rescue import with_note
+
+            return with_note(error, note + " once there is room)", output)
+        return KeyboardInterrupt(note + ")")
 
 
 def _clear(output: Path) -> None:
@@ -112,45 +211,3 @@ def _clear(output: Path) -> None:
         shutil.rmtree(output)
     else:
         output.unlink()
-
-
-def _metadata(job: CollectJob, in_file: tuple[int, int] | None = None) -> dict[str, Any]:
-    metadata = job._metadata(in_file or (0, 0))
-    if job.spool is not None:  # a file's metadata, as an in-memory run writes it
-        return metadata
-    metadata["seed"] = job.segments[0]["seed"]
-    settings = dataclasses.asdict(job.settings)
-    settings = {k: v for k, v in settings.items() if k not in ("output", "quiet", "resuming")}
-    settings["seed"] = job.segments[0]["seed"]
-    for key in ("steps", "episodes"):
-        settings[key] = job.targets.get(key, settings[key])
-    metadata["collector"][_SETTINGS_KEY] = settings
-    metadata["collector"]["segments"] = job.segments
-    if "target_steps" in metadata["collector"]:
-        metadata["collector"]["target_steps"] = settings["steps"]
-        metadata["collector"]["target_episodes"] = settings["episodes"]
-    return metadata
-
-
-def finish_folder(job: CollectJob) -> SavedFile | None:
-    """Flush the staging area as a last shard and write the final manifest."""
-    from expcli.collect.job import SavedFile
-
-    sink: ShardSink = job.sink
-    collector = job.running
-    summary = collector.tracker.summary()
-    n = job.settings.envs
-    rows = sink.rows + collector.memory.memory_index
-    before = job.before
-    metadata = _metadata(job, (rows * n, summary.complete))
-    collector = metadata["collector"]
-    if job.stats is not None:  # the whole run's counts, resumed segments included
-        collector["steps"] = before[0] + job.stats.steps
-        collector["env_steps"] = before[1] + job.stats.env_steps
-        collector["episodes"] = summary.complete
-    sink.finish(metadata)
-    if rows == 0:
-        return None
-    folder = sink.writer.folder
-    size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
-    return SavedFile(folder, size, rows * n, summary.complete)

@@ -10,46 +10,43 @@ import datetime
 import platform
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from expcli._version import __version__
 from expcli.collect.collector import Collector, CollectStats, Progress
-from expcli.collect.env_modes import (
-    Probe,
-    build_checked_vector,
-    build_env,
-    choose_mode,
-    require_vector_entry_point,
+from expcli.collect.engine_spec import EngineRequest, Envs
+from expcli.collect.engines import ENGINES, CollectMode
+from expcli.collect.env_modes import Probe, choose_mode
+from expcli.collect.folder_run import (
+    FolderOutput,
+    is_folder_output,
+    staging_rows,
+    transition_bytes,
 )
 from expcli.collect.memory_check import check_run_fits
+from expcli.collect.output_parts import RunRows
+from expcli.collect.saved_file import SavedFile
 from expcli.collect.settings import CollectSettings
+from expcli.collect.shard_sink import ShardSink
+from expcli.collect.single_file import save_file
+from expcli.collect.spool_run import SpooledFile, spool_folder
 from expcli.errors import OrderError, OutputError, OutputExistsError
 from expcli.formats.dataset import Dataset
 from expcli.formats.output_lock import OutputLock
-from expcli.spec import CircularState
+from expcli.spec import CircularState, Compression
+
+if TYPE_CHECKING:
+    from expcli.collect.rollout.rollout_collector import RolloutCollector
+    from expcli.collect.rollout.rollout_fleet import RolloutFleet
+    from expcli.collect.step_outcome import HasSpaces
 
 __all__ = ["CollectJob", "SavedFile", "default_output"]
 
 _INITIAL_ROWS = 1024  # memory rows to start with when the run's length is unknown
 _PREALLOCATED_ROWS = 1 << 16  # above this, the memory grows as the run goes
-
-
-@dataclass(frozen=True, slots=True)
-class SavedFile:
-    """Where the dataset went, how big it is and what it holds.
-
-    ``transitions`` and ``episodes`` (complete ones) count the file, which holds fewer
-    than the run collected when the memory wrapped (``--memory-size``).
-    """
-
-    path: Path
-    size_bytes: int
-    transitions: int
-    episodes: int
 
 
 def default_output(env_id: str, folder: Path = Path("runs")) -> Path:
@@ -80,24 +77,19 @@ class CollectJob:
     """
 
     def __init__(self, settings: CollectSettings) -> None:
-        from expcli.envs.env_ids import check_env_id
-
         self.settings = settings.validate()
-        if settings.mode == "envpool":
-            from expcli.envs.envpool_envs import check_envpool_id
+        engine = ENGINES.get(settings.mode)
+        if engine is None:  # auto: its candidates all take Gymnasium's ids
+            from expcli.envs.env_ids import check_env_id
 
-            check_envpool_id(settings.env_id)
-        else:
             check_env_id(settings.env_id)
-        if settings.mode == "vector":
-            require_vector_entry_point(settings.env_id)
+        else:
+            engine.check_id(settings.env_id)
         from expcli.envs.env_wrappers import describe_wrappers, portable_spec
 
         self.wrapper_descriptions = describe_wrappers(settings.wrappers)
         self.wrappers = [portable_spec(spec) for spec in settings.wrappers]
         self.output = Path(settings.output) if settings.output else default_output(settings.env_id)
-        from expcli.collect.folder_run import is_folder_output
-
         self.to_folder = is_folder_output(self.output)
         if self.output.exists() and not settings.overwrite and not settings.resuming:
             with OutputLock(self.output):  # a writer at work is named, not the output it makes
@@ -111,23 +103,20 @@ class CollectJob:
 
         self.format = "folder" if self.to_folder else format_from_suffix(self.output)
         self._lock = OutputLock(self.output)
-        self.sink: Any = None  # a ShardSink, for a folder output or a spooled file
         self.spool: Path | None = None  # a file output's spool folder (``spool_run``)
-        # A folder run's segments (one per --resume), the whole run's targets when
-        # resumed, and the (steps, env steps) of the segments before this one.
-        self.segments: list[dict[str, Any]] = []
-        self.targets: dict[str, int | None] = {}
-        self.before = (0, 0)
-        if settings.compression != "none" and self.format != "hdf5":
+        # the output written as the run goes (a folder, a spooled file); None: in memory
+        self.streamed: FolderOutput | SpooledFile | None = None
+        if settings.compression is not Compression.NONE and self.format != "hdf5":
             from expcli.errors import ConfigError
 
             raise ConfigError(f"--compression applies to .h5/.hdf5 output, not {self.output}")
-        self.mode = settings.mode
+        self.mode: CollectMode = settings.mode
         self.probes: list[Probe] = []
         self.mode_differences: list[str] = []  # what --force-mode let through
         self.engine: dict[str, Any] = {"gym_spec": True}  # see _engine_metadata
-        self.env: Any = None
-        self.collector: Any = None  # a Collector, or a RolloutCollector (ray modes)
+        self.env: Envs | None = None  # the engine's envs, or the rollout actors
+        self._fleet: RolloutFleet | None = None  # the rollout actors (ray modes)
+        self.collector: Collector | RolloutCollector | None = None
         self.policy_seed: int | None = None  # rollout actors' random streams
         self.stats: CollectStats | None = None
 
@@ -154,13 +143,12 @@ class CollectJob:
 
     def _start(self) -> None:
         s = self.settings
-        asynchronous = None if s.asynchronous == "none" else s.asynchronous
-        if s.mode == "auto":
+        if s.mode is CollectMode.AUTO:
             # The probed envs are closed: the run's are built afresh, as in any other mode.
             self.mode, self.probes = choose_mode(
                 s.env_id,
                 s.envs,
-                asynchronous,
+                s.asynchronous,
                 s.env_kwargs,
                 seed=s.seed,
                 num_cpus=s.num_cpus,
@@ -168,56 +156,52 @@ class CollectJob:
                 wrappers=self.wrappers,
                 infos=s.infos,
             )
-        from expcli.collect.rollout_job import build_fleet, rollout_applies
+        engine = ENGINES[self.mode]
+        from expcli.collect.rollout.rollout_job import build_fleet, rollout_applies
 
-        if rollout_applies(s, self.mode):
-            self.env, self.policy_seed = build_fleet(s, self.mode, self.wrappers)
-        elif self.mode == "vector":
-            self.env, self.mode_differences = build_checked_vector(
-                s.env_id, s.envs, s.env_kwargs, force=s.force_mode
-            )
+        if rollout_applies(s, engine):
+            self._fleet, self.policy_seed = build_fleet(s, engine, self.wrappers)
+            self.env = self._fleet
         else:
-            self.env = build_env(
-                self.mode,
-                s.env_id,
-                s.envs,
-                asynchronous,
-                s.env_kwargs,
-                num_cpus=s.num_cpus,
-                ray_address=s.ray_address,
-                step_timeout=s.step_timeout_seconds,
-                wrappers=self.wrappers,
-                seed=s.seed,
+            built = engine.build(
+                EngineRequest(
+                    s.env_id,
+                    s.envs,
+                    s.asynchronous,
+                    s.env_kwargs,
+                    num_cpus=s.num_cpus,
+                    ray_address=s.ray_address,
+                    step_timeout=s.step_timeout_seconds,
+                    wrappers=tuple(self.wrappers),
+                    seed=s.seed,
+                    force=s.force_mode,
+                )
             )
+            self.env, self.mode_differences = built.envs, built.differences
         try:
             self.engine = _engine_metadata(self.env, s.env_id, s.env_kwargs)
             self.collector = self._collector()
-            if self.to_folder or self.spool is not None:
-                from expcli.collect.folder_run import open_sink
-
-                self.sink = open_sink(self)
+            self.streamed = self._streamed_output()
         except BaseException:
             self.close()
             raise
 
-    def _collector(self) -> Any:
+    def _collector(self) -> Collector | RolloutCollector:
         from expcli.collect.policies import check_actions, make_policy
         from expcli.collect.steppers import make_stepper
         from expcli.memory import RandomMemory
 
         s = self.settings
-        stepper = self.env if self.policy_seed is not None else make_stepper(self.env)
+        fleet = self._fleet
+        stepper: HasSpaces = make_stepper(self.env) if fleet is None else fleet
         policy = make_policy(
             s.policy, stepper.observation_space, stepper.action_space, s.envs, s.seed
         )
         self.policy_description = dict(getattr(policy, "description", {"spec": s.policy}))
-        from expcli.collect.spool_run import spool_folder
-
-        self.spool = spool_folder(self, stepper)
+        per = transition_bytes(stepper)
+        self.spool = spool_folder(s, self.output, per, to_folder=self.to_folder)
         if self.to_folder or self.spool is not None:
-            from expcli.collect.folder_run import staging_rows
-
-            rows, grow = staging_rows(self, stepper), False
+            rows, grow = staging_rows(s, self.output, per, spooled=self.spool is not None), False
         else:
             check_run_fits(
                 stepper.observation_space, stepper.action_space, s.envs, s.memory_size, s.steps
@@ -234,11 +218,11 @@ class CollectJob:
             rows, grow = _INITIAL_ROWS, True
         memory = RandomMemory(rows, s.envs, device="cpu")
 
-        if self.policy_seed is not None:
-            from expcli.collect.rollout_collector import RolloutCollector
+        if fleet is not None and self.policy_seed is not None:
+            from expcli.collect.rollout.rollout_collector import RolloutCollector
 
             return RolloutCollector(
-                self.env,
+                fleet,
                 memory,
                 seed=self.policy_seed,
                 grow=grow,
@@ -262,8 +246,28 @@ class CollectJob:
             rewards_dtype=s.rewards_dtype,
         )
 
+    def _streamed_output(self) -> FolderOutput | SpooledFile | None:
+        """The folder (created, or continued by ``--resume``) or spool the run streams to."""
+        collector = self.running
+        rows = RunRows(collector.memory, collector.tracker)
+        if self.spool is not None:
+            return SpooledFile(rows, self.spool, self.output, self.settings, self.metadata)
+        if self.to_folder:
+            return FolderOutput(rows, self.output, self.settings, self.metadata)
+        return None
+
     @property
-    def running(self) -> Any:
+    def sink(self) -> ShardSink | None:
+        """The shard writer of a folder output or a spooled file (None: in memory)."""
+        return None if self.streamed is None else self.streamed.sink
+
+    @property
+    def before(self) -> tuple[int, int]:
+        """(steps, env steps) of a resumed folder run's segments before this one."""
+        return (0, 0) if self.streamed is None else self.streamed.before
+
+    @property
+    def running(self) -> Collector | RolloutCollector:
         """The collector that ``start()`` built.
 
         Raises:
@@ -309,7 +313,7 @@ class CollectJob:
     def dataset(self) -> Dataset:
         """What was collected, trimmed to the rows written, with the run's metadata."""
         memory = self.running.memory
-        memory.metadata = self._metadata()
+        memory.metadata = self.metadata()
         dataset: Dataset = memory.to_dataset()
         if not memory.filled:
             rows = memory.memory_index
@@ -342,31 +346,12 @@ class CollectJob:
             self._lock.release()
 
     def _save(self, progress: Callable[[str, float], None] | None) -> SavedFile | None:
-        from expcli.conversion import save
-
-        if self.spool is not None:
-            from expcli.collect.spool_run import merge_spool
-
-            return merge_spool(self, progress)
-        if self.sink is not None:
-            from expcli.collect.folder_run import finish_folder
-
-            return finish_folder(self)
-        s = self.settings
-        dataset = self.dataset()
-        if len(dataset) == 0:
-            return None
-        compression = None if s.compression == "none" else s.compression
-        try:
-            path = save(dataset, self.output, overwrite=s.overwrite, compression=compression)
-        except OutputError as error:
-            if isinstance(error, OutputExistsError):
-                raise
-            from expcli.collect.rescue import save_elsewhere
-
-            raise save_elsewhere(dataset, self.output, compression, error) from error
-        episodes = dataset.metadata["collector"]["complete_episodes_in_file"]
-        return SavedFile(path, path.stat().st_size, len(dataset), episodes)
+        streamed = self.streamed
+        if isinstance(streamed, SpooledFile):
+            return streamed.merge(self.stats, progress)
+        if streamed is not None:
+            return streamed.finish(self.stats)
+        return save_file(self.dataset(), self.output, self.settings)
 
     def write_failed(self, error: OutputError) -> OutputError:
         """A shard could not be written while collecting (a full disk): the error to raise.
@@ -390,25 +375,7 @@ class CollectJob:
             self._lock.release()  # the run ends here: no save() follows
 
     def _keep_shards_written(self, error: BaseException) -> BaseException:
-        if self.sink is None:
-            return error
-        self.sink.close()
-        if self.spool is not None:
-            from expcli.collect.spool_run import keep_spool
-
-            return keep_spool(self, error)
-        rows = self.sink.writer.manifest.rows * self.settings.envs
-        if rows == 0:
-            return error
-        note = (
-            f"{self.output} holds the {rows:,} transitions of its complete shards "
-            f"(`expcli collect --resume {self.output}` goes on"
-        )
-        if isinstance(error, OutputError):
-            from expcli.collect.rescue import with_note
-
-            return with_note(error, note + " once there is room)", self.output)
-        return KeyboardInterrupt(note + ")")
+        return error if self.streamed is None else self.streamed.keep(error)
 
     def info_notes(self) -> dict[str, str]:
         """``--infos``: the info keys skipped or changed (by ``repr``), and why."""
@@ -421,8 +388,8 @@ class CollectJob:
         if env is not None:
             env.close()
 
-    def _metadata(self, in_file: tuple[int, int] | None = None) -> dict[str, Any]:
-        """The run's metadata.
+    def metadata(self, in_file: tuple[int, int] | None = None) -> dict[str, Any]:
+        """The run's metadata (what the output kinds are given to ask for it).
 
         ``in_file``: (transitions, complete episodes) the output holds, counted from the memory when
         not given.
@@ -431,7 +398,8 @@ class CollectJob:
         import torch
 
         s = self.settings
-        memory = self.running.memory
+        collector = self.running
+        memory = collector.memory
         stats = self.stats
         engine = dict(self.engine)
         envpool = engine.get("envpool", {})
@@ -440,7 +408,7 @@ class CollectJob:
             "env_spec": _env_spec(s.env_id, s.env_kwargs) if engine.pop("gym_spec") else None,
             "env_kwargs": s.env_kwargs,
             "wrappers": self.wrapper_descriptions,
-            **self.running.space_metadata(),
+            **collector.space_metadata(),
             "seed": s.seed,
             "collector": {
                 "mode": self.mode,
@@ -462,7 +430,7 @@ class CollectJob:
                 "target_episodes": s.episodes,
                 **({"info_notes": notes} if (notes := self.info_notes()) else {}),
                 **engine,
-                **(self.running.metadata() if self.policy_seed is not None else {}),
+                **({} if isinstance(collector, Collector) else collector.metadata()),
             },
             **({"frame_stack": envpool["frame_stack"]} if "frame_stack" in envpool else {}),
             "versions": {
@@ -475,7 +443,7 @@ class CollectJob:
         }
 
 
-def _engine_metadata(env: Any, env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
+def _engine_metadata(env: Envs, env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
     """EnvPool's part of the metadata, and whether Gymnasium's spec describes the run.
 
     ``envpool`` holds the task id, version, config and seeds; ``gym_spec`` says whether

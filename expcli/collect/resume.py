@@ -15,19 +15,22 @@ from __future__ import annotations
 import json
 import stat
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from expcli.collect.output_parts import RunRows
 from expcli.collect.settings import CollectSettings
 from expcli.errors import ConfigError, FormatError, SchemaError
 from expcli.formats.sharded import Manifest, check_shard, user_metadata
 
 if TYPE_CHECKING:
-    from expcli.collect.job import CollectJob
+    from expcli.collect.episode_stats import EpisodeTracker
+    from expcli.memory import Memory
 
-__all__ = ["continue_folder", "resume_settings", "resume_summary", "segment_seed"]
+__all__ = ["Continuation", "continue_folder", "resume_settings", "resume_summary", "segment_seed"]
 
 _MANIFEST = "manifest.json"
 
@@ -133,15 +136,32 @@ def _collector(manifest: Manifest, folder: Path) -> dict[str, Any]:
     return collector
 
 
-def continue_folder(job: CollectJob) -> Manifest:
-    """Prepare ``job`` (started, its collector built) to go on with its folder's run.
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """Where a resumed folder run goes on from.
 
-    Everything is checked before the folder is touched: the env's tensors against the
-    manifest's, the last shard's size and CRC-32, the target. Then the episodes the kill
-    cut are marked truncated in the last stored row.
+    Attributes:
+        manifest: The manifest to append to.
+        segments: The run's segments, this one last.
+        targets: The whole run's ``steps`` and ``episodes`` (the settings now hold what is
+            left of them).
+        before: (steps, env steps) of the segments before this one.
+    """
 
-    Returns:
-        The manifest to append to.
+    manifest: Manifest
+    segments: list[dict[str, Any]]
+    targets: dict[str, int | None]
+    before: tuple[int, int]
+
+
+def continue_folder(folder: Path, settings: CollectSettings, rows: RunRows) -> Continuation:
+    """Prepare a run (its staging memory made, its envs built) to go on with ``folder``'s.
+
+    Everything is checked before the folder is touched: the env's tensors (``rows.memory``)
+    against the manifest's, the last shard's size and CRC-32, the target. Then the
+    episodes the kill cut are marked truncated in the last stored row, the stored
+    episodes are fed to ``rows.tracker``, and ``settings.steps`` (or ``episodes``)
+    becomes what is left to collect.
 
     Raises:
         SchemaError: The env's tensors (spaces, rewards dtype) are not the folder's.
@@ -150,20 +170,17 @@ def continue_folder(job: CollectJob) -> Manifest:
     """
     from expcli.formats.sharded import ShardWriter
 
-    folder, s = job.output, job.settings
+    s = settings
     manifest = Manifest.load(folder)
     collector = _collector(manifest, folder)
-    _check_tensors(job, manifest, folder / _MANIFEST)
-    last: dict[str, np.ndarray] | None = None
+    _check_tensors(settings.envs, rows.memory, manifest, folder / _MANIFEST)
     if manifest.shards:
-        last = _last_shard(folder, manifest)
-    ended = None if last is None else last["terminated"][-1] | last["truncated"][-1]
-    tracker = job.running.tracker
-    _count_episodes(folder, tracker, None if ended is None else ~ended)
+        _check_last_shard(folder, manifest)
+    tracker = rows.tracker
+    last = _count_episodes(folder, manifest, tracker)
     segments = list(collector["segments"])
-    rows = manifest.rows
-    job.targets = {"steps": s.steps, "episodes": s.episodes}
-    stored = rows * s.envs
+    stored = manifest.rows * s.envs
+    targets = {"steps": s.steps, "episodes": s.episodes}
     if s.steps is not None:
         if stored >= s.steps:
             raise ConfigError(f"{folder} holds {stored:,} of {s.steps:,} steps; nothing to resume")
@@ -176,30 +193,28 @@ def continue_folder(job: CollectJob) -> Manifest:
             )
         s.episodes -= tracker.complete
     writer = ShardWriter(folder, manifest)
-    if last is not None and ended is not None and not ended.all():
-        last["truncated"][-1] |= ~ended  # the kill ended them there
+    if last is not None:
         writer.replace_last(last, user_metadata(manifest.header))
-    segments.append({"segment": len(segments), "seed": s.seed, "first_row": rows})
-    job.segments = segments
-    job.before = (stored, int(collector.get("env_steps") or stored))
-    return writer.manifest
+    segments.append({"segment": len(segments), "seed": s.seed, "first_row": manifest.rows})
+    before = (stored, int(collector.get("env_steps") or stored))
+    return Continuation(writer.manifest, segments, targets, before)
 
 
-def _check_tensors(job: CollectJob, manifest: Manifest, path: Path) -> None:
+def _check_tensors(num_envs: int, memory: Memory, manifest: Manifest, path: Path) -> None:
     """Refuse an env whose tensors (names, dtypes, shapes) are not the folder's.
 
     ``infos/<key>`` tensors may come and go (a key met later is read as NaN before).
     """
-    if manifest.header.get("num_envs") != job.settings.envs:
+    if manifest.header.get("num_envs") != num_envs:
         raise SchemaError(
-            f"records {manifest.header.get('num_envs')!r} envs; the run has {job.settings.envs}",
+            f"records {manifest.header.get('num_envs')!r} envs; the run has {num_envs}",
             path=path,
             key="num_envs",
         )
     known = manifest.header.get("tensors")
     if not isinstance(known, dict):
         raise SchemaError("lacks its 'tensors' object", path=path, key="tensors")
-    now = {spec.name: spec.to_json() for spec in job.running.memory.to_dataset().specs()}
+    now = {spec.name: spec.to_json() for spec in memory.to_dataset().specs()}
     for name in sorted(set(known) | set(now)):
         if name.startswith("infos/"):
             continue
@@ -219,15 +234,13 @@ def _spec_text(spec: Any) -> str:
     return f"{spec.get('dtype')} {tuple(spec.get('shape') or ())}"
 
 
-def _last_shard(folder: Path, manifest: Manifest) -> dict[str, np.ndarray]:
-    """The last shard's tensors, read after its size and CRC-32 are checked.
+def _check_last_shard(folder: Path, manifest: Manifest) -> None:
+    """Refuse a last shard that is not a regular file of the folder, or is damaged.
 
     Raises:
         FormatError: Not a regular file in the folder, or damaged (``inspect --check``
             would fail): resuming would rewrite it and hide the damage.
     """
-    from expcli.formats.npz_format import read
-
     entry = manifest.shards[-1]
     file = folder / entry.file
     try:
@@ -243,27 +256,49 @@ def _last_shard(folder: Path, manifest: Manifest) -> dict[str, np.ndarray]:
             "damage: restore it, or remove it from the manifest",
             path=file,
         )
-    return {name: np.array(array) for name, array in read(file).tensors.items()}
 
 
-def _count_episodes(folder: Path, tracker: Any, cut: np.ndarray | None) -> None:
+def _count_episodes(
+    folder: Path, manifest: Manifest, tracker: EpisodeTracker
+) -> dict[str, np.ndarray] | None:
     """Feed the stored rows' rewards and flags to the run's episode tracker, shard by shard.
 
-    ``cut``: the envs whose episode the kill cut, ended (truncated) in the last row.
+    Read through the sharded folder's own reader (``sharded.open_lazy``). The episodes
+    the kill cut (the envs not ended in the last row) end there, truncated.
+
+    Returns:
+        The last shard's tensors with those ends marked, to write back; None when no
+        episode was cut (or the folder holds no rows).
     """
     from expcli.formats.sharded import open_lazy
 
     dataset, close = open_lazy(folder)
     try:
+        tensors = dataset.tensors
         rewards, terminated, truncated = (
-            dataset.tensors[k] for k in ("rewards", "terminated", "truncated")
+            tensors[k] for k in ("rewards", "terminated", "truncated")
         )
+        total = len(rewards)
+        last: dict[str, np.ndarray] | None = None
+        cut: np.ndarray | None = None
+        if manifest.shards and total:
+            entry = manifest.shards[-1]
+            first = total - entry.rows
+            ended = np.asarray(terminated[total - 1]) | np.asarray(truncated[total - 1])
+            if not ended.all():
+                cut = ~ended
+                last = {
+                    name: np.array(array[first:total])
+                    for name, array in tensors.items()
+                    if name not in entry.missing
+                }
+                last["truncated"][-1] |= cut  # the kill ended them there
         n = rewards.shape[1]
         step = max(1, (1 << 20) // max(1, n))
-        for start in range(0, len(rewards), step):
+        for start in range(0, total, step):
             rows = slice(start, start + step)
             ends = np.asarray(truncated[rows]).reshape(-1, n)
-            if cut is not None and start + step >= len(rewards):
+            if cut is not None and start + step >= total:
                 ends = ends.copy()
                 ends[-1] |= cut.reshape(-1)
             tracker.update(
@@ -271,5 +306,6 @@ def _count_episodes(folder: Path, tracker: Any, cut: np.ndarray | None) -> None:
                 np.asarray(terminated[rows]).reshape(-1, n),
                 ends,
             )
+        return last
     finally:
         close()

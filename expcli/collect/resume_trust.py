@@ -32,6 +32,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from expcli.collect.engines import engine_of
 from expcli.collect.settings import MAX_ENVS, MAX_SEED, CollectSettings, typed_value
 from expcli.collect.shard_sink import parse_shard_size
 from expcli.errors import ConfigError
@@ -51,8 +52,6 @@ _RUNTIME = frozenset(
     {"mode", "num_cpus", "ray_address", "step_timeout", "chunk_steps", "chunk_timeout"}
     | {"restart_on_error", "shard_size"}
 )
-# Modes whose data may differ from the others' (Gymnasium's batched env, EnvPool's).
-_OWN_DATA_MODES = frozenset({"vector", "envpool"})
 _NOT_WITH_RESUME = {
     "output": "-o/--output",
     "overwrite": "--overwrite",
@@ -148,13 +147,22 @@ def merge_given(
             if recorded.get(other) is not None and recorded.get(name) is None:
                 raise _conflict(name, value, f"the run's target is {_flag(other)}", path)
             values[name] = value
-        elif name == "mode" and value != before and {value, before} & _OWN_DATA_MODES:
+        elif name == "mode" and value != before and _own_data(value, before):
             raise _conflict(name, value, f"the recorded --mode {before}", path)
         elif name in _RUNTIME:
             values[name] = value
         elif value != before:
             raise _conflict(name, value, f"the recorded {_flag(name)} {_shown(before)}", path)
     return values
+
+
+def _own_data(*modes: object) -> bool:
+    """Whether one of ``modes`` is an engine whose data may differ from the others'.
+
+    Gymnasium's batched env or EnvPool's: another implementation of the env
+    (``Engine.own_implementation``).
+    """
+    return any(e is not None and e.own_implementation for e in map(engine_of, modes))
 
 
 def _conflict(name: str, value: Any, recorded: str, path: Path) -> ConfigError:
@@ -168,7 +176,7 @@ def _conflict(name: str, value: Any, recorded: str, path: Path) -> ConfigError:
 
 def _shown(value: Any) -> str:
     if isinstance(value, str):
-        return repr(value)
+        return repr(str(value))  # a StrEnum's spelling, not its member
     return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
 
 

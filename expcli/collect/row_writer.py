@@ -16,11 +16,14 @@ growing run asks ``Memory.grow`` for room. The writer counts only what it commit
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from expcli.errors import InvalidValueError
+
+if TYPE_CHECKING:
+    from expcli.memory import Memory
 
 __all__ = ["RowWriter"]
 
@@ -40,7 +43,7 @@ class RowWriter:
 
     def __init__(
         self,
-        memory: Any,
+        memory: Memory,
         on_commit: OnCommit,
         *,
         grow: bool = False,

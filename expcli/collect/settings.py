@@ -10,16 +10,18 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from expcli.collect.engines import ENGINES, CollectMode
+from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError
-from expcli.spec import COMPRESSIONS
+from expcli.spec import Compression
 
-__all__ = ["MAX_ENVS", "MAX_SEED", "MODES", "CollectSettings", "read_config", "typed_value"]
+__all__ = ["MAX_ENVS", "MAX_SEED", "CollectSettings", "choose", "read_config", "typed_value"]
 
-MODES = ("auto", "dummy", "subproc", "ray", "ray-subproc", "vector", "envpool")
-ASYNC_MODES = ("none", "idle", "restart", "continue")
+_Choice = TypeVar("_Choice", bound=StrEnum)
 # Envs of one run: far beyond what one machine steps usefully (Atari runs use 8 to 256),
 # and low enough that a typo such as 100000000 is refused instead of filling the memory.
 MAX_ENVS = 65_536
@@ -37,9 +39,9 @@ class CollectSettings:
     steps: int | None = None
     episodes: int | None = None
     memory_size: int | None = None
-    mode: str = "auto"
+    mode: CollectMode = CollectMode.AUTO
     force_mode: bool = False
-    asynchronous: str = "restart"
+    asynchronous: AsyncMode = AsyncMode.RESTART
     policy: str = "random"
     seed: int | None = None
     env_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -53,7 +55,7 @@ class CollectSettings:
     wrappers: list[str] = field(default_factory=list)
     rewards_dtype: str = "float32"
     output: Path | None = None
-    compression: str = "none"
+    compression: Compression = Compression.NONE
     overwrite: bool = False
     quiet: bool = False
     shard_size: str | int | None = None  # a folder output's shards: rows or bytes ("256MB")
@@ -92,34 +94,27 @@ class CollectSettings:
             raise ConfigError("give --steps or --episodes, not both")
         if self.steps is None and self.episodes is None:
             self.steps = 10_000
-        _choose("--mode", self.mode, MODES)
-        self.asynchronous = str(self.asynchronous).lower()
-        _choose("--async", self.asynchronous, ASYNC_MODES)
-        _choose("--compression", self.compression, COMPRESSIONS)
-        if self.force_mode and self.mode != "vector":
+        self.mode = choose("--mode", self.mode, CollectMode)
+        self.asynchronous = choose("--async", str(self.asynchronous).lower(), AsyncMode)
+        self.compression = choose("--compression", self.compression, Compression)
+        engine = ENGINES.get(self.mode)  # None: auto
+        if self.force_mode and not (engine and engine.force_mode):
+            forced = " or ".join(e.mode for e in ENGINES.values() if e.force_mode)
             raise ConfigError(
-                "--force-mode applies to --mode vector only (the other modes give the same "
+                f"--force-mode applies to --mode {forced} only (the other modes give the same "
                 "data for the same seed)"
             )
-        _choose("--rewards-dtype", self.rewards_dtype, REWARD_DTYPES)
+        if self.rewards_dtype not in REWARD_DTYPES:
+            raise _not_one_of("--rewards-dtype", REWARD_DTYPES, self.rewards_dtype)
         if isinstance(self.wrappers, str):
             self.wrappers = [self.wrappers]
         if not all(isinstance(w, str) and w.strip() for w in self.wrappers):
             raise ConfigError(f"--wrapper takes MODULE:CALLABLE specs, got {self.wrappers!r}")
-        if self.mode == "vector" and self.wrappers:
-            raise ConfigError(
-                "--mode vector builds Gymnasium's batched env, which --wrapper cannot wrap; "
-                "use --mode dummy or subproc"
-            )
-        if self.mode == "envpool":
-            from expcli.envs.envpool_envs import check_envpool_async
-
-            check_envpool_async(self.asynchronous)
-        if self.mode == "vector" and self.asynchronous != "restart":
-            raise ConfigError(
-                "--mode vector always resets an ended env (Gymnasium's autoreset); it takes "
-                "--async restart only"
-            )
+        if engine is not None and self.wrappers and engine.wrappers_refused is not None:
+            raise ConfigError(engine.wrappers_refused)
+        refusal = None if engine is None else engine.refuses_async(self.asynchronous)
+        if refusal is not None:
+            raise ConfigError(refusal)
         if self.seed is not None and (
             isinstance(self.seed, bool)
             or not isinstance(self.seed, int)
@@ -243,9 +238,22 @@ def typed_value(value: Any, name: str, path: Path, key: str) -> Any:
     return value
 
 
-def _choose(flag: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"{flag} must be one of {', '.join(choices)}, got {value!r}")
+def choose(flag: str, value: object, choices: type[_Choice]) -> _Choice:
+    """``value`` as a member of ``choices`` (its spelling).
+
+    Raises:
+        ConfigError: Not one of their spellings.
+    """
+    if isinstance(value, str):
+        try:
+            return choices(value)
+        except ValueError:
+            pass
+    raise _not_one_of(flag, [c.value for c in choices], value)
+
+
+def _not_one_of(flag: str, names: list[str] | tuple[str, ...], value: object) -> ConfigError:
+    return ConfigError(f"{flag} must be one of {', '.join(names)}, got {value!r}")
 
 
 def _seconds_or_none(value: Any, flag: str) -> float | None:

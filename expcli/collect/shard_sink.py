@@ -15,13 +15,16 @@ import re
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from expcli.errors import ConfigError
 from expcli.formats.dataset import Dataset
 from expcli.formats.sharded import Manifest, ShardWriter
+
+if TYPE_CHECKING:
+    from expcli.memory import Memory
 
 __all__ = ["DEFAULT_SHARD_SIZE", "ShardSink", "parse_shard_size"]
 
@@ -64,7 +67,7 @@ class ShardSink:
 
     def __init__(
         self,
-        memory: Any,
+        memory: Memory,
         folder: Path,
         metadata: Callable[[], dict[str, Any]],
         manifest: Manifest | None = None,

@@ -16,14 +16,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from expcli.collect.folder_run import FolderOutput
+from expcli.collect.output_parts import MetadataProvider, RunRows
+from expcli.collect.saved_file import SavedFile
+from expcli.collect.settings import CollectSettings
 from expcli.errors import OutputError
 
 if TYPE_CHECKING:
-    from expcli.collect.job import CollectJob, SavedFile
+    from expcli.collect.collector import CollectStats
 
-__all__ = ["SPOOL_ABOVE", "MergeInterrupted", "keep_spool", "merge_spool", "spool_folder"]
+__all__ = ["SPOOL_ABOVE", "MergeInterrupted", "SpooledFile", "spool_folder"]
 
 SPOOL_ABOVE = 256 * 10**6
 """Bytes of a run above which a file output streams through a spool folder."""
@@ -38,31 +42,32 @@ class MergeInterrupted(KeyboardInterrupt):
         self.kept = kept
 
 
-def spool_folder(job: CollectJob, stepper: Any) -> Path | None:
+def spool_folder(
+    settings: CollectSettings, output: Path, per_transition: int, *, to_folder: bool
+) -> Path | None:
     """The spool folder of a file output that should stream, else None.
 
     ``--spool`` forces it and ``--no-spool`` forbids it; by default a run spools when it
-    is estimated above the threshold, or when its length cannot be bounded (``--episodes``
-    of an env with no time limit). ``--memory-size`` runs stay in memory (they are
-    bounded by it).
+    is estimated above the threshold (``per_transition`` bytes a transition), or when its
+    length cannot be bounded (``--episodes`` of an env with no time limit).
+    ``--memory-size`` runs stay in memory (they are bounded by it), and a folder output
+    (``to_folder``) is written as it comes.
     """
-    from expcli.collect.folder_run import transition_bytes
     from expcli.formats.checked_write import remove_stale, temp_name
 
-    s = job.settings
-    if job.to_folder or s.memory_size is not None or s.spool is False:
+    s = settings
+    if to_folder or s.memory_size is not None or s.spool is False:
         return None
     if not s.spool:
-        size = _run_bytes(job, transition_bytes(stepper))
+        size = _run_bytes(s, per_transition)
         if size is not None and size <= _threshold():
             return None
-    remove_stale(job.output)
-    return temp_name(job.output)
+    remove_stale(output)
+    return temp_name(output)
 
 
-def _run_bytes(job: CollectJob, per_transition: int) -> int | None:
+def _run_bytes(s: CollectSettings, per_transition: int) -> int | None:
     """The run's size at most, or None when unbounded (episodes without a time limit)."""
-    s = job.settings
     if s.steps is not None:
         return s.steps * per_transition
     import gymnasium as gym
@@ -86,70 +91,92 @@ def _threshold() -> int:
     return SPOOL_ABOVE if available is None else min(SPOOL_ABOVE, available // 4)
 
 
-def merge_spool(
-    job: CollectJob, progress: Callable[[str, float], None] | None = None
-) -> SavedFile | None:
-    """Flush the staging area, convert the spool folder to the output file by slices of rows.
+class SpooledFile:
+    """A file output written through a spool folder (``spool_folder``), merged at the end.
 
-    ``progress`` gets the fraction written; then remove the folder.
-
-    Raises:
-        OutputError: The file could not be written; the rows are kept in the folder its
-            ``saved_to`` names (``expcli convert FOLDER FILE`` writes the file later).
+    Args:
+        rows: The staging memory and the run's episode tracker.
+        spool: The spool folder.
+        output: The file.
+        settings: The run's settings.
+        metadata: The run's metadata (the file's).
     """
-    from expcli.collect.folder_run import finish_folder
-    from expcli.collect.job import SavedFile
-    from expcli.conversion import convert
-    from expcli.formats.checked_write import remove
 
-    spool = job.spool
-    assert spool is not None
-    try:
-        folded = finish_folder(job)
-    except BaseException as error:
-        _stopped(error, spool, job.output, _rows_in(job))
-        raise
-    if folded is None:
+    def __init__(
+        self,
+        rows: RunRows,
+        spool: Path,
+        output: Path,
+        settings: CollectSettings,
+        metadata: MetadataProvider,
+    ) -> None:
+        self.spool = spool
+        self.output = output
+        self.settings = settings
+        self.folder = FolderOutput(rows, spool, settings, metadata, spooled=True)
+        self.sink = self.folder.sink
+        self.before = self.folder.before
+
+    def merge(
+        self, stats: CollectStats | None, progress: Callable[[str, float], None] | None = None
+    ) -> SavedFile | None:
+        """Flush the staging area, convert the spool folder to the output file by slices of rows.
+
+        ``stats``: the run's counts; ``progress`` gets the fraction written; then the
+        folder is removed.
+
+        Raises:
+            OutputError: The file could not be written; the rows are kept in the folder its
+                ``saved_to`` names (``expcli convert FOLDER FILE`` writes the file later).
+        """
+        from expcli.conversion import convert
+        from expcli.formats.checked_write import remove
+
+        spool, output = self.spool, self.output
+        try:
+            folded = self.folder.finish(stats)
+        except BaseException as error:
+            _stopped(error, spool, output, self._rows_in())
+            raise
+        if folded is None:
+            remove(spool)
+            return None
+        s = self.settings
+        compression = None if s.compression == "none" else s.compression
+        try:
+            convert(
+                spool, output, compression=compression, overwrite=s.overwrite, progress=progress
+            )
+        except BaseException as error:
+            _stopped(error, spool, output, folded.transitions)
+            raise
         remove(spool)
-        return None
-    s = job.settings
-    compression = None if s.compression == "none" else s.compression
-    try:
-        convert(
-            spool, job.output, compression=compression, overwrite=s.overwrite, progress=progress
-        )
-    except BaseException as error:
-        _stopped(error, spool, job.output, folded.transitions)
-        raise
-    remove(spool)
-    size = job.output.stat().st_size
-    return SavedFile(job.output, size, folded.transitions, folded.episodes)
+        size = output.stat().st_size
+        return SavedFile(output, size, folded.transitions, folded.episodes)
 
+    def keep(self, error: BaseException) -> BaseException:
+        """Keep the spool's shards, without a merge: the run stopped while collecting.
 
-def keep_spool(job: CollectJob, error: BaseException) -> BaseException:
-    """Keep the spool's shards, without a merge: the run stopped while collecting.
+        It stopped because a shard could not be written, or at a second Ctrl-C.
 
-    It stopped because a shard could not be written, or at a second Ctrl-C.
+        Returns:
+            What to raise: an ``OutputError`` (or ``MergeInterrupted`` for a
+            ``KeyboardInterrupt``) saying where the rows are kept; ``error`` itself when
+            there are none.
+        """
+        self.sink.close()
+        try:
+            _stopped(error, self.spool, self.output, self._rows_in())
+        except (OutputError, MergeInterrupted) as kept:
+            return kept
+        return error
 
-    Returns:
-        What to raise: an ``OutputError`` (or ``MergeInterrupted`` for a
-        ``KeyboardInterrupt``) saying where the rows are kept; ``error`` itself when
-        there are none.
-    """
-    assert job.spool is not None
-    try:
-        _stopped(error, job.spool, job.output, _rows_in(job))
-    except (OutputError, MergeInterrupted) as kept:
-        return kept
-    return error
-
-
-def _rows_in(job: CollectJob) -> int:
-    """Transitions in the spool's shards (0 when they cannot be told)."""
-    try:
-        return int(job.sink.writer.manifest.rows) * job.settings.envs
-    except Exception:
-        return 0
+    def _rows_in(self) -> int:
+        """Transitions in the spool's shards (0 when they cannot be told)."""
+        try:
+            return int(self.sink.writer.manifest.rows) * self.settings.envs
+        except Exception:
+            return 0
 
 
 def _stopped(error: BaseException, spool: Path, output: Path, rows: int) -> None:

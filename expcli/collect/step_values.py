@@ -8,7 +8,7 @@ import numpy as np
 
 from expcli.collect.reward_dtypes import RewardsNote
 from expcli.collect.spaces import SpaceLayout
-from expcli.collect.steppers import StepOutcome
+from expcli.collect.step_outcome import StepOutcome
 
 __all__ = ["step_values"]
 

@@ -7,58 +7,17 @@ differ, and where bogus rows come from when they are ignored.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from expcli.collect.step_outcome import StepOutcome, Stepper
 from expcli.errors import InvalidTypeError, InvalidValueError
 
-__all__ = ["Stepper", "StepOutcome", "make_stepper"]
+if TYPE_CHECKING:
+    pass
 
-
-@dataclass(slots=True)
-class StepOutcome:
-    """One step of every env.
-
-    Attributes:
-        next_obs: The observations the policy sees next (after any reset).
-        final_obs: Each env's true next observation for the transition just made.
-        rewards: float rewards ``(N,)``.
-        terminated: bool ``(N,)``.
-        truncated: bool ``(N,)`` (also set where the collector cut an episode short).
-        valid: Which envs made a transition (None: all of them).
-        infos: One dict per env (a sequence: EnvPool's are built when read).
-    """
-
-    next_obs: Any
-    final_obs: Any
-    rewards: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    valid: np.ndarray | None
-    infos: Sequence[dict[str, Any]]
-
-
-class Stepper(Protocol):
-    """Resets and steps a batch of envs."""
-
-    num_envs: int
-    observation_space: Any
-    action_space: Any
-
-    def reset(self, seed: int | None) -> Any:
-        """Reset every env (seeded when ``seed`` is an int); the first observations."""
-        ...
-
-    def step(self, actions: Any) -> StepOutcome:
-        """Step every env with its action (an array, or a batched Dict/Tuple of arrays)."""
-        ...
-
-    def close(self) -> None:
-        """Close the envs."""
-        ...
+__all__ = ["make_stepper"]
 
 
 class ParallelEnvStepper:
@@ -194,7 +153,7 @@ class VectorEnvStepper:
         self.env.close()
 
 
-def make_stepper(env: Any) -> Stepper:
+def make_stepper(env: object) -> Stepper:
     """The stepper for a ``ParallelEnv``, EnvPool's envs or a Gymnasium ``VectorEnv``."""
     from expcli.envs import ParallelEnv
     from expcli.envs.envpool_envs import EnvPoolEnvs

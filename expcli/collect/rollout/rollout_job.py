@@ -8,23 +8,27 @@ one actor call per step, the policy in the driver).
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from expcli.collect.engine_spec import Engine
 from expcli.collect.settings import CollectSettings
+from expcli.envs.modes import AsyncMode
 from expcli.named_callables import is_file_target
+
+if TYPE_CHECKING:
+    from expcli.collect.rollout.rollout_fleet import RolloutFleet
 
 __all__ = ["build_fleet", "policy_file", "rollout_applies"]
 
-RAY_MODES = ("ray", "ray-subproc")
 
-
-def rollout_applies(settings: CollectSettings, mode: str) -> bool:
-    """Whether this run's ray mode runs rollout actors (else one actor call per step)."""
-    return mode in RAY_MODES and settings.asynchronous == "restart" and not settings.infos
+def rollout_applies(settings: CollectSettings, engine: Engine) -> bool:
+    """Whether this run's engine runs rollout actors (else one actor call per step)."""
+    return (
+        engine.rollout_actors and settings.asynchronous is AsyncMode.RESTART and not settings.infos
+    )
 
 
 def policy_file(spec: str) -> tuple[str, bytes] | None:
@@ -42,28 +46,28 @@ def policy_file(spec: str) -> tuple[str, bytes] | None:
 
 def build_fleet(
     settings: CollectSettings,
-    mode: str,
+    engine: Engine,
     wrappers: list[str],
     say: Callable[[str], None] | None = None,
-) -> tuple[Any, int]:
+) -> tuple[RolloutFleet, int]:
     """The rollout actors of a run, and the seed its random streams derive from.
 
     Raises:
         EnvError: Ray could not start or join, or an actor could not build its envs.
         ConfigError: The policy failed to load in an actor.
     """
-    from expcli.collect.rollout_actor import SliceSpec
-    from expcli.collect.rollout_fleet import RolloutFleet
+    from expcli.collect.rollout.rollout_actor import SliceSpec
+    from expcli.collect.rollout.rollout_fleet import RolloutFleet
 
     s = settings
-    policy_seed = s.seed if s.seed is not None else int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
+    policy_seed = s.seed if s.seed is not None else secrets.randbits(128)  # as SeedSequence()
     base = SliceSpec(
         env_id=s.env_id,
         env_kwargs=dict(s.env_kwargs),
         wrappers=tuple(wrappers),
         lo=0,
         hi=s.envs,
-        subproc=mode == "ray-subproc",
+        subproc=engine.actor_workers,
         workers=None,
         step_timeout=s.step_timeout_seconds,
         seed=s.seed,
@@ -75,7 +79,7 @@ def build_fleet(
     fleet = RolloutFleet(
         base,
         s.envs,
-        subproc=mode == "ray-subproc",
+        subproc=engine.actor_workers,
         num_cpus=s.num_cpus,
         address=s.ray_address,
         say=say,

@@ -19,16 +19,19 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from expcli.collect.collector import CollectorBase, CollectStats, Progress, create_tensors
 from expcli.collect.episode_stats import EpisodeTracker
 from expcli.collect.reward_dtypes import RewardsNote
-from expcli.collect.rollout_fleet import ActorLost, Request, RolloutFleet
+from expcli.collect.rollout.rollout_fleet import ActorLost, Request, RolloutFleet
 from expcli.collect.row_writer import RowWriter
 from expcli.errors import ConfigError
+
+if TYPE_CHECKING:
+    from expcli.memory import Memory
 
 __all__ = ["RolloutCollector"]
 
@@ -56,7 +59,7 @@ class RolloutCollector(CollectorBase):
     def __init__(
         self,
         fleet: RolloutFleet,
-        memory: Any,
+        memory: Memory,
         *,
         seed: int,
         grow: bool = False,
