@@ -22,6 +22,7 @@ import typer
 
 from expcli.cli._errors import _report, reports_errors
 from expcli.collect.engines import CollectMode, mode_list
+from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, EnvError, OutputError
 from expcli.spec import Compression
 
@@ -33,10 +34,13 @@ if TYPE_CHECKING:
 _Choice = TypeVar("_Choice", bound=StrEnum)
 
 
-def _spelling(flag: str, choices: type[_Choice]) -> Callable[[str], _Choice]:
+def _spelling(
+    flag: str, choices: type[_Choice], *, any_case: bool = False
+) -> Callable[[str], _Choice]:
     """The parser of an option whose values are ``choices``' spellings.
 
-    A value that is none of them is reported as every config error is (one red line, exit
+    With ``any_case`` the letter case does not matter (``--async`` has always taken
+    ``IDLE``). A value that is none of them is reported as every config error is (one red line, exit
     2), in the words ``CollectSettings`` uses for a config file's value.
     """
 
@@ -44,7 +48,7 @@ def _spelling(flag: str, choices: type[_Choice]) -> Callable[[str], _Choice]:
         from expcli.collect.settings import choose
 
         try:
-            return choose(flag, text, choices)
+            return choose(flag, text.lower() if any_case else text, choices)
         except ConfigError as error:
             _report(str(error), error.exit_code)
 
@@ -101,9 +105,14 @@ def collect_cmd(
         ),
     ] = False,
     asynchronous: Annotated[
-        str,
-        typer.Option("--async", help="What an ended env does: none, idle, restart or continue."),
-    ] = "restart",
+        AsyncMode,
+        typer.Option(
+            "--async",
+            metavar="TEXT",
+            parser=_spelling("--async", AsyncMode, any_case=True),
+            help="What an ended env does: none, idle, restart or continue.",
+        ),
+    ] = AsyncMode.RESTART,
     policy: Annotated[
         str,
         typer.Option(
@@ -239,8 +248,7 @@ def collect_cmd(
 ) -> None:
     """Collect experience from a Gymnasium env (or EnvPool's) into a dataset file."""
     from expcli.collect.job import CollectJob
-    from expcli.collect.settings import CollectSettings, choose, read_config
-    from expcli.envs.modes import AsyncMode
+    from expcli.collect.settings import CollectSettings, read_config
 
     options = CollectSettings(
         env_id=env_id or "",
@@ -250,7 +258,7 @@ def collect_cmd(
         memory_size=memory_size,
         mode=mode,
         force_mode=force_mode,
-        asynchronous=choose("--async", asynchronous.lower(), AsyncMode),
+        asynchronous=asynchronous,
         policy=policy,
         seed=seed,
         env_kwargs=_json_object(env_kwargs) if env_kwargs is not None else {},

@@ -1,8 +1,33 @@
-"""Parallel gymnasium environments (this package owns gymnasium, and ray lazily)."""
+"""Parallel gymnasium environments (this package owns gymnasium, and ray lazily).
 
-from expcli.envs.factories import EnvFactory
+The mode enums load nothing heavy; ``ParallelEnv`` and the others are imported on first use,
+so that the CLI can type its options with ``EnvMode``/``AsyncMode`` without loading gymnasium.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from expcli.envs.modes import AsyncMode, EnvMode
-from expcli.envs.parallel_env import ParallelEnv
-from expcli.envs.watchdog import StepInterrupted
+
+if TYPE_CHECKING:
+    from expcli.envs.factories import EnvFactory
+    from expcli.envs.parallel_env import ParallelEnv
+    from expcli.envs.watchdog import StepInterrupted
 
 __all__ = ["AsyncMode", "EnvFactory", "EnvMode", "ParallelEnv", "StepInterrupted"]
+
+_LAZY = {
+    "EnvFactory": "expcli.envs.factories",
+    "ParallelEnv": "expcli.envs.parallel_env",
+    "StepInterrupted": "expcli.envs.watchdog",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'expcli.envs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
