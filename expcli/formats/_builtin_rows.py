@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from os import PathLike
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from expcli.formats._sniffing import is_hdf5, is_npy_zip, is_torch_file, looks_like_csv
-from expcli.formats.dataset import Dataset
 from expcli.formats.layouts.kinds import Layout
 from expcli.formats.rows import Closer, FormatRow, LayoutRow, SpaceEstimate, Streaming
+
+if TYPE_CHECKING:
+    from expcli.formats.dataset import Dataset
+    from expcli.formats.hdf5_format import ForeignLayouts
 
 __all__ = ["FORMAT_ROWS", "LAYOUT_ROWS", "MINARI_FOLDER", "SHARDED_FOLDER", "read_foreign_hdf5"]
 
@@ -119,13 +122,13 @@ def _csv_without_sidecar(path: Path) -> str | None:
 def _read_hdf5(path: Path, *, num_envs: int | None = None) -> Dataset:
     from expcli.formats import hdf5_format
 
-    return hdf5_format.read(path, num_envs=num_envs, foreign=read_foreign_hdf5)
+    return hdf5_format.read(path, num_envs=num_envs, foreign=_foreign_hdf5())
 
 
 def _open_hdf5(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Closer]:
     from expcli.formats import hdf5_format
 
-    return hdf5_format.open_lazy(path, num_envs=num_envs, foreign=read_foreign_hdf5)
+    return hdf5_format.open_lazy(path, num_envs=num_envs, foreign=_foreign_hdf5())
 
 
 def _write_hdf5(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None) -> None:
@@ -279,7 +282,9 @@ def _read_d4rl(h5: Any, path: Path, num_envs: int | None, lazy: bool) -> Dataset
 LAYOUT_ROWS: tuple[LayoutRow, ...] = (
     LayoutRow(Layout.EXPCLI),
     LayoutRow(Layout.SKRL, ("pt", "npz", "csv"), _write_skrl),
-    LayoutRow(Layout.TIANSHOU, ("hdf5",), _write_tianshou, read_hdf5=_read_tianshou),
+    LayoutRow(
+        Layout.TIANSHOU, ("hdf5",), _write_tianshou, read_hdf5=_read_tianshou, title="tianshou"
+    ),
     LayoutRow(
         Layout.MINARI,
         (),
@@ -290,9 +295,17 @@ LAYOUT_ROWS: tuple[LayoutRow, ...] = (
         title="Minari",
         storage="hdf5",
     ),
-    LayoutRow(Layout.D4RL, ("hdf5",), _write_d4rl, read_hdf5=_read_d4rl),
+    LayoutRow(Layout.D4RL, ("hdf5",), _write_d4rl, read_hdf5=_read_d4rl, title="D4RL"),
 )
 """The layouts, in ``Layout``'s order; HDF5 files are offered to them in this order."""
+
+
+def _foreign_hdf5() -> ForeignLayouts:
+    """The foreign layouts an HDF5 file without expcli's metadata is offered to."""
+    from expcli.formats.hdf5_format import ForeignLayouts
+
+    titles = ", ".join(row.title or row.name for row in LAYOUT_ROWS if row.read_hdf5)
+    return ForeignLayouts(read_foreign_hdf5, titles)
 
 
 def read_foreign_hdf5(

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -55,6 +55,7 @@ __all__ = [
     "COMPRESSIONS",
     "Hdf5Reader",
     "Hdf5Writer",
+    "ForeignLayouts",
     "chunk_shape",
     "read",
     "write",
@@ -65,10 +66,17 @@ CHUNK_BYTES = 1 << 20
 
 _CACHE_BYTES = 4 << 20  # chunk cache per dataset: a few chunks, for unaligned row slices
 _GZIP_LEVEL = 4
-_LAYOUTS = "tianshou, Minari, D4RL"
 
-ForeignReader = Callable[..., Dataset | None]
-"""Reads an open HDF5 file of a foreign layout, ``(h5, path, num_envs, lazy=...)``, or None."""
+
+class ForeignLayouts(NamedTuple):
+    """The foreign layouts a file without expcli's metadata goes to: a reader and their names.
+
+    ``read(h5, path, num_envs, lazy=...)`` reads an open file of one of them, or returns
+    None; ``names`` lists them for the error when none matches ("tianshou, Minari, D4RL").
+    """
+
+    read: Callable[..., Dataset | None]
+    names: str
 
 
 def chunk_shape(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...] | None:
@@ -309,14 +317,14 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | N
 
 
 def read(
-    path: Path, *, num_envs: int | None = None, foreign: ForeignReader | None = None
+    path: Path, *, num_envs: int | None = None, foreign: ForeignLayouts | None = None
 ) -> Dataset:
     """Load an HDF5 file; one without expcli's metadata is read by ``foreign``.
 
     Args:
         path: File to read.
         num_envs: Passed on to the foreign layouts; expcli files record it.
-        foreign: Reads a file of a foreign layout or returns None (none: no layout known).
+        foreign: The foreign layouts and their reader (none: no layout is known).
 
     Raises:
         FormatError: Not an HDF5 file, corrupt or truncated, declaring more data than it
@@ -333,7 +341,7 @@ def read(
 
 
 def open_lazy(
-    path: Path, *, num_envs: int | None = None, foreign: ForeignReader | None = None
+    path: Path, *, num_envs: int | None = None, foreign: ForeignLayouts | None = None
 ) -> tuple[Dataset, Callable[[], None]]:
     """Like ``read``, but tensors stay in the file as ``LazyRows``; call the closer after.
 
@@ -381,7 +389,7 @@ def _slab_rows(dataset: Any) -> int:
 
 
 def _read_foreign(
-    file: Any, path: Path, num_envs: int | None, foreign: ForeignReader | None, lazy: bool = False
+    file: Any, path: Path, num_envs: int | None, foreign: ForeignLayouts | None, lazy: bool = False
 ) -> Dataset:
     """Hand a file without expcli's metadata to the foreign layouts.
 
@@ -390,12 +398,13 @@ def _read_foreign(
     found = check_all_stored(file, path)  # so that the layouts read only what it holds
     with as_format_errors(path, "its layout"):
         lazily = {"lazy": True} if lazy else {}  # a reader that cannot leave rows reads whole
-        dataset = foreign(file, path, num_envs, **lazily) if foreign is not None else None
+        dataset = foreign.read(file, path, num_envs, **lazily) if foreign is not None else None
     if dataset is None:
         names = ", ".join(list(found)[:8]) or "none"
+        known = f" ({foreign.names})" if foreign is not None and foreign.names else ""
         raise FormatError(
-            f"no expcli metadata (root attribute {ATTRIBUTE!r}) and no known layout "
-            f"({_LAYOUTS}); its datasets: {names}",
+            f"no expcli metadata (root attribute {ATTRIBUTE!r}) and no known layout"
+            f"{known}; its datasets: {names}",
             path=path,
         )
     return dataset

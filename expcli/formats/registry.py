@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundError
 from expcli.formats._guards import check_source
@@ -140,9 +141,7 @@ def read_dataset(
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
     fmt = source_format(path, format)
     if fmt == MINARI_FOLDER:
-        read_folder = layout_row(Layout.MINARI).read_folder
-        assert read_folder is not None
-        dataset = read_folder(Path(path))  # or says why the folder is not a Minari dataset
+        dataset = _folder_layout().read_folder(Path(path))  # or says why it is no Minari dataset
     else:
         dataset = _row(fmt).read(Path(path), num_envs=num_envs)
     dataset.validate(path)
@@ -248,9 +247,7 @@ def open_lazy(
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
     fmt = source_format(path, format)
     if fmt == MINARI_FOLDER:
-        open_folder = layout_row(Layout.MINARI).open_folder
-        assert open_folder is not None
-        dataset, close = open_folder(Path(path))
+        dataset, close = _folder_layout().open_folder(Path(path))
     else:
         opener = _row(fmt).open_lazy
         if opener is None:
@@ -276,3 +273,16 @@ def _row(fmt: str) -> FormatRow:
     if row is None:
         raise FormatError(f"unknown format {fmt!r}; expected one of {_expected()}")
     return row
+
+
+class _FolderLayout(NamedTuple):
+    read_folder: Callable[[Path], Dataset]
+    open_folder: Callable[[Path], tuple[Dataset, Callable[[], None]]]
+
+
+def _folder_layout() -> _FolderLayout:
+    """How the layout kept in folders (``MINARI_FOLDER``) is read, from its table row."""
+    row = layout_row(Layout(MINARI_FOLDER))
+    if row.read_folder is None or row.open_folder is None:
+        raise FormatError(f"the {row.name} layout reads no folders")
+    return _FolderLayout(row.read_folder, row.open_folder)

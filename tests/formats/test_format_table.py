@@ -8,6 +8,7 @@ convert``, the suffix dispatch and the help texts to know it; no file of ``expcl
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 from collections.abc import Iterator
@@ -22,8 +23,9 @@ from expcli.conversion import convert
 from expcli.errors import ConfigError
 from expcli.formats import Dataset, detect_format, format_from_suffix, read_dataset
 from expcli.formats._atomic import atomic_path
+from expcli.formats._free_space import estimate_size
 from expcli.formats.header import dataset_from_header, encode_header, parse_header
-from expcli.formats.rows import FormatRow
+from expcli.formats.rows import FormatRow, SpaceEstimate
 from expcli.formats.table import file_formats, format_row, register_format
 
 GOLDEN = Path(__file__).parents[1] / "data" / "golden.npz"
@@ -138,3 +140,17 @@ def test_a_row_may_not_take_a_name_or_suffix_that_is_taken() -> None:
     with pytest.raises(ConfigError, match="suffix '.h5' is hdf5's already"):
         register_format(FormatRow("mine", (".h5",), "x", _read_tiny, _write_tiny))
     assert format_row("mine") is None
+
+
+def test_the_free_space_estimate_asks_the_row() -> None:
+    """Compression and text size come from the row: no format name is compared."""
+    tensors = {"x": np.zeros((4, 2, 3), np.float32)}
+    rows = {name: format_row(name) for name in ("npz", "csv", "hdf5")}
+    assert all(row is not None for row in rows.values())
+    npz, csv, hdf5 = (row for row in rows.values() if row is not None)
+    assert estimate_size(tensors, npz) == 96  # every byte
+    assert estimate_size(tensors, csv) == 24 * 4  # "0.0," per cell
+    assert estimate_size(tensors, hdf5, "none") == 96
+    assert estimate_size(tensors, hdf5, "GZIP") is None  # compressed: cannot be told
+    always_packed = dataclasses.replace(TINY, space=SpaceEstimate.UNKNOWN)
+    assert estimate_size(tensors, always_packed) is None

@@ -434,14 +434,14 @@ def test_foreign_layouts_get_the_open_file(tmp_path: Path) -> None:
         assert where == path and num_envs is None
         return Dataset({"rewards": h5["rewards"][()].reshape(3, 1)}, CircularState(0, 0, True))
 
-    read = hdf5_format.read(path, foreign=recognise)
+    read = hdf5_format.read(path, foreign=hdf5_format.ForeignLayouts(recognise, "test"))
     assert read.tensors["rewards"].ravel().tolist() == [0.0, 1.0, 2.0]
 
     def broken(h5: h5py.File, where: Path, num_envs: int | None) -> Dataset:
         return h5["missing"]  # type: ignore[no-any-return]
 
     with pytest.raises(FormatError, match="cannot read its layout") as info:
-        hdf5_format.read(path, foreign=broken)
+        hdf5_format.read(path, foreign=hdf5_format.ForeignLayouts(broken, "test"))
     assert info.value.path == str(path)
 
 
@@ -456,11 +456,13 @@ def test_foreign_files_are_checked_before_the_layouts_read_them(tmp_path: Path) 
         raise AssertionError("the layouts should not see this file")
 
     with pytest.raises(FormatError, match="declares 12000000000000 bytes") as info:
-        hdf5_format.read(path, foreign=never)
+        hdf5_format.read(path, foreign=hdf5_format.ForeignLayouts(never, "test"))
     assert info.value.key == "observations" and info.value.path == str(path)
     rewrite(path, lambda f: f.__delitem__("observations"))
     with pytest.raises(AssertionError, match="should not see"):
-        hdf5_format.read(path, foreign=never)  # a small, sparse or empty one goes to the layouts
+        hdf5_format.read(
+            path, foreign=hdf5_format.ForeignLayouts(never, "test")
+        )  # a small, sparse or empty one goes to the layouts
 
 
 def test_a_dataset_name_that_is_not_utf8_is_a_format_error(tmp_path: Path) -> None:
