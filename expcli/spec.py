@@ -64,6 +64,7 @@ SUPPORTED_DTYPES = frozenset(
 )
 """Dtypes that every format stores losslessly."""
 
+
 class Compression(StrEnum):
     """Compressions a dataset file may use: HDF5 takes all three, the other formats NONE."""
 

@@ -27,6 +27,7 @@ _PLACEHOLDERS = (
     "formats",
     "titles",
     "sources",
+    "suffixes",
     "streams",
     "stream_names",
     "compressing",
@@ -40,7 +41,8 @@ def table_words() -> dict[str, str]:
 
     ``formats``: the file formats (``pt, npz, csv or hdf5``); ``titles``: the same as prose
     names them (``pt, npz, csv and HDF5``); ``sources``: what a command reads (``.pt, .npz,
-    .csv, .h5, or a Minari folder``); ``streams``: what ``-`` writes, with what a stream
+    .csv, .h5, or a Minari folder``); ``suffixes``: the file formats' usual suffixes
+    (``.pt, .npz, .csv, .h5``); ``streams``: what ``-`` writes, with what a stream
     leaves out (``npz, pt or csv (rows only)``); ``stream_names``: the same, names only;
     ``compressing``: the formats that compress (``HDF5``); ``compressions`` and
     ``layouts``: the choices of ``--compression`` and ``--layout``.
@@ -52,6 +54,7 @@ def table_words() -> dict[str, str]:
         listed,
         source_help,
         stream_formats,
+        suffix_help,
     )
     from expcli.spec import COMPRESSIONS
 
@@ -61,6 +64,7 @@ def table_words() -> dict[str, str]:
         "formats": listed([row.name for row in files]),
         "titles": listed([row.shown for row in files], "and"),
         "sources": source_help(),
+        "suffixes": suffix_help(),
         "streams": listed(
             [
                 f"{row.name} ({row.streaming.note})"

@@ -53,12 +53,12 @@ __all__ = [
 ]
 
 
-def check_target(target: Path, fmt: str, layout: str, overwrite: bool) -> None:
+def check_target(target: Path, fmt: str, layout: Layout, overwrite: bool) -> None:
     """Refuse, before reading anything, a target that may not be written."""
     if not overwrite and os.path.lexists(target):
         with OutputLock(target):  # a writer at work is named, not the output it makes
             pass
-    for path in output_files(target, fmt) if layout == Layout.EXPCLI else (target,):
+    for path in output_files(target, fmt) if layout is Layout.EXPCLI else (target,):
         check_writable(path, overwrite=overwrite)
     row = format_row(fmt)
     check_can_write(target, folder=fmt == MINARI_FOLDER or (row is not None and row.folder))
@@ -68,7 +68,7 @@ def write_checked(
     dataset: Dataset,
     target: Path,
     fmt: str,
-    layout: str,
+    layout: Layout,
     compression: str | None,
     checksums: dict[str, str] | None,
     overwrite: bool,
@@ -92,7 +92,7 @@ def _write_checked(
     dataset: Dataset,
     target: Path,
     fmt: str,
-    layout: str,
+    layout: Layout,
     compression: str | None,
     checksums: dict[str, str] | None,
     overwrite: bool,
@@ -101,11 +101,11 @@ def _write_checked(
         target.parent.mkdir(parents=True, exist_ok=True)
     row = format_row(fmt)
     needed = None
-    if layout == Layout.EXPCLI and row is not None:  # a foreign layout's size is not told
+    if layout is Layout.EXPCLI and row is not None:  # a foreign layout's size is not told
         needed = estimate_size(dataset.tensors, row, compression)
     check_space(target, needed)
     try:
-        if layout != Layout.EXPCLI:
+        if layout is not Layout.EXPCLI:
             from expcli.formats.layouts import write_layout
 
             write_layout(dataset, target, layout, overwrite=overwrite)  # it reads by slices
