@@ -18,17 +18,13 @@ from typing import IO, Any, cast
 import numpy as np
 
 from expcli.errors import ConfigError
-from expcli.formats import (
-    format_from_suffix,
-    open_lazy,
-    read_dataset,
-    source_format,
-)
+from expcli.formats import open_lazy, read_dataset, source_format
 from expcli.formats.checked_write import check_target, checksums, write_checked
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts import LAYOUTS
+from expcli.formats.layouts import LAYOUTS, Layout
 from expcli.formats.lazy import LazyRows
-from expcli.formats.sharded import is_folder_target
+from expcli.formats.registry import target_format
+from expcli.formats.table import format_row, stream_formats, suffix_help
 from expcli.spec import COMPRESSIONS
 
 __all__ = [
@@ -42,8 +38,9 @@ __all__ = [
     "save",
 ]
 
-STREAM_FORMATS = ("npz", "pt", "csv")
-"""Formats ``convert_to_stream`` writes: those written front to back, never seeking."""
+STREAM_FORMATS: tuple[str, ...] = stream_formats()
+"""expcli's formats that ``convert_to_stream`` writes: those written front to back, never
+seeking (the table's rows with ``streaming``; ``table.stream_formats()`` adds registered ones)."""
 
 Progress = Callable[[str, float], None]
 """Called with a phase ("read", "write", "verify") and the fraction done (0 to 1)."""
@@ -57,7 +54,7 @@ class ConvertResult:
     dst: Path
     src_format: str
     dst_format: str
-    layout: str
+    layout: Layout
     tensors: int
     transitions: int
     bytes_read: int
@@ -92,7 +89,7 @@ def save(
     *,
     overwrite: bool = True,
     compression: str | None = None,
-    layout: str = "expcli",
+    layout: str | Layout = Layout.EXPCLI,
     verify: bool = False,
 ) -> Path:
     """Write a ``Dataset`` or a ``Memory`` (anything with ``to_dataset()``) atomically.
@@ -100,9 +97,9 @@ def save(
     Args:
         data: What to write.
         path: Target file; its suffix names the format unless ``format`` does.
-        format: pt, npz, csv or hdf5.
+        format: A format of the table (``formats.table``): pt, npz, csv, hdf5, ...
         overwrite: Replace an existing file.
-        compression: none, gzip or lzf (HDF5 only).
+        compression: none, gzip or lzf (for a format that compresses: HDF5).
         layout: expcli's own schema, or a foreign layout for other libraries to read.
         verify: Read the written file back and compare every tensor before renaming it
             into place.
@@ -116,7 +113,7 @@ def save(
     if not isinstance(dataset, Dataset):
         raise ConfigError(f"expected a Dataset or a Memory, got {type(data).__name__}")
     target = Path(path)
-    _check_options(layout, compression)
+    layout = _check_options(layout, compression)
     fmt = _target_format(target, format, layout)
     check_target(target, fmt, layout, overwrite)
     sums = checksums(dataset) if verify else None
@@ -130,7 +127,7 @@ def convert(
     *,
     to: str | None = None,
     compression: str | None = None,
-    layout: str = "expcli",
+    layout: str | Layout = Layout.EXPCLI,
     overwrite: bool = True,
     verify: bool = False,
     progress: Progress | None = None,
@@ -152,7 +149,7 @@ def convert(
     """
     started = time.perf_counter()
     source, target = Path(src), Path(dst)
-    _check_options(layout, compression)
+    layout = _check_options(layout, compression)
     fmt = _target_format(target, to, layout)
     check_target(target, fmt, layout, overwrite)
     if source.resolve() == target.resolve():
@@ -164,7 +161,7 @@ def convert(
         report("read", 1.0)
         sums = checksums(dataset) if verify else None
         report("write", 0.0)
-        if progress is not None and layout == "expcli":
+        if progress is not None and layout is Layout.EXPCLI:
             dataset = _reporting(dataset, lambda done: report("write", done))
         write_checked(dataset, target, fmt, layout, compression, sums, overwrite)
         report("write", 1.0)
@@ -181,7 +178,7 @@ def convert(
         _size(source),
         _size(target),
         time.perf_counter() - started,
-        verify and layout == "expcli",
+        verify and layout is Layout.EXPCLI,
     )
 
 
@@ -192,32 +189,27 @@ def convert_to_stream(
 
     ``expcli convert SRC -`` writes to stdout; returning the bytes written.
 
-    Only formats written front to back go to a stream: ``npz`` and ``pt`` (complete), and
-    ``csv`` (its rows only: without the sidecar a CSV keeps neither exact dtypes nor the
-    metadata, and reads back as a CSV without sidecar does).
+    Only formats written front to back go to a stream (the table's rows with
+    ``streaming``): ``npz`` and ``pt`` (complete), and ``csv`` (its rows only: without the
+    sidecar a CSV keeps neither exact dtypes nor the metadata, and reads back as a CSV
+    without sidecar does).
 
     Raises:
-        ConfigError: ``to`` is not one of ``STREAM_FORMATS``.
+        ConfigError: ``to`` is not one of ``table.stream_formats()``.
         FormatError, SchemaError: The source cannot be read.
     """
-    from expcli.formats import csv_format, npz_format, pt_format
-    from expcli.formats.header import encode_header
-
-    if to not in STREAM_FORMATS:
+    row = format_row(to)
+    if row is None or row.name != to or row.streaming is None:
         raise ConfigError(
             f"{to} cannot be written to a stream (it is written out of order); "
-            f"name a file, or stream one of {', '.join(STREAM_FORMATS)}"
+            f"name a file, or stream one of {', '.join(stream_formats())}"
         )
     counter = _CountingWriter(out)
     counted = cast(IO[bytes], counter)  # all the writers call is write()
     dataset, _, close = _open_source(Path(src), num_envs)
     try:
         dataset.validate(src)
-        if to == "csv":
-            csv_format.write_rows(dataset, counted)
-        else:
-            writer = npz_format.write_to if to == "npz" else pt_format.write_to
-            writer(dataset, counted, encode_header(dataset.header(), src))
+        row.streaming.write(dataset, counted, src)
         out.flush()
     finally:
         close()
@@ -255,27 +247,26 @@ def _open_source(
     return dataset, src_format, close
 
 
-def _check_options(layout: str, compression: str | None) -> None:
-    if layout not in LAYOUTS:
-        raise ConfigError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
+def _check_options(layout: str | Layout, compression: str | None) -> Layout:
+    """The layout named, once both options are known to be ones there are."""
+    chosen = Layout.parse(layout)
     if compression is not None and compression not in COMPRESSIONS:
         raise ConfigError(
             f"unknown compression {compression!r}; expected one of {', '.join(COMPRESSIONS)}"
         )
+    return chosen
 
 
-def _target_format(target: Path, to: str | None, layout: str) -> str:
-    if layout != "expcli":
+def _target_format(target: Path, to: str | None, layout: Layout) -> str:
+    if layout is not Layout.EXPCLI:
         from expcli.formats.layouts import layout_format
 
         return layout_format(layout, target, to)
-    fmt = to or format_from_suffix(target)
-    if fmt is None and is_folder_target(target):
-        fmt = "folder"
+    fmt = to or target_format(target)
     if fmt is None:
         raise ConfigError(
             f"cannot tell the output format from {target.name!r}; name a suffix "
-            "(.pt, .npz, .csv, .h5) or pass a format"
+            f"({suffix_help()}) or pass a format"
         )
     return fmt
 

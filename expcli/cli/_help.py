@@ -7,6 +7,10 @@ alone, a value option with one upper-case word (``--envs INTEGER``, ``--step-tim
 SECONDS``) or its choices, and arguments by upper-case name: ``SRC DST`` when required,
 ``[FILE]`` when not. A default that is not the parameter's value is given as a string
 (``show_default="10000"``) and printed as ``[default: 10000]``.
+
+Help texts name formats, suffixes and layouts by placeholders (``{formats}``,
+``{sources}``, ...: ``table_words``), filled from the format table when the help is printed,
+so a registered format shows up and ``expcli`` loads the table only to print help.
 """
 
 from __future__ import annotations
@@ -16,9 +20,88 @@ from typing import Any
 from typer import _click
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-__all__ = ["PlainHelpCommand", "PlainHelpGroup"]
+__all__ = ["PlainHelpCommand", "PlainHelpGroup", "table_words"]
 
 _VALUE_WORDS = {"int": "INTEGER", "float": "FLOAT", "str": "TEXT", "path": "PATH"}
+_PLACEHOLDERS = (
+    "formats",
+    "titles",
+    "sources",
+    "suffixes",
+    "streams",
+    "stream_names",
+    "compressing",
+    "compressions",
+    "layouts",
+)
+
+
+def table_words() -> dict[str, str]:
+    """What each placeholder of a help text stands for, read from the format table.
+
+    ``formats``: the file formats (``pt, npz, csv or hdf5``); ``titles``: the same as prose
+    names them (``pt, npz, csv and HDF5``); ``sources``: what a command reads (``.pt, .npz,
+    .csv, .h5, or a Minari folder``); ``suffixes``: the file formats' usual suffixes
+    (``.pt, .npz, .csv, .h5``); ``streams``: what ``-`` writes, with what a stream
+    leaves out (``npz, pt or csv (rows only)``); ``stream_names``: the same, names only;
+    ``compressing``: the formats that compress (``HDF5``); ``compressions`` and
+    ``layouts``: the choices of ``--compression`` and ``--layout``.
+    """
+    from expcli.formats.layouts import LAYOUTS
+    from expcli.formats.table import (
+        format_row,
+        format_rows,
+        listed,
+        source_help,
+        stream_formats,
+        suffix_help,
+    )
+    from expcli.spec import COMPRESSIONS
+
+    files = [row for row in format_rows() if not row.folder]
+    streams = [row for name in stream_formats() if (row := format_row(name)) is not None]
+    return {
+        "formats": listed([row.name for row in files]),
+        "titles": listed([row.shown for row in files], "and"),
+        "sources": source_help(),
+        "suffixes": suffix_help(),
+        "streams": listed(
+            [
+                f"{row.name} ({row.streaming.note})"
+                if row.streaming and row.streaming.note
+                else row.name
+                for row in streams
+            ]
+        ),
+        "stream_names": listed([row.name for row in streams]),
+        "compressing": listed([row.shown for row in files if row.compresses]),
+        "compressions": listed(list(COMPRESSIONS)),
+        "layouts": ", ".join(LAYOUTS),
+    }
+
+
+def _filled(text: str | None, words: dict[str, str]) -> str | None:
+    """``text`` with its placeholders replaced by ``words``."""
+    if not text or "{" not in text:
+        return text
+    for key in _PLACEHOLDERS:
+        text = text.replace("{" + key + "}", words[key])
+    return text
+
+
+def _has_placeholder(text: str | None) -> bool:
+    return bool(text) and any("{" + key + "}" in (text or "") for key in _PLACEHOLDERS)
+
+
+def _fill(commands: list[_click.Command]) -> None:
+    """Fill the placeholders of these commands' help and of their parameters' (in place)."""
+    helped: list[TyperOption | TyperArgument | _click.Command] = [*commands]
+    helped += [p for c in commands for p in c.params if isinstance(p, TyperOption | TyperArgument)]
+    if not any(_has_placeholder(item.help) for item in helped):
+        return  # the table is read only for a help text that names formats
+    words = table_words()
+    for item in helped:
+        item.help = _filled(item.help, words)
 
 
 def _default_string(param: TyperArgument | TyperOption, show_default_is_str: bool) -> str | None:
@@ -96,9 +179,17 @@ class PlainHelpCommand(TyperCommand):
     def get_params(self, ctx: _click.Context) -> list[_click.Parameter]:
         return _plain(super().get_params(ctx))
 
+    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        _fill([self])
+        super().format_help(ctx, formatter)
+
 
 class PlainHelpGroup(TyperGroup):
     """A Typer group whose help shows no type metavars (see the module)."""
 
     def get_params(self, ctx: _click.Context) -> list[_click.Parameter]:
         return _plain(super().get_params(ctx))
+
+    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        _fill([self, *self.commands.values()])
+        super().format_help(ctx, formatter)

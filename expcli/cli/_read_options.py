@@ -1,4 +1,4 @@
-"""What reading a file may need to be told: ``--num-envs`` for files that do not record it.
+"""Options of the commands that read or write datasets: ``--num-envs``, ``--compression``.
 
 A CSV file without its sidecar (skrl's export, or ``convert --layout skrl`` to ``.csv``) holds
 one row per transition in ``(t, env)`` order and nothing says how many envs there were: it
@@ -8,14 +8,19 @@ wrong. The commands that read such a file say so, in one line on stderr.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from expcli.cli._console import err_console
+from expcli.cli._errors import reports_errors
+from expcli.errors import ConfigError
+from expcli.spec import COMPRESSIONS, Compression
 
-__all__ = ["NumEnvs", "warn_unrecorded_envs"]
+__all__ = ["NumEnvs", "parse_compression", "typed_choice", "warn_unrecorded_envs"]
 
 NumEnvs = Annotated[
     int | None,
@@ -30,24 +35,52 @@ NumEnvs = Annotated[
 ]
 
 
+def typed_choice(flag: str, help: str, parse: Callable[[str], StrEnum]) -> Any:
+    """A Typer option whose value ``parse`` turns into a typed choice (a ``StrEnum``).
+
+    The help shows ``TEXT`` as for a string, and a value ``parse`` refuses is its
+    ``ExpcliError`` in one red line and its exit code (``reports_errors``), as the command's
+    own errors are.
+    """
+    return typer.Option(flag, help=help, parser=reports_errors(parse), metavar="TEXT")
+
+
+def parse_compression(value: str) -> Compression:
+    """The ``Compression`` spelled ``value`` exactly.
+
+    Raises:
+        ConfigError: No such compression, naming the ones there are.
+    """
+    for choice in Compression:
+        if value == choice.value:
+            return choice
+    raise ConfigError(f"unknown compression {value!r}; expected one of {', '.join(COMPRESSIONS)}")
+
+
 def warn_unrecorded_envs(path: Path, num_envs: int | None) -> None:
-    """Warn, in one line on stderr, when a CSV without sidecar is read without ``--num-envs``."""
+    """Warn, in one line on stderr, when a file is read without ``--num-envs`` that needs it.
+
+    A file that does not record its env columns: a CSV without sidecar (its format row's
+    ``unrecorded_envs`` says so).
+    """
     if num_envs is not None or not path.is_file():
         return
     from rich.markup import escape
 
     from expcli.errors import ExpcliError, printable
     from expcli.formats import detect_format
-    from expcli.formats.csv_format import sidecar_path
+    from expcli.formats.table import format_row
 
     try:
-        if detect_format(path) != "csv" or sidecar_path(path).exists():
-            return
+        row = format_row(detect_format(path))
+        what = None if row is None or row.unrecorded_envs is None else row.unrecorded_envs(path)
     except (ExpcliError, OSError):
         return  # the read that follows reports it
+    if what is None:
+        return
     err_console().print(
-        f"[yellow]warning:[/yellow] {escape(printable(str(path)))}: a CSV file without its "
-        f"sidecar does not record the number of envs; reading it as 1 env column (pass "
+        f"[yellow]warning:[/yellow] {escape(printable(str(path)))}: {what} "
+        f"does not record the number of envs; reading it as 1 env column (pass "
         f"--num-envs N for N envs)",
         soft_wrap=True,
         highlight=False,

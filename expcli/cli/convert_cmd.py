@@ -10,35 +10,33 @@ import typer
 
 from expcli.cli._console import BarUpdate, file_progress, out_console
 from expcli.cli._errors import reports_errors
-from expcli.cli._read_options import NumEnvs, warn_unrecorded_envs
+from expcli.cli._read_options import NumEnvs, parse_compression, typed_choice, warn_unrecorded_envs
+from expcli.formats.layouts.kinds import Layout
+from expcli.spec import Compression
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
 
 @reports_errors
 def convert_cmd(
-    src: Annotated[
-        Path, typer.Argument(help="Dataset to read (.pt, .npz, .csv, .h5, or a Minari folder).")
-    ],
+    src: Annotated[Path, typer.Argument(help="Dataset to read ({sources}).")],
     dst: Annotated[
         Path,
         typer.Argument(
-            help="File to write; its suffix names the format. `-` writes npz, pt or csv "
-            "(rows only) to stdout; name the format with --to."
+            help="File to write; its suffix names the format. `-` writes {streams} to "
+            "stdout; name the format with --to."
         ),
     ],
-    to: Annotated[
-        str | None, typer.Option("--to", help="Output format: pt, npz, csv or hdf5.")
-    ] = None,
+    to: Annotated[str | None, typer.Option("--to", help="Output format: {formats}.")] = None,
     compression: Annotated[
-        str, typer.Option("--compression", help="HDF5 compression: none, gzip or lzf.")
-    ] = "none",
-    layout: Annotated[
-        str,
-        typer.Option(
-            "--layout", help="Write for another library: expcli, skrl, tianshou, minari, d4rl."
+        Compression,
+        typed_choice(
+            "--compression", "{compressing} compression: {compressions}.", parse_compression
         ),
-    ] = "expcli",
+    ] = Compression.NONE,
+    layout: Annotated[
+        Layout, typed_choice("--layout", "Write for another library: {layouts}.", Layout.parse)
+    ] = Layout.EXPCLI,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace DST if it exists.")
     ] = False,
@@ -47,7 +45,7 @@ def convert_cmd(
     ] = False,
     num_envs: NumEnvs = None,
 ) -> None:
-    """Convert a dataset between pt, npz, csv and HDF5 (and foreign layouts), losslessly."""
+    """Convert a dataset between {titles} (and foreign layouts), losslessly."""
     from rich.markup import escape
 
     from expcli.conversion import convert
@@ -57,16 +55,24 @@ def convert_cmd(
     if str(dst) == "-":
         _to_stdout(src, to, compression, layout, verify, num_envs)
         return
-    options: dict[str, object] = {"to": to, "compression": compression, "layout": layout}
-    options.update(overwrite=overwrite, num_envs=num_envs)
     with file_progress(src, "converting", min_bytes=PROGRESS_MIN_BYTES, total=2.0) as bar:
         progress = None if bar is None else _phases_on(bar)
-        result = convert(src, dst, verify=verify, progress=progress, **options)  # type: ignore[arg-type]
+        result = convert(
+            src,
+            dst,
+            to=to,
+            compression=compression,
+            layout=layout,
+            overwrite=overwrite,
+            verify=verify,
+            progress=progress,
+            num_envs=num_envs,
+        )
     read, written = (escape(printable(str(p))) for p in (result.src, result.dst))
     out_console().print(
         f"converted {read} ({_mb(result.bytes_read)}, {result.src_format}) -> "
         f"{written} ({_mb(result.bytes_written)}, {result.dst_format}"
-        f"{'' if result.layout == 'expcli' else ', ' + result.layout + ' layout'}): "
+        f"{'' if result.layout is Layout.EXPCLI else f', {result.layout} layout'}): "
         f"{result.tensors} tensors, {result.transitions:,} transitions in {result.seconds:.2f} s"
         f"{', verified' if result.verified else ''}",
         soft_wrap=True,
@@ -85,22 +91,33 @@ def _phases_on(bar: BarUpdate) -> Callable[[str, float], None]:
 
 
 def _to_stdout(
-    src: Path, to: str | None, compression: str, layout: str, verify: bool, num_envs: int | None
+    src: Path,
+    to: str | None,
+    compression: Compression,
+    layout: Layout,
+    verify: bool,
+    num_envs: int | None,
 ) -> None:
     """``convert SRC -``: stream the dataset to stdout, refusing what cannot go there."""
     import sys
 
     from expcli.conversion import convert_to_stream
     from expcli.errors import ConfigError
+    from expcli.formats.table import compressing_formats, format_row, listed, stream_formats
 
     if to is None:
-        raise ConfigError("writing to stdout (-): name the format with --to npz, pt or csv")
-    for given, option in ((layout != "expcli", "--layout"), (verify, "--verify")):
+        names = listed(stream_formats())
+        raise ConfigError(f"writing to stdout (-): name the format with --to {names}")
+    for given, option in ((layout is not Layout.EXPCLI, "--layout"), (verify, "--verify")):
         if given:
             raise ConfigError(f"writing to stdout (-): {option} needs a file to write")
-    if compression != "none":
-        raise ConfigError("writing to stdout (-): --compression is for HDF5 files")
-    if to != "csv" and sys.stdout.isatty():
+    if compression is not Compression.NONE:
+        rows = [row for name in compressing_formats() if (row := format_row(name)) is not None]
+        shown = listed([row.shown for row in rows])
+        raise ConfigError(f"writing to stdout (-): --compression is for {shown} files")
+    row = format_row(to)
+    text = row is not None and row.streaming is not None and row.streaming.text
+    if not text and sys.stdout.isatty():
         raise ConfigError(
             f"refusing to write binary {to} to a terminal; redirect stdout or name a file"
         )

@@ -20,8 +20,7 @@ def inspect_cmd(
     file: Annotated[
         Path | None,
         typer.Argument(
-            help="Dataset (.pt, .npz, .csv, .h5, or a Minari folder); default: the newest "
-            "dataset under runs/.",
+            help="Dataset ({sources}); default: the newest dataset under runs/.",
             show_default=False,
             metavar="FILE",
         ),

@@ -29,9 +29,7 @@ class SamplerName(enum.StrEnum):
 
 @reports_errors
 def sample_cmd(
-    file: Annotated[
-        Path, typer.Argument(help="Dataset to sample (.pt, .npz, .csv, .h5, or a Minari folder).")
-    ],
+    file: Annotated[Path, typer.Argument(help="Dataset to sample ({sources}).")],
     batch_size: Annotated[
         int, typer.Option("--batch-size", "-b", min=1, help="Transitions per batch.")
     ] = 256,

@@ -1,4 +1,7 @@
-"""Dataset files: read and write pt, npz, csv and HDF5 through one interchange type.
+"""Dataset files: read and write every format of the table through one interchange type.
+
+The formats and layouts, one row each, are ``formats.table``'s (pt, npz, csv, HDF5, sharded
+folders, and any registered with ``table.register_format``).
 
 ``read_dataset`` tells a file's format by its bytes (then its suffix), ``write_dataset`` by
 the target's suffix; both convert any failure of the underlying library into an expcli
@@ -8,21 +11,26 @@ error naming the file. Importing this package loads numpy only: torch is importe
 
 from __future__ import annotations
 
-from expcli.formats.dataset import Dataset
-from expcli.formats.registry import (
-    FOLDER_FORMAT,
-    FORMATS,
-    detect_format,
-    format_from_suffix,
-    open_lazy,
-    read_dataset,
-    source_format,
-    write_dataset,
-)
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from expcli.formats.dataset import Dataset
+    from expcli.formats.registry import (
+        FORMATS,
+        MINARI_FOLDER,
+        SHARDED_FOLDER,
+        detect_format,
+        format_from_suffix,
+        open_lazy,
+        read_dataset,
+        source_format,
+        write_dataset,
+    )
 
 __all__ = [
-    "FOLDER_FORMAT",
     "FORMATS",
+    "MINARI_FOLDER",
+    "SHARDED_FOLDER",
     "Dataset",
     "detect_format",
     "format_from_suffix",
@@ -31,3 +39,19 @@ __all__ = [
     "source_format",
     "write_dataset",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Import each public name from its module on first use.
+
+    So that a leaf such as ``formats.layouts.kinds`` is imported without the registry and numpy.
+    """
+    if name == "Dataset":
+        from expcli.formats.dataset import Dataset
+
+        return Dataset
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from expcli.formats import registry
+
+    return getattr(registry, name)

@@ -9,10 +9,12 @@ from __future__ import annotations
 import errno as errnos
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from expcli.errors import OutputError
+from expcli.formats.rows import FormatRow, SpaceEstimate
 
 __all__ = [
     "check_space",
@@ -42,17 +44,20 @@ def free_bytes(folder: str | os.PathLike[str]) -> int | None:
     return stats.f_bavail * stats.f_frsize
 
 
-def estimate_size(tensors: dict[str, Any], fmt: str, compression: str | None = None) -> int | None:
-    """A lower bound of the bytes an expcli file of ``fmt`` takes for ``tensors``.
+def estimate_size(
+    tensors: Mapping[str, Any], row: FormatRow, compression: str | None = None
+) -> int | None:
+    """A lower bound of the bytes an expcli file of the format ``row`` takes for ``tensors``.
 
-    Arrays or anything with ``dtype`` and ``shape``; or None when it cannot be told (compressed
-    HDF5).
+    Arrays or anything with ``dtype`` and ``shape``; or None when it cannot be told: a
+    format whose row says so (``SpaceEstimate.UNKNOWN``), or one that compresses, asked to.
 
     A lower bound, so that a check against it never refuses a write that would fit: the
-    binary formats store every byte of every tensor; a CSV cell is at least its shortest
-    text and a comma.
+    binary formats store every byte of every tensor (``BYTES``); a text cell is at least its
+    shortest text and a comma (``TEXT``).
     """
-    if fmt == "hdf5" and compression not in (None, "none"):
+    compressed = row.compresses and compression is not None and compression.lower() != "none"
+    if compressed or row.space is SpaceEstimate.UNKNOWN:
         return None
     total = 0
     for array in tensors.values():
@@ -61,7 +66,7 @@ def estimate_size(tensors: dict[str, Any], fmt: str, compression: str | None = N
         if dtype is None or shape is None:
             return None
         cells = math.prod(shape)
-        if fmt == "csv":
+        if row.space is SpaceEstimate.TEXT:
             kind = getattr(dtype, "kind", "")
             total += cells * _CSV_CELL_BYTES.get(kind, _CSV_OTHER_CELL_BYTES)
         else:

@@ -30,6 +30,7 @@ from expcli.errors import FormatError
 from expcli.formats._atomic import atomic_write
 from expcli.formats._guards import MAX_METADATA_BYTES, brief, open_inside
 from expcli.formats.header import encode_header, parse_header
+from expcli.formats.lazy import SLICE_BYTES
 from expcli.spec import SCHEMA
 
 __all__ = [
@@ -215,7 +216,7 @@ def _entry(item: Any) -> ShardEntry | None:
     return ShardEntry(file, int(rows), int(size), crc, tuple(missing))
 
 
-def file_crc32(path: Path, chunk: int = 16 << 20) -> str:
+def file_crc32(path: Path, chunk: int = SLICE_BYTES) -> str:
     """The CRC-32 of a file's bytes, read chunk by chunk."""
     crc = 0
     with open_inside(path) as f:

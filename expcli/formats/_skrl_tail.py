@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from expcli.formats.lazy import CHUNK_BYTES
+from expcli.formats.lazy import SLICE_BYTES
 
 __all__ = ["written_transitions"]
 
@@ -32,7 +32,7 @@ def written_transitions(tensors: Mapping[str, Any], memory_size: int, num_envs: 
     if not any(np.dtype(a.dtype).kind == "f" for a in tensors.values()) or capacity == 0:
         return capacity
     row_bytes = sum(math.prod(a.shape[1:]) * np.dtype(a.dtype).itemsize for a in tensors.values())
-    step = max(1, CHUNK_BYTES // max(1, int(row_bytes)))
+    step = max(1, SLICE_BYTES // max(1, int(row_bytes)))
     for stop in range(memory_size, 0, -step):
         start = max(0, stop - step)
         blank = np.ones((stop - start, num_envs), dtype=bool)

@@ -1,4 +1,8 @@
-"""What a file's first bytes say its format is: zip members, HDF5 and pickle signatures, text."""
+"""What a file's first bytes show: zip members, HDF5 and pickle signatures, text.
+
+Each test answers for one kind of content; the format table names the format each one
+tells (``FormatRow.sniff``) and tries them in its order.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,14 @@ import re
 import zipfile
 from pathlib import Path
 
-__all__ = ["SNIFF_BYTES", "looks_like_text", "sniff"]
+__all__ = [
+    "SNIFF_BYTES",
+    "is_hdf5",
+    "is_npy_zip",
+    "is_torch_file",
+    "looks_like_csv",
+    "looks_like_text",
+]
 
 SNIFF_BYTES = 64 * 1024
 """How many leading bytes ``sniff`` needs."""
@@ -19,32 +30,36 @@ _TORCH_LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"  # pickled ma
 _CSV_HEADER_FIELD = re.compile(r".+\.\d+", re.DOTALL)
 
 
-def sniff(path: Path, head: bytes) -> str | None:
-    """The format the first bytes of a file show, or None."""
-    if head.startswith(_ZIP_MAGICS):
-        return _sniff_zip(path, head)
-    if head.startswith(_HDF5_MAGIC):
-        return "hdf5"
+def is_torch_file(path: Path, head: bytes) -> bool:
+    """A torch.save file: a zip archive holding a ``data.pkl``, or torch's legacy pickle."""
     if head.startswith(_TORCH_LEGACY_MAGIC):
-        return "pt"
-    return "csv" if _looks_like_csv(head) else None
+        return True
+    names = _zip_members(path, head)
+    return names is not None and any(n == "data.pkl" or n.endswith("/data.pkl") for n in names)
 
 
-def _sniff_zip(path: Path, head: bytes) -> str | None:
+def is_npy_zip(path: Path, head: bytes) -> bool:
+    """A zip archive of ``.npy`` members only."""
+    names = _zip_members(path, head)
+    return names is not None and all(n.endswith(".npy") for n in names)
+
+
+def is_hdf5(path: Path, head: bytes) -> bool:
+    """The HDF5 signature."""
+    return head.startswith(_HDF5_MAGIC)
+
+
+def _zip_members(path: Path, head: bytes) -> list[str] | None:
+    """The member names of a zip archive, or None when ``head`` does not start one."""
+    if not head.startswith(_ZIP_MAGICS):
+        return None
     try:
         with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
+            return archive.namelist()
     except Exception:  # sniffing is best effort; the reader reports what is wrong
         # Truncated: the member list at the end is gone; the first member's name is not.
         names = [_first_member(head)] if len(head) >= 30 else []
-        names = [n for n in names if n]
-        if not names:
-            return None
-    if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
-        return "pt"
-    if all(n.endswith(".npy") for n in names):
-        return "npz"
-    return None
+        return [n for n in names if n] or None
 
 
 def _first_member(head: bytes) -> str:
@@ -73,7 +88,7 @@ def _text(head: bytes) -> str | None:
     return text
 
 
-def _looks_like_csv(head: bytes) -> bool:
+def looks_like_csv(path: Path, head: bytes) -> bool:
     """Printable UTF-8 text whose first line is a header of ``NAME.INDEX`` columns.
 
     That is the header expcli and skrl write. Other text with commas (a Python file, a

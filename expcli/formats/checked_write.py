@@ -34,9 +34,11 @@ from expcli.formats._free_space import (
 )
 from expcli.formats._temp_names import leftover_temps, remove, remove_stale, temp_name
 from expcli.formats.dataset import Dataset
+from expcli.formats.layouts.kinds import Layout
 from expcli.formats.lazy import row_chunks
 from expcli.formats.output_lock import OutputLock
 from expcli.formats.registry import open_lazy, output_files, write_dataset
+from expcli.formats.table import MINARI_FOLDER, format_row
 
 __all__ = [
     "check_can_write",
@@ -51,21 +53,22 @@ __all__ = [
 ]
 
 
-def check_target(target: Path, fmt: str, layout: str, overwrite: bool) -> None:
+def check_target(target: Path, fmt: str, layout: Layout, overwrite: bool) -> None:
     """Refuse, before reading anything, a target that may not be written."""
     if not overwrite and os.path.lexists(target):
         with OutputLock(target):  # a writer at work is named, not the output it makes
             pass
-    for path in output_files(target, fmt) if layout == "expcli" else (target,):
+    for path in output_files(target, fmt) if layout is Layout.EXPCLI else (target,):
         check_writable(path, overwrite=overwrite)
-    check_can_write(target, folder=layout == "minari" or fmt == "folder")
+    row = format_row(fmt)
+    check_can_write(target, folder=fmt == MINARI_FOLDER or (row is not None and row.folder))
 
 
 def write_checked(
     dataset: Dataset,
     target: Path,
     fmt: str,
-    layout: str,
+    layout: Layout,
     compression: str | None,
     checksums: dict[str, str] | None,
     overwrite: bool,
@@ -89,17 +92,20 @@ def _write_checked(
     dataset: Dataset,
     target: Path,
     fmt: str,
-    layout: str,
+    layout: Layout,
     compression: str | None,
     checksums: dict[str, str] | None,
     overwrite: bool,
 ) -> None:
     with output_errors(target, every=True):
         target.parent.mkdir(parents=True, exist_ok=True)
-    needed = estimate_size(dataset.tensors, fmt, compression) if layout == "expcli" else None
+    row = format_row(fmt)
+    needed = None
+    if layout is Layout.EXPCLI and row is not None:  # a foreign layout's size is not told
+        needed = estimate_size(dataset.tensors, row, compression)
     check_space(target, needed)
     try:
-        if layout != "expcli":
+        if layout is not Layout.EXPCLI:
             from expcli.formats.layouts import write_layout
 
             write_layout(dataset, target, layout, overwrite=overwrite)  # it reads by slices

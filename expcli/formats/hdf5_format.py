@@ -11,22 +11,21 @@ The root attribute ``expcli`` holds the metadata JSON as a variable-length UTF-8
 Reading checks every dataset against the metadata, and its declared size against what the
 file stores, before reading any data; data kept in other files (external or virtual
 datasets) is refused. A file without the ``expcli`` attribute goes to the foreign layouts
-(``expcli.formats.layouts.read_foreign_hdf5``). ``Hdf5Reader`` and ``Hdf5Writer`` move rows
-slice by slice, so a conversion holds a few chunks in memory; ``read`` and ``write`` handle
-whole datasets on top of them.
+that the caller passes (``foreign``: the format table passes ``table.read_foreign_hdf5``).
+``Hdf5Reader`` and ``Hdf5Writer`` move rows slice by slice, so a conversion holds a few
+chunks in memory; ``read`` and ``write`` handle whole datasets on top of them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
 import os
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -47,6 +46,7 @@ from expcli.formats._hdf5_checks import (
 from expcli.formats._hdf5_lazy import lazy_dataset, read_dataset_rows
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
+from expcli.formats.lazy import SLICE_BYTES
 from expcli.spec import COMPRESSIONS, TensorSpec
 
 __all__ = [
@@ -55,19 +55,28 @@ __all__ = [
     "COMPRESSIONS",
     "Hdf5Reader",
     "Hdf5Writer",
+    "ForeignLayouts",
     "chunk_shape",
     "read",
     "write",
 ]
 
 CHUNK_BYTES = 1 << 20
-"""Target size of one chunk."""
+"""Target size of one HDF5 chunk as stored in the file (what a read moves: ``SLICE_BYTES``)."""
 
-_SLAB_BYTES = 16 << 20  # rows moved per call by read and write: whole chunks, about this much
 _CACHE_BYTES = 4 << 20  # chunk cache per dataset: a few chunks, for unaligned row slices
 _GZIP_LEVEL = 4
-_LAYOUTS = "tianshou, Minari, D4RL"
-_ForeignHook = Callable[..., Dataset | None]
+
+
+class ForeignLayouts(NamedTuple):
+    """The foreign layouts a file without expcli's metadata goes to: a reader and their names.
+
+    ``read(h5, path, num_envs, lazy=...)`` reads an open file of one of them, or returns
+    None; ``names`` lists them for the error when none matches ("tianshou, Minari, D4RL").
+    """
+
+    read: Callable[..., Dataset | None]
+    names: str
 
 
 def chunk_shape(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...] | None:
@@ -307,12 +316,15 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | N
                 writer.write_rows(name, start, array[start : start + step])
 
 
-def read(path: Path, *, num_envs: int | None = None) -> Dataset:
-    """Load an HDF5 file; one without expcli's metadata is read by the foreign layouts.
+def read(
+    path: Path, *, num_envs: int | None = None, foreign: ForeignLayouts | None = None
+) -> Dataset:
+    """Load an HDF5 file; one without expcli's metadata is read by ``foreign``.
 
     Args:
         path: File to read.
         num_envs: Passed on to the foreign layouts; expcli files record it.
+        foreign: The foreign layouts and their reader (none: no layout is known).
 
     Raises:
         FormatError: Not an HDF5 file, corrupt or truncated, declaring more data than it
@@ -321,14 +333,16 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
     """
     with open_file(path, _CACHE_BYTES) as file:
         if header_text(file, path) is None:
-            return _read_foreign(file, path, num_envs)
+            return _read_foreign(file, path, num_envs, foreign)
     with Hdf5Reader(path) as reader:
         arrays = {s.name: reader.read_rows(s.name, 0, reader.memory_size) for s in reader.specs}
         header = reader.header
     return dataset_from_header(arrays, header, path)
 
 
-def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
+def open_lazy(
+    path: Path, *, num_envs: int | None = None, foreign: ForeignLayouts | None = None
+) -> tuple[Dataset, Callable[[], None]]:
     """Like ``read``, but tensors stay in the file as ``LazyRows``; call the closer after.
 
     Raises:
@@ -337,7 +351,7 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
     file = open_file(path, _CACHE_BYTES)
     try:
         if header_text(file, path) is None:  # a foreign layout, read from the open file
-            return _read_foreign(file, path, num_envs, lazy=True), file.close
+            return _read_foreign(file, path, num_envs, foreign, lazy=True), file.close
     except BaseException:
         file.close()
         raise
@@ -366,40 +380,31 @@ def _compression(compression: str | None) -> str | None:
 
 
 def _slab_rows(dataset: Any) -> int:
-    """Whole chunks of rows, about ``_SLAB_BYTES`` (at least one chunk)."""
+    """Whole chunks of rows, about ``SLICE_BYTES`` (at least one chunk)."""
     shape: tuple[int, ...] = dataset.shape
     chunks: tuple[int, ...] | None = dataset.chunks
     row_bytes = max(1, math.prod(shape[1:]) * int(dataset.dtype.itemsize))
     step = chunks[0] if chunks else 1
-    return max(step, _SLAB_BYTES // row_bytes // step * step)
+    return max(step, SLICE_BYTES // row_bytes // step * step)
 
 
-def _read_foreign(file: Any, path: Path, num_envs: int | None, lazy: bool = False) -> Dataset:
+def _read_foreign(
+    file: Any, path: Path, num_envs: int | None, foreign: ForeignLayouts | None, lazy: bool = False
+) -> Dataset:
     """Hand a file without expcli's metadata to the foreign layouts.
 
     ``lazy``: those that can leave rows in the file, which must then stay open.
     """
     found = check_all_stored(file, path)  # so that the layouts read only what it holds
-    hook = _foreign_hook()
     with as_format_errors(path, "its layout"):
-        lazily = {"lazy": True} if lazy else {}  # a hook that cannot leave rows is read whole
-        dataset = hook(file, path, num_envs, **lazily) if hook is not None else None
+        lazily = {"lazy": True} if lazy else {}  # a reader that cannot leave rows reads whole
+        dataset = foreign.read(file, path, num_envs, **lazily) if foreign is not None else None
     if dataset is None:
         names = ", ".join(list(found)[:8]) or "none"
+        known = f" ({foreign.names})" if foreign is not None and foreign.names else ""
         raise FormatError(
-            f"no expcli metadata (root attribute {ATTRIBUTE!r}) and no known layout "
-            f"({_LAYOUTS}); its datasets: {names}",
+            f"no expcli metadata (root attribute {ATTRIBUTE!r}) and no known layout"
+            f"{known}; its datasets: {names}",
             path=path,
         )
     return dataset
-
-
-def _foreign_hook() -> _ForeignHook | None:
-    """``expcli.formats.layouts.read_foreign_hdf5``, or None while there is none."""
-    try:
-        layouts = importlib.import_module("expcli.formats.layouts")
-    except ModuleNotFoundError as e:
-        if e.name != "expcli.formats.layouts":
-            raise
-        return None
-    return cast("_ForeignHook | None", getattr(layouts, "read_foreign_hdf5", None))

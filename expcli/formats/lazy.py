@@ -21,9 +21,10 @@ import numpy as np
 from expcli.errors import ConfigError, InvalidValueError
 from expcli.formats.row_gather import take_rows
 
-__all__ = ["CHUNK_BYTES", "LazyRows", "RowSpill", "row_chunks"]
+__all__ = ["SLICE_BYTES", "LazyRows", "RowSpill", "row_chunks"]
 
-CHUNK_BYTES = 16 * 1024 * 1024
+SLICE_BYTES = 16 << 20
+"""Bytes of rows that lazy readers and writers move per slice: the bound on what a read holds."""
 
 
 class LazyRows:
@@ -119,7 +120,7 @@ def _reader() -> ThreadPoolExecutor:
     return _READ_AHEAD
 
 
-def row_chunks(array: Any, chunk_bytes: int = CHUNK_BYTES) -> range:
+def row_chunks(array: Any, chunk_bytes: int = SLICE_BYTES) -> range:
     """Start rows of slices of about ``chunk_bytes`` each, covering the whole tensor."""
     rows = len(array)
     row_bytes = max(1, math.prod(array.shape[1:]) * array.dtype.itemsize)

@@ -34,7 +34,7 @@ from expcli.formats._guards import (
 from expcli.formats._zip_stream import ZipStreamWriter
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, encode_header, foreign_dataset, parse_header
-from expcli.formats.lazy import CHUNK_BYTES, LazyRows, row_chunks
+from expcli.formats.lazy import SLICE_BYTES, LazyRows, row_chunks
 from expcli.spec import METADATA_KEY
 
 __all__ = ["open_lazy", "read", "write", "write_to"]
@@ -290,7 +290,7 @@ class _Inflating:
             self._member = self._archive.open(self.name)
             self._position = 0
         while self._position < offset:
-            skipped = self._member.read(min(offset - self._position, CHUNK_BYTES))
+            skipped = self._member.read(min(offset - self._position, SLICE_BYTES))
             if not skipped:
                 raise EOFError("the member ended early")
             self._position += len(skipped)
@@ -311,7 +311,7 @@ class _Inflating:
 def _read_exactly(member: IO[bytes], size: int) -> bytes:
     parts, left = [], size
     while left > 0:
-        part = member.read(min(left, CHUNK_BYTES))
+        part = member.read(min(left, SLICE_BYTES))
         if not part:
             break
         parts.append(part)

@@ -1,79 +1,64 @@
-"""Format names and suffixes, and the dispatch of reads and writes to format modules.
+"""The dispatch of reads and writes: each asks the format table (``formats.table``).
 
 Format modules are imported only when a file of their format is read or written, so that
-``import expcli.formats`` never loads torch. Adding a format is one entry in ``_REGISTRY``.
-The metadata codec that every format module shares is ``header``; telling a format from a
-file's bytes is ``_sniffing``; a library error's gist is ``_error_summary``.
+``import expcli.formats`` never loads torch. Adding a format is one module and one row of
+the table. The metadata codec that every format module shares is ``header``; telling a
+format from a file's bytes is ``_sniffing`` (its tests), in the table's order; a library
+error's gist is ``_error_summary``.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import NamedTuple
 
 from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundError
 from expcli.formats._guards import check_source
 from expcli.formats._manifest import has_manifest, is_folder_target
-from expcli.formats._sniffing import SNIFF_BYTES, looks_like_text, sniff
+from expcli.formats._sniffing import SNIFF_BYTES, looks_like_text
 from expcli.formats.dataset import Dataset
+from expcli.formats.layouts.kinds import Layout
+from expcli.formats.rows import FormatRow
+from expcli.formats.table import (
+    MINARI_FOLDER,
+    SHARDED_FOLDER,
+    compressing_formats,
+    file_formats,
+    format_from_suffix,
+    format_row,
+    format_rows,
+    layout_row,
+    sniff_format,
+)
 from expcli.spec import METADATA_KEY
 
 __all__ = [
-    "FOLDER_FORMAT",
     "FORMATS",
+    "MINARI_FOLDER",
+    "SHARDED_FOLDER",
     "detect_format",
     "format_from_suffix",
     "open_lazy",
     "output_files",
     "read_dataset",
     "source_format",
+    "target_format",
     "write_dataset",
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """A format: suffixes, what its files hold, and the module that reads and writes it."""
-
-    suffixes: tuple[str, ...]
-    holds: str
-    module: str
-    compresses: bool = False  # whether its writer takes a ``compression`` option
+FORMATS: tuple[str, ...] = file_formats()
+"""Names of expcli's own file formats (``table.file_formats()`` adds registered ones)."""
 
 
-_REGISTRY: dict[str, _Entry] = {
-    "pt": _Entry((".pt", ".pth"), "a torch.save zip archive", "expcli.formats.pt_format"),
-    "npz": _Entry((".npz",), "a zip archive of .npy members", "expcli.formats.npz_format"),
-    "csv": _Entry((".csv",), "comma-separated text", "expcli.formats.csv_format"),
-    "hdf5": _Entry((".h5", ".hdf5"), "an HDF5 file", "expcli.formats.hdf5_format", True),
-    # A folder: named by no suffix (or being one), so not among the file FORMATS.
-    "folder": _Entry((), "a sharded dataset folder", "expcli.formats.sharded"),
-}
-
-FORMATS: tuple[str, ...] = tuple(n for n, e in _REGISTRY.items() if e.suffixes)
-"""Names of the formats that can be read and written."""
-
-FOLDER_FORMAT = "minari"
-"""What ``source_format`` calls a folder: a Minari dataset, the one layout kept in folders."""
-
-_EXPECTED = ", ".join(FORMATS)
-_DESCRIBED = ", ".join(f"{name} ({_REGISTRY[name].holds})" for name in FORMATS)
+def _expected() -> str:
+    return ", ".join(file_formats())
 
 
-class _FormatModule(Protocol):
-    def read(self, path: Path, *, num_envs: int | None = None) -> Dataset: ...
-
-    def write(self, dataset: Dataset, path: Path, *, overwrite: bool, **options: Any) -> None: ...
-
-
-def format_from_suffix(path: str | os.PathLike[str]) -> str | None:
-    """The format that the file name's suffix stands for (case-insensitive), or None."""
-    suffix = Path(path).suffix.lower()
-    return next((name for name, e in _REGISTRY.items() if suffix in e.suffixes), None)
+def _described() -> str:
+    return ", ".join(f"{r.name} ({r.holds})" for r in format_rows() if not r.folder)
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
@@ -94,24 +79,24 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     with open(path, "rb") as f:
         head = f.read(SNIFF_BYTES)
     if not head:
-        raise FormatError(f"file is empty; expected a dataset ({_EXPECTED})", path=path)
-    found = sniff(Path(path), head) or format_from_suffix(path)
+        raise FormatError(f"file is empty; expected a dataset ({_expected()})", path=path)
+    found = sniff_format(Path(path), head) or format_from_suffix(path)
     if found is None:
         what = (
             "text that is not a CSV dataset (its first line is not a header of NAME.INDEX columns)"
             if looks_like_text(head)
             else "unrecognised content"
         )
-        raise FormatError(f"{what}; expected a dataset: {_DESCRIBED}", path=path)
+        raise FormatError(f"{what}; expected a dataset: {_described()}", path=path)
     return found
 
 
 def source_format(path: str | os.PathLike[str], format: str | None = None) -> str:
     """The format of a dataset to read.
 
-    ``"folder"`` for a sharded dataset folder (one holding a ``manifest.json``, which reading
-    it then checks),
-    ``FOLDER_FORMAT`` for another folder, else ``format`` (checked) or what ``detect_format`` tells.
+    ``SHARDED_FOLDER`` for a sharded dataset folder (one holding a ``manifest.json``, which
+    reading it then checks), ``MINARI_FOLDER`` for another folder, else ``format`` (checked)
+    or what ``detect_format`` tells.
     "File or folder?" is decided here only.
 
     Raises:
@@ -124,7 +109,7 @@ def source_format(path: str | os.PathLike[str], format: str | None = None) -> st
     if not os.path.exists(path):
         raise SourceNotFoundError(path)
     if os.path.isdir(path):
-        return "folder" if has_manifest(path) else FOLDER_FORMAT
+        return SHARDED_FOLDER if has_manifest(path) else MINARI_FOLDER
     return _normalise(format, path) if format is not None else detect_format(path)
 
 
@@ -138,7 +123,7 @@ def read_dataset(
 
     Args:
         path: File to read, or a Minari dataset folder.
-        format: One of ``FORMATS``; by default the file's bytes tell, then its suffix.
+        format: A format of the table; by default the file's bytes tell, then its suffix.
             Ignored for a folder.
         num_envs: Number of env columns of a file that does not record it (a CSV without
             sidecar, such as skrl's export; default 1). Files that record it ignore it.
@@ -155,12 +140,10 @@ def read_dataset(
     if num_envs is not None and num_envs < 1:
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
     fmt = source_format(path, format)
-    if fmt == FOLDER_FORMAT:
-        from expcli.formats.layouts import read_minari_folder
-
-        dataset = read_minari_folder(path)  # or says why the folder is not a Minari dataset
+    if fmt == MINARI_FOLDER:
+        dataset = _folder_layout().read_folder(Path(path))  # or says why it is no Minari dataset
     else:
-        dataset = _module(fmt).read(Path(path), num_envs=num_envs)
+        dataset = _row(fmt).read(Path(path), num_envs=num_envs)
     dataset.validate(path)
     return dataset
 
@@ -178,10 +161,10 @@ def write_dataset(
     Args:
         dataset: What to write; validated first.
         path: Target file (a CSV also gets a ``PATH.meta.json`` sidecar).
-        format: One of ``FORMATS``; by default the suffix of ``path`` tells.
+        format: A format of the table; by default the suffix of ``path`` tells.
         overwrite: Whether an existing file may be replaced.
-        compression: ``"gzip"`` or ``"lzf"`` for HDF5; None or ``"none"`` (the default)
-            for no compression, the only choice for the other formats.
+        compression: ``"gzip"`` or ``"lzf"`` for a format that compresses (HDF5); None or
+            ``"none"`` (the default) for no compression, the only choice for the others.
 
     Returns:
         The path written.
@@ -198,29 +181,35 @@ def write_dataset(
     if format is not None:
         fmt = _normalise(format, path)
     else:
-        found = format_from_suffix(target) or ("folder" if is_folder_target(target) else None)
+        found = target_format(target)
         if found is None:
             raise FormatError(
                 f"cannot tell the format from the suffix {target.suffix!r}; "
-                f"pass a format, one of {_EXPECTED}",
+                f"pass a format, one of {_expected()}",
                 path=path,
             )
         fmt = found
-    options: dict[str, Any] = {}
-    if _REGISTRY[fmt].compresses:
-        options["compression"] = compression
-    elif compression is not None and compression.lower() != "none":
-        compressing = ", ".join(name for name in FORMATS if _REGISTRY[name].compresses)
+    row = _row(fmt)
+    if not row.compresses and compression is not None and compression.lower() != "none":
         raise ConfigError(
-            f"{fmt} files cannot be compressed (got compression {compression!r}); "
-            f"compression is for {compressing}"
+            f"{fmt} files cannot be compressed (got compression {str(compression)!r}); "
+            f"compression is for {', '.join(compressing_formats())}"
         )
-    module = _module(fmt)
     dataset.validate(path)
     if METADATA_KEY in dataset.tensors:
         raise SchemaError("this name is reserved for the metadata", path=path, key=METADATA_KEY)
-    module.write(dataset, target, overwrite=overwrite, **options)
+    row.write(
+        dataset, target, overwrite=overwrite, compression=compression if row.compresses else None
+    )
     return target
+
+
+def target_format(target: str | os.PathLike[str]) -> str | None:
+    """The format an output ``target`` names: its suffix's, or a sharded folder; or None.
+
+    A target without a suffix, or an existing sharded folder, is a sharded folder.
+    """
+    return format_from_suffix(target) or (SHARDED_FOLDER if is_folder_target(target) else None)
 
 
 def output_files(target: str | os.PathLike[str], format: str) -> tuple[Path, ...]:
@@ -229,11 +218,10 @@ def output_files(target: str | os.PathLike[str], format: str) -> tuple[Path, ...
     The target, and a CSV's metadata sidecar (``PATH.meta.json``).
     """
     path = Path(target)
-    if format.lower().lstrip(".") == "csv":
-        from expcli.formats.csv_format import sidecar_path
-
-        return path, sidecar_path(path)
-    return (path,)
+    row = format_row(format)
+    if row is None or row.companions is None:
+        return (path,)
+    return (path, *row.companions(path))
 
 
 def open_lazy(
@@ -258,16 +246,13 @@ def open_lazy(
     if num_envs is not None and num_envs < 1:
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
     fmt = source_format(path, format)
-    if fmt == FOLDER_FORMAT:
-        from expcli.formats.layouts import open_minari_folder
-
-        opened: Any = open_minari_folder(path)
+    if fmt == MINARI_FOLDER:
+        dataset, close = _folder_layout().open_folder(Path(path))
     else:
-        opener = getattr(_module(fmt), "open_lazy", None)
+        opener = _row(fmt).open_lazy
         if opener is None:
             return read_dataset(path, fmt, num_envs=num_envs), lambda: None
-        opened = opener(Path(path), num_envs=num_envs)
-    dataset, close = opened if isinstance(opened, tuple) else (opened, lambda: None)
+        dataset, close = opener(Path(path), num_envs=num_envs)
     try:
         dataset.validate(path)
     except BaseException:
@@ -277,11 +262,27 @@ def open_lazy(
 
 
 def _normalise(format: str, path: str | os.PathLike[str]) -> str:
-    name = format.lower().lstrip(".")
-    if name not in _REGISTRY:
-        raise FormatError(f"unknown format {format!r}; expected one of {_EXPECTED}", path=path)
-    return name
+    row = format_row(format)
+    if row is None:
+        raise FormatError(f"unknown format {format!r}; expected one of {_expected()}", path=path)
+    return row.name
 
 
-def _module(fmt: str) -> _FormatModule:
-    return cast(_FormatModule, importlib.import_module(_REGISTRY[fmt].module))
+def _row(fmt: str) -> FormatRow:
+    row = format_row(fmt)
+    if row is None:
+        raise FormatError(f"unknown format {fmt!r}; expected one of {_expected()}")
+    return row
+
+
+class _FolderLayout(NamedTuple):
+    read_folder: Callable[[Path], Dataset]
+    open_folder: Callable[[Path], tuple[Dataset, Callable[[], None]]]
+
+
+def _folder_layout() -> _FolderLayout:
+    """How the layout kept in folders (``MINARI_FOLDER``) is read, from its table row."""
+    row = layout_row(Layout(MINARI_FOLDER))
+    if row.read_folder is None or row.open_folder is None:
+        raise FormatError(f"the {row.name} layout reads no folders")
+    return _FolderLayout(row.read_folder, row.open_folder)

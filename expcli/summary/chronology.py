@@ -19,10 +19,10 @@ import numpy as np
 
 from expcli.spec import CircularState
 
-__all__ = ["CHUNK_BYTES", "Chunk", "Segment", "chunks", "segments"]
+__all__ = ["PASS_CHUNK_BYTES", "Chunk", "Segment", "chunks", "segments"]
 
-CHUNK_BYTES = 8 << 20
-"""About how many bytes of all tensors together one chunk holds."""
+PASS_CHUNK_BYTES = 8 << 20
+"""About how many bytes of all tensors together one chunk of a chronological pass holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +78,7 @@ def chunks(
     tensors: Mapping[str, Any],
     names: Iterable[str],
     parts: Iterable[Segment],
-    chunk_bytes: int = CHUNK_BYTES,
+    chunk_bytes: int = PASS_CHUNK_BYTES,
 ) -> Iterator[Chunk]:
     """Read the named tensors segment by segment, a slice of rows at a time.
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from expcli.errors import ConfigError
-from expcli.formats import format_from_suffix
+from expcli.formats.table import format_from_suffix, suffix_help
 
 __all__ = ["RUNS", "newest_dataset"]
 
@@ -19,9 +19,9 @@ _UNFINISHED = (".partial", ".tmp")
 def newest_dataset(folder: str | os.PathLike[str] = RUNS) -> Path:
     """The most recently modified dataset file under ``folder`` (searched recursively).
 
-    Files count when their suffix names a format (``.pt``, ``.npz``, ``.csv``, ``.h5``,
-    ``.hdf5``); hidden files and folders, unfinished writes (``.partial``, ``.tmp``) and
-    ``*.meta.json`` sidecars do not. Ties go to the later name.
+    Files count when their suffix names a format of the table (``.pt``, ``.npz``, ``.csv``,
+    ``.h5``, ``.hdf5``, and registered ones); hidden files and folders, unfinished writes
+    (``.partial``, ``.tmp``) and ``*.meta.json`` sidecars do not. Ties go to the later name.
 
     Raises:
         ConfigError: ``folder`` holds no dataset file.
@@ -43,7 +43,7 @@ def newest_dataset(folder: str | os.PathLike[str] = RUNS) -> Path:
                     continue
     if not found:
         raise ConfigError(
-            f"no FILE given and no dataset (.pt, .npz, .csv, .h5) under {root}/; "
+            f"no FILE given and no dataset ({suffix_help()}) under {root}/; "
             "name a file, or collect one first with `expcli collect`"
         )
     return max(found)[2]

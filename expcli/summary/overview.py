@@ -21,7 +21,8 @@ import numpy as np
 
 from expcli.errors import FormatError, SchemaError
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts import SEAMS_KEY
+from expcli.formats.layouts import SEAMS_KEY, Layout
+from expcli.formats.table import format_row, layout_row
 from expcli.spec import overwritten_columns
 from expcli.summary.checks import FAILED, Finding, RowFinder
 from expcli.summary.chronology import Chunk, chunks, segments
@@ -30,8 +31,6 @@ from expcli.summary.static_checks import minari_episode_findings, shard_findings
 from expcli.summary.stats import TensorAccumulator, TensorStats
 
 __all__ = ["Summary", "summarize"]
-
-_SKRL_FORMATS = frozenset({"pt", "npz", "csv"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,14 +138,15 @@ def summarize(
         SchemaError: The tensors disagree with each other or the metadata (without check).
         OSError: The file cannot be read.
     """
-    from expcli.formats import FOLDER_FORMAT, open_lazy, source_format
+    from expcli.formats import MINARI_FOLDER, SHARDED_FOLDER, open_lazy, source_format
 
     source = Path(path)
     found = source_format(source)
-    fmt = "hdf5" if found == FOLDER_FORMAT else found  # a Minari folder's storage
-    minari = minari_episode_findings(source) if check and fmt == "hdf5" else None
+    storage = layout_row(Layout.MINARI).storage if found == MINARI_FOLDER else None
+    fmt = storage or found  # a Minari folder's: the format of its files
+    minari = minari_episode_findings(source) if check and _carries(fmt, Layout.MINARI) else None
     shards = None
-    if check and found == "folder":  # CRC-32 of every shard, then the pass: half the bar each
+    if check and found == SHARDED_FOLDER:  # CRC-32 of every shard, then the pass: half the bar each
         shards = shard_findings(source, None if progress is None else _scaled(progress, 0, 0.5))
         progress = None if progress is None else _scaled(progress, 0.5, 0.5)
     damaged = shards is not None and shards.failed  # then reading may fail: say which shard
@@ -174,11 +174,17 @@ def summarize(
         summary = dataclasses.replace(summary, checks=(*summary.checks, minari))
     if shards is not None and summary.checks is not None:
         summary = dataclasses.replace(summary, checks=(*summary.checks, shards))
-    if found == "folder":
+    if found == SHARDED_FOLDER:
         from expcli.formats.checked_write import leftover_temps
 
         summary = dataclasses.replace(summary, leftovers=len(leftover_temps(source)))
     return summary
+
+
+def _carries(fmt: str, layout: Layout) -> bool:
+    """Whether files of the format ``fmt`` may hold ``layout``."""
+    row = format_row(fmt)
+    return row is not None and layout in row.layouts
 
 
 def _scaled(
@@ -222,7 +228,7 @@ def _summarize(
     size, envs = dataset.memory_size, dataset.num_envs
     layout = metadata.get("layout")
     if not isinstance(layout, str):
-        layout = "skrl" if not metadata and fmt in _SKRL_FORMATS else "expcli"
+        layout = "skrl" if not metadata and _carries(fmt, Layout.SKRL) else "expcli"
     state = dataset.state
     section = metadata.get("skrl") if layout == "skrl" else None
     unwritten = section.get("unwritten_transitions") if isinstance(section, dict) else None

@@ -15,7 +15,7 @@ import pytest
 
 from expcli import RandomMemory, ReplayBuffer, load, save, summarize
 from expcli.errors import FormatError, SourceNotFoundError
-from expcli.formats import FOLDER_FORMAT, open_lazy, read_dataset, source_format
+from expcli.formats import MINARI_FOLDER, open_lazy, read_dataset, source_format
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import read_minari_folder
 from expcli.spec import CircularState
@@ -49,7 +49,7 @@ def _same_tensors(a: Dataset, b: Dataset) -> None:
 
 def test_every_reader_opens_a_minari_folder(minari_folder: Path) -> None:
     reference = read_minari_folder(minari_folder)
-    assert source_format(minari_folder) == FOLDER_FORMAT
+    assert source_format(minari_folder) == MINARI_FOLDER
     _same_tensors(reference, read_dataset(minari_folder))
     _same_tensors(reference, load(minari_folder))
     lazy, close = open_lazy(minari_folder)

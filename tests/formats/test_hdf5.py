@@ -425,7 +425,7 @@ def test_hdf5_without_metadata_and_of_no_known_layout(tmp_path: Path) -> None:
         Hdf5Reader(path)
 
 
-def test_foreign_layouts_get_the_open_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_foreign_layouts_get_the_open_file(tmp_path: Path) -> None:
     path = tmp_path / "d4rl.hdf5"
     with h5py.File(path, "w") as f:
         f["rewards"] = np.arange(3.0)
@@ -434,21 +434,18 @@ def test_foreign_layouts_get_the_open_file(tmp_path: Path, monkeypatch: pytest.M
         assert where == path and num_envs is None
         return Dataset({"rewards": h5["rewards"][()].reshape(3, 1)}, CircularState(0, 0, True))
 
-    monkeypatch.setattr(hdf5_format, "_foreign_hook", lambda: recognise)
-    assert read_dataset(path).tensors["rewards"].ravel().tolist() == [0.0, 1.0, 2.0]
+    read = hdf5_format.read(path, foreign=hdf5_format.ForeignLayouts(recognise, "test"))
+    assert read.tensors["rewards"].ravel().tolist() == [0.0, 1.0, 2.0]
 
     def broken(h5: h5py.File, where: Path, num_envs: int | None) -> Dataset:
         return h5["missing"]  # type: ignore[no-any-return]
 
-    monkeypatch.setattr(hdf5_format, "_foreign_hook", lambda: broken)
     with pytest.raises(FormatError, match="cannot read its layout") as info:
-        read_dataset(path)
+        hdf5_format.read(path, foreign=hdf5_format.ForeignLayouts(broken, "test"))
     assert info.value.path == str(path)
 
 
-def test_foreign_files_are_checked_before_the_layouts_read_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_foreign_files_are_checked_before_the_layouts_read_them(tmp_path: Path) -> None:
     path = tmp_path / "hostile.hdf5"
     with h5py.File(path, "w") as f:
         f.create_dataset("observations", shape=(10**12, 3), dtype=np.float32, chunks=(1000, 3))
@@ -458,13 +455,14 @@ def test_foreign_files_are_checked_before_the_layouts_read_them(
     def never(h5: h5py.File, where: Path, num_envs: int | None) -> Dataset:
         raise AssertionError("the layouts should not see this file")
 
-    monkeypatch.setattr(hdf5_format, "_foreign_hook", lambda: never)
     with pytest.raises(FormatError, match="declares 12000000000000 bytes") as info:
-        read_dataset(path)
+        hdf5_format.read(path, foreign=hdf5_format.ForeignLayouts(never, "test"))
     assert info.value.key == "observations" and info.value.path == str(path)
     rewrite(path, lambda f: f.__delitem__("observations"))
     with pytest.raises(AssertionError, match="should not see"):
-        read_dataset(path)  # a small, sparse or empty dataset is left to the layouts
+        hdf5_format.read(
+            path, foreign=hdf5_format.ForeignLayouts(never, "test")
+        )  # a small, sparse or empty one goes to the layouts
 
 
 def test_a_dataset_name_that_is_not_utf8_is_a_format_error(tmp_path: Path) -> None:

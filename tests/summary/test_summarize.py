@@ -105,7 +105,7 @@ def test_chunks_do_not_change_the_numbers(tmp_path: Path, monkeypatch: pytest.Mo
     dataset = random_dataset(size=40, envs=3, state=CircularState(17, 2, True), seed=8)
     path = write_dataset(dataset, tmp_path / "d.h5")
     whole = summarize(path, check=True).to_json()
-    monkeypatch.setattr(chronology, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(chronology, "PASS_CHUNK_BYTES", 1)
     monkeypatch.setattr(chronology.chunks, "__defaults__", (1,))
     chunked = _leaves(summarize(path, check=True).to_json())
     expected = _leaves(whole)

@@ -23,64 +23,60 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from expcli.errors import ConfigError
-from expcli.formats.layouts._episodes import SEAMS_KEY
+from expcli.formats.layouts.kinds import SEAMS_KEY, Layout
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
+    from expcli.formats.rows import FormatRow
+    from expcli.formats.table import read_foreign_hdf5
 
 __all__ = [
     "LAYOUTS",
     "SEAMS_KEY",
-    "is_minari_folder",
-    "minari_episode_mismatches",
+    "Layout",
     "layout_format",
+    "minari_episode_mismatches",
     "open_minari_folder",
     "read_foreign_hdf5",
     "read_minari_folder",
     "write_layout",
 ]
 
-LAYOUTS: tuple[str, ...] = ("expcli", "skrl", "tianshou", "minari", "d4rl")
+LAYOUTS: tuple[str, ...] = tuple(Layout)
 """Names accepted by ``write_layout`` (``expcli`` is expcli's own format)."""
 
 
-_WRITES = {  # the formats each foreign layout writes, its default first
-    "skrl": ("pt", "npz", "csv"),
-    "tianshou": ("hdf5",),
-    "d4rl": ("hdf5",),
-}
-
-
-def layout_format(layout: str, path: str | os.PathLike[str], format: str | None = None) -> str:
+def layout_format(
+    layout: str | Layout, path: str | os.PathLike[str], format: str | None = None
+) -> str:
     """The format a foreign layout writes to ``path`` (``minari``: a dataset folder).
 
     It is told by ``format``, else by the suffix of ``path``, else it is the layout's own
-    (skrl: pt; tianshou and d4rl: hdf5). Checked before anything is read or written.
+    (the first of its row's formats: skrl pt, tianshou and d4rl hdf5). Checked before
+    anything is read or written.
 
     Raises:
         ConfigError: An unknown layout, or a format or suffix the layout cannot write (skrl
             writes pt, npz or csv; tianshou and d4rl an HDF5 file; minari a folder), or a
             format that the suffix contradicts.
     """
-    from expcli.formats.registry import format_from_suffix
+    from expcli.formats.table import format_from_suffix, format_row, layout_row
 
-    name, target = layout.lower(), Path(path)
-    if name not in LAYOUTS or name == "expcli":
-        raise ConfigError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS[1:])}")
+    name, target = Layout.parse(layout, foreign=True, any_case=True), Path(path)
     named = format_from_suffix(target)
     chosen = format.lower().lstrip(".") if format is not None else named
-    if name == "minari":
+    allowed = layout_row(name).formats
+    if not allowed:  # a layout kept in a folder
         if chosen is not None:
             raise ConfigError(
-                f"{target}: the minari layout writes a dataset folder (DIR/data/...), not a "
+                f"{target}: the {name} layout writes a dataset folder (DIR/data/...), not a "
                 f"{chosen} file; name a folder without a file suffix"
             )
-        return "minari"
-    allowed = _WRITES[name]
-    suffixes = " or ".join(f".{f}" if f != "hdf5" else ".h5 or .hdf5" for f in allowed)
+        return name.value
+    suffixes = " or ".join(_named_suffixes(format_row(f)) for f in allowed)
     if chosen is not None and chosen not in allowed:
         raise ConfigError(
             f"{target}: the {name} layout writes {', '.join(allowed)} files, not {chosen}; "
@@ -93,45 +89,12 @@ def layout_format(layout: str, path: str | os.PathLike[str], format: str | None 
     return chosen or allowed[0]
 
 
-def read_foreign_hdf5(
-    h5: Any, path: Path, num_envs: int | None = None, *, lazy: bool = False
-) -> Dataset | None:
-    """Read an open HDF5 file of a foreign layout, or return None when none matches.
-
-    Tried in order: tianshou (a ``_meta`` group and a ``maxsize`` attribute), Minari
-    (only ``episode_<id>`` groups at the root), D4RL (``observations``, ``actions`` and
-    ``rewards`` datasets at the root).
-
-    Args:
-        h5: An ``h5py.File`` open for reading, without expcli's root attribute.
-        path: The file's path, for messages (and a Minari ``metadata.json`` beside it).
-        num_envs: For D4RL files only: split the rows into this many equal env columns,
-            env by env (as ``write_layout`` lays them out); default one column.
-        lazy: Leave the rows of D4RL, tianshou and Minari files in the file as ``LazyRows``,
-            read a slice at a time; ``h5`` must then stay open while they are read.
-
-    Raises:
-        FormatError: The file is of a recognised layout but malformed, or holds data that
-            would have to be unpickled or decoded.
-        SchemaError: Its arrays disagree in length or shape.
-        ConfigError: ``num_envs`` does not divide a D4RL file's rows.
-    """
-    from expcli.formats.layouts import d4rl_layout, minari_layout, tianshou_layout
-
-    if tianshou_layout.is_tianshou(h5):
-        return tianshou_layout.read(h5, path, lazy=lazy)
-    if minari_layout.is_minari_file(h5, path):
-        return minari_layout.read(h5, path, lazy=lazy)
-    if d4rl_layout.is_d4rl(h5):
-        return d4rl_layout.read(h5, path, num_envs, lazy=lazy)
-    return None
-
-
-def is_minari_folder(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a Minari dataset folder, or the ``data`` folder inside one."""
-    from expcli.formats.layouts import minari_layout
-
-    return minari_layout.is_minari_folder(path)
+def _named_suffixes(row: FormatRow | None) -> str:
+    """``.h5 or .hdf5``: a format's suffixes, less aliases that extend another (``.pth``)."""
+    if row is None:
+        return ""
+    named = [s for s in row.suffixes if not any(s != o and s.startswith(o) for o in row.suffixes)]
+    return " or ".join(named)
 
 
 def minari_episode_mismatches(path: str | os.PathLike[str]) -> list[int] | None:
@@ -174,7 +137,7 @@ def open_minari_folder(path: str | os.PathLike[str]) -> tuple[Dataset, Callable[
 
 
 def write_layout(
-    dataset: Dataset, path: str | os.PathLike[str], layout: str, *, overwrite: bool
+    dataset: Dataset, path: str | os.PathLike[str], layout: str | Layout, *, overwrite: bool
 ) -> Path:
     """Write a dataset in a layout of ``LAYOUTS``, atomically.
 
@@ -193,30 +156,29 @@ def write_layout(
         SchemaError: The dataset is inconsistent or lacks a tensor the layout needs.
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
     """
+    from expcli.formats.table import layout_row
+
     target = Path(path)
-    name = layout.lower()
-    if name not in LAYOUTS:
-        raise ConfigError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
-    if name == "expcli":
+    name = Layout.parse(layout, any_case=True)
+    row = layout_row(name)
+    if row.write is None:  # expcli's own: the format's writer
         from expcli.formats.registry import write_dataset
 
         return write_dataset(dataset, target, overwrite=overwrite)
     layout_format(name, target)
     dataset.validate(target)
-    if name == "skrl":
-        from expcli.formats.layouts import skrl_layout
-
-        skrl_layout.write(dataset, target, overwrite=overwrite)
-    elif name == "tianshou":
-        from expcli.formats.layouts import tianshou_layout
-
-        tianshou_layout.write(dataset, target, overwrite=overwrite)
-    elif name == "minari":
-        from expcli.formats.layouts import minari_layout
-
-        minari_layout.write(dataset, target, overwrite=overwrite)
-    else:
-        from expcli.formats.layouts import d4rl_layout
-
-        d4rl_layout.write(dataset, target, overwrite=overwrite)
+    row.write(dataset, target, overwrite)
     return target
+
+
+def __getattr__(name: str) -> object:
+    """``read_foreign_hdf5``: the table's, imported on first use (the table imports this package).
+
+    It reads an open HDF5 file of a foreign layout, or returns None when none matches; the
+    layouts of the table are tried in order.
+    """
+    if name == "read_foreign_hdf5":
+        from expcli.formats.table import read_foreign_hdf5
+
+        return read_foreign_hdf5
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

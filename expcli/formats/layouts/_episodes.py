@@ -23,6 +23,7 @@ import numpy as np
 from expcli.errors import FormatError, SchemaError
 from expcli.formats._error_summary import error_summary
 from expcli.formats.dataset import Dataset
+from expcli.formats.layouts.kinds import SEAMS_KEY
 from expcli.spec import SUPPORTED_DTYPES, CircularState, chronological_rows, done_flags
 
 __all__ = [
@@ -39,8 +40,6 @@ __all__ = [
     "valid_counts",
 ]
 
-SEAMS_KEY = "seams_marked_truncated"
-"""Metadata key listing the rows a reader marked ``truncated`` between glued episodes."""
 
 # Lossless widening of unsigned integers that the schema lacks.
 _WIDER = {"uint16": np.int32, "uint32": np.int64}

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from expcli.formats.lazy import CHUNK_BYTES, LazyRows
+from expcli.formats.lazy import SLICE_BYTES, LazyRows
 
 __all__ = ["gathered", "picked_rows", "rows_of"]
 
@@ -51,10 +51,10 @@ def picked_rows(
 ) -> Iterator[tuple[int, np.ndarray]]:
     """``(offset, array[rows[a:b], envs[a:b]])`` for consecutive slices covering ``rows``.
 
-    Each slice holds about ``CHUNK_BYTES`` of the source's rows (all env columns of a row).
+    Each slice holds about ``SLICE_BYTES`` of the source's rows (all env columns of a row).
     """
     row_bytes = max(1, math.prod(array.shape[1:]) * np.dtype(array.dtype).itemsize)
-    step = max(1, CHUNK_BYTES // row_bytes)
+    step = max(1, SLICE_BYTES // row_bytes)
     for start in range(0, len(rows), step):
         part = rows[start : start + step]
         block = rows_of(array, part)

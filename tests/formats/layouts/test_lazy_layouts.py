@@ -89,7 +89,9 @@ def test_tianshou_read_lazily_equals_read_whole(tmp_path: Path, kind: str) -> No
     with h5py.File(path, "r") as h5:
         eager = read_foreign_hdf5(h5, path, None)
     assert eager is not None
-    lazy, close = hdf5_format.open_lazy(path)
+    lazy, close = hdf5_format.open_lazy(
+        path, foreign=hdf5_format.ForeignLayouts(read_foreign_hdf5, "")
+    )
     try:
         assert any(isinstance(t, LazyRows) for t in lazy.tensors.values())
         assert_same(eager, lazy)
@@ -121,7 +123,9 @@ def test_d4rl_read_lazily_equals_read_whole(
     with h5py.File(path, "r") as h5:
         eager = read_foreign_hdf5(h5, path, num_envs)
     assert eager is not None
-    lazy, close = hdf5_format.open_lazy(path, num_envs=num_envs)
+    lazy, close = hdf5_format.open_lazy(
+        path, num_envs=num_envs, foreign=hdf5_format.ForeignLayouts(read_foreign_hdf5, "")
+    )
     try:
         for name in ("observations", "next_observations", "actions", "rewards"):
             assert isinstance(lazy.tensors[name], LazyRows), name

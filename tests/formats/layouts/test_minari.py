@@ -16,12 +16,12 @@ from expcli.errors import ConfigError, FormatError, OutputExistsError, SchemaErr
 from expcli.formats import Dataset
 from expcli.formats.layouts import (
     SEAMS_KEY,
-    is_minari_folder,
     minari_layout,
     read_foreign_hdf5,
     read_minari_folder,
     write_layout,
 )
+from expcli.formats.layouts.minari_layout import is_minari_folder
 from expcli.spec import CircularState
 from tests.formats.layouts.sample import EPISODES
 

@@ -1,0 +1,42 @@
+"""The names of the layouts, and the metadata key every episode-wise layout reader sets.
+
+A leaf module (it imports only ``errors``), so that the format table and the command line
+name layouts without loading the layout modules.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from expcli.errors import ConfigError
+
+__all__ = ["SEAMS_KEY", "Layout"]
+
+SEAMS_KEY = "seams_marked_truncated"
+"""Metadata key listing the rows a reader marked ``truncated`` between glued episodes."""
+
+
+class Layout(StrEnum):
+    """A layout a dataset is written in: ``EXPCLI`` is expcli's own schema."""
+
+    EXPCLI = "expcli"
+    SKRL = "skrl"
+    TIANSHOU = "tianshou"
+    MINARI = "minari"
+    D4RL = "d4rl"
+
+    @classmethod
+    def parse(cls, name: str, *, foreign: bool = False, any_case: bool = False) -> Layout:
+        """The layout spelled ``name`` (``any_case``: in any case).
+
+        ``foreign``: one other than ``EXPCLI``.
+
+        Raises:
+            ConfigError: No such layout, naming the ones there are.
+        """
+        choices = [layout for layout in cls if not foreign or layout is not cls.EXPCLI]
+        wanted = name.lower() if any_case else name
+        for layout in choices:
+            if wanted == layout.value:
+                return layout
+        raise ConfigError(f"unknown layout {name!r}; expected one of {', '.join(choices)}")
