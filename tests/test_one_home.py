@@ -25,12 +25,10 @@ ALLOWED: dict[str, str] = {
     "Batch": "a local alias in each module that hands batches out",
     "Policy": "a local alias of 'callable that picks actions'",
     "Progress": "a local alias of each module's progress callback",
-    "CHUNK_BYTES": "the chunk size of HDF5 datasets and of chronological reads: two sizes",
     "PROGRESS_MIN_BYTES": "convert and inspect show a bar from different sizes",
     "Chunk": "a CSV read chunk and a chronology chunk: private to their modules",
     "FANOUT": "the sum tree and its compiled kernel share the constant",
     "FANOUT_BITS": "the sum tree and its compiled kernel share the constant",
-    "is_minari_folder": "the layouts package's cheap facade over the Minari module's check",
     "user_metadata": "sharded folders and foreign layouts keep different user metadata",
 }
 

@@ -20,21 +20,16 @@ from expcli.collect.saved_file import SavedFile
 from expcli.collect.settings import CollectSettings
 from expcli.collect.shard_sink import DEFAULT_SHARD_SIZE, ShardSink, parse_shard_size
 from expcli.errors import ConfigError, OutputError
-from expcli.formats.sharded import Manifest, is_folder_target, is_sharded_folder
+from expcli.formats.sharded import Manifest, is_sharded_folder
 
 if TYPE_CHECKING:
     from expcli.collect.collector import CollectStats
     from expcli.collect.step_outcome import HasSpaces
 
-__all__ = ["FolderOutput", "is_folder_output", "staging_rows", "transition_bytes"]
+__all__ = ["FolderOutput", "staging_rows", "transition_bytes"]
 
 _REWARD_AND_FLAGS = 4 + 1 + 1
 _SETTINGS_KEY = "collect_settings"  # under "collector" in the metadata: what --resume reruns
-
-
-def is_folder_output(output: Path) -> bool:
-    """Whether ``output`` names a sharded folder: no suffix, or an existing such folder."""
-    return is_folder_target(output)
 
 
 def transition_bytes(stepper: HasSpaces) -> int:

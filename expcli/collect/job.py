@@ -22,7 +22,6 @@ from expcli.collect.engines import ENGINES, CollectMode
 from expcli.collect.env_modes import Probe, choose_mode
 from expcli.collect.folder_run import (
     FolderOutput,
-    is_folder_output,
     staging_rows,
     transition_bytes,
 )
@@ -90,26 +89,27 @@ class CollectJob:
         self.wrapper_descriptions = describe_wrappers(settings.wrappers)
         self.wrappers = [portable_spec(spec) for spec in settings.wrappers]
         self.output = Path(settings.output) if settings.output else default_output(settings.env_id)
-        self.to_folder = is_folder_output(self.output)
+        from expcli.formats.sharded import is_folder_target
+        from expcli.formats.table import SHARDED_FOLDER, format_from_suffix
+
+        # an existing sharded folder stays one whatever its name (``--resume``)
+        self.to_folder = is_folder_target(self.output)
+        self.format = SHARDED_FOLDER if self.to_folder else format_from_suffix(self.output)
         if self.output.exists() and not settings.overwrite and not settings.resuming:
             with OutputLock(self.output):  # a writer at work is named, not the output it makes
                 pass
             raise OutputExistsError(self.output)
-        from expcli.formats import format_from_suffix
         from expcli.formats.checked_write import check_can_write
 
         # a folder in the way or a read-only one: say so now
         check_can_write(self.output, folder=self.to_folder)
 
-        self.format = "folder" if self.to_folder else format_from_suffix(self.output)
         self._lock = OutputLock(self.output)
         self.spool: Path | None = None  # a file output's spool folder (``spool_run``)
         # the output written as the run goes (a folder, a spooled file); None: in memory
         self.streamed: FolderOutput | SpooledFile | None = None
-        if settings.compression is not Compression.NONE and self.format != "hdf5":
-            from expcli.errors import ConfigError
-
-            raise ConfigError(f"--compression applies to .h5/.hdf5 output, not {self.output}")
+        if settings.compression is not Compression.NONE:
+            _check_compresses(self.format, self.output)
         self.mode: CollectMode = settings.mode
         self.probes: list[Probe] = []
         self.mode_differences: list[str] = []  # what --force-mode let through
@@ -472,3 +472,14 @@ def _env_spec(env_id: str, env_kwargs: dict[str, Any]) -> Any:
         return json.loads(spec.to_json())
     except Exception:
         return None
+
+
+def _check_compresses(format: str | None, output: Path) -> None:
+    """Refuse ``--compression`` for an output whose format does not compress."""
+    from expcli.errors import ConfigError
+    from expcli.formats.table import format_row, format_rows
+
+    row = None if format is None else format_row(format)
+    if row is None or not row.compresses:
+        suffixes = "/".join(s for r in format_rows() if r.compresses for s in r.suffixes)
+        raise ConfigError(f"--compression applies to {suffixes} output, not {output}")

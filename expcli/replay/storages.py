@@ -282,10 +282,12 @@ class DatasetStorage(Storage):
             FormatError, SchemaError: The path cannot be read as a dataset.
         """
         from expcli.formats import open_lazy, read_dataset, source_format
+        from expcli.formats.table import format_row
 
         source = Path(path)
         fmt = source_format(source)
-        if fmt == "pt":  # mapped by its reader
+        row = format_row(fmt)
+        if row is not None and row.open_lazy is None:  # a .pt: mapped by its reader
             return cls(read_dataset(source, fmt, num_envs=num_envs))
         dataset, close = open_lazy(source, fmt, num_envs=num_envs)
         try:
