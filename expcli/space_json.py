@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from expcli.errors import InvalidValueError
+from expcli.errors import InvalidValueError, SchemaError
 
 __all__ = [
     "SEPARATOR",
@@ -219,8 +219,6 @@ def structured(
     Raises:
         SchemaError: No tensor is stored under ``prefix``, or a leaf of its space is missing.
     """
-    from expcli.errors import SchemaError
-
     description = space_for(metadata, prefix)
     if is_composite(description):
         leaves = leaf_tensors(description, prefix)

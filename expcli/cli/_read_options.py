@@ -17,7 +17,7 @@ import typer
 
 from expcli.cli._console import err_console
 from expcli.cli._errors import reports_errors
-from expcli.errors import ConfigError
+from expcli.errors import ConfigError, ExpcliError, printable
 from expcli.spec import COMPRESSIONS, Compression
 
 __all__ = ["NumEnvs", "parse_compression", "typed_choice", "warn_unrecorded_envs"]
@@ -67,7 +67,6 @@ def warn_unrecorded_envs(path: Path, num_envs: int | None) -> None:
         return
     from rich.markup import escape
 
-    from expcli.errors import ExpcliError, printable
     from expcli.formats import detect_format
     from expcli.formats.table import format_row
 

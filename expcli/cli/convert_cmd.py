@@ -11,6 +11,7 @@ import typer
 from expcli.cli._console import BarUpdate, file_progress, out_console
 from expcli.cli._errors import reports_errors
 from expcli.cli._read_options import NumEnvs, parse_compression, typed_choice, warn_unrecorded_envs
+from expcli.errors import ConfigError, printable
 from expcli.formats.layouts.kinds import Layout
 from expcli.spec import Compression
 
@@ -49,7 +50,6 @@ def convert_cmd(
     from rich.markup import escape
 
     from expcli.conversion import convert
-    from expcli.errors import printable
 
     warn_unrecorded_envs(src, num_envs)
     if str(dst) == "-":
@@ -102,7 +102,6 @@ def _to_stdout(
     import sys
 
     from expcli.conversion import convert_to_stream
-    from expcli.errors import ConfigError
     from expcli.formats.table import compressing_formats, format_row, listed, stream_formats
 
     if to is None:

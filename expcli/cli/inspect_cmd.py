@@ -11,6 +11,7 @@ import typer
 from expcli.cli._console import err_console, file_progress, out_console
 from expcli.cli._errors import reports_errors
 from expcli.cli._read_options import NumEnvs, warn_unrecorded_envs
+from expcli.errors import printable
 
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 
@@ -47,7 +48,6 @@ def inspect_cmd(
     """Summarize a dataset: tensor statistics, episodes, and (--check) structural checks."""
     from rich.markup import escape
 
-    from expcli.errors import printable
     from expcli.summary import newest_dataset, summarize
 
     out = out_console()

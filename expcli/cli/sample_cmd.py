@@ -13,7 +13,8 @@ import typer
 from expcli.cli._console import err_console, out_console
 from expcli.cli._errors import reports_errors
 from expcli.cli._read_options import NumEnvs, warn_unrecorded_envs
-from expcli.errors import ConfigError
+from expcli.errors import ConfigError, printable
+from expcli.host_memory import check_fits
 
 MAX_ROW_VALUES = 64
 """Rows of more values than this (images) are summarised (min, max, mean), not printed."""
@@ -87,8 +88,6 @@ def _check_batch_fits(buffer: Any, size: int) -> None:
     """Refuse, before drawing, a batch larger than the memory this machine has available."""
     import math
 
-    from expcli.host_memory import check_fits
-
     arrays = buffer.storage.arrays().values()
     per = sum(a.dtype.itemsize * math.prod(a.shape[2:]) for a in arrays)
     per += 32  # the drawn indexes and the sampler's own arrays
@@ -158,8 +157,6 @@ def _print(report: dict[str, Any], batch: Any, rows: int) -> None:
     import numpy as np
     from rich.markup import escape
     from rich.table import Table
-
-    from expcli.errors import printable
 
     console = out_console()
     shape = " x ".join(map(str, report["batch_shape"]))

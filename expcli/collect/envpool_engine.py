@@ -8,13 +8,10 @@ wrappers or ``--infos``.
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING
 
 from expcli.collect.engine_spec import AutoQuery, BuiltEnvs, EngineRequest
+from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError
-
-if TYPE_CHECKING:
-    from expcli.envs.modes import AsyncMode
 
 __all__ = [
     "ENVPOOL_WRAPPERS_REFUSED",
@@ -38,7 +35,6 @@ def build_envpool(request: EngineRequest) -> BuiltEnvs:
     """
     from expcli.envs.env_ids import bare_id
     from expcli.envs.envpool_envs import make_envpool_envs
-    from expcli.envs.modes import AsyncMode
 
     if request.wrappers:
         raise ConfigError(ENVPOOL_WRAPPERS_REFUSED)

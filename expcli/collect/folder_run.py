@@ -21,6 +21,7 @@ from expcli.collect.settings import CollectSettings
 from expcli.collect.shard_sink import DEFAULT_SHARD_SIZE, ShardSink, parse_shard_size
 from expcli.errors import ConfigError, OutputError
 from expcli.formats.sharded import Manifest, is_sharded_folder
+from expcli.host_memory import format_bytes
 
 if TYPE_CHECKING:
     from expcli.collect.collector import CollectStats
@@ -54,7 +55,6 @@ def staging_rows(
             ``--steps`` run estimated larger than the free space of the output's disk.
     """
     from expcli.formats.checked_write import free_bytes
-    from expcli.host_memory import format_bytes
 
     s = settings
     if s.memory_size is not None:

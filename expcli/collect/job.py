@@ -32,9 +32,10 @@ from expcli.collect.settings import CollectSettings
 from expcli.collect.shard_sink import ShardSink
 from expcli.collect.single_file import save_file
 from expcli.collect.spool_run import SpooledFile, spool_folder
-from expcli.errors import OrderError, OutputError, OutputExistsError
+from expcli.errors import ConfigError, OrderError, OutputError, OutputExistsError
 from expcli.formats.dataset import Dataset
 from expcli.formats.output_lock import OutputLock
+from expcli.formats.table import SHARDED_FOLDER, format_from_suffix, format_row, format_rows
 from expcli.spec import CircularState, Compression
 
 if TYPE_CHECKING:
@@ -90,7 +91,6 @@ class CollectJob:
         self.wrappers = [portable_spec(spec) for spec in settings.wrappers]
         self.output = Path(settings.output) if settings.output else default_output(settings.env_id)
         from expcli.formats.sharded import is_folder_target
-        from expcli.formats.table import SHARDED_FOLDER, format_from_suffix
 
         # an existing sharded folder stays one whatever its name (``--resume``)
         self.to_folder = is_folder_target(self.output)
@@ -476,9 +476,6 @@ def _env_spec(env_id: str, env_kwargs: dict[str, Any]) -> Any:
 
 def _check_compresses(format: str | None, output: Path) -> None:
     """Refuse ``--compression`` for an output whose format does not compress."""
-    from expcli.errors import ConfigError
-    from expcli.formats.table import format_row, format_rows
-
     row = None if format is None else format_row(format)
     if row is None or not row.compresses:
         suffixes = "/".join(s for r in format_rows() if r.compresses for s in r.suffixes)

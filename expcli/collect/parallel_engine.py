@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 
 from expcli.collect.engine_spec import AutoQuery, BuiltEnvs, EngineRequest
+from expcli.envs.modes import AsyncMode
 
 __all__ = ["check_gym_id", "parallel_builder", "worth_processes"]
 
@@ -34,7 +35,6 @@ def parallel_builder(para_mode: str) -> Callable[[EngineRequest], BuiltEnvs]:
 
     def build(request: EngineRequest) -> BuiltEnvs:
         from expcli.envs import ParallelEnv
-        from expcli.envs.modes import AsyncMode
 
         check_gym_id(request.env_id)
         asynchronous = request.asynchronous

@@ -23,6 +23,7 @@ from expcli.collect.output_parts import MetadataProvider, RunRows
 from expcli.collect.saved_file import SavedFile
 from expcli.collect.settings import CollectSettings
 from expcli.errors import OutputError
+from expcli.host_memory import available_bytes
 
 if TYPE_CHECKING:
     from expcli.collect.collector import CollectStats
@@ -85,8 +86,6 @@ def _run_bytes(s: CollectSettings, per_transition: int) -> int | None:
 
 
 def _threshold() -> int:
-    from expcli.host_memory import available_bytes
-
     available = available_bytes()
     return SPOOL_ABOVE if available is None else min(SPOOL_ABOVE, available // 4)
 

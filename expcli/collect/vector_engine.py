@@ -8,14 +8,12 @@ env ``gym.make`` builds (``vector_checks``), unless ``--force-mode``.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from expcli.collect.engine_spec import AutoQuery, BuiltEnvs, EngineRequest, differ
 from expcli.collect.vector_checks import space_differences, spec_differences
+from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, EnvError
-
-if TYPE_CHECKING:
-    from expcli.envs.modes import AsyncMode
 
 __all__ = [
     "VECTOR_WRAPPERS_REFUSED",
@@ -65,8 +63,6 @@ def check_vector_id(env_id: str) -> None:
 
 def vector_async_refusal(asynchronous: AsyncMode) -> str | None:
     """Why not ``asynchronous``: it runs ``restart`` only (Gymnasium's autoreset)."""
-    from expcli.envs.modes import AsyncMode
-
     if asynchronous is AsyncMode.RESTART:
         return None
     return (

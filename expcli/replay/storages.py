@@ -22,6 +22,7 @@ import torch
 from expcli.errors import ConfigError, InvalidTypeError, SchemaError
 from expcli.formats.dataset import Dataset
 from expcli.formats.row_gather import gather_flat, take_flat
+from expcli.formats.table import format_row
 from expcli.memory import Memory
 from expcli.memory.episodes import TensorSource, resident
 from expcli.spec import CircularState
@@ -282,7 +283,6 @@ class DatasetStorage(Storage):
             FormatError, SchemaError: The path cannot be read as a dataset.
         """
         from expcli.formats import open_lazy, read_dataset, source_format
-        from expcli.formats.table import format_row
 
         source = Path(path)
         fmt = source_format(source)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from expcli.errors import FormatError
 from expcli.summary.checks import FAILED, PASSED, SHOWN_ROWS, SKIPPED, Finding
 from expcli.summary.space_bounds import SpaceBounds, leaf_bounds
 
@@ -81,7 +82,6 @@ def minari_episode_findings(path: Path) -> Finding | None:
     message lists the episode ids. Returns None when ``path`` is not a Minari file or
     folder.
     """
-    from expcli.errors import FormatError
     from expcli.formats.layouts import minari_episode_mismatches
 
     try:
