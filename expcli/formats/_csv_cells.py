@@ -72,7 +72,7 @@ def parse(cells: np.ndarray, dtype: np.dtype[Any], where: Where) -> np.ndarray:
         raise where.error(cells, f"a number ({dtype.name})", _is_float) from e
     values = narrow(floats, dtype)
     if values is None:
-        raise where.error(cells, f"a number within {dtype.name}'s range", _fits(dtype))
+        raise where.error(numbers, f"a number within {dtype.name}'s range", _fits(dtype))
     if payloads.any():
         values.view(f"u{dtype.itemsize}")[payloads] = _nan_bits(cells, payloads, dtype, where)
     return values

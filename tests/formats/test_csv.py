@@ -407,3 +407,26 @@ def test_fuzzed_bytes_raise_only_expcli_errors(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_csv_rows, "_BLOCK_CHARS", block)
         assert_expcli_error_or_valid(path)
+
+
+def test_a_nan_payload_beside_an_out_of_range_number_names_the_number(tmp_path: Path) -> None:
+    """The range error looks for its culprit past NaN payload cells (it raised ValueError on
+    ``nan:0x7fc00001``, a traceback instead of one line; found by the property test above)."""
+    path = tmp_path / "run.csv"
+    path.write_text("t1.0,t2.0,t2.1\nTrue,0.0,0.0\nTrue,nan:0x7fc00001,65520.0\n")
+    sidecar = {
+        "schema": "expcli/1",
+        "memory_size": 2,
+        "num_envs": 1,
+        "memory_index": 0,
+        "env_index": 0,
+        "filled": True,
+        "rows": 2,
+        "tensors": {
+            "t1": {"dtype": "bool", "shape": [1]},
+            "t2": {"dtype": "float16", "shape": [2]},
+        },
+    }
+    (tmp_path / "run.csv.meta.json").write_text(json.dumps(sidecar))
+    with pytest.raises(FormatError, match=r"line 3, column 3 \('t2.1'\).*float16's range.*65520"):
+        read_dataset(path)
