@@ -66,11 +66,17 @@ SUPPORTED_DTYPES = frozenset(
 
 
 class Compression(StrEnum):
-    """Compressions a dataset file may use: HDF5 takes all three, the other formats NONE."""
+    """Compressions a dataset file may use.
+
+    HDF5 takes NONE, GZIP and LZF; Parquet NONE, ZSTD (its default), SNAPPY and GZIP; the
+    other formats NONE.
+    """
 
     NONE = "none"
     GZIP = "gzip"
     LZF = "lzf"
+    ZSTD = "zstd"
+    SNAPPY = "snappy"
 
 
 COMPRESSIONS: tuple[str, ...] = tuple(c.value for c in Compression)

@@ -30,11 +30,14 @@ def convert_cmd(
     ],
     to: Annotated[str | None, typer.Option("--to", help="Output format: {formats}.")] = None,
     compression: Annotated[
-        Compression,
+        Compression | None,
         typed_choice(
-            "--compression", "{compressing} compression: {compressions}.", parse_compression
+            "--compression",
+            "{compressing} compression: {compressions} (default: the format's, none but for "
+            "Parquet's zstd).",
+            parse_compression,
         ),
-    ] = Compression.NONE,
+    ] = None,
     layout: Annotated[
         Layout, typed_choice("--layout", "Write for another library: {layouts}.", Layout.parse)
     ] = Layout.EXPCLI,
@@ -93,7 +96,7 @@ def _phases_on(bar: BarUpdate) -> Callable[[str, float], None]:
 def _to_stdout(
     src: Path,
     to: str | None,
-    compression: Compression,
+    compression: Compression | None,
     layout: Layout,
     verify: bool,
     num_envs: int | None,
@@ -110,7 +113,7 @@ def _to_stdout(
     for given, option in ((layout is not Layout.EXPCLI, "--layout"), (verify, "--verify")):
         if given:
             raise ConfigError(f"writing to stdout (-): {option} needs a file to write")
-    if compression is not Compression.NONE:
+    if compression not in (None, Compression.NONE):
         rows = [row for name in compressing_formats() if (row := format_row(name)) is not None]
         shown = listed([row.shown for row in rows])
         raise ConfigError(f"writing to stdout (-): --compression is for {shown} files")

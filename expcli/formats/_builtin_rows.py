@@ -10,7 +10,13 @@ from os import PathLike
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from expcli.formats._sniffing import is_hdf5, is_npy_zip, is_torch_file, looks_like_csv
+from expcli.formats._sniffing import (
+    is_hdf5,
+    is_npy_zip,
+    is_parquet,
+    is_torch_file,
+    looks_like_csv,
+)
 from expcli.formats.layouts.kinds import Layout
 from expcli.formats.rows import Closer, FormatRow, LayoutRow, SpaceEstimate, Streaming
 
@@ -137,6 +143,29 @@ def _write_hdf5(dataset: Dataset, path: Path, *, overwrite: bool, compression: s
     hdf5_format.write(dataset, path, overwrite=overwrite, compression=compression)
 
 
+# ------------------------------------------------------------------ parquet
+
+
+def _read_parquet(path: Path, *, num_envs: int | None = None) -> Dataset:
+    from expcli.formats import parquet_format
+
+    return parquet_format.read(path, num_envs=num_envs)
+
+
+def _open_parquet(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Closer]:
+    from expcli.formats import parquet_format
+
+    return parquet_format.open_lazy(path, num_envs=num_envs)
+
+
+def _write_parquet(
+    dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None
+) -> None:
+    from expcli.formats import parquet_format
+
+    parquet_format.write(dataset, path, overwrite=overwrite, compression=compression)
+
+
 # ------------------------------------------------------------------ sharded folder
 
 
@@ -207,6 +236,18 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         compresses=True,
         layouts=(Layout.EXPCLI, Layout.TIANSHOU, Layout.MINARI, Layout.D4RL),
         title="HDF5",
+    ),
+    FormatRow(
+        "parquet",
+        (".parquet",),
+        "a Parquet file",
+        _read_parquet,
+        _write_parquet,
+        _open_parquet,
+        sniff=is_parquet,
+        compresses=True,
+        space=SpaceEstimate.UNKNOWN,
+        title="Parquet",
     ),
     FormatRow(
         SHARDED_FOLDER,

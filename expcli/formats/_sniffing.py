@@ -16,6 +16,7 @@ __all__ = [
     "SNIFF_BYTES",
     "is_hdf5",
     "is_npy_zip",
+    "is_parquet",
     "is_torch_file",
     "looks_like_csv",
     "looks_like_text",
@@ -26,6 +27,7 @@ SNIFF_BYTES = 64 * 1024
 
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+_PARQUET_MAGIC = b"PAR1"
 _TORCH_LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"  # pickled magic number
 _CSV_HEADER_FIELD = re.compile(r".+\.\d+", re.DOTALL)
 
@@ -47,6 +49,11 @@ def is_npy_zip(path: Path, head: bytes) -> bool:
 def is_hdf5(path: Path, head: bytes) -> bool:
     """The HDF5 signature."""
     return head.startswith(_HDF5_MAGIC)
+
+
+def is_parquet(path: Path, head: bytes) -> bool:
+    """The Parquet signature (``PAR1``; the reader checks the one at the end too)."""
+    return head.startswith(_PARQUET_MAGIC)
 
 
 def _zip_members(path: Path, head: bytes) -> list[str] | None:

@@ -47,7 +47,7 @@ from expcli.formats._hdf5_lazy import lazy_dataset, read_dataset_rows
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES
-from expcli.spec import COMPRESSIONS, TensorSpec
+from expcli.spec import COMPRESSIONS, Compression, TensorSpec
 
 __all__ = [
     "ATTRIBUTE",
@@ -60,6 +60,11 @@ __all__ = [
     "read",
     "write",
 ]
+
+_HDF5_COMPRESSIONS: tuple[str, ...] = tuple(
+    c.value for c in (Compression.NONE, Compression.GZIP, Compression.LZF)
+)
+"""The compressions an HDF5 file takes (Parquet's zstd and snappy are not among them)."""
 
 CHUNK_BYTES = 1 << 20
 """Target size of one HDF5 chunk as stored in the file (what a read moves: ``SLICE_BYTES``)."""
@@ -372,9 +377,9 @@ def open_lazy(
 
 def _compression(compression: str | None) -> str | None:
     name = None if compression is None else compression.lower()
-    if name is not None and name not in COMPRESSIONS:
+    if name is not None and name not in _HDF5_COMPRESSIONS:
         raise ConfigError(
-            f"unknown compression {compression!r}; expected one of {', '.join(COMPRESSIONS)}"
+            f"unknown compression {compression!r}; expected one of {', '.join(_HDF5_COMPRESSIONS)}"
         )
     return None if name == "none" else name
 

@@ -69,6 +69,19 @@ def fail_midway(monkeypatch: pytest.MonkeyPatch, fmt: str, error: BaseException)
             raise error
 
         monkeypatch.setattr(h5py.Dataset, "write_direct", write_then_raise)
+    elif fmt == "parquet":
+        import expcli.formats.parquet_format as parquet_format
+
+        original_to_arrow = parquet_format.to_arrow
+        converted: list[int] = []
+
+        def arrow_then_raise(*args: object, **kwargs: object) -> object:
+            converted.append(1)
+            if len(converted) > 1:  # a column converted, then the error
+                raise error
+            return original_to_arrow(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(parquet_format, "to_arrow", arrow_then_raise)
     else:
         import expcli.formats.csv_format as csv_format
 

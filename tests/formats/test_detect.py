@@ -38,7 +38,7 @@ def sample() -> Dataset:
 
 
 def test_formats() -> None:
-    assert FORMATS == ("pt", "npz", "csv", "hdf5")
+    assert FORMATS == ("pt", "npz", "csv", "hdf5", "parquet")
 
 
 @pytest.mark.parametrize(
@@ -107,8 +107,8 @@ def test_hdf5_is_told_by_its_signature(tmp_path: Path) -> None:
 
 
 def test_unknown_format_name_lists_the_valid_ones(tmp_path: Path) -> None:
-    with pytest.raises(FormatError, match="unknown format 'parquet'; expected one of pt, npz, csv"):
-        write_dataset(sample(), tmp_path / "x.pt", format="parquet")
+    with pytest.raises(FormatError, match="unknown format 'zarr'; expected one of pt, npz, csv"):
+        write_dataset(sample(), tmp_path / "x.pt", format="zarr")
     (tmp_path / "x.pt").write_bytes(b"x")
     with pytest.raises(FormatError, match="expected one of pt, npz, csv"):
         read_dataset(tmp_path / "x.pt", format="json")

@@ -1,0 +1,404 @@
+"""Parquet ``.parquet`` files: one row per transition, readable by pyarrow, polars, duckdb, HF.
+
+Rows are the transitions in chronological (write) order, oldest first. The columns:
+``index`` (the transition's number), ``episode_index`` and ``frame_index`` (derived: per env
+column, an episode ends at a terminated or truncated step; numbered as they start),
+``env`` and ``row`` (where it sits in the ``(T, N)`` tensors), then one column per tensor
+under its own name (``observations``, ``infos/x``, ``observations/pos``...), encoded as
+``_parquet_columns`` says: scalars, nested fixed-size lists, or fixed-size binary for large
+features such as frames. Rows never written are left out when they hold only zero bytes
+(they read back as zeros), else stored last with episode and frame index -1.
+
+The footer's key-value metadata holds the whole expcli header under ``expcli`` (the JSON
+that ``.npz`` and ``.h5`` files carry: circular state, tensor specs, env, spaces) and the
+encoding of each column under ``expcli.parquet``, so a file alone says what it is. Floats
+are written plain (no dictionary, which could merge NaN payloads), zstd by default.
+
+pyarrow (``expcli[parquet]``, at least 14.0.1: CVE-2023-47248) is imported only when a
+Parquet file is read or written. Reading trusts nothing in the file to build objects: the
+columns must have exactly the plain Arrow types the header's specs give.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.errors import (
+    ConfigError,
+    ExpcliError,
+    FormatError,
+    InvalidValueError,
+    MissingDependencyError,
+    SchemaError,
+)
+from expcli.formats._atomic import atomic_path
+from expcli.formats._error_summary import error_summary
+from expcli.formats._guards import MAX_METADATA_BYTES, check_memory, check_source, load_json
+from expcli.formats._parquet_columns import (
+    BOOKKEEPING,
+    EMPTY,
+    Column,
+    column_for,
+    from_arrow,
+    to_arrow,
+    transition_columns,
+)
+from expcli.formats.dataset import Dataset
+from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
+from expcli.formats.lazy import SLICE_BYTES, LazyRows
+
+__all__ = ["PARQUET_COMPRESSIONS", "LAYOUT", "open_lazy", "read", "write"]
+
+LAYOUT = "expcli-parquet/1"
+"""The value of ``layout`` in a file's ``expcli.parquet`` metadata."""
+
+PARQUET_COMPRESSIONS = ("zstd", "snappy", "gzip", "none")
+"""Compressions a Parquet file may use, the default first."""
+
+HEADER_KEY, LAYOUT_KEY = b"expcli", b"expcli.parquet"
+GROUP_BYTES = 64 << 20
+"""Target bytes of one row group before compression (HF suggests 100-300 MB at most)."""
+
+_MAGIC = b"PAR1"
+_MIN_PYARROW = (14, 0, 1)
+
+
+def pyarrow_parquet() -> Any:
+    """``pyarrow.parquet``, once pyarrow is known to be installed and recent enough.
+
+    Raises:
+        MissingDependencyError: pyarrow is missing, or older than 14.0.1.
+    """
+    try:
+        import pyarrow
+        import pyarrow.parquet as pq
+    except ImportError as e:
+        raise MissingDependencyError("pyarrow", "parquet", "Parquet files") from e
+    version = tuple(int(p) for p in pyarrow.__version__.split(".")[:3] if p.isdigit())
+    if version < _MIN_PYARROW:
+        raise MissingDependencyError(
+            "pyarrow>=14.0.1",
+            "parquet",
+            f"Parquet files (pyarrow {pyarrow.__version__} "
+            "can run code from a file: CVE-2023-47248)",
+        )
+    return pq
+
+
+def write(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None = None) -> None:
+    """Write ``dataset`` as one Parquet file, a row group of about 64 MB at a time.
+
+    Args:
+        dataset: What to write; tensors read lazily are read a row group at a time.
+        path: The file.
+        overwrite: Whether an existing file may be replaced.
+        compression: zstd (None: the default), snappy, gzip or none.
+
+    Raises:
+        ConfigError: Another compression.
+        SchemaError: A tensor is named as a bookkeeping column, or the metadata is not JSON.
+        OutputExistsError, OutputError: As ``atomic_path``.
+    """
+    pq = pyarrow_parquet()
+    import pyarrow as pa
+
+    codec = _codec(compression)
+    text = encode_header(dataset.header(), path)
+    columns = [column_for(spec) for spec in dataset.specs()]
+    for column in columns:
+        if column.spec.name in BOOKKEEPING:
+            raise SchemaError(
+                f"a tensor may not be named as a Parquet bookkeeping column "
+                f"({', '.join(BOOKKEEPING)})",
+                path=path,
+                key=column.spec.name,
+            )
+    envs, cells = dataset.num_envs, dataset.memory_size * dataset.num_envs
+    valid = min(len(dataset), cells)
+    state = dataset.state
+    start = (state.memory_index * envs + state.env_index) % max(cells, 1) if state.filled else 0
+    count = valid if valid == cells or _unwritten_zero(dataset, valid) else cells
+    layout = {
+        "layout": LAYOUT,
+        "rows": count,
+        "columns": {c.spec.name: c.encoding for c in columns},
+    }
+    stored = [c for c in columns if c.encoding != EMPTY]
+    book = transition_columns(dataset.tensors, start, count, valid, envs)
+    schema = pa.schema(
+        [pa.field(name, pa.from_numpy_dtype(book[name].dtype)) for name in BOOKKEEPING]
+        + [pa.field(c.spec.name, c.arrow_type()) for c in stored],
+        metadata={HEADER_KEY: text.encode(), LAYOUT_KEY: json.dumps(layout).encode()},
+    )
+    row_bytes = sum(c.row_bytes for c in stored) + 36
+    group = max(1, min(1 << 20, GROUP_BYTES // row_bytes))
+    with (
+        atomic_path(path, overwrite=overwrite) as tmp,
+        pq.ParquetWriter(
+            str(tmp),
+            schema,
+            compression=codec,
+            use_dictionary=False,
+            write_statistics=True,
+            write_page_checksum=True,
+        ) as writer,
+    ):
+        for first in range(0, count, group):
+            stop = min(count, first + group)
+            flat = book["row"][first:stop] * envs + book["env"][first:stop]
+            arrays = [pa.array(book[name][first:stop]) for name in BOOKKEEPING]
+            arrays += [
+                to_arrow(c, _cells(dataset.tensors[c.spec.name], flat, envs)) for c in stored
+            ]
+            writer.write_table(pa.Table.from_arrays(arrays, schema=schema), row_group_size=stop)
+
+
+def _codec(compression: str | None) -> str:
+    name = PARQUET_COMPRESSIONS[0] if compression is None else compression.lower()
+    if name not in PARQUET_COMPRESSIONS:
+        raise ConfigError(
+            f"Parquet files take compression {', '.join(PARQUET_COMPRESSIONS)}; "
+            f"got {str(compression)!r}"
+        )
+    return name
+
+
+def _cells(tensor: Any, flat: np.ndarray, envs: int) -> np.ndarray:
+    """The transitions at flat cells ``flat`` (increasing but for one wrap), as ``(n, *f)``."""
+    pieces = []
+    breaks = np.flatnonzero(np.diff(flat) < 0) + 1
+    for run in np.split(flat, breaks):
+        if not run.size:
+            continue
+        first, last = int(run[0]) // envs, int(run[-1]) // envs + 1
+        block = np.asarray(tensor[first:last])
+        block = block.reshape((last - first) * envs, *block.shape[2:])
+        pieces.append(block[int(run[0]) - first * envs : int(run[-1]) - first * envs + 1])
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def _unwritten_zero(dataset: Dataset, valid: int) -> bool:
+    """Whether every cell past the first ``valid`` (row-major) holds only zero bytes."""
+    envs = dataset.num_envs
+    first = valid // envs if envs else 0
+    for tensor in dataset.tensors.values():
+        if tensor.size == 0:
+            continue
+        row_bytes = max(1, tensor.dtype.itemsize * math.prod(tensor.shape[1:]))
+        step = max(1, SLICE_BYTES // row_bytes)
+        for row in range(first, len(tensor), step):
+            block = np.asarray(tensor[row : row + step])
+            if row == first:
+                block = block.reshape(-1, *block.shape[2:])[valid - first * envs :]
+            if np.ascontiguousarray(block).view(np.uint8).any():
+                return False
+    return True
+
+
+def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
+    """Open a Parquet file of expcli's; each tensor's rows are read a row group at a time.
+
+    Raises:
+        FormatError: Not a Parquet file, truncated or damaged, without expcli's metadata,
+            or with columns that are not of the types its metadata says.
+        SchemaError: The metadata disagrees with itself.
+        MissingDependencyError: pyarrow is not installed.
+    """
+    del num_envs
+    check_source(path)
+    with open(path, "rb") as file:
+        head = file.read(4)
+        file.seek(0, 2)
+        size = file.tell()
+        file.seek(max(0, size - 4))
+        tail = file.read(4)
+    if head != _MAGIC or tail != _MAGIC or size < 12:
+        raise FormatError(
+            "not a Parquet file (no PAR1 at both ends); expected a Parquet file, complete",
+            path=path,
+        )
+    pq = pyarrow_parquet()
+    try:
+        parquet = pq.ParquetFile(str(path), page_checksum_verification=True)
+    except Exception as e:
+        raise _damaged(path, e) from e
+    try:
+        return _open(parquet, path)
+    except BaseException as e:
+        parquet.close()
+        if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):
+            raise
+        raise _damaged(path, e) from e
+
+
+def _open(parquet: Any, path: Path) -> tuple[Dataset, Callable[[], None]]:
+    kv = parquet.metadata.metadata or {}
+    if HEADER_KEY not in kv:
+        raise FormatError(
+            "has no expcli metadata (footer key 'expcli'); only Parquet files written by "
+            "expcli are read",
+            path=path,
+        )
+    for key in (HEADER_KEY, LAYOUT_KEY):
+        if len(kv.get(key, b"")) > MAX_METADATA_BYTES:
+            raise FormatError("metadata too large", path=path, key=key.decode())
+    header = parse_header(kv[HEADER_KEY], path, HEADER_KEY.decode())
+    layout = load_json(kv.get(LAYOUT_KEY, b"null"), path, LAYOUT_KEY.decode())
+    if not isinstance(layout, dict) or layout.get("layout") != LAYOUT:
+        raise FormatError(
+            f"expected an object with layout {LAYOUT!r}", path=path, key=LAYOUT_KEY.decode()
+        )
+    encodings, rows = layout.get("columns"), layout.get("rows")
+    columns = [column_for(spec) for spec in header_specs(header, path)]
+    if not isinstance(encodings, dict) or encodings != {c.spec.name: c.encoding for c in columns}:
+        raise FormatError(
+            "column encodings disagree with the tensors' specs", path=path, key=LAYOUT_KEY.decode()
+        )
+    state, _ = Dataset.split_header(header, path)
+    size, envs = header.get("memory_size"), header.get("num_envs")
+    if not all(type(v) is int and v >= 0 for v in (size, envs)):
+        raise FormatError("expected sizes of 0 or more", path=path, key="memory_size")
+    assert isinstance(size, int) and isinstance(envs, int)
+    cells = size * envs
+    valid = min(state.valid_length(size, envs), cells)
+    stored = parquet.metadata.num_rows
+    if rows != stored or stored not in (valid, cells):
+        raise FormatError(
+            f"holds {stored:,} rows; its metadata says {rows!r} of {valid:,} transitions",
+            path=path,
+        )
+    schema = parquet.schema_arrow
+    for column in columns:
+        if column.encoding == EMPTY:
+            continue
+        index = schema.get_field_index(column.spec.name)
+        kind = schema.field(index).type if index >= 0 else None
+        if kind != column.arrow_type():
+            raise FormatError(
+                f"column is {kind}; expected {column.arrow_type()} for "
+                f"{column.spec.dtype} {list(column.spec.shape)}",
+                path=path,
+                key=column.spec.name,
+            )
+    groups = _Groups(parquet, path)
+    start = (state.memory_index * envs + state.env_index) % max(cells, 1) if state.filled else 0
+    arrays: dict[str, Any] = {}
+    for column in columns:
+        shape = (size, envs, *column.spec.shape)
+        dtype = np.dtype(column.spec.dtype)
+        if column.encoding == EMPTY or cells == 0:
+            arrays[column.spec.name] = np.zeros(shape, dtype)
+        else:
+            reader = _TensorRows(groups, column, start, cells, envs, stored)
+            arrays[column.spec.name] = LazyRows(shape, dtype, reader.read)
+    return dataset_from_header(arrays, header, path), groups.close
+
+
+class _Groups:
+    """The row groups of one open file, one decoded column group kept per tensor."""
+
+    def __init__(self, parquet: Any, path: Path) -> None:
+        self.parquet, self.path = parquet, path
+        meta = parquet.metadata
+        counts = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+        self.ends = np.cumsum(counts, dtype=np.int64)
+        self._lock = threading.Lock()
+        self._kept: dict[str, tuple[int, np.ndarray]] = {}
+
+    def rows(self, column: Column, first: int, stop: int) -> np.ndarray:
+        """Stored rows ``first..stop`` of ``column``, decoded a row group at a time."""
+        pieces = []
+        group = int(np.searchsorted(self.ends, first, side="right"))
+        while first < stop:
+            begin = int(self.ends[group - 1]) if group else 0
+            decoded = self._group(column, group, int(self.ends[group]) - begin)
+            take = min(stop, int(self.ends[group])) - first
+            pieces.append(decoded[first - begin : first - begin + take])
+            first += take
+            group += 1
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+    def _group(self, column: Column, group: int, count: int) -> np.ndarray:
+        name = column.spec.name
+        with self._lock:
+            kept = self._kept.get(name)
+            if kept is not None and kept[0] == group:
+                return kept[1]
+            check_memory(count * column.row_bytes, self.path, name)
+            try:
+                table = self.parquet.read_row_group(group, columns=[name])
+                decoded = from_arrow(column, table.column(0).combine_chunks())
+            except Exception as e:
+                if isinstance(e, ExpcliError) and not isinstance(e, InvalidValueError):
+                    raise
+                raise FormatError(
+                    f"row group {group} cannot be read ({error_summary(e)}); the file is damaged",
+                    path=self.path,
+                    key=name,
+                ) from e
+            if len(decoded) != count:
+                raise FormatError(
+                    f"row group {group} holds {len(decoded)} rows; its footer says {count}",
+                    path=self.path,
+                    key=name,
+                )
+            self._kept[name] = (group, decoded)
+            return decoded
+
+    def close(self) -> None:
+        """Close the file and drop what was kept."""
+        with self._lock:
+            self._kept.clear()
+            self.parquet.close()
+
+
+class _TensorRows:
+    """Rows ``[first, stop)`` of one ``(T, N, *f)`` tensor from chronological file rows."""
+
+    def __init__(
+        self, groups: _Groups, column: Column, start: int, cells: int, envs: int, stored: int
+    ) -> None:
+        self.groups, self.column = groups, column
+        self.start, self.cells, self.envs, self.stored = start, cells, envs, stored
+
+    def read(self, first: int, stop: int) -> np.ndarray:
+        spec = self.column.spec
+        out = np.zeros(((stop - first) * self.envs, *spec.shape), np.dtype(spec.dtype))
+        order = (np.arange(first * self.envs, stop * self.envs) - self.start) % self.cells
+        breaks = np.flatnonzero(np.diff(order) < 0) + 1
+        at = 0
+        for run in np.split(order, breaks):
+            if run.size:
+                lo, hi = int(run[0]), min(int(run[-1]) + 1, self.stored)
+                if hi > lo:
+                    out[at : at + hi - lo] = self.groups.rows(self.column, lo, hi)
+                at += run.size
+        return out.reshape(stop - first, self.envs, *spec.shape)
+
+
+def _damaged(path: Path, error: Exception) -> FormatError:
+    return FormatError(f"corrupt or truncated Parquet file ({error_summary(error)})", path=path)
+
+
+def read(path: Path, *, num_envs: int | None = None) -> Dataset:
+    """Load a Parquet file of expcli's whole, when memory has room for it.
+
+    Raises:
+        FormatError, SchemaError, MissingDependencyError: As ``open_lazy``.
+    """
+    lazy, close = open_lazy(path, num_envs=num_envs)
+    try:
+        arrays = {}
+        for name, array in lazy.tensors.items():
+            check_memory(array.nbytes, path, name)
+            arrays[name] = np.asarray(array)
+    finally:
+        close()
+    return Dataset(arrays, lazy.state, lazy.metadata)
