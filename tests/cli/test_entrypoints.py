@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import expcli
 from expcli.cli import app
 
-HEAVY = {"torch", "gymnasium", "h5py", "ray"}
+HEAVY = {"torch", "gymnasium", "h5py", "ray", "pyarrow", "polars", "duckdb", "datasets"}
 
 
 def test_help_and_version_in_process() -> None:

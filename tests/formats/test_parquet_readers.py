@@ -1,0 +1,132 @@
+"""expcli's Parquet files open unchanged in pyarrow, polars, duckdb and HF ``datasets``, and
+each gives back the values expcli holds (episode returns included)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from expcli.formats import Dataset, write_dataset
+from expcli.spec import CircularState
+
+pytest.importorskip("pyarrow", reason="pyarrow cannot be installed on this Python")
+
+SIZE, ENVS = 40, 3
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Dataset, Path, dict[str, Any]]:
+    """A CartPole-like run with frames, its Parquet file, and ``expcli inspect --json``."""
+    rng = np.random.default_rng(7)
+    dataset = Dataset(
+        {
+            "observations": rng.standard_normal((SIZE, ENVS, 4)).astype(np.float32),
+            "next_observations": rng.standard_normal((SIZE, ENVS, 4)).astype(np.float32),
+            "actions": rng.integers(0, 2, (SIZE, ENVS)).astype(np.int64),
+            "rewards": rng.integers(0, 4, (SIZE, ENVS)).astype(np.float32),
+            "terminated": rng.random((SIZE, ENVS)) < 0.1,
+            "truncated": rng.random((SIZE, ENVS)) < 0.05,
+            "frames": rng.integers(0, 255, (SIZE, ENVS, 42, 42, 3), dtype=np.uint8),
+        },
+        CircularState(0, 0, True, SIZE * ENVS),
+        {"env_id": "CartPole-v1"},
+    )
+    path = write_dataset(dataset, tmp_path_factory.mktemp("pq") / "run.parquet")
+    out = subprocess.run(
+        [sys.executable, "-m", "expcli", "inspect", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dataset, path, json.loads(out.stdout)
+
+
+def at(dataset: Dataset, name: str, rows: Any, envs: Any) -> np.ndarray:
+    return np.asarray(dataset.tensors[name][np.asarray(rows), np.asarray(envs)])
+
+
+def test_pyarrow_read_table(run: tuple[Dataset, Path, dict[str, Any]]) -> None:
+    import pyarrow.parquet as pq
+
+    dataset, path, _ = run
+    table = pq.read_table(path)
+    rows, envs = table["row"].to_numpy(), table["env"].to_numpy()
+    obs = table["observations"].combine_chunks().flatten().to_numpy().reshape(-1, 4)
+    assert np.array_equal(obs, at(dataset, "observations", rows, envs))
+    frames = np.frombuffer(b"".join(table["frames"].to_pylist()), np.uint8)
+    assert np.array_equal(frames.reshape(-1, 42, 42, 3), at(dataset, "frames", rows, envs))
+
+
+def test_polars_read_and_scan(run: tuple[Dataset, Path, dict[str, Any]]) -> None:
+    pl = pytest.importorskip("polars", reason="polars cannot be installed on this Python")
+    dataset, path, report = run
+    frame = pl.read_parquet(path)
+    assert frame.schema["observations"] == pl.Array(pl.Float32, 4)
+    assert frame.schema["frames"] == pl.Binary
+    assert frame.schema["terminated"] == pl.Boolean
+    rows, envs = frame["row"].to_numpy(), frame["env"].to_numpy()
+    assert np.array_equal(frame["observations"].to_numpy(), at(dataset, "observations", rows, envs))
+    assert np.array_equal(frame["actions"].to_numpy(), at(dataset, "actions", rows, envs))
+    episodes = (
+        pl.scan_parquet(path)
+        .group_by("episode_index")
+        .agg(
+            pl.col("rewards").sum().alias("ret"),
+            (pl.col("terminated") | pl.col("truncated")).any().alias("done"),
+        )
+        .filter(pl.col("done"))
+        .collect()
+    )
+    assert episodes.height == report["episodes"]["complete"]
+    assert episodes["ret"].mean() == pytest.approx(report["episodes"]["return"]["mean"])
+
+
+def test_duckdb_sql_over_the_file(run: tuple[Dataset, Path, dict[str, Any]]) -> None:
+    duckdb = pytest.importorskip("duckdb", reason="duckdb cannot be installed on this Python")
+    dataset, path, report = run
+    con = duckdb.connect()
+    complete = con.execute(
+        "SELECT count(*), avg(ret), min(ret), max(ret), avg(len) FROM ("
+        "  SELECT episode_index, sum(rewards) AS ret, count(*) AS len,"
+        "         bool_or(terminated OR truncated) AS done"
+        "  FROM read_parquet(?) GROUP BY episode_index) WHERE done",
+        [str(path)],
+    ).fetchone()
+    episodes = report["episodes"]
+    assert complete[0] == episodes["complete"] > 3
+    assert complete[1:4] == pytest.approx([episodes["return"][k] for k in ("mean", "min", "max")])
+    assert complete[4] == pytest.approx(episodes["length"]["mean"])
+    row, env, frame = con.execute(
+        "SELECT row, env, frames FROM read_parquet(?) WHERE index = 77", [str(path)]
+    ).fetchone()
+    assert frame == dataset.tensors["frames"][row, env].tobytes()  # a BLOB of the frame
+    kv = dict(
+        con.execute(
+            "SELECT decode(key), decode(value) FROM parquet_kv_metadata(?)", [str(path)]
+        ).fetchall()
+    )
+    assert json.loads(kv["expcli"])["env_id"] == "CartPole-v1"
+
+
+def test_hf_datasets_load_dataset(
+    run: tuple[Dataset, Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    datasets = pytest.importorskip("datasets", reason="datasets cannot be installed here")
+    dataset, path, _ = run
+    hf = datasets.load_dataset(
+        "parquet", data_files=str(path), split="train", cache_dir=str(tmp_path)
+    )
+    assert hf.num_rows == SIZE * ENVS
+    assert hf.features["observations"] == datasets.List(datasets.Value("float32"), length=4)
+    assert hf.features["rewards"] == datasets.Value("float32")
+    numpy = hf.with_format("numpy")[:]
+    rows, envs = numpy["row"], numpy["env"]
+    assert np.array_equal(numpy["observations"], at(dataset, "observations", rows, envs))
+    assert np.array_equal(numpy["terminated"], at(dataset, "terminated", rows, envs))
+    assert bytes(numpy["frames"][5]) == dataset.tensors["frames"][rows[5], envs[5]].tobytes()
