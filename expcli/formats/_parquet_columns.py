@@ -133,7 +133,8 @@ def transition_columns(
     episode = np.full(count, -1, np.int64)
     frame = np.full(count, -1, np.int64)
     if valid:
-        done = done_flags(tensors, memory_size, num_envs).reshape(-1)[flat[:valid]]
+        with np.errstate(invalid="ignore"):  # flags of a float dtype may hold NaN: set
+            done = done_flags(tensors, memory_size, num_envs).reshape(-1)[flat[:valid]]
         columns = env[:valid]
         begins = np.zeros(valid, bool)
         ended = np.ones(num_envs, bool)  # each column's first transition starts an episode

@@ -21,6 +21,7 @@ columns must have exactly the plain Arrow types the header's specs give.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import threading
@@ -67,6 +68,7 @@ GROUP_BYTES = 64 << 20
 """Target bytes of one row group before compression (HF suggests 100-300 MB at most)."""
 
 _MAGIC = b"PAR1"
+_EXTENSION_KEY = b"ARROW:extension:name"
 _MIN_PYARROW = (14, 0, 1)
 
 
@@ -224,6 +226,7 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
             "not a Parquet file (no PAR1 at both ends); expected a Parquet file, complete",
             path=path,
         )
+    _refuse_extension_types(path, size)
     pq = pyarrow_parquet()
     try:
         parquet = pq.ParquetFile(str(path), page_checksum_verification=True)
@@ -236,6 +239,36 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
         if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):
             raise
         raise _damaged(path, e) from e
+
+
+def _refuse_extension_types(path: Path, size: int) -> None:
+    """Refuse a file whose stored Arrow schema names an extension type, before pyarrow reads it.
+
+    pyarrow builds the stored schema's extension types as it opens a file, running the
+    deserialiser of any type registered in the process (by ray or ``datasets``, say); expcli
+    writes none, so a file naming one is refused unread. The schema (``ARROW:schema``) is
+    base64 text in the footer: each alignment of the key's encoding is looked for.
+    """
+    with open(path, "rb") as file:
+        file.seek(size - 8)
+        footer = int.from_bytes(file.read(4), "little")
+        if footer + 12 > size or footer > 4 * MAX_METADATA_BYTES:
+            raise FormatError(
+                f"declares a footer of {footer:,} bytes in a file of {size:,}; it is truncated "
+                "or damaged",
+                path=path,
+            )
+        file.seek(size - 8 - footer)
+        data = file.read(footer)
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + _EXTENSION_KEY)
+        inner = encoded[4 if shift else 0 : -4]
+        if inner in data or _EXTENSION_KEY in data:
+            raise FormatError(
+                "its Arrow schema declares an extension type; expcli writes only plain types "
+                "and never builds types named by a file",
+                path=path,
+            )
 
 
 def _open(parquet: Any, path: Path) -> tuple[Dataset, Callable[[], None]]:
