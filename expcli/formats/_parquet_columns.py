@@ -1,6 +1,7 @@
 """How each tensor becomes a Parquet column and back, and the per-transition bookkeeping.
 
-A tensor of feature shape ``()`` is a plain column of its dtype; a feature of at most
+A tensor of one value a transition (feature shape ``()``, ``(1,)``...) is a plain column of
+its dtype; a feature of at most
 ``LIST_MAX_BYTES`` bytes a nested ``fixed_size_list`` (polars ``Array(dtype, shape)``, HF
 ``List(..., length=n)``, duckdb ``T[]``); a larger one (frames) a ``fixed_size_binary`` of
 its bytes in C order, about 7x faster to write and 10x faster to read than a list of
@@ -67,7 +68,7 @@ class Column:
 
 def column_for(spec: TensorSpec) -> Column:
     """The encoding of a tensor of ``spec``, by its feature's size."""
-    if not spec.shape:
+    if math.prod(spec.shape) == 1:  # () and (1,) alike: one value, a plain column
         return Column(spec, SCALAR)
     if math.prod(spec.shape) == 0:
         return Column(spec, EMPTY)
@@ -84,7 +85,7 @@ def to_arrow(column: Column, rows: np.ndarray) -> Any:
         data = pa.py_buffer(native.reshape(-1).view(np.uint8))
         return pa.FixedSizeBinaryArray.from_buffers(column.arrow_type(), len(native), [None, data])
     array: Any = pa.array(native.reshape(-1), type=pa.from_numpy_dtype(native.dtype))
-    for size in reversed(column.spec.shape):
+    for size in reversed(column.spec.shape if column.encoding == LIST else ()):
         array = pa.FixedSizeListArray.from_arrays(array, size)
     return array
 

@@ -152,6 +152,7 @@ def test_rows_are_transitions_in_write_order_with_episodes(tmp_path: Path) -> No
 
 def test_column_types_and_footer_metadata(tmp_path: Path) -> None:
     dataset = cartpole()
+    dataset.tensors["rewards"] = dataset.tensors["rewards"][..., None]  # (T, N, 1), as collected
     path = write_dataset(dataset, tmp_path / "run.parquet")
     schema = pq.read_schema(path)
     assert schema.field("observations").type == pa.list_(pa.float32(), 4)
