@@ -145,7 +145,7 @@ def test_verify_catches_a_writer_that_changes_data(
     ("kwargs", "match"),
     [
         ({"layout": "parquet"}, "unknown layout"),
-        ({"compression": "zstd"}, "unknown compression"),
+        ({"compression": "xz"}, "unknown compression"),
         ({"to": None}, "cannot tell"),
     ],
 )
@@ -181,7 +181,7 @@ def test_cli_convert_prints_one_summary_line(tmp_path: Path) -> None:
     [
         (b"", [], "empty"),
         (b"\x00garbage\xff" * 10, [], "b.pt"),
-        (None, ["--compression", "zstd"], "unknown compression"),
+        (None, ["--compression", "xz"], "unknown compression"),
     ],
 )
 def test_cli_errors_are_one_line_and_exit_nonzero(

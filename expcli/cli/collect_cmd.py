@@ -190,19 +190,22 @@ def collect_cmd(
         typer.Option(
             "--output",
             "-o",
-            help="Dataset file (.pt, .npz, .csv, .h5), or a folder of shards (no suffix).",
+            help="Dataset file (.pt, .npz, .csv, .h5, .parquet), or a folder of shards (no "
+            "suffix).",
             show_default="runs/ENV_ID-TIME.pt",
         ),
     ] = None,
     compression: Annotated[
-        Compression,
+        Compression | None,
         typer.Option(
             "--compression",
             metavar="TEXT",
             parser=_spelling("--compression", Compression),
-            help="HDF5 compression: none, gzip or lzf.",
+            help="HDF5 compression: none, gzip or lzf; Parquet: zstd (its default), snappy, "
+            "gzip or none.",
+            show_default=False,
         ),
-    ] = Compression.NONE,
+    ] = None,
     config: Annotated[
         Path | None,
         typer.Option("--config", help="TOML file of options; the command line wins."),

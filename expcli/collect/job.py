@@ -108,8 +108,8 @@ class CollectJob:
         self.spool: Path | None = None  # a file output's spool folder (``spool_run``)
         # the output written as the run goes (a folder, a spooled file); None: in memory
         self.streamed: FolderOutput | SpooledFile | None = None
-        if settings.compression is not Compression.NONE:
-            _check_compresses(self.format, self.output)
+        if settings.compression not in (None, Compression.NONE):
+            _check_compresses(self.format, self.output, settings.compression)
         self.mode: CollectMode = settings.mode
         self.probes: list[Probe] = []
         self.mode_differences: list[str] = []  # what --force-mode let through
@@ -474,9 +474,14 @@ def _env_spec(env_id: str, env_kwargs: dict[str, Any]) -> Any:
         return None
 
 
-def _check_compresses(format: str | None, output: Path) -> None:
-    """Refuse ``--compression`` for an output whose format does not compress."""
+def _check_compresses(format: str | None, output: Path, compression: str) -> None:
+    """Refuse ``--compression`` for an output whose format does not compress, or not so."""
     row = None if format is None else format_row(format)
     if row is None or not row.compresses:
         suffixes = "/".join(s for r in format_rows() if r.compresses for s in r.suffixes)
         raise ConfigError(f"--compression applies to {suffixes} output, not {output}")
+    if row.compressions and compression not in row.compressions:
+        raise ConfigError(
+            f"--compression {compression} does not apply to {row.shown} output ({output}); "
+            f"it takes {', '.join(row.compressions)}"
+        )

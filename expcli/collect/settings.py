@@ -55,7 +55,7 @@ class CollectSettings:
     wrappers: list[str] = field(default_factory=list)
     rewards_dtype: str = "float32"
     output: Path | None = None
-    compression: Compression = Compression.NONE
+    compression: Compression | None = None  # None: the format's own (Parquet: zstd)
     overwrite: bool = False
     quiet: bool = False
     shard_size: str | int | None = None  # a folder output's shards: rows or bytes ("256MB")
@@ -96,7 +96,8 @@ class CollectSettings:
             self.steps = 10_000
         self.mode = choose("--mode", self.mode, CollectMode)
         self.asynchronous = choose("--async", str(self.asynchronous).lower(), AsyncMode)
-        self.compression = choose("--compression", self.compression, Compression)
+        if self.compression is not None:
+            self.compression = choose("--compression", self.compression, Compression)
         engine = ENGINES.get(self.mode)  # None: auto
         if self.force_mode and not (engine and engine.force_mode):
             forced = " or ".join(e.mode for e in ENGINES.values() if e.force_mode)

@@ -23,7 +23,7 @@ def save_file(dataset: Dataset, output: Path, settings: CollectSettings) -> Save
 
     if len(dataset) == 0:
         return None
-    compression = None if settings.compression == "none" else settings.compression
+    compression = None if settings.compression is None else str(settings.compression)
     try:
         path = save(dataset, output, overwrite=settings.overwrite, compression=compression)
     except OutputError as error:

@@ -141,7 +141,7 @@ class SpooledFile:
             remove(spool)
             return None
         s = self.settings
-        compression = None if s.compression == "none" else s.compression
+        compression = None if s.compression is None else str(s.compression)
         try:
             convert(
                 spool, output, compression=compression, overwrite=s.overwrite, progress=progress

@@ -195,6 +195,11 @@ def write_dataset(
             f"{fmt} files cannot be compressed (got compression {str(compression)!r}); "
             f"compression is for {', '.join(compressing_formats())}"
         )
+    if row.compressions and compression is not None and compression.lower() not in row.compressions:
+        raise ConfigError(
+            f"{row.shown} files take compression {', '.join(row.compressions)}; got "
+            f"{str(compression)!r}"
+        )
     dataset.validate(path)
     if METADATA_KEY in dataset.tensors:
         raise SchemaError("this name is reserved for the metadata", path=path, key=METADATA_KEY)

@@ -116,6 +116,7 @@ class FormatRow:
         open_lazy: Opens a dataset whose rows stay on disk; None: read whole.
         sniff: Tells the format from a file's first bytes; None: the suffix only.
         compresses: Whether its writer takes a compression other than none.
+        compressions: The compressions it takes, its default first (when it compresses).
         space: How the free-space check estimates its size (compressed: unknown).
         streaming: How it is written to a stream; None: it cannot be (it seeks).
         layouts: The layouts its files carry, expcli's own first.
@@ -133,6 +134,7 @@ class FormatRow:
     open_lazy: LazyOpener | None = None
     sniff: Sniffer | None = None
     compresses: bool = False
+    compressions: tuple[str, ...] = ()
     space: SpaceEstimate = SpaceEstimate.BYTES
     streaming: Streaming | None = None
     layouts: tuple[Layout, ...] = (Layout.EXPCLI,)

@@ -50,7 +50,7 @@ def test_defaults_write_under_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert "steps" in result.stdout and path.name in result.stdout.replace("\n", "")
 
 
-@pytest.mark.parametrize("suffix", [".pt", ".npz", ".csv", ".h5"])
+@pytest.mark.parametrize("suffix", [".pt", ".npz", ".csv", ".h5", ".parquet"])
 def test_output_formats(tmp_path: Path, suffix: str) -> None:
     out = tmp_path / f"run{suffix}"
     extra = ["--compression", "gzip"] if suffix == ".h5" else []

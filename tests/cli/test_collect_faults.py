@@ -49,6 +49,7 @@ def same_data(a: Dataset, b: Dataset) -> None:
         ("c.csv", []),
         ("c.h5", []),
         ("c.hdf5", ["--compression", "gzip"]),  # no size up front: the disk fills mid-write
+        ("c.parquet", []),  # compressed: no size up front either
     ],
 )
 def test_collect_to_a_full_disk(

@@ -294,3 +294,30 @@ def test_without_pyarrow_one_line_names_the_extra(tmp_path: Path) -> None:
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and 'pip install "expcli[parquet]"' in lines[0], out.stderr
     assert not (tmp_path / "run.parquet").exists()
+
+
+@pytest.mark.parametrize(("option", "codec"), [([], "ZSTD"), (["--compression", "none"], None)])
+def test_collect_writes_parquet_zstd_unless_told(
+    tmp_path: Path, option: list[str], codec: str | None
+) -> None:
+    path = tmp_path / "run.parquet"
+    args = ["collect", "CartPole-v1", "--envs", "2", "--steps", "60", "--mode", "dummy"]
+    out = subprocess.run([*CLI, *args, "-q", "-o", str(path), *option], capture_output=True)
+    assert out.returncode == 0, out.stderr
+    meta = pq.ParquetFile(path).metadata
+    assert meta.num_rows == 60
+    assert meta.row_group(0).column(5).compression == (codec or "UNCOMPRESSED")
+    assert read_dataset(path).metadata["env_id"] == "CartPole-v1"
+
+
+def test_a_compression_the_format_does_not_take_is_refused_before_collecting(
+    tmp_path: Path,
+) -> None:
+    args = ["collect", "CartPole-v1", "--envs", "2", "--steps", "60", "--mode", "dummy"]
+    out = subprocess.run(
+        [*CLI, *args, "-o", str(tmp_path / "run.h5"), "--compression", "zstd"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2 and "it takes none, gzip, lzf" in out.stderr
+    assert "Traceback" not in out.stderr and not list(tmp_path.iterdir())

@@ -15,7 +15,15 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.fuzz.structure import csv_edit, h5_edit, metadata_edit, minari_json, npz_edit, pt_edit
+from tests.fuzz.structure import (
+    csv_edit,
+    h5_edit,
+    metadata_edit,
+    minari_json,
+    npz_edit,
+    parquet_edit,
+    pt_edit,
+)
 
 Mutation = Callable[[Path, random.Random], str]
 
@@ -35,7 +43,7 @@ _INTERESTING = [
 
 
 def kind(seed: Path) -> str:
-    """``pt``, ``npz``, ``csv``, ``h5`` or ``minari`` (a folder)."""
+    """``pt``, ``npz``, ``csv``, ``h5``, ``parquet`` or ``minari`` (a folder)."""
     if seed.is_dir():
         return "minari"
     return {".hdf5": "h5"}.get(seed.suffix, seed.suffix.lstrip("."))
@@ -60,6 +68,7 @@ def make_mutant(seed: Path, folder: Path, number: int, campaign: int) -> tuple[P
         "pt": [(3.0, pt_edit)],
         "csv": [(3.0, csv_edit)],
         "h5": [(3.0, h5_edit)],
+        "parquet": [(3.0, parquet_edit)],
         "minari": [(2.0, h5_edit), (1.0, minari_json)],
     }[what]
     weights = [w for w, _ in strategies]

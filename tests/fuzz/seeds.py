@@ -1,11 +1,12 @@
 """The fuzzer's seed corpus: one small, valid file per format and layout.
 
 Run ``python -m tests.fuzz.seeds [FOLDER]`` to rebuild ``tests/fuzz/corpus`` (the default
-folder). Every format (pt, npz, csv, h5) is written in expcli's own layout, and every foreign
-layout (skrl, tianshou, minari, d4rl) as its writer lays it out; a partly filled skrl export
-and a tianshou VectorReplayBuffer come from the real libraries. The datasets are tiny (a few
-rows, a few envs), so that the whole corpus stays far below a megabyte, yet they carry what
-the readers look at: spaces, circular state, episode ends, infos and layout metadata.
+folder). Every format (pt, npz, csv, h5, parquet) is written in expcli's own layout, and
+every foreign layout (skrl, tianshou, minari, d4rl) as its writer lays it out; a partly
+filled skrl export and a tianshou VectorReplayBuffer come from the real libraries. The
+datasets are tiny (a few rows, a few envs), so that the whole corpus stays far below a
+megabyte, yet they carry what the readers look at: spaces, circular state, episode ends,
+infos and layout metadata.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def build(folder: Path) -> list[Path]:
     folder.mkdir(parents=True)
     cartpole, pixels = _cartpole(), _pixels()
     for name, dataset in (("cartpole", cartpole), ("pixels", pixels)):
-        for suffix in ("pt", "npz", "csv", "h5"):
+        for suffix in ("pt", "npz", "csv", "h5", "parquet"):
             write_dataset(dataset, folder / f"{name}.{suffix}")
     for suffix in ("pt", "npz", "csv"):
         write_layout(cartpole, folder / f"skrl.{suffix}", "skrl", overwrite=True)

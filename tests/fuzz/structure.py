@@ -67,7 +67,64 @@ def metadata_edit(target: Path, rng: random.Random) -> str:
         obj[_KEY] = text
         torch.save(obj, target)
         return f"pt metadata {what}"
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        kv = dict(pq.ParquetFile(target).metadata.metadata or {})
+        key = rng.choice([b"expcli", b"expcli", b"expcli.parquet"])
+        text, what = _json_text(json.loads(kv.get(key, b"{}")), rng)
+        kv[key] = text.encode("utf-8", "surrogatepass")
+        _write_parquet(target, pq.read_table(target), kv)
+        return f"parquet {key.decode()} {what}"
     return _h5_metadata(target, rng)
+
+
+def _write_parquet(target: Path, table: Any, kv: dict[bytes, bytes]) -> None:
+    import pyarrow.parquet as pq
+
+    kv.pop(b"ARROW:schema", None)  # pyarrow stores the new table's
+    pq.write_table(table.replace_schema_metadata(kv), target, row_group_size=7)
+
+
+def parquet_edit(target: Path, rng: random.Random) -> str:
+    """Columns of other types, nulls, dropped or extra columns, or an extension type."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(target)
+    kv = dict(pq.ParquetFile(target).metadata.metadata or {})
+    names = [n for n in table.column_names if n not in ("index", "env", "row")]
+    name = rng.choice(names)
+    at = table.schema.get_field_index(name)
+    count = table.num_rows
+    how = rng.choice(["type", "nulls", "drop", "extra", "extension", "pandas"])
+    if how == "type":
+        other = rng.choice(
+            [
+                pa.array(np.zeros(count)),
+                pa.array(["x"] * count),
+                pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(3 * count, np.float32)), 3),
+                pa.array([b"1234567"] * count, pa.binary(7)),
+                pa.array(np.zeros(count, np.int8)),
+            ]
+        )
+        table = table.set_column(at, name, other)
+    elif how == "nulls":
+        column = table.column(at).to_pylist()
+        column[rng.randrange(count)] = None
+        table = table.set_column(at, name, pa.array(column, table.schema.field(at).type))
+    elif how == "drop":
+        table = table.remove_column(at)
+    elif how == "extra":
+        table = table.append_column("surprise", pa.array(range(count)))
+    elif how == "extension":
+        fields = list(table.schema)
+        fields[at] = fields[at].with_metadata({b"ARROW:extension:name": b"ray.data.arrow_tensor"})
+        table = table.cast(pa.schema(fields))
+    else:
+        kv[b"pandas"] = b'{"columns": [{"name": "__import__(\'os\')", "pandas_type": "object"}]}'
+    _write_parquet(target, table, kv)
+    return f"parquet {how} {name}"
 
 
 def _h5_metadata(target: Path, rng: random.Random) -> str:

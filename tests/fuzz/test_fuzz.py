@@ -28,7 +28,7 @@ FILES = 600  # about two minutes on two cores (1,500 took five); every seed file
 
 def test_the_seed_corpus_covers_every_format_and_layout_and_is_small() -> None:
     corpus = seeds(CORPUS)
-    assert {kind(seed) for seed in corpus} == {"pt", "npz", "csv", "h5", "minari"}
+    assert {kind(seed) for seed in corpus} == {"pt", "npz", "csv", "h5", "parquet", "minari"}
     layouts = set()
     for seed in corpus:
         dataset = load(seed)
