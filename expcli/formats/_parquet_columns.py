@@ -25,6 +25,7 @@ __all__ = [
     "LIST_MAX_BYTES",
     "Column",
     "column_for",
+    "flat_array",
     "from_arrow",
     "positions",
     "to_arrow",
@@ -84,10 +85,25 @@ def to_arrow(column: Column, rows: np.ndarray) -> Any:
     if column.encoding == BINARY:
         data = pa.py_buffer(native.reshape(-1).view(np.uint8))
         return pa.FixedSizeBinaryArray.from_buffers(column.arrow_type(), len(native), [None, data])
-    array: Any = pa.array(native.reshape(-1), type=pa.from_numpy_dtype(native.dtype))
+    array: Any = flat_array(native.reshape(-1))
     for size in reversed(column.spec.shape if column.encoding == LIST else ()):
         array = pa.FixedSizeListArray.from_arrays(array, size)
     return array
+
+
+def flat_array(values: np.ndarray) -> Any:
+    """A 1-D C-contiguous native numpy array as an Arrow array on its memory (bools packed).
+
+    Built from buffers: ``pa.array`` would import pandas (half a second) to look at it.
+    """
+    import pyarrow as pa
+
+    kind = pa.from_numpy_dtype(values.dtype)
+    if values.dtype == np.bool_:
+        data = pa.py_buffer(np.packbits(values, bitorder="little"))
+    else:
+        data = pa.py_buffer(values.view(np.uint8))
+    return pa.Array.from_buffers(kind, len(values), [None, data])
 
 
 def from_arrow(column: Column, array: Any) -> np.ndarray:
@@ -104,14 +120,20 @@ def from_arrow(column: Column, array: Any) -> np.ndarray:
         data = array.buffers()[1]
         start = array.offset * column.row_bytes
         flat = np.frombuffer(data, np.uint8, count * column.row_bytes, start)
-        return flat.view(dtype).reshape(count, *column.spec.shape).copy()
+        return flat.view(dtype).reshape(count, *column.spec.shape)  # on Arrow's buffer
     values = array
     for _ in column.spec.shape if column.encoding == LIST else ():
         values = values.flatten()
         if values.null_count:
             raise InvalidValueError(f"{values.null_count} null values; expected none")
-    out = values.to_numpy(zero_copy_only=False)
-    return np.asarray(out, dtype=dtype).reshape(count, *column.spec.shape)
+    size = len(values)
+    data = values.buffers()[1]
+    if dtype == np.bool_:  # bit-packed, least significant bit first
+        bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
+        flat = bits[values.offset : values.offset + size].astype(bool)
+    else:  # on Arrow's buffer; ``to_numpy`` would import pandas
+        flat = np.frombuffer(data, dtype, size, values.offset * dtype.itemsize)
+    return flat.reshape(count, *column.spec.shape)
 
 
 def positions(state_start: int, count: int, cells: int) -> np.ndarray:

@@ -47,6 +47,7 @@ from expcli.formats._parquet_columns import (
     EMPTY,
     Column,
     column_for,
+    flat_array,
     from_arrow,
     to_arrow,
     transition_columns,
@@ -155,7 +156,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | N
         for first in range(0, count, group):
             stop = min(count, first + group)
             flat = book["row"][first:stop] * envs + book["env"][first:stop]
-            arrays = [pa.array(book[name][first:stop]) for name in BOOKKEEPING]
+            arrays = [flat_array(book[name][first:stop]) for name in BOOKKEEPING]
             arrays += [
                 to_arrow(c, _cells(dataset.tensors[c.spec.name], flat, envs)) for c in stored
             ]
