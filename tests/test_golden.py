@@ -43,7 +43,13 @@ EXPECTED: dict[str, np.ndarray] = {
     ),
 }
 
-FILES = {"golden.pt": "pt", "golden.npz": "npz", "golden.csv": "csv", "golden.h5": "hdf5"}
+FILES = {
+    "golden.pt": "pt",
+    "golden.npz": "npz",
+    "golden.csv": "csv",
+    "golden.h5": "hdf5",
+    "golden.parquet": "parquet",
+}
 
 
 @pytest.mark.parametrize("name", sorted(FILES))
@@ -75,3 +81,13 @@ def test_golden_csv_without_its_sidecar_is_rows_only(tmp_path: Path) -> None:
     dataset = load(rows, num_envs=2)
     assert dataset.metadata.get("env_id") is None
     assert np.array_equal(dataset.tensors["actions"].reshape(-1), [0, 1, 2, 3, 1, 0])
+
+
+def test_golden_parquet_and_npz_convert_to_the_same_npz_bytes(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow", reason="pyarrow cannot be installed on this Python")
+    from expcli import convert
+
+    convert(DATA / "golden.parquet", tmp_path / "from-parquet.npz")
+    convert(DATA / "golden.npz", tmp_path / "from-npz.npz")  # today's zip entries' dates
+    npz = (tmp_path / "from-npz.npz").read_bytes()
+    assert (tmp_path / "from-parquet.npz").read_bytes() == npz

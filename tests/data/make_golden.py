@@ -15,7 +15,7 @@ from expcli.formats import Dataset, write_dataset
 from expcli.spec import CircularState
 
 HERE = Path(__file__).parent
-NAMES = ("golden.pt", "golden.npz", "golden.csv", "golden.h5")
+NAMES = ("golden.pt", "golden.npz", "golden.csv", "golden.h5", "golden.parquet")
 
 
 def golden_dataset() -> Dataset:
