@@ -1,0 +1,240 @@
+"""Parquet at scale (issue 23): bounded memory, a query engine beside ``inspect``, frame bytes.
+
+Rows, each measured in a fresh interpreter (seconds, and peak RSS above the RSS it had once
+its imports were done):
+
+* ``convert`` npz -> parquet and parquet -> npz at ``--sizes`` GB (default 1 and 2) of two
+  kinds of data: CartPole-like small rows (16 envs, 46 bytes a transition: the bookkeeping
+  columns are as large as the data) and 84x84 uint8 frames (8 envs, a plain background).
+  Targets: each peak <= 300 MiB, and the two sizes' peaks < 50 MiB apart.
+* duckdb's ``SELECT episode_index, sum(rewards) ... GROUP BY 1`` over a ``--transitions``
+  (default 1,000,000) CartPole Parquet file, against ``expcli inspect --json`` of the same
+  file (which computes every tensor's statistics and the episode returns); both checked
+  to give the same number of episodes.
+* The bytes of ``--pong`` (default 8,000) Pong transitions (210x160x3 frames) collected to
+  npz, against the same run converted to Parquet (zstd). Target: <= 1/100.
+
+Run it alone (``flock /tmp/expcli-cpu.lock python -m benchmarks.parquet_scale``); files go
+under ``--scratch`` and are removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks._report import load_average, version
+
+CHILD = """
+import sys, time
+
+def kib(field):
+    return int(next(x for x in open("/proc/self/status") if x.startswith(field)).split()[1])
+
+source, target = sys.argv[1], sys.argv[2]
+import numpy, pyarrow, pyarrow.parquet, expcli.formats.parquet_format, expcli.formats.npz_format
+from expcli.conversion import convert
+before, start = kib("VmRSS:"), time.perf_counter()
+convert(source, target, overwrite=True)
+print(time.perf_counter() - start, (kib("VmHWM:") - before) / 1024)
+"""
+
+SMALL_ENVS, FRAME_ENVS, FRAME = 16, 8, 84 * 84
+
+
+def make_npz(path: Path, gigabytes: float, frames: bool) -> None:
+    """The npz in a child, so that this process's memory stays small."""
+    code = textwrap.dedent(
+        """
+        import sys
+        import numpy as np
+        from expcli.formats import Dataset, write_dataset
+        from expcli.formats.lazy import LazyRows
+        from expcli.spec import CircularState
+        path, gigabytes, frames = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "frames"
+        envs, width = (8, 84 * 84) if frames else (16, 4)
+        row = envs * (width * (1 if frames else 8) + 4 + 8 + 2)
+        rows = int(gigabytes * 2**30 // row)
+        rng = np.random.default_rng(0)
+        if frames:
+            observations = np.lib.format.open_memmap(
+                path + ".obs.npy", "w+", np.uint8, (rows, envs, width))
+            for start in range(0, rows, 4096):
+                block = observations[start:start + 4096]
+                block[:] = 0
+                block[:, :, ::97] = rng.integers(0, 255, block[:, :, ::97].shape, np.uint8)
+            tensors = {"observations": observations}
+        else:
+            tensors = {
+                "observations": rng.random((rows, envs, 4), dtype=np.float32),
+                "next_observations": rng.random((rows, envs, 4), dtype=np.float32),
+            }
+        tensors |= {
+            "actions": rng.integers(0, 2, (rows, envs, 1)),
+            "rewards": np.ones((rows, envs, 1), np.float32),
+            "terminated": rng.random((rows, envs, 1)) < 0.02,
+            "truncated": np.zeros((rows, envs, 1), bool),
+        }
+        write_dataset(Dataset(tensors, CircularState(0, 0, True)), path, overwrite=True)
+        """
+    )
+    kind = "frames" if frames else "small"
+    subprocess.run([sys.executable, "-c", code, str(path), str(gigabytes), kind], check=True)
+    Path(str(path) + ".obs.npy").unlink(missing_ok=True)
+
+
+def convert_child(folder: Path, source: Path, target: Path) -> tuple[float, float]:
+    """Seconds and peak MiB above baseline of ``convert(source, target)`` in a child."""
+    script = folder / "child.py"
+    script.write_text(textwrap.dedent(CHILD))
+    os.sync()
+    out = subprocess.run(
+        [sys.executable, str(script), str(source), str(target)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    seconds, peak = map(float, out.stdout.split())
+    return seconds, peak
+
+
+def conversion_rows(scratch: Path, sizes: list[float]) -> None:
+    print(f"\n{'convert':32} {'GB':>4} {'seconds':>8} {'MB/s':>7} {'peak MiB':>9}")
+    for frames in (False, True):
+        kind = "84x84 frames" if frames else "CartPole-like rows"
+        peaks: dict[str, list[float]] = {"npz -> parquet": [], "parquet -> npz": []}
+        for gigabytes in sizes:
+            npz, parquet = scratch / "data.npz", scratch / "data.parquet"
+            make_npz(npz, gigabytes, frames)
+            mb = npz.stat().st_size / 1e6
+            for label, (source, target) in {
+                "npz -> parquet": (npz, parquet),
+                "parquet -> npz": (parquet, scratch / "back.npz"),
+            }.items():
+                seconds, peak = convert_child(scratch, source, target)
+                peaks[label].append(peak)
+                print(
+                    f"{kind + ' ' + label:32} {gigabytes:4g} {seconds:8.1f} "
+                    f"{mb / seconds:7.0f} {peak:9.0f}"
+                )
+            back = scratch / "back.npz"
+            same = back.read_bytes() == npz.read_bytes() if gigabytes <= 1 else None
+            if same is not None:
+                print(f"{'':32} npz -> parquet -> npz byte-identical: {same}")
+            for leftover in (npz, parquet, back):
+                leftover.unlink(missing_ok=True)
+        for label, values in peaks.items():
+            spread = max(values) - min(values)
+            verdict = "ok" if max(values) <= 300 and spread < 50 else "MISSED"
+            print(
+                f"{kind + ' ' + label:32} peaks {', '.join(f'{v:.0f}' for v in values)} MiB; "
+                f"apart {spread:.0f} MiB (target <= 300, < 50): {verdict}"
+            )
+
+
+def query_rows(scratch: Path, transitions: int, repeats: int) -> None:
+    import duckdb
+
+    from expcli.formats import Dataset, write_dataset
+    from expcli.spec import CircularState
+
+    envs = 16
+    rows = transitions // envs
+    rng = np.random.default_rng(0)
+    tensors = {
+        "observations": rng.random((rows, envs, 4), dtype=np.float32),
+        "actions": rng.integers(0, 2, (rows, envs, 1)),
+        "rewards": np.ones((rows, envs, 1), np.float32),
+        "terminated": rng.random((rows, envs, 1)) < 0.05,
+        "truncated": np.zeros((rows, envs, 1), bool),
+    }
+    path = scratch / "cartpole.parquet"
+    write_dataset(Dataset(tensors, CircularState(0, 0, True)), path, overwrite=True)
+    sql = (
+        f"SELECT episode_index, sum(rewards) FROM read_parquet('{path}') "
+        "WHERE episode_index >= 0 GROUP BY 1"
+    )
+    duck, ours = [], []
+    episodes = 0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        episodes = len(duckdb.sql(sql).fetchall())
+        duck.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        out = subprocess.run(
+            [sys.executable, "-m", "expcli", "inspect", str(path), "--json"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        ours.append(time.perf_counter() - start)
+    summary = json.loads(out.stdout)
+    counted = summary["episodes"]["complete"] + summary["episodes"]["incomplete"]
+    assert counted == episodes, (counted, episodes)  # the same episodes, both ways
+    print(
+        f"\n{transitions:,} CartPole-like transitions in one Parquet file "
+        f"({path.stat().st_size / 1e6:.0f} MB): duckdb GROUP BY episode "
+        f"{statistics.median(duck):.2f} s ({episodes:,} episodes, in process); "
+        f"expcli inspect --json {statistics.median(ours):.2f} s (a fresh process, every "
+        f"tensor's statistics and the episodes)"
+    )
+
+
+def pong_rows(scratch: Path, steps: int) -> None:
+    npz, parquet = scratch / "pong.npz", scratch / "pong.parquet"
+    expcli = [sys.executable, "-m", "expcli"]
+    subprocess.run(
+        [*expcli, "collect", "ale_py:ALE/Pong-v5", "--envs", "8", "--steps", str(steps),
+         "--seed", "0", "--output", str(npz), "--overwrite"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    start = time.perf_counter()
+    subprocess.run([*expcli, "convert", str(npz), str(parquet), "--overwrite"], check=True)
+    seconds = time.perf_counter() - start
+    a, b = npz.stat().st_size, parquet.stat().st_size
+    print(
+        f"\nPong, {steps:,} transitions: npz {a / 1e6:,.0f} MB, parquet (zstd) "
+        f"{b / 1e6:,.1f} MB: 1/{a / b:,.0f} (target <= 1/100); convert took {seconds:.1f} s"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=float, nargs="+", default=[1.0, 2.0])
+    parser.add_argument("--transitions", type=int, default=1_000_000)
+    parser.add_argument("--pong", type=int, default=8000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--only", choices=["convert", "query", "pong"], nargs="*")
+    args = parser.parse_args()
+    only = set(args.only or ["convert", "query", "pong"])
+    print(
+        f"pyarrow {version('pyarrow')}, duckdb {version('duckdb')}, numpy {np.__version__}; "
+        f"{os.cpu_count()} CPUs; {load_average()}"
+    )
+    scratch = Path(tempfile.mkdtemp(prefix="expcli-parquet-", dir=args.scratch))
+    try:
+        if "convert" in only:
+            conversion_rows(scratch, args.sizes)
+        if "query" in only:
+            query_rows(scratch, args.transitions, args.repeats)
+        if "pong" in only:
+            pong_rows(scratch, args.pong)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
