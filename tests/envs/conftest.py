@@ -14,6 +14,13 @@ from tests.envs.toy_envs import counting
 
 LOCAL_MODES = ["dummy", "subproc"]
 
+# A failure must be raised promptly, not after waiting out a timeout. A wall-clock bound
+# near the real time flakes on a loaded machine (5.04 s against 5 did), so the tests that
+# check it stretch the close timeouts to SLOW_CLOSE: a wrong path then takes a minute,
+# while the right one stays under PROMPT however busy the machine.
+SLOW_CLOSE = 60.0
+PROMPT = 30.0
+
 
 @pytest.fixture
 def make_penv() -> Iterator[Callable[..., ParallelEnv]]:

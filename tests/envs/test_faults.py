@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from expcli import EnvError, ParallelEnv
-from tests.envs.conftest import LOCAL_MODES, counting_factories
+from expcli.envs import worker_handle
+from tests.envs.conftest import LOCAL_MODES, PROMPT, SLOW_CLOSE, counting_factories
 
 
 def child_pids() -> set[int]:
@@ -44,7 +45,10 @@ def shm_entries() -> set[str]:
 
 
 @pytest.mark.parametrize("para_mode", LOCAL_MODES)
-def test_an_env_that_raises_gives_env_error_and_closes_everything(para_mode: str) -> None:
+def test_an_env_that_raises_gives_env_error_and_closes_everything(
+    para_mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_handle, "_CLOSE_TIMEOUT", SLOW_CLOSE)
     before_children, before_shm = child_pids(), shm_entries()
     factories = counting_factories(4, horizons=[100] * 4)
     factories[2] = counting_factories(3, horizons=[100] * 3, fail_at=3)[2]
@@ -55,7 +59,7 @@ def test_an_env_that_raises_gives_env_error_and_closes_everything(para_mode: str
     started = time.monotonic()
     with pytest.raises(EnvError) as caught:
         penv.step([0] * 4)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < PROMPT
     error = caught.value
     assert error.index == 2 and "step()" in str(error) and "boom at step 3" in str(error)
     assert any("Traceback" in note and "RuntimeError" in note for note in error.__notes__)

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from expcli import EnvError, MissingDependencyError, ParallelEnv
-from expcli.envs import StepInterrupted
+from expcli.envs import StepInterrupted, ray_backend
 from expcli.envs.modes import AsyncMode
-from tests.envs.conftest import third_step_error
+from tests.envs.conftest import PROMPT, SLOW_CLOSE, third_step_error
 from tests.envs.toy_envs import misbehaving
 
 ray = pytest.importorskip("ray")
@@ -215,7 +215,10 @@ def test_every_method_matches_dummy(mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", RAY_MODES)
-def test_env_raising_in_a_worker_raises_env_error(mode: str, make_penv: Any) -> None:
+def test_env_raising_in_a_worker_raises_env_error(
+    mode: str, make_penv: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ray_backend, "_CLOSE_TIMEOUT", SLOW_CLOSE)
     penv = make_penv(faulty_envs(4, bad=3, fail_at=3), mode)
     pids = _processes(ray.get([actor.pid.remote() for actor in penv._backend.actors]))
     penv.reset()
@@ -226,7 +229,7 @@ def test_env_raising_in_a_worker_raises_env_error(mode: str, make_penv: Any) -> 
         EnvError, match=r"env 3: step\(\) raised RuntimeError: boom at step 3"
     ) as info:
         penv.step([0] * 4)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < PROMPT
     assert info.value.index == 3
     notes = "\n".join(info.value.__notes__)
     assert "Traceback" in notes and "boom at step 3" in notes and "in step" in notes
@@ -234,7 +237,8 @@ def test_env_raising_in_a_worker_raises_env_error(mode: str, make_penv: Any) -> 
     _assert_gone(pids)
 
 
-def test_killed_actor_raises_env_error(make_penv: Any) -> None:
+def test_killed_actor_raises_env_error(make_penv: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ray_backend, "_CLOSE_TIMEOUT", SLOW_CLOSE)
     penv = make_penv([Faulty] * 4, "ray")
     penv.reset()
     pids = ray.get([actor.pid.remote() for actor in penv._backend.actors])
@@ -243,7 +247,7 @@ def test_killed_actor_raises_env_error(make_penv: Any) -> None:
     started = time.monotonic()
     with pytest.raises(EnvError, match=r"env 2: step\(\) failed: the Ray actor of envs 2..3 died"):
         penv.step([0] * 4)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < PROMPT
     assert penv.closed
     _assert_gone(family)
 
@@ -330,11 +334,16 @@ def test_a_bad_result_is_refused_as_in_dummy(mode: str, make_penv: Any) -> None:
 
 
 @pytest.mark.parametrize("mode", RAY_MODES)
-def test_a_hung_env_is_reported_after_the_step_timeout(mode: str, make_penv: Any) -> None:
+def test_a_hung_env_is_reported_after_the_step_timeout(
+    mode: str, make_penv: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The actor gives up by itself; the driver's own kill (past _HUNG_MARGIN) is the wrong path.
+    monkeypatch.setattr(ray_backend, "_HUNG_MARGIN", SLOW_CLOSE)
+    monkeypatch.setattr(ray_backend, "_CLOSE_TIMEOUT", SLOW_CLOSE)
     penv = make_penv(_misbehaving("loop", bad=3), mode, step_timeout=0.5)
     pids = _processes(ray.get([actor.pid.remote() for actor in penv._backend.actors]))
     error, seconds = third_step_error(penv)
-    assert seconds < 8
+    assert seconds < PROMPT
     assert error.index == 3 and "step() did not return within 0.5 s" in str(error)
     _assert_gone(pids)
 
