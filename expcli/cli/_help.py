@@ -33,6 +33,7 @@ _PLACEHOLDERS = (
     "compressing",
     "compressions",
     "layouts",
+    "shard_formats",
 )
 
 
@@ -45,13 +46,15 @@ def table_words() -> dict[str, str]:
     (``.pt, .npz, .csv, .h5``); ``streams``: what ``-`` writes, with what a stream
     leaves out (``npz, pt or csv (rows only)``); ``stream_names``: the same, names only;
     ``compressing``: the formats that compress (``HDF5``); ``compressions`` and
-    ``layouts``: the choices of ``--compression`` and ``--layout``.
+    ``layouts``: the choices of ``--compression`` and ``--layout``; ``shard_formats``:
+    those of ``--shard-format``.
     """
     from expcli.formats.layouts import LAYOUTS
     from expcli.formats.table import (
         format_row,
         format_rows,
         listed,
+        shard_formats,
         source_help,
         stream_formats,
         suffix_help,
@@ -77,6 +80,7 @@ def table_words() -> dict[str, str]:
         "compressing": listed([row.shown for row in files if row.compresses]),
         "compressions": listed(list(COMPRESSIONS)),
         "layouts": ", ".join(LAYOUTS),
+        "shard_formats": listed(list(shard_formats())),
     }
 
 

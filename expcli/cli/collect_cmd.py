@@ -224,6 +224,14 @@ def collect_cmd(
             show_default="128MB",
         ),
     ] = None,
+    shard_format: Annotated[
+        str | None,
+        typer.Option(
+            "--shard-format",
+            help="Folder output: the shards' format: {shard_formats}.",
+            show_default="npz",
+        ),
+    ] = None,
     spool: Annotated[
         bool | None,
         typer.Option(
@@ -279,6 +287,7 @@ def collect_cmd(
         overwrite=overwrite,
         quiet=quiet,
         shard_size=shard_size,
+        shard_format=shard_format,
         spool=spool,
     )
     given = dict(_given_on_command_line(ctx, options))

@@ -128,7 +128,15 @@ class FolderOutput:
             if not spooled:  # a spooled file output is replaced when merged
                 _clear(folder)
             self.segments = [{"segment": 0, "seed": settings.seed, "first_row": 0}]
-        self.sink = ShardSink(rows.memory, folder, lambda: self.metadata(), manifest)
+        compression = None if settings.compression is None else str(settings.compression)
+        self.sink = ShardSink(
+            rows.memory,
+            folder,
+            lambda: self.metadata(),
+            manifest,
+            shard_format=settings.shard_format,
+            compression=compression,
+        )
 
     def metadata(self, in_file: tuple[int, int] | None = None) -> dict[str, Any]:
         """The run's metadata as the folder records it (``in_file``: what it holds)."""

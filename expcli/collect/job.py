@@ -108,8 +108,13 @@ class CollectJob:
         self.spool: Path | None = None  # a file output's spool folder (``spool_run``)
         # the output written as the run goes (a folder, a spooled file); None: in memory
         self.streamed: FolderOutput | SpooledFile | None = None
+        if settings.shard_format is not None and not self.to_folder:
+            raise ConfigError(
+                f"--shard-format applies to a folder output (no suffix), not {self.output}"
+            )
         if settings.compression not in (None, Compression.NONE):
-            _check_compresses(self.format, self.output, settings.compression)
+            written = settings.shard_format if self.to_folder else self.format
+            _check_compresses(written, self.output, settings.compression)
         self.mode: CollectMode = settings.mode
         self.probes: list[Probe] = []
         self.mode_differences: list[str] = []  # what --force-mode let through

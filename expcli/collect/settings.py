@@ -61,6 +61,7 @@ class CollectSettings:
     shard_size: str | int | None = None  # a folder output's shards: rows or bytes ("256MB")
     resuming: bool = False  # set by ``--resume``: the folder output exists and goes on
     spool: bool | None = None  # a file output through shards beside it; None: when large
+    shard_format: str | None = None  # a folder output's shards (``shard_formats``); None: npz
 
     @property
     def step_timeout_seconds(self) -> float | None:
@@ -98,6 +99,13 @@ class CollectSettings:
         self.asynchronous = choose("--async", str(self.asynchronous).lower(), AsyncMode)
         if self.compression is not None:
             self.compression = choose("--compression", self.compression, Compression)
+        if self.shard_format is not None:
+            from expcli.formats.table import shard_formats
+
+            kinds = shard_formats()
+            if str(self.shard_format).lower() not in kinds:
+                raise _not_one_of("--shard-format", kinds, self.shard_format)
+            self.shard_format = str(self.shard_format).lower()
         engine = ENGINES.get(self.mode)  # None: auto
         if self.force_mode and not (engine and engine.force_mode):
             forced = " or ".join(e.mode for e in ENGINES.values() if e.force_mode)
@@ -211,6 +219,7 @@ _KINDS: Mapping[str, tuple[type, ...]] = {
     "shard_size": (int, str),
     "resuming": (bool,),
     "spool": (bool,),
+    "shard_format": (str,),
 }
 
 

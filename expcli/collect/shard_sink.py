@@ -21,7 +21,7 @@ import numpy as np
 
 from expcli.errors import ConfigError
 from expcli.formats.dataset import Dataset
-from expcli.formats.sharded import Manifest, ShardWriter
+from expcli.formats.sharded import Manifest, ShardWriter, new_manifest
 
 if TYPE_CHECKING:
     from expcli.memory import Memory
@@ -62,7 +62,9 @@ class ShardSink:
         folder: The dataset folder; its manifest is written at once (no rows yet) unless
             ``manifest`` (read back to resume) is given.
         metadata: Called at each shard for the user metadata the manifest records.
-        manifest: A folder's manifest to go on from (``--resume``).
+        manifest: A folder's manifest to go on from (``--resume``; its shard format kept).
+        shard_format: A new folder's shards' format (None: npz).
+        compression: A new folder's Parquet shards' compression (None: zstd).
     """
 
     def __init__(
@@ -71,13 +73,17 @@ class ShardSink:
         folder: Path,
         metadata: Callable[[], dict[str, Any]],
         manifest: Manifest | None = None,
+        *,
+        shard_format: str | None = None,
+        compression: str | None = None,
     ) -> None:
         self.memory = memory
         self._metadata = metadata
         tensors = memory.to_dataset().tensors
         if manifest is None:
             empty = {name: tensors[name][:0] for name in sorted(tensors)}
-            manifest = Manifest(Dataset(empty, metadata=metadata()).header())
+            header = Dataset(empty, metadata=metadata()).header()
+            manifest = new_manifest(header, shard_format, compression)
             self.writer = ShardWriter(folder, manifest)
             self.writer.replace_metadata(metadata())
         else:

@@ -210,6 +210,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         sniff=is_npy_zip,
         streaming=Streaming(_stream_npz),
         layouts=(Layout.EXPCLI, Layout.SKRL),
+        shard=True,
     ),
     FormatRow(
         "csv",
@@ -250,6 +251,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         compressions=("zstd", "snappy", "gzip", "none"),
         space=SpaceEstimate.UNKNOWN,
         title="Parquet",
+        shard=True,
     ),
     FormatRow(
         SHARDED_FOLDER,

@@ -15,6 +15,11 @@ regular file of the folder (not a link, a pipe or a device), parsed as JSON (nev
 as bytes: a compact or reordered manifest is the same manifest), and each shard entry must
 name a ``shard-NNNNNN.npz`` of the folder once, with a row count of at least one; the
 reader (``sharded``) then checks every number against the shard files themselves.
+
+``shard_format`` says what the shards are: ``npz`` (the default, and what a manifest
+without the key means) or another format of the table that can be a shard (``parquet``:
+``shard-NNNNNN.parquet``, each a complete expcli Parquet file). A folder's shards are all
+of its one format: a manifest listing another is refused.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +40,10 @@ from expcli.formats.lazy import SLICE_BYTES
 from expcli.spec import SCHEMA
 
 __all__ = [
+    "DEFAULT_SHARD_FORMAT",
+    "FORMAT_KEY",
     "MANIFEST",
+    "SHARD_FORMATS",
     "Manifest",
     "ShardEntry",
     "file_crc32",
@@ -42,16 +51,23 @@ __all__ = [
     "is_folder_target",
     "is_sharded_folder",
     "shard_name",
+    "stray_shards",
 ]
 
 MANIFEST = "manifest.json"
-_SHARD_NAME = re.compile(r"shard-\d{6,9}\.npz")  # a billion shards; no name too long to open
+SHARD_FORMATS = ("npz", "parquet")
+"""The formats a shard may be in (the table's rows with ``shard``; checked by a test)."""
+# a billion shards; no name too long to open
+_SHARD_NAME = re.compile(r"shard-(\d{6,9})\.(npz|parquet)")
 _CRC = re.compile(r"[0-9a-f]{8}")
+FORMAT_KEY = "shard_format"
+"""The manifest's key naming its shards' format (absent: ``npz``)."""
+DEFAULT_SHARD_FORMAT = "npz"
 
 
-def shard_name(index: int) -> str:
+def shard_name(index: int, shard_format: str = DEFAULT_SHARD_FORMAT) -> str:
     """``shard-000042.npz``: the file name of the shard numbered ``index``."""
-    return f"shard-{index:06d}.npz"
+    return f"shard-{index:06d}.{shard_format}"
 
 
 def is_folder_target(path: str | os.PathLike[str]) -> bool:
@@ -135,13 +151,20 @@ class Manifest:
         """Rows of every shard together."""
         return sum(entry.rows for entry in self.shards)
 
+    @property
+    def shard_format(self) -> str:
+        """The format of the folder's shards (``npz`` unless the manifest names another)."""
+        return str(self.header.get(FORMAT_KEY, DEFAULT_SHARD_FORMAT))
+
     def next_index(self, folder: Path) -> int:
         """A shard number above every listed one and every shard file in the folder."""
-        numbers = [int(e.file[6:-4]) for e in self.shards]
-        numbers += [
-            int(p.name[6:-4]) for p in folder.glob("shard-*.npz") if _SHARD_NAME.fullmatch(p.name)
-        ]
+        numbers = [_number(e.file) for e in self.shards]
+        numbers += [_number(p.name) for p in stray_shards(folder, ())]
         return max(numbers, default=-1) + 1
+
+    def strays(self, folder: Path) -> list[Path]:
+        """Shard files of ``folder`` the manifest does not list (a writer killed in between)."""
+        return stray_shards(folder, {e.file for e in self.shards})
 
     @classmethod
     def load(cls, folder: Path) -> Manifest:
@@ -165,6 +188,13 @@ class Manifest:
                 path=path,
                 key="schema",
             )
+        kind = header.get(FORMAT_KEY, DEFAULT_SHARD_FORMAT)
+        if kind not in SHARD_FORMATS:
+            raise FormatError(
+                f"names shard format {brief(kind)}; expected one of {', '.join(SHARD_FORMATS)}",
+                path=path,
+                key=FORMAT_KEY,
+            )
         raw = header.pop("shards", None)
         if not isinstance(raw, list):
             raise FormatError("lacks a 'shards' list", path=path, key="shards")
@@ -175,8 +205,15 @@ class Manifest:
             if entry is None:
                 raise FormatError(
                     f"malformed shard entry {brief(item)}; expected "
-                    '{"file": "shard-NNNNNN.npz", "rows": n >= 1, "bytes": n, '
+                    '{"file": "shard-NNNNNN.npz|parquet", "rows": n >= 1, "bytes": n, '
                     '"crc32": "8 hex digits"}',
+                    path=path,
+                    key="shards",
+                )
+            if not entry.file.endswith("." + kind):
+                raise FormatError(
+                    f"lists {entry.file} in a folder of {kind} shards; a folder never mixes "
+                    "shard formats",
                     path=path,
                     key="shards",
                 )
@@ -214,6 +251,20 @@ def _entry(item: Any) -> ShardEntry | None:
     if not (isinstance(missing, list) and all(isinstance(name, str) for name in missing)):
         return None
     return ShardEntry(file, int(rows), int(size), crc, tuple(missing))
+
+
+def _number(name: str) -> int:
+    match = _SHARD_NAME.fullmatch(name)
+    return int(match.group(1)) if match else -1
+
+
+def stray_shards(folder: Path, listed: Collection[str]) -> list[Path]:
+    """The shard files of ``folder`` (any shard format) whose names are not in ``listed``."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [folder / n for n in names if _SHARD_NAME.fullmatch(n) and n not in listed]
 
 
 def file_crc32(path: Path, chunk: int = SLICE_BYTES) -> str:

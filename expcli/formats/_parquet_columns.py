@@ -23,6 +23,7 @@ from expcli.spec import TensorSpec, done_flags
 __all__ = [
     "BOOKKEEPING",
     "LIST_MAX_BYTES",
+    "Carry",
     "Column",
     "column_for",
     "flat_array",
@@ -141,16 +142,67 @@ def positions(state_start: int, count: int, cells: int) -> np.ndarray:
     return (state_start + np.arange(count, dtype=np.int64)) % max(cells, 1)
 
 
+@dataclass(frozen=True, slots=True)
+class Carry:
+    """Where the bookkeeping of a folder's next Parquet shard goes on from its earlier shards.
+
+    So that ``index``, ``row`` and ``episode_index`` count across shards (a duckdb or polars
+    query over the shard glob groups whole episodes) and ``frame_index`` goes on within one.
+
+    Attributes:
+        index: The transition number of the shard's first row.
+        row: The row (``t``) of the folder its first row is.
+        next_episode: The number the next episode to start gets.
+        episode: Per env column, the episode its last transition was in (-1: none yet).
+        frame: Per env column, that transition's frame index.
+        ended: Per env column, whether that transition ended its episode.
+    """
+
+    index: int
+    row: int
+    next_episode: int
+    episode: np.ndarray
+    frame: np.ndarray
+    ended: np.ndarray
+
+    @classmethod
+    def start(cls, num_envs: int) -> Carry:
+        """Before a folder's first shard: every env column starts an episode."""
+        none = np.full(num_envs, -1, np.int64)
+        return cls(0, 0, 0, none, none.copy(), np.ones(num_envs, bool))
+
+    def after(self, book: dict[str, np.ndarray], done: np.ndarray, rows: int) -> Carry:
+        """The carry after a shard of ``rows`` full rows whose bookkeeping is ``book``."""
+        num_envs = len(self.ended)
+        last = slice(len(book["index"]) - num_envs, None)
+        episodes = book["episode_index"]
+        return Carry(
+            self.index + len(episodes),
+            self.row + rows,
+            max(self.next_episode, int(episodes.max(initial=-1)) + 1),
+            episodes[last].copy(),
+            book["frame_index"][last].copy(),
+            np.asarray(done, bool).reshape(-1)[last].copy(),
+        )
+
+
 def transition_columns(
-    tensors: dict[str, Any], start: int, count: int, valid: int, num_envs: int
+    tensors: dict[str, Any],
+    start: int,
+    count: int,
+    valid: int,
+    num_envs: int,
+    carry: Carry | None = None,
 ) -> dict[str, np.ndarray]:
     """``index``, ``episode_index``, ``frame_index``, ``env``, ``row`` of every stored row.
 
     Episodes are per env column, split after a terminated or truncated step, numbered in the
-    order they start; rows past ``valid`` (unwritten ones stored as they are) get -1.
+    order they start; rows past ``valid`` (unwritten ones stored as they are) get -1. A
+    folder's shard (full rows in order) goes on from its ``carry``.
     """
     memory_size = len(next(iter(tensors.values()))) if tensors else 0
     cells = memory_size * num_envs
+    carry = carry or Carry.start(num_envs)
     flat = positions(start, count, cells)
     env = flat % max(num_envs, 1)
     episode = np.full(count, -1, np.int64)
@@ -160,25 +212,29 @@ def transition_columns(
             done = done_flags(tensors, memory_size, num_envs).reshape(-1)[flat[:valid]]
         columns = env[:valid]
         begins = np.zeros(valid, bool)
-        ended = np.ones(num_envs, bool)  # each column's first transition starts an episode
         for n in range(num_envs):
             mine = np.flatnonzero(columns == n)
             if mine.size:
-                after_done = np.concatenate(([ended[n]], done[mine[:-1]]))
+                after_done = np.concatenate(([carry.ended[n]], done[mine[:-1]]))
                 begins[mine] = after_done
-        numbers = np.cumsum(begins) - 1
+        numbers = carry.next_episode + np.cumsum(begins) - 1
         for n in range(num_envs):
             mine = np.flatnonzero(columns == n)
             if not mine.size:
                 continue
             local = np.cumsum(begins[mine]) - 1
             starts = mine[begins[mine]]
-            episode[mine] = numbers[starts][local]
-            frame[mine] = np.arange(mine.size) - np.flatnonzero(begins[mine])[local]
+            going = local < 0  # the episode the carry left open goes on
+            own = ~going
+            episode[mine[own]] = numbers[starts][local[own]]
+            at = np.arange(mine.size)
+            frame[mine[own]] = at[own] - np.flatnonzero(begins[mine])[local[own]]
+            episode[mine[going]] = carry.episode[n]
+            frame[mine[going]] = carry.frame[n] + 1 + at[going]
     return {
-        "index": np.arange(count, dtype=np.int64),
+        "index": carry.index + np.arange(count, dtype=np.int64),
         "episode_index": episode,
         "frame_index": frame,
         "env": env.astype(np.int32),
-        "row": flat // max(num_envs, 1),
+        "row": carry.row + flat // max(num_envs, 1),
     }

@@ -45,6 +45,7 @@ from expcli.formats._guards import MAX_METADATA_BYTES, check_memory, check_sourc
 from expcli.formats._parquet_columns import (
     BOOKKEEPING,
     EMPTY,
+    Carry,
     Column,
     column_for,
     flat_array,
@@ -55,8 +56,17 @@ from expcli.formats._parquet_columns import (
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows
+from expcli.spec import done_flags
 
-__all__ = ["PARQUET_COMPRESSIONS", "LAYOUT", "open_lazy", "read", "write"]
+__all__ = [
+    "LAYOUT",
+    "PARQUET_COMPRESSIONS",
+    "open_lazy",
+    "read",
+    "shard_carry",
+    "write",
+    "write_shard",
+]
 
 LAYOUT = "expcli-parquet/1"
 """The value of ``layout`` in a file's ``expcli.parquet`` metadata."""
@@ -109,6 +119,22 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | N
         SchemaError: A tensor is named as a bookkeeping column, or the metadata is not JSON.
         OutputExistsError, OutputError: As ``atomic_path``.
     """
+    write_shard(dataset, path, overwrite=overwrite, compression=compression)
+
+
+def write_shard(
+    dataset: Dataset,
+    path: Path,
+    *,
+    overwrite: bool,
+    compression: str | None = None,
+    carry: Carry | None = None,
+) -> Carry:
+    """``write``, the bookkeeping columns going on from ``carry`` (a folder's earlier shards).
+
+    Returns:
+        The carry after the file's rows (for the folder's next shard).
+    """
     pq = pyarrow_parquet()
     import pyarrow as pa
 
@@ -134,7 +160,8 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | N
         "columns": {c.spec.name: c.encoding for c in columns},
     }
     stored = [c for c in columns if c.encoding != EMPTY]
-    book = transition_columns(dataset.tensors, start, count, valid, envs)
+    carry = carry or Carry.start(envs)
+    book = transition_columns(dataset.tensors, start, count, valid, envs, carry)
     schema = pa.schema(
         [pa.field(name, pa.from_numpy_dtype(book[name].dtype)) for name in BOOKKEEPING]
         + [pa.field(c.spec.name, c.arrow_type()) for c in stored],
@@ -155,12 +182,62 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | N
     ):
         for first in range(0, count, group):
             stop = min(count, first + group)
-            flat = book["row"][first:stop] * envs + book["env"][first:stop]
+            flat = (book["row"][first:stop] - carry.row) * envs + book["env"][first:stop]
             arrays = [flat_array(book[name][first:stop]) for name in BOOKKEEPING]
             arrays += [
                 to_arrow(c, _cells(dataset.tensors[c.spec.name], flat, envs)) for c in stored
             ]
             writer.write_table(pa.Table.from_arrays(arrays, schema=schema), row_group_size=stop)
+    with np.errstate(invalid="ignore"):
+        done = done_flags(dataset.tensors, dataset.memory_size, envs)
+    return carry.after(book, done, dataset.memory_size)
+
+
+def shard_carry(path: Path) -> Carry:
+    """The carry after a folder's Parquet shard, from its bookkeeping columns and flags.
+
+    Raises:
+        FormatError: As ``open_lazy``, or bookkeeping columns that are not int64.
+    """
+    dataset, close = open_lazy(path)
+    try:
+        rows, envs = dataset.memory_size, dataset.num_envs
+        flags: dict[str, Any] = {
+            k: dataset.tensors[k][rows - 1 :]
+            for k in ("terminated", "truncated")
+            if k in dataset.tensors and rows
+        }
+        with np.errstate(invalid="ignore"):
+            done = done_flags(flags, 1, envs).reshape(-1)
+    finally:
+        close()
+    pq = pyarrow_parquet()
+    try:
+        table = pq.ParquetFile(str(path)).read(columns=["index", "row", *BOOKKEEPING[1:3]])
+        book = {name: _ints(table.column(name).combine_chunks()) for name in table.column_names}
+    except Exception as e:
+        raise _damaged(path, e) from e
+    if any(len(v) != rows * envs for v in book.values()) or not envs:
+        raise FormatError(
+            f"bookkeeping columns disagree with its {rows} rows of {envs} envs", path=path
+        )
+    last = slice(len(book["index"]) - envs, None)
+    return Carry(
+        int(book["index"][-1]) + 1,
+        int(book["row"][-1]) + 1,
+        int(book["episode_index"].max()) + 1,
+        book["episode_index"][last].copy(),
+        book["frame_index"][last].copy(),
+        done,
+    )
+
+
+def _ints(array: Any) -> np.ndarray:
+    import pyarrow as pa
+
+    if array.type != pa.int64() or array.null_count:
+        raise InvalidValueError(f"a bookkeeping column is {array.type}; expected int64")
+    return np.frombuffer(array.buffers()[1], np.int64, len(array), array.offset * 8)
 
 
 def _codec(compression: str | None) -> str:

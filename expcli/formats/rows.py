@@ -124,6 +124,8 @@ class FormatRow:
         companions: The files beside the target that a write also makes (a sidecar).
         unrecorded_envs: What a file of it is when it does not record its number of env
             columns ("a CSV file without its sidecar"), or None when it does.
+        shard: Whether a file of it can be a shard of a sharded folder
+            (``--shard-format``).
     """
 
     name: str
@@ -141,6 +143,7 @@ class FormatRow:
     title: str = ""
     companions: Callable[[Path], tuple[Path, ...]] | None = None
     unrecorded_envs: Callable[[Path], str | None] | None = None
+    shard: bool = False
 
     @property
     def folder(self) -> bool:

@@ -7,6 +7,15 @@ member lies whole in the file, ready for ``mmap``). Shards are written to a temp
 name, fsynced and renamed; then the manifest (``_manifest``) is replaced the same way. A
 reader trusts the manifest alone, so a writer killed at any moment leaves a folder that
 opens and holds every shard completed before the kill.
+
+Shards may instead be Parquet files (``shard-000000.parquet``, the manifest's
+``shard_format``), each a complete expcli Parquet file whose bookkeeping columns
+(``index``, ``row``, ``episode_index``, ``frame_index``) count across the folder, so that
+pyarrow, polars, duckdb, Ray Data and HF ``datasets`` read the shard glob as one table. Such
+a folder also holds a dataset card, ``README.md``, whose ``configs`` name the shards: so
+``datasets.load_dataset(FOLDER)`` reads them (and not ``manifest.json``). A writer going on
+with such a folder (``--resume``) first removes the shard files the manifest does not list,
+which those readers would otherwise count.
 """
 
 from __future__ import annotations
@@ -20,14 +29,16 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from expcli.errors import FormatError, OutputError, OutputExistsError, SchemaError
+from expcli.errors import ConfigError, FormatError, OutputError, OutputExistsError, SchemaError
 from expcli.formats._atomic import atomic_write, create_temp, fsync_dir, output_errors
 from expcli.formats._guards import brief, check_memory, open_inside, regular_size
 from expcli.formats._manifest import (
+    DEFAULT_SHARD_FORMAT,
+    FORMAT_KEY,
     Manifest,
     ShardEntry,
     file_crc32,
@@ -41,7 +52,12 @@ from expcli.formats.header import encode_header, header_specs
 from expcli.formats.lazy import LazyRows
 from expcli.spec import CircularState
 
+if TYPE_CHECKING:
+    from expcli.formats._parquet_columns import Carry
+
 __all__ = [
+    "CARD",
+    "COMPRESSION_KEY",
     "DEFAULT_SHARD_BYTES",
     "Manifest",
     "ShardWriter",
@@ -49,6 +65,7 @@ __all__ = [
     "check_shards",
     "is_folder_target",
     "is_sharded_folder",
+    "new_manifest",
     "open_lazy",
     "read",
     "shard_rows",
@@ -61,6 +78,25 @@ _MAPPED_SHARDS = 256  # shard files kept mapped at once (each mapping holds a de
 # that were read count in the process's RSS until it is unmapped, so a bound in bytes
 # keeps a pass over a big folder (convert, a spooled collect's merge) flat in memory.
 _MAPPED_BYTES = 32 << 20
+CARD = "README.md"
+"""The dataset card of a folder of Parquet shards (HF ``datasets`` reads its ``configs``)."""
+COMPRESSION_KEY = "shard_compression"
+"""The manifest's key naming its Parquet shards' compression (absent: the format's own)."""
+_CARD_TEXT = """---
+configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: shard-*.parquet
+---
+# An expcli dataset: Parquet shards
+
+One row per transition, in the order collected: `index`, `episode_index`, `frame_index`,
+`env`, `row`, then one column per tensor (`observations`, `actions`, `rewards`,
+`terminated`, `truncated`, ...). `manifest.json` lists the complete shards (a reader of
+the glob `shard-*.parquet` sees the same rows once a run has ended); each shard's footer
+holds the whole expcli metadata. Written by expcli; `expcli inspect` describes it.
+"""
 
 
 def shard_rows(tensors: Mapping[str, Any], shard_bytes: int) -> int:
@@ -86,8 +122,15 @@ class ShardWriter:
         self.folder = folder
         self.manifest = manifest
         self.state = state
+        self.shard_format = manifest.shard_format
         with output_errors(folder, every=True):
             folder.mkdir(parents=True, exist_ok=True)
+        self._carries: dict[int, Carry] = {}  # Parquet: after the shard of that position
+        if self.shard_format != DEFAULT_SHARD_FORMAT:
+            with output_errors(folder, every=True):
+                for stray in manifest.strays(folder):  # the glob's readers would count them
+                    stray.unlink()
+                _write_card(folder)
         self._next = manifest.next_index(folder)
         self._lock = threading.Lock()
 
@@ -105,17 +148,47 @@ class ShardWriter:
             if rows == 0:
                 self.replace_metadata(metadata)
                 return None
-            name = shard_name(self._next)
-            self._next += 1
-            first = self.manifest.rows
-            shard = Dataset(
-                dict(tensors), CircularState(0, 0, True), {"shard": {"first_row": first}}
-            )
-            missing = self._schema(shard)
-            entry = _write_shard(shard, self.folder / name, missing)
+            entry = self._write(tensors)
             self.manifest.shards.append(entry)
             self._save(metadata)
             return entry
+
+    def _write(self, tensors: Mapping[str, Any]) -> ShardEntry:
+        """Write ``tensors`` as a new shard after the listed ones; its entry, not yet listed."""
+        name = shard_name(self._next, self.shard_format)
+        self._next += 1
+        first = self.manifest.rows
+        shard = Dataset(dict(tensors), CircularState(0, 0, True), {"shard": {"first_row": first}})
+        missing = self._schema(shard)
+        path = self.folder / name
+        if self.shard_format == DEFAULT_SHARD_FORMAT:
+            return _write_shard(shard, path, missing)
+        from expcli.formats.parquet_format import write_shard
+
+        position = len(self.manifest.shards)
+        compression = self.manifest.header.get(COMPRESSION_KEY)
+        carry = write_shard(
+            shard,
+            path,
+            overwrite=True,
+            compression=None if compression is None else str(compression),
+            carry=self._carry(position - 1),
+        )
+        self._carries[position] = carry
+        size = regular_size(path)
+        return ShardEntry(name, shard.memory_size, size, file_crc32(path), missing)
+
+    def _carry(self, position: int) -> Carry | None:
+        """The bookkeeping after the listed shard at ``position`` (None: before the first)."""
+        if position < 0:
+            return None
+        carry = self._carries.get(position)
+        if carry is None:
+            from expcli.formats.parquet_format import shard_carry
+
+            carry = shard_carry(self.folder / self.manifest.shards[position].file)
+            self._carries[position] = carry
+        return carry
 
     def _schema(self, shard: Dataset) -> tuple[str, ...]:
         """Add the shard's new tensors to the manifest; return the folder's it lacks.
@@ -158,15 +231,10 @@ class ShardWriter:
         deleted.
         """
         with self._lock:
+            if self.shard_format != DEFAULT_SHARD_FORMAT:
+                self._carry(len(self.manifest.shards) - 2)  # read before the shard goes
             old = self.manifest.shards.pop()
-            name = shard_name(self._next)
-            self._next += 1
-            first = self.manifest.rows
-            shard = Dataset(
-                dict(tensors), CircularState(0, 0, True), {"shard": {"first_row": first}}
-            )
-            missing = self._schema(shard)
-            self.manifest.shards.append(_write_shard(shard, self.folder / name, missing))
+            self.manifest.shards.append(self._write(tensors))
             self._save(metadata)
             with contextlib.suppress(OSError):
                 (self.folder / old.file).unlink()
@@ -181,11 +249,65 @@ class ShardWriter:
         self.manifest.save(self.folder)
 
 
-_KEPT = ("schema", "expcli_version", "created", "num_envs", "tensors")
+_KEPT = (
+    "schema",
+    "expcli_version",
+    "created",
+    "num_envs",
+    "tensors",
+    FORMAT_KEY,
+    COMPRESSION_KEY,
+)
 _HEADER_KEYS = frozenset(
     {"schema", "expcli_version", "num_envs", "memory_size", "memory_index", "env_index"}
-    | {"filled", "written", "tensors"}
+    | {"filled", "written", "tensors", FORMAT_KEY, COMPRESSION_KEY}
 )
+
+
+def new_manifest(
+    header: Mapping[str, Any], shard_format: str | None = None, compression: str | None = None
+) -> Manifest:
+    """The manifest of a new folder of ``header``'s dataset, its shards in ``shard_format``.
+
+    ``compression``: a Parquet shard's (None: zstd); npz shards are never compressed.
+
+    Raises:
+        ConfigError: A format that cannot be a shard, or a compression it does not take.
+    """
+    from expcli.formats._manifest import SHARD_FORMATS
+
+    kind = shard_format or DEFAULT_SHARD_FORMAT
+    if kind not in SHARD_FORMATS:
+        raise ConfigError(
+            f"--shard-format takes {', '.join(SHARD_FORMATS)}; got {str(shard_format)!r}"
+        )
+    extra: dict[str, Any] = {}
+    if kind != DEFAULT_SHARD_FORMAT:
+        extra[FORMAT_KEY] = kind
+        if compression is not None:
+            from expcli.formats.parquet_format import PARQUET_COMPRESSIONS
+
+            if compression.lower() not in PARQUET_COMPRESSIONS:
+                raise ConfigError(
+                    f"Parquet shards take compression {', '.join(PARQUET_COMPRESSIONS)}; got "
+                    f"{compression!r}"
+                )
+            extra[COMPRESSION_KEY] = compression.lower()
+    elif compression not in (None, "none"):
+        raise ConfigError(
+            f"npz shards are not compressed (got compression {compression!r}); "
+            "use --shard-format parquet"
+        )
+    return Manifest({**header, **extra})
+
+
+def _write_card(folder: Path) -> None:
+    """Write the folder's ``README.md`` (its dataset card) unless it holds one."""
+    card = folder / CARD
+    if card.exists():
+        return
+    with atomic_write(card, "w") as f:
+        f.write(_CARD_TEXT)
 
 
 def user_metadata(header: Mapping[str, Any]) -> dict[str, Any]:
@@ -203,17 +325,26 @@ def _write_shard(shard: Dataset, path: Path, missing: tuple[str, ...] = ()) -> S
 
 
 def write(
-    dataset: Dataset, path: Path, *, overwrite: bool, shard_bytes: int = DEFAULT_SHARD_BYTES
+    dataset: Dataset,
+    path: Path,
+    *,
+    overwrite: bool,
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    shard_format: str | None = None,
+    compression: str | None = None,
 ) -> None:
     """Write ``dataset`` as a sharded folder, reading it a shard of rows at a time.
 
     The folder is built beside the target under a temporary name and renamed into place
-    when complete (an existing folder is replaced only with ``overwrite``).
+    when complete (an existing folder is replaced only with ``overwrite``). Its shards are
+    ``shard_format`` files (npz by default; Parquet ones ``compression``-ed, zstd by default).
 
     Raises:
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
         OutputError: The folder cannot be written.
+        ConfigError: A format that cannot be a shard, or a compression it does not take.
     """
+    manifest = new_manifest(dataset.header(), shard_format, compression)
     if os.path.lexists(path) and not overwrite:
         raise OutputExistsError(path)
     if os.path.lexists(path) and not is_sharded_folder(path):
@@ -222,9 +353,8 @@ def write(
         )
     tmp = create_temp(path, folder=True)
     try:
-        header = dataset.header()
-        writer = ShardWriter(tmp, Manifest(header), dataset.state)
-        metadata = user_metadata(header)
+        writer = ShardWriter(tmp, manifest, dataset.state)
+        metadata = user_metadata(manifest.header)
         step = shard_rows(dataset.tensors, shard_bytes)
         for start in range(0, dataset.memory_size, step):
             rows = {name: a[start : start + step] for name, a in dataset.tensors.items()}
@@ -278,7 +408,7 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
             key="num_envs",
         )
     by_name = {s.name: s for s in specs}
-    maps = _ShardMaps(path, manifest.shards, by_name, num)
+    maps = _ShardMaps(path, manifest.shards, by_name, num, manifest.shard_format)
     for index in range(len(manifest.shards)):
         maps.check(index)
     rows = manifest.rows
@@ -372,12 +502,27 @@ class _ShardMaps:
     """
 
     def __init__(
-        self, folder: Path, shards: list[ShardEntry], specs: Mapping[str, Any], num_envs: int
+        self,
+        folder: Path,
+        shards: list[ShardEntry],
+        specs: Mapping[str, Any],
+        num_envs: int,
+        shard_format: str = DEFAULT_SHARD_FORMAT,
     ) -> None:
         self.folder, self.shards, self.specs, self.num_envs = folder, shards, specs, num_envs
+        self.mapped = shard_format == DEFAULT_SHARD_FORMAT
         self._open: OrderedDict[int, dict[str, Any]] = OrderedDict()
         self._mapped_bytes = 0
         self._lock = threading.Lock()
+        self._closers: dict[int, Callable[[], None]] = {}
+        # a Parquet shard keeps a decoded row group of each tensor read: its rows' bytes
+        self._row_bytes = num_envs * sum(
+            int(np.prod(spec.shape)) * np.dtype(spec.dtype).itemsize for spec in specs.values()
+        )
+
+    def _weight(self, shard: int) -> int:
+        entry = self.shards[shard]
+        return entry.bytes if self.mapped else max(entry.bytes, entry.rows * self._row_bytes)
 
     def member(self, shard: int, name: str) -> Any:
         with self._lock:
@@ -385,35 +530,37 @@ class _ShardMaps:
             if members is None:
                 members = self._map(shard)
                 self._open[shard] = members
-                self._mapped_bytes += self.shards[shard].bytes
+                self._mapped_bytes += self._weight(shard)
                 while len(self._open) > 1 and (
                     len(self._open) > _MAPPED_SHARDS or self._mapped_bytes > _MAPPED_BYTES
                 ):
-                    # views still in use keep their mapping
+                    # views still in use keep their mapping (a Parquet file: its reader)
                     evicted, _ = self._open.popitem(last=False)
-                    self._mapped_bytes -= self.shards[evicted].bytes
+                    self._closers.pop(evicted, None)
+                    self._mapped_bytes -= self._weight(evicted)
             else:
                 self._open.move_to_end(shard)
             return members[name]
 
-    def check(self, shard: int) -> dict[str, Any]:
+    def check(self, shard: int, keep: bool = False) -> dict[str, Any]:
         """The shard's members, unread, after checking them against the manifest.
+
+        ``keep``: a Parquet shard stays open (its members read through it) until the folder
+        is closed or the shard evicted; else it is closed.
 
         Raises:
             FormatError: The shard is missing, not a regular file, not the size listed, or
                 damaged.
             SchemaError: Its members are not the manifest's tensors in kind and shape.
         """
-        from expcli.formats.npz_format import open_lazy as open_npz
-
         entry = self.shards[shard]
         path = self.folder / entry.file
         _check_size(self.folder, entry)
-        try:
-            lazy, close = open_npz(path)
-        except OSError as e:  # unreadable (permissions, I/O): the folder's fault, named
-            raise FormatError(f"cannot be read ({e.strerror or e})", path=path) from None
-        close()
+        lazy, close = self._open_shard(path)
+        if self.mapped or not keep:
+            close()
+        else:  # its rows are read through the open file; closed with the folder
+            self._closers[shard] = close
         extra = sorted(set(lazy.tensors) - set(self.specs))
         if extra:
             raise SchemaError(
@@ -448,10 +595,20 @@ class _ShardMaps:
                 )
         return dict(lazy.tensors)
 
+    def _open_shard(self, path: Path) -> tuple[Dataset, Callable[[], None]]:
+        if self.mapped:
+            from expcli.formats.npz_format import open_lazy as open_shard
+        else:
+            from expcli.formats.parquet_format import open_lazy as open_shard
+        try:
+            return open_shard(path)
+        except OSError as e:  # unreadable (permissions, I/O): the folder's fault, named
+            raise FormatError(f"cannot be read ({e.strerror or e})", path=path) from None
+
     def _map(self, shard: int) -> dict[str, Any]:
         entry = self.shards[shard]
         path = self.folder / entry.file
-        arrays = self.check(shard)
+        arrays = self.check(shard, keep=True)
         expected = entry.rows, self.num_envs
         members: dict[str, Any] = {}
         mapped: mmap.mmap | None = None
@@ -474,3 +631,6 @@ class _ShardMaps:
         with self._lock:
             self._open.clear()
             self._mapped_bytes = 0
+            closers, self._closers = self._closers, {}
+        for close in closers.values():
+            close()

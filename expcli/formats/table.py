@@ -100,6 +100,11 @@ def compressing_formats() -> tuple[str, ...]:
     return tuple(r.name for r in format_rows() if r.compresses)
 
 
+def shard_formats() -> tuple[str, ...]:
+    """Names of the formats a sharded folder's shards may be in, the default (npz) first."""
+    return tuple(r.name for r in format_rows() if r.shard)
+
+
 def stream_formats() -> tuple[str, ...]:
     """Names of the formats written front to back to a stream, in help-text order."""
     rows = [r for r in format_rows() if r.streaming is not None]
