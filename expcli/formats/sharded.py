@@ -12,10 +12,14 @@ Shards may instead be Parquet files (``shard-000000.parquet``, the manifest's
 ``shard_format``), each a complete expcli Parquet file whose bookkeeping columns
 (``index``, ``row``, ``episode_index``, ``frame_index``) count across the folder, so that
 pyarrow, polars, duckdb, Ray Data and HF ``datasets`` read the shard glob as one table. Such
-a folder also holds a dataset card, ``README.md``, whose ``configs`` name the shards: so
-``datasets.load_dataset(FOLDER)`` reads them (and not ``manifest.json``). A writer going on
-with such a folder (``--resume``) first removes the shard files the manifest does not list,
-which those readers would otherwise count.
+a folder also holds a dataset card, ``README.md``, saying so. The card has no YAML
+``configs``: ``datasets.load_dataset(FOLDER)`` then infers its builder from the files, and
+Parquet wins over the one ``manifest.json`` (``infer_module_for_data_files_list`` sorts by
+count, Parquet first on a tie), while a ``configs`` entry would make its cache key the
+config's name alone: a folder loaded before a ``--resume`` would be read from the stale
+cache after it (measured with datasets 4). A writer going on with such a folder
+(``--resume``) first removes the shard files the manifest does not list, which those
+readers would otherwise count.
 """
 
 from __future__ import annotations
@@ -82,20 +86,17 @@ CARD = "README.md"
 """The dataset card of a folder of Parquet shards (HF ``datasets`` reads its ``configs``)."""
 COMPRESSION_KEY = "shard_compression"
 """The manifest's key naming its Parquet shards' compression (absent: the format's own)."""
-_CARD_TEXT = """---
-configs:
-- config_name: default
-  data_files:
-  - split: train
-    path: shard-*.parquet
----
-# An expcli dataset: Parquet shards
+_CARD_TEXT = """# An expcli dataset: Parquet shards
 
 One row per transition, in the order collected: `index`, `episode_index`, `frame_index`,
 `env`, `row`, then one column per tensor (`observations`, `actions`, `rewards`,
 `terminated`, `truncated`, ...). `manifest.json` lists the complete shards (a reader of
 the glob `shard-*.parquet` sees the same rows once a run has ended); each shard's footer
 holds the whole expcli metadata. Written by expcli; `expcli inspect` describes it.
+
+`datasets.load_dataset(FOLDER)` reads the shards (it prefers Parquet files to the one JSON
+file), `polars.scan_parquet("FOLDER/shard-*.parquet")`, duckdb's
+`read_parquet('FOLDER/shard-*.parquet')` and `ray.data.read_parquet("FOLDER")` too.
 """
 
 

@@ -40,13 +40,16 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> expcli.Dataset:
     return expcli.load(path)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(
+    ("seed", "shard_format"), [(1, "npz"), (2, "npz"), (3, "npz"), (4, "parquet")]
+)
 def test_kill_9_leaves_the_first_rows_and_resume_finishes(
-    tmp_path: Path, reference: expcli.Dataset, seed: int
+    tmp_path: Path, reference: expcli.Dataset, seed: int, shard_format: str
 ) -> None:
     folder = tmp_path / "run"
+    shards = ["--shard-size", "250", "--shard-format", shard_format]
     child = subprocess.Popen(
-        [*EXPCLI, *RUN, "--steps", str(STEPS), "-o", str(folder), "--shard-size", "250", "-q"],
+        [*EXPCLI, *RUN, "--steps", str(STEPS), "-o", str(folder), *shards, "-q"],
         env=ENV,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -63,11 +66,16 @@ def test_kill_9_leaves_the_first_rows_and_resume_finishes(
     rows = killed.memory_size
     for name, want in reference.tensors.items():
         assert np.array_equal(killed.tensors[name], want[:rows]), name
+    if shard_format == "parquet" and rows:
+        assert_readers_see(folder, rows * 2, complete=False)
 
     if rows * 2 < STEPS:
         expcli_cli("collect", "--resume", str(folder), "-q")
         whole = expcli.load(folder)
         assert len(whole) == STEPS
+        if shard_format == "parquet":
+            assert {p.suffix for p in folder.glob("shard-*")} == {".parquet"}
+            assert_readers_see(folder, STEPS, complete=True)
         collector = whole.metadata["collector"]
         assert collector["steps"] == STEPS and len(collector["segments"]) == 2
         kept = {k: v for k, v in reference.tensors.items() if k != "truncated"}
@@ -77,6 +85,32 @@ def test_kill_9_leaves_the_first_rows_and_resume_finishes(
             cut = whole.tensors["truncated"][rows - 1, :, 0]
             ended = reference.tensors["terminated"][rows - 1, :, 0]
             assert (cut | ended).all()  # every episode the kill cut ends in the last stored row
+
+
+def assert_readers_see(folder: Path, transitions: int, *, complete: bool) -> None:
+    """pyarrow, polars, duckdb and HF ``datasets`` read the Parquet shards' transitions.
+
+    A kill between a shard's rename and the manifest's update leaves one shard more than the
+    manifest lists (``--resume`` removes it): those rows are real, and in order. HF's cache
+    is the folder's (kept between calls): a folder read again after ``--resume`` is read anew.
+    """
+    import duckdb
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    pattern = str(folder / "shard-*.parquet")
+    index = pq.read_table(sorted(folder.glob("shard-*.parquet")))["index"].to_numpy()
+    assert np.array_equal(index, np.arange(len(index)))  # each transition once, in order
+    assert len(index) == transitions or not complete and len(index) > transitions
+    assert pl.scan_parquet(pattern).select(pl.len()).collect().item() == len(index)
+    count = duckdb.connect().execute("SELECT count(*) FROM read_parquet(?)", [pattern])
+    assert count.fetchall() == [(len(index),)]
+    script = "import datasets, sys; print(datasets.load_dataset(sys.argv[1])['train'].num_rows)"
+    env = {**ENV, "HF_HOME": str(folder.parent / "hf"), "HF_DATASETS_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(folder)], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0 and int(done.stdout) == len(index), done.stderr
 
 
 def test_ctrl_c_flushes_the_staging_area(tmp_path: Path) -> None:
