@@ -119,7 +119,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | N
         SchemaError: A tensor is named as a bookkeeping column, or the metadata is not JSON.
         OutputExistsError, OutputError: As ``atomic_path``.
     """
-    write_shard(dataset, path, overwrite=overwrite, compression=compression)
+    _write(dataset, path, overwrite, compression, Carry.start(dataset.num_envs))
 
 
 def write_shard(
@@ -130,11 +130,22 @@ def write_shard(
     compression: str | None = None,
     carry: Carry | None = None,
 ) -> Carry:
-    """``write``, the bookkeeping columns going on from ``carry`` (a folder's earlier shards).
+    """``write`` a folder's shard (full rows), its bookkeeping going on from ``carry``.
 
     Returns:
         The carry after the file's rows (for the folder's next shard).
     """
+    carry = carry or Carry.start(dataset.num_envs)
+    book = _write(dataset, path, overwrite, compression, carry)
+    with np.errstate(invalid="ignore"):
+        done = done_flags(dataset.tensors, dataset.memory_size, dataset.num_envs)
+    return carry.after(book, done, dataset.memory_size)
+
+
+def _write(
+    dataset: Dataset, path: Path, overwrite: bool, compression: str | None, carry: Carry
+) -> dict[str, np.ndarray]:
+    """Write the file; its bookkeeping columns."""
     pq = pyarrow_parquet()
     import pyarrow as pa
 
@@ -160,7 +171,6 @@ def write_shard(
         "columns": {c.spec.name: c.encoding for c in columns},
     }
     stored = [c for c in columns if c.encoding != EMPTY]
-    carry = carry or Carry.start(envs)
     book = transition_columns(dataset.tensors, start, count, valid, envs, carry)
     schema = pa.schema(
         [pa.field(name, pa.from_numpy_dtype(book[name].dtype)) for name in BOOKKEEPING]
@@ -188,9 +198,7 @@ def write_shard(
                 to_arrow(c, _cells(dataset.tensors[c.spec.name], flat, envs)) for c in stored
             ]
             writer.write_table(pa.Table.from_arrays(arrays, schema=schema), row_group_size=stop)
-    with np.errstate(invalid="ignore"):
-        done = done_flags(dataset.tensors, dataset.memory_size, envs)
-    return carry.after(book, done, dataset.memory_size)
+    return book
 
 
 def shard_carry(path: Path) -> Carry:

@@ -354,7 +354,7 @@ def _folder_mutant(
 ) -> tuple[str, Outcomes]:
     """Make folder mutant ``number`` in ``work``; run each operation and check what it left."""
     data, outside, recipe, valid = folder_fuzz.make_folder_mutant(
-        folder_fuzz.FOLDER_SEED, work, number, settings.campaign
+        folder_fuzz.seed_for(number), work, number, settings.campaign
     )
     out = work / "out"
     out.mkdir()

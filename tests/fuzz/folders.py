@@ -41,6 +41,7 @@ from tests.fuzz.structure import _npy, _npz_members, _write_npz
 
 FOLDER_CORPUS = Path(__file__).with_name("folder_corpus")
 FOLDER_SEED = FOLDER_CORPUS / "cartpole"
+PARQUET_SEED = FOLDER_CORPUS / "cartpole_parquet"  # the same run in Parquet shards
 MARKER = 271828.1875  # exact in float32 and float64; no seed value is this
 TEXT_MARKER = "outside-sentinel-5f3a9c"
 CODE_RAN = "CODE_RAN"
@@ -48,7 +49,7 @@ CODE_RAN = "CODE_RAN"
 FolderMutation = Callable[[Path, Path, random.Random], str]
 
 
-def build_seed(folder: Path = FOLDER_SEED) -> Path:
+def build_seed(folder: Path = FOLDER_SEED, shard_format: str = "npz") -> Path:
     """Collect the folder seed anew: CartPole, 2 envs, 8 steps, shards of 2 rows."""
     if folder.exists():
         shutil.rmtree(folder)
@@ -56,7 +57,7 @@ def build_seed(folder: Path = FOLDER_SEED) -> Path:
     args = ["CartPole-v1", "-n", "2", "--steps", "8", "--shard-size", "2", "--seed", "0"]
     subprocess.run(
         [sys.executable, "-m", "expcli", "collect", *args, "--mode", "dummy", "-q"]
-        + ["-o", str(folder)],
+        + ["--shard-format", shard_format, "-o", str(folder)],
         check=True,
     )
     return folder
@@ -91,6 +92,17 @@ def sentinel_times(outside: Path) -> dict[str, int]:
     return {p.name: p.stat().st_atime_ns for p in sorted(outside.iterdir()) if p.is_file()}
 
 
+def seed_for(number: int) -> Path:
+    """The seed of folder mutant ``number``: every fourth is the Parquet-shard folder."""
+    return PARQUET_SEED if number % 4 == 3 else FOLDER_SEED
+
+
+def _shards(folder: Path) -> list[str]:
+    """The names of the seed's two shard files, in order."""
+    names = sorted(p.name for p in folder.iterdir() if p.name.startswith("shard-"))
+    return names[:2]
+
+
 def make_folder_mutant(
     seed: Path, work: Path, number: int, campaign: int
 ) -> tuple[Path, Path, str, bool]:
@@ -110,7 +122,7 @@ def make_folder_mutant(
         (2.0, _manifest_structure),
         (3.0, _hostile_kind),
         (1.5, _damage_bytes),
-        (1.0, _shard_content),
+        (1.0, _parquet_content if seed == PARQUET_SEED else _shard_content),
         (1.0, _code_settings),
         (1.0, _valid_change),
     ]
@@ -131,7 +143,7 @@ def make_folder_mutant(
 def _sentinels(folder: Path, outside: Path) -> None:
     """A shard and a manifest outside the folder, each marked, and a policy that leaves a trace."""
     outside.mkdir(parents=True, exist_ok=True)
-    members = _npz_members(folder / "shard-000000.npz")
+    members = _npz_members(FOLDER_SEED / "shard-000000.npz")
     for name, raw in list(members.items()):
         array = np.load(io.BytesIO(raw))
         if array.dtype.kind == "f":
@@ -280,7 +292,7 @@ def _manifest_structure(folder: Path, outside: Path, rng: random.Random) -> str:
 
 def _hostile_kind(folder: Path, outside: Path, rng: random.Random) -> str:
     """The manifest or a shard replaced by a link out of the folder, a pipe, a folder."""
-    target = rng.choice(["manifest.json", "shard-000000.npz", "shard-000001.npz"])
+    target = rng.choice(["manifest.json", *_shards(folder)])
     path = folder / target
     kind = rng.choice(["fifo", "folder", "link zero", "link outside", "link outside", "empty"])
     path.unlink()
@@ -306,7 +318,7 @@ def _hostile_kind(folder: Path, outside: Path, rng: random.Random) -> str:
 
 def _damage_bytes(folder: Path, outside: Path, rng: random.Random) -> str:
     """Byte damage to the manifest or a shard."""
-    path = folder / rng.choice(["manifest.json", "shard-000000.npz", "shard-000001.npz"])
+    path = folder / rng.choice(["manifest.json", *_shards(folder)])
     data = bytearray(path.read_bytes())
     steps = [_damage(data, rng) for _ in range(rng.choice([1, 1, 2, 4]))]
     path.write_bytes(bytes(data))
@@ -346,6 +358,47 @@ def _shard_content(folder: Path, outside: Path, rng: random.Random) -> str:
     return f"shard-000000.npz {how}"
 
 
+def _parquet_content(folder: Path, outside: Path, rng: random.Random) -> str:
+    """A Parquet shard damaged or rewritten with the manifest agreeing (its size and CRC).
+
+    Only the shard's own checks (footer, page checksums, column types, its metadata against
+    the manifest) can tell: a damaged byte, the other shard's file, a column of another type.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = folder / "shard-000000.parquet"
+    how = rng.choice(["damaged", "damaged", "swap files", "other type", "no metadata"])
+    if how == "damaged":
+        data = bytearray(path.read_bytes())
+        steps = [_damage(data, rng) for _ in range(rng.choice([1, 2, 4]))]
+        path.write_bytes(bytes(data))
+        how += " (" + ", ".join(steps) + ")"
+    elif how == "swap files":
+        other = folder / "shard-000001.parquet"
+        a, b = path.read_bytes(), other.read_bytes()
+        path.write_bytes(b)
+        other.write_bytes(a)
+    else:
+        table = pq.read_table(path)
+        if how == "other type":
+            index = table.schema.get_field_index("rewards")
+            table = table.set_column(index, "rewards", pa.array([0.5] * len(table), pa.float64()))
+        else:
+            table = table.replace_schema_metadata(None)
+        pq.write_table(table, path)
+    manifest = _load(folder)
+    for entry in manifest["shards"]:
+        name = entry["file"]
+        if name in (path.name, "shard-000001.parquet"):
+            from expcli.formats._manifest import file_crc32
+
+            entry["bytes"] = (folder / name).stat().st_size
+            entry["crc32"] = file_crc32(folder / name)
+    _save(folder, manifest)
+    return f"{path.name} {how}, manifest updated"
+
+
 def _code_settings(folder: Path, outside: Path, rng: random.Random) -> str:
     """Recorded settings that name code outside the folder (never run by a read)."""
     manifest = _load(folder)
@@ -376,7 +429,8 @@ def _valid_change(folder: Path, outside: Path, rng: random.Random) -> str:
     elif how == "reordered":
         _save(folder, dict(reversed(list(manifest.items()))), compact=rng.random() < 0.5)
     elif how == "stray shard":
-        shutil.copyfile(folder / "shard-000000.npz", folder / "shard-000007.npz")
+        first = _shards(folder)[0]
+        shutil.copyfile(folder / first, folder / first.replace("000000", "000007"))
     elif how == "lock file":
         (folder / ".lock").write_text("12345 host 2026-01-01\n")
     else:
@@ -386,3 +440,4 @@ def _valid_change(folder: Path, outside: Path, rng: random.Random) -> str:
 
 if __name__ == "__main__":
     print(build_seed(Path(sys.argv[1]) if len(sys.argv) > 1 else FOLDER_SEED))
+    print(build_seed(PARQUET_SEED, "parquet"))

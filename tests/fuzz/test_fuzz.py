@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from expcli import load
 from expcli.errors import ExpcliError
 from tests.fuzz.campaign import FOLDER_OPS, OPS, Settings, run_campaign
-from tests.fuzz.folders import FOLDER_SEED
+from tests.fuzz.folders import FOLDER_SEED, PARQUET_SEED
 from tests.fuzz.mutations import kind
 from tests.fuzz.seeds import CORPUS, seeds
 
@@ -74,6 +75,20 @@ def test_the_folder_seed_is_a_small_collected_folder() -> None:
         "shard-000001.npz",
     ]
     assert sum(p.stat().st_size for p in FOLDER_SEED.iterdir()) < 16 * 1024
+
+
+def test_the_parquet_folder_seed_is_the_same_run_in_parquet_shards() -> None:
+    """Every fourth folder mutant starts from it (``folders.seed_for``)."""
+    dataset, npz = load(PARQUET_SEED), load(FOLDER_SEED)
+    for name, want in npz.tensors.items():
+        assert np.array_equal(dataset.tensors[name], want), name
+    assert sorted(p.name for p in PARQUET_SEED.iterdir()) == [
+        "README.md",
+        "manifest.json",
+        "shard-000000.parquet",
+        "shard-000001.parquet",
+    ]
+    assert sum(p.stat().st_size for p in PARQUET_SEED.iterdir()) < 24 * 1024
 
 
 def test_no_folder_mutant_escapes_hangs_reads_outside_or_changes_the_folder(
