@@ -1,6 +1,7 @@
 """A synthetic env that is never the bottleneck: a constant uint8 frame, a fixed-length
 episode. Importing this module registers ``ConstantFrame-v0`` (84x84x4 by default;
-``shape`` kwarg), so ``expcli collect benchmarks.frame_env:ConstantFrame-v0`` finds it."""
+``shape`` kwarg), so ``expcli collect benchmarks.frame_env:ConstantFrame-v0`` finds it, and
+``NoisyFrames-v0``: the same, cycling through frames that do not compress to nothing."""
 
 from __future__ import annotations
 
@@ -31,5 +32,42 @@ class ConstantFrame(gym.Env[np.ndarray, np.int64]):
         return self._frame, 1.0, False, self._t >= self._length, {}
 
 
+class NoisyFrames(ConstantFrame):
+    """Cycles through ``count`` frames that compress as Atari frames roughly do.
+
+    Mostly background, with a 40x60 patch of 2-bit noise (``benchmarks/parquet.py``'s frames),
+    drawn anew from the seed of each reset, so that envs seeded apart differ: a compressing
+    writer has real work, unlike with one constant frame.
+    """
+
+    def __init__(
+        self, shape: tuple[int, ...] = (84, 84, 4), length: int = 1000, count: int = 64
+    ) -> None:
+        super().__init__(shape, length)
+        self._shape, self._count = tuple(shape), count
+        self._frames = self._draw(0)
+
+    def _draw(self, seed: int) -> np.ndarray:
+        rng = np.random.default_rng(seed)
+        frames = np.zeros((self._count, *self._shape), np.uint8)
+        patch = (self._count, 40, 60, *self._shape[2:])
+        frames[:, 20:60, 10:70] = rng.integers(0, 4, patch, dtype=np.uint8) * 60
+        return frames
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed, options=options)
+        if seed is not None:
+            self._frames = self._draw(seed)
+        return self._frames[0], {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        _, reward, terminated, truncated, info = super().step(action)
+        return self._frames[self._t % self._count], reward, terminated, truncated, info
+
+
 if "ConstantFrame-v0" not in gym.registry:
     gym.register("ConstantFrame-v0", entry_point=ConstantFrame)
+if "NoisyFrames-v0" not in gym.registry:
+    gym.register("NoisyFrames-v0", entry_point=NoisyFrames)
