@@ -10,9 +10,9 @@ What it measures
       medians of ``--repeats`` run round-robin so that load hits all alike. Target
       (issue 23): Parquet >= 0.7x npz.
     * ``ReplayBuffer`` sampling (uniform batches of 256 transitions, every tensor gathered)
-      from the large NoisyFrames run's two folders, opened lazily as ``expcli sample`` opens them: npz
-      shards are mapped, so a batch reads its rows; a Parquet shard is compressed, so a
-      batch decodes each row group it touches. Medians of the batch times.
+      from the large NoisyFrames run's two folders, opened lazily as ``expcli sample``
+      opens them: npz shards are mapped, so a batch reads its rows; a Parquet shard is
+      compressed, so a batch decodes each row group it touches. Medians of the batch times.
 
 Run it
     python benchmarks/parquet_shards.py            # about 3 minutes on 2 cores

@@ -132,11 +132,13 @@ def convert(
     verify: bool = False,
     progress: Progress | None = None,
     num_envs: int | None = None,
+    shard_format: str | None = None,
 ) -> ConvertResult:
     """Convert a dataset file to another format or layout, losslessly.
 
     ``num_envs``: env columns of a source that does not record them (a CSV without
-    sidecar, a D4RL file), as ``load`` takes it.
+    sidecar, a D4RL file), as ``load`` takes it. ``shard_format``: a sharded folder
+    target's shards (``npz``, the default, or ``parquet``).
 
     ``overwrite`` defaults to True, as for ``save`` (and ``np.save``, ``torch.save``): the
     Python API replaces an existing target, atomically, unless told ``overwrite=False``.
@@ -163,7 +165,7 @@ def convert(
         report("write", 0.0)
         if progress is not None and layout is Layout.EXPCLI:
             dataset = _reporting(dataset, lambda done: report("write", done))
-        write_checked(dataset, target, fmt, layout, compression, sums, overwrite)
+        write_checked(dataset, target, fmt, layout, compression, sums, overwrite, shard_format)
         report("write", 1.0)
     finally:
         close()

@@ -48,6 +48,14 @@ def convert_cmd(
         bool, typer.Option("--verify", help="Read the output back and compare every tensor first.")
     ] = False,
     num_envs: NumEnvs = None,
+    shard_format: Annotated[
+        str | None,
+        typer.Option(
+            "--shard-format",
+            help="A folder DST (no suffix): its shards' format: {shard_formats}.",
+            show_default="npz",
+        ),
+    ] = None,
 ) -> None:
     """Convert a dataset between {titles} (and foreign layouts), losslessly."""
     from rich.markup import escape
@@ -56,6 +64,8 @@ def convert_cmd(
 
     warn_unrecorded_envs(src, num_envs)
     if str(dst) == "-":
+        if shard_format is not None:
+            raise ConfigError("writing to stdout (-): --shard-format is for a folder DST")
         _to_stdout(src, to, compression, layout, verify, num_envs)
         return
     with file_progress(src, "converting", min_bytes=PROGRESS_MIN_BYTES, total=2.0) as bar:
@@ -70,6 +80,7 @@ def convert_cmd(
             verify=verify,
             progress=progress,
             num_envs=num_envs,
+            shard_format=shard_format,
         )
     read, written = (escape(printable(str(p))) for p in (result.src, result.dst))
     out_console().print(

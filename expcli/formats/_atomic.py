@@ -32,6 +32,7 @@ __all__ = [
     "atomic_write",
     "check_before_commit",
     "check_can_write",
+    "commit_check_deferred",
     "check_writable",
     "create_temp",
     "fsync_dir",
@@ -100,6 +101,21 @@ def check_before_commit(check: Callable[[Path], None]) -> Iterator[None]:
     token = _before_commit.set(check)
     try:
         yield
+    finally:
+        _before_commit.reset(token)
+
+
+@contextlib.contextmanager
+def commit_check_deferred() -> Iterator[Callable[[Path], None] | None]:
+    """For a writer of a folder: the block's own files skip ``check_before_commit``'s check.
+
+    Yields the check (None: there is none), for the writer to run once on its complete
+    temporary folder before renaming it into place.
+    """
+    check = _before_commit.get()
+    token = _before_commit.set(None)
+    try:
+        yield check
     finally:
         _before_commit.reset(token)
 

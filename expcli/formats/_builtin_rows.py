@@ -24,7 +24,14 @@ if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
     from expcli.formats.hdf5_format import ForeignLayouts
 
-__all__ = ["FORMAT_ROWS", "LAYOUT_ROWS", "MINARI_FOLDER", "SHARDED_FOLDER", "read_foreign_hdf5"]
+__all__ = [
+    "FORMAT_ROWS",
+    "LAYOUT_ROWS",
+    "MINARI_FOLDER",
+    "SHARDED_FOLDER",
+    "read_foreign_hdf5",
+    "write_shards",
+]
 
 SHARDED_FOLDER = "folder"
 """The format of a sharded dataset folder (shards and a ``manifest.json``)."""
@@ -187,6 +194,17 @@ def _write_folder(
     from expcli.formats import sharded
 
     sharded.write(dataset, path, overwrite=overwrite)
+
+
+def write_shards(
+    dataset: Dataset, path: Path, shard_format: str, *, overwrite: bool, compression: str | None
+) -> None:
+    """Write a sharded folder whose shards are ``shard_format`` files (``compression``-ed)."""
+    from expcli.formats import sharded
+
+    sharded.write(
+        dataset, path, overwrite=overwrite, shard_format=shard_format, compression=compression
+    )
 
 
 FORMAT_ROWS: tuple[FormatRow, ...] = (

@@ -72,15 +72,19 @@ def write_checked(
     compression: str | None,
     checksums: dict[str, str] | None,
     overwrite: bool,
+    shard_format: str | None = None,
 ) -> None:
     """Write beside the target under a temporary name, check, then rename into place.
 
     Refuse at once what cannot fit in the target's folder, or what another process writes
-    (``OutputLockedError``: the target's lock is held while writing).
+    (``OutputLockedError``: the target's lock is held while writing). ``shard_format``: a
+    sharded folder's shards (None: npz).
     """
     try:
         with OutputLock(target):
-            _write_checked(dataset, target, fmt, layout, compression, checksums, overwrite)
+            _write_checked(
+                dataset, target, fmt, layout, compression, checksums, overwrite, shard_format
+            )
     except OutputError as e:
         fresh = recount_free(e, target)  # the lock file let go of its bytes too
         if fresh is e:
@@ -96,10 +100,11 @@ def _write_checked(
     compression: str | None,
     checksums: dict[str, str] | None,
     overwrite: bool,
+    shard_format: str | None = None,
 ) -> None:
     with output_errors(target, every=True):
         target.parent.mkdir(parents=True, exist_ok=True)
-    row = format_row(fmt)
+    row = format_row(shard_format or fmt)  # Parquet shards: sized as Parquet
     needed = None
     if layout is Layout.EXPCLI and row is not None:  # a foreign layout's size is not told
         needed = estimate_size(dataset.tensors, row, compression)
@@ -114,7 +119,14 @@ def _write_checked(
         if checksums is not None:
             verifying = check_before_commit(lambda tmp: _verify(tmp, fmt, checksums, target))
         with verifying:
-            write_dataset(dataset, target, fmt, overwrite=overwrite, compression=compression)
+            write_dataset(
+                dataset,
+                target,
+                fmt,
+                overwrite=overwrite,
+                compression=compression,
+                shard_format=shard_format,
+            )
     except OutputError as e:
         if e.errno not in DISK_FULL or e.needed is not None or needed is None:
             raise

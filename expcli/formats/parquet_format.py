@@ -22,6 +22,7 @@ columns must have exactly the plain Arrow types the header's specs give.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import math
 import threading
@@ -137,9 +138,12 @@ def write_shard(
     """
     carry = carry or Carry.start(dataset.num_envs)
     book = _write(dataset, path, overwrite, compression, carry)
-    with np.errstate(invalid="ignore"):
-        done = done_flags(dataset.tensors, dataset.memory_size, dataset.num_envs)
-    return carry.after(book, done, dataset.memory_size)
+    rows, envs = dataset.memory_size, dataset.num_envs
+    done = np.zeros((rows, envs), bool)
+    if rows * envs:
+        with np.errstate(invalid="ignore"):
+            done = done_flags(dataset.tensors, rows, envs)
+    return carry.after(book, done, rows)
 
 
 def _write(
@@ -215,8 +219,10 @@ def shard_carry(path: Path) -> Carry:
             for k in ("terminated", "truncated")
             if k in dataset.tensors and rows
         }
-        with np.errstate(invalid="ignore"):
-            done = done_flags(flags, 1, envs).reshape(-1)
+        done = np.zeros(envs, bool)
+        if rows * envs:
+            with np.errstate(invalid="ignore"):
+                done = done_flags(flags, 1, envs).reshape(-1)
     finally:
         close()
     pq = pyarrow_parquet()
@@ -225,7 +231,9 @@ def shard_carry(path: Path) -> Carry:
         book = {name: _ints(table.column(name).combine_chunks()) for name in table.column_names}
     except Exception as e:
         raise _damaged(path, e) from e
-    if any(len(v) != rows * envs for v in book.values()) or not envs:
+    if not rows * envs:
+        return dataclasses.replace(Carry.start(envs), row=int(rows))
+    if any(len(v) != rows * envs for v in book.values()):
         raise FormatError(
             f"bookkeeping columns disagree with its {rows} rows of {envs} envs", path=path
         )

@@ -155,6 +155,7 @@ def write_dataset(
     *,
     overwrite: bool = True,
     compression: str | None = None,
+    shard_format: str | None = None,
 ) -> Path:
     """Write a dataset atomically: the target is either the complete new file or untouched.
 
@@ -165,6 +166,9 @@ def write_dataset(
         overwrite: Whether an existing file may be replaced.
         compression: ``"gzip"`` or ``"lzf"`` for a format that compresses (HDF5); None or
             ``"none"`` (the default) for no compression, the only choice for the others.
+            A sharded folder of Parquet shards takes Parquet's.
+        shard_format: A sharded folder's shards: a format of the table that can be a shard
+            (``npz``, the default, or ``parquet``).
 
     Returns:
         The path written.
@@ -190,6 +194,8 @@ def write_dataset(
             )
         fmt = found
     row = _row(fmt)
+    if shard_format is not None:
+        return _write_shards(dataset, target, row, shard_format, overwrite, compression)
     if not row.compresses and compression is not None and compression.lower() != "none":
         raise ConfigError(
             f"{fmt} files cannot be compressed (got compression {str(compression)!r}); "
@@ -291,3 +297,40 @@ def _folder_layout() -> _FolderLayout:
     if row.read_folder is None or row.open_folder is None:
         raise FormatError(f"the {row.name} layout reads no folders")
     return _FolderLayout(row.read_folder, row.open_folder)
+
+
+def _write_shards(
+    dataset: Dataset,
+    target: Path,
+    row: FormatRow,
+    shard_format: str,
+    overwrite: bool,
+    compression: str | None,
+) -> Path:
+    """``write_dataset`` of a sharded folder in ``shard_format`` shards.
+
+    Raises:
+        ConfigError: The target is not a folder, or ``shard_format`` cannot be a shard, or
+            does not take ``compression``.
+    """
+    from expcli.formats._builtin_rows import write_shards
+
+    shard = format_row(shard_format)
+    if not row.folder or row.name != SHARDED_FOLDER:
+        raise ConfigError(
+            f"--shard-format applies to a sharded folder (a target without suffix), not {target}"
+        )
+    kinds = [r.name for r in format_rows() if r.shard]
+    if shard is None or not shard.shard:
+        raise ConfigError(f"--shard-format takes {', '.join(kinds)}; got {shard_format!r}")
+    if compression is not None and compression.lower() != "none":
+        if compression.lower() not in shard.compressions:
+            raise ConfigError(
+                f"{shard.shown} shards take no compression {compression!r}"
+                + (f"; they take {', '.join(shard.compressions)}" if shard.compressions else "")
+            )
+    dataset.validate(target)
+    if METADATA_KEY in dataset.tensors:
+        raise SchemaError("this name is reserved for the metadata", path=target, key=METADATA_KEY)
+    write_shards(dataset, target, shard.name, overwrite=overwrite, compression=compression)
+    return target

@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from expcli.errors import ConfigError, FormatError, OutputError, OutputExistsError, SchemaError
-from expcli.formats._atomic import atomic_write, create_temp, fsync_dir, output_errors
+from expcli.formats._atomic import (
+    atomic_write,
+    commit_check_deferred,
+    create_temp,
+    fsync_dir,
+    output_errors,
+)
 from expcli.formats._guards import brief, check_memory, open_inside, regular_size
 from expcli.formats._manifest import (
     DEFAULT_SHARD_FORMAT,
@@ -354,14 +360,17 @@ def write(
         )
     tmp = create_temp(path, folder=True)
     try:
-        writer = ShardWriter(tmp, manifest, dataset.state)
-        metadata = user_metadata(manifest.header)
-        step = shard_rows(dataset.tensors, shard_bytes)
-        for start in range(0, dataset.memory_size, step):
-            rows = {name: a[start : start + step] for name, a in dataset.tensors.items()}
-            writer.append(rows, metadata)
-        if not writer.manifest.shards:
-            writer.replace_metadata(metadata)
+        with commit_check_deferred() as check:  # ``convert --verify``: the whole folder
+            writer = ShardWriter(tmp, manifest, dataset.state)
+            metadata = user_metadata(manifest.header)
+            step = shard_rows(dataset.tensors, shard_bytes)
+            for start in range(0, dataset.memory_size, step):
+                rows = {name: a[start : start + step] for name, a in dataset.tensors.items()}
+                writer.append(rows, metadata)
+            if not writer.manifest.shards:
+                writer.replace_metadata(metadata)
+        if check is not None:
+            check(tmp)
         _replace_folder(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -420,6 +429,8 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
             key="memory_size",
         )
     state, metadata = Dataset.split_header(header, path)
+    for key in (FORMAT_KEY, COMPRESSION_KEY):  # how the folder stores the data, not the data's
+        metadata.pop(key, None)
     lengths = [entry.rows for entry in manifest.shards]
     tensors: dict[str, Any] = {}
     for spec in specs:

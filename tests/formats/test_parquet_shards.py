@@ -1,0 +1,135 @@
+"""Sharded folders of Parquet shards: lossless, one format per folder, bookkeeping that
+counts across shards (a writer going on included), a card, and convert both ways."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from expcli.conversion import convert
+from expcli.errors import ConfigError, FormatError
+from expcli.formats import Dataset, read_dataset, sharded
+from expcli.formats._manifest import SHARD_FORMATS, Manifest
+from expcli.formats._parquet_columns import BOOKKEEPING, transition_columns
+from expcli.formats.table import shard_formats
+from expcli.spec import CircularState
+from tests.formats.test_roundtrip import assert_same_dataset, datasets
+
+pytest.importorskip("pyarrow", reason="pyarrow cannot be installed on this Python")
+
+SIZE, ENVS = 61, 3
+
+
+def _run() -> Dataset:
+    """A run whose episodes (ended by either flag) cross the shards."""
+    rng = np.random.default_rng(3)
+    return Dataset(
+        {
+            "observations": rng.standard_normal((SIZE, ENVS, 4)).astype(np.float32),
+            "actions": rng.integers(0, 4, (SIZE, ENVS, 1)),
+            "rewards": rng.standard_normal((SIZE, ENVS, 1)).astype(np.float32),
+            "terminated": rng.random((SIZE, ENVS, 1)) < 0.08,
+            "truncated": rng.random((SIZE, ENVS, 1)) < 0.04,
+            "frames": rng.integers(0, 255, (SIZE, ENVS, 40, 40, 3), dtype=np.uint8),
+        },
+        CircularState(0, 0, True, SIZE * ENVS),
+        {"env_id": "X-v0"},
+    )
+
+
+def _bookkeeping(folder: Path) -> dict[str, np.ndarray]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(sorted(folder.glob("shard-*.parquet")), columns=list(BOOKKEEPING))
+    return {name: table[name].to_numpy() for name in BOOKKEEPING}
+
+
+def _same_as_one_file(folder: Path, dataset: Dataset) -> None:
+    whole = transition_columns(dataset.tensors, 0, SIZE * ENVS, SIZE * ENVS, ENVS)
+    got = _bookkeeping(folder)
+    for name in BOOKKEEPING:
+        assert np.array_equal(got[name], whole[name]), name
+
+
+@settings(max_examples=12, deadline=None)
+@given(dataset=datasets(), shard_bytes=st.integers(1, 300))
+def test_parquet_shards_round_trip_bit_for_bit(dataset: Dataset, shard_bytes: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "data"
+        sharded.write(
+            dataset, folder, overwrite=False, shard_bytes=shard_bytes, shard_format="parquet"
+        )
+        assert_same_dataset(dataset, read_dataset(folder))
+        assert sharded.check_shards(folder) == []
+
+
+def test_bookkeeping_counts_across_shards_as_in_one_file(tmp_path: Path) -> None:
+    dataset = _run()
+    folder = tmp_path / "d"
+    sharded.write(dataset, folder, overwrite=False, shard_bytes=30_000, shard_format="parquet")
+    manifest = Manifest.load(folder)
+    assert manifest.shard_format == "parquet" and len(manifest.shards) > 5
+    _same_as_one_file(folder, dataset)
+    card = (folder / "README.md").read_text()
+    assert "configs:" not in card and "shard-*.parquet" in card
+
+
+def test_a_writer_going_on_removes_strays_and_carries_episodes(tmp_path: Path) -> None:
+    """As ``--resume`` does: the last shard replaced, then more rows appended."""
+    dataset = _run()
+    folder = tmp_path / "d"
+    half = {name: a[: SIZE // 2] for name, a in dataset.tensors.items()}
+    first = Dataset(half, CircularState(0, 0, True, SIZE // 2 * ENVS), dict(dataset.metadata))
+    sharded.write(first, folder, overwrite=False, shard_bytes=30_000, shard_format="parquet")
+    manifest = Manifest.load(folder)
+    last = manifest.shards[-1]
+    stray = folder / f"shard-{manifest.next_index(folder):06d}.parquet"
+    stray.write_bytes((folder / last.file).read_bytes())  # killed before the manifest
+    writer = sharded.ShardWriter(folder, manifest)
+    assert not stray.exists()
+    start = SIZE // 2 - last.rows
+    metadata = sharded.user_metadata(manifest.header)
+    writer.replace_last({n: a[start : SIZE // 2] for n, a in dataset.tensors.items()}, metadata)
+    for low in range(SIZE // 2, SIZE, 9):
+        writer.append({n: a[low : low + 9] for n, a in dataset.tensors.items()}, metadata)
+    _same_as_one_file(folder, dataset)
+    assert_same_dataset(dataset, read_dataset(folder))
+
+
+def test_a_manifest_mixing_shard_formats_is_refused_in_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "d"
+    sharded.write(_run(), folder, overwrite=False, shard_bytes=30_000, shard_format="parquet")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["shards"][1]["file"] = "shard-000001.npz"
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(FormatError, match="never mixes shard formats") as info:
+        read_dataset(folder)
+    assert "\n" not in str(info.value)
+    manifest["shard_format"] = "csv"
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(FormatError, match="shard format 'csv'"):
+        read_dataset(folder)
+
+
+def test_the_shard_formats_are_the_table_rows_that_can_be_shards() -> None:
+    assert shard_formats() == SHARD_FORMATS == ("npz", "parquet")
+    with pytest.raises(ConfigError, match="takes npz, parquet"):
+        sharded.new_manifest({}, "hdf5")
+
+
+def test_convert_npz_to_parquet_shards_and_back_gives_the_same_bytes(tmp_path: Path) -> None:
+    source = tmp_path / "run.npz"
+    sharded.write(_run(), tmp_path / "d", overwrite=False)  # npz shards by default
+    convert(tmp_path / "d", source)
+    convert(source, tmp_path / "pq", shard_format="parquet", compression="snappy", verify=True)
+    assert Manifest.load(tmp_path / "pq").header["shard_compression"] == "snappy"
+    convert(tmp_path / "pq", tmp_path / "back.npz", verify=True)
+    assert (tmp_path / "back.npz").read_bytes() == source.read_bytes()
+    with pytest.raises(ConfigError, match="applies to a sharded folder"):
+        convert(source, tmp_path / "x.h5", shard_format="parquet")
