@@ -5,7 +5,7 @@ What it measures
       frames, 8 envs, dummy mode): ``ConstantFrame-v0`` (one constant frame: zstd has an
       easy time) and ``NoisyFrames-v0`` (Atari-like frames: background and a noisy patch)
       into a sharded folder, ``--shard-format npz`` and ``--shard-format parquet`` (zstd,
-      its default), each in a fresh process for a small and a large number of steps: the
+      its default; and snappy), each in a fresh process for a small and a large number of steps: the
       marginal rate (steps between the two over the time between them) cancels start-up;
       medians of ``--repeats`` run round-robin so that load hits all alike. Target
       (issue 23): Parquet >= 0.7x npz.
@@ -38,13 +38,18 @@ sys.path.insert(0, str(ROOT))
 
 ENV_IDS = ("benchmarks.frame_env:ConstantFrame-v0", "benchmarks.frame_env:NoisyFrames-v0")
 ENVS = 8
-FORMATS = ("npz", "parquet")
+# (name, collect options): npz shards, Parquet shards (zstd, the default), Parquet with snappy
+VARIANTS = {
+    "npz": ["--shard-format", "npz"],
+    "parquet": ["--shard-format", "parquet"],
+    "parquet snappy": ["--shard-format", "parquet", "--compression", "snappy"],
+}
 
 
-def collect(env_id: str, folder: Path, shard_format: str, steps: int) -> float:
+def collect(env_id: str, folder: Path, variant: str, steps: int) -> float:
     """Wall time of ``expcli collect`` of ``steps`` into ``folder`` (a fresh process)."""
     args = ["collect", env_id, "--envs", str(ENVS), "--mode", "dummy", "--steps", str(steps)]
-    args += ["--seed", "0", "-q", "--overwrite", "--shard-format", shard_format]
+    args += ["--seed", "0", "-q", "--overwrite", *VARIANTS[variant]]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
     subprocess.run(
@@ -92,13 +97,13 @@ def main() -> None:
     print(f"# Parquet vs npz shards: 84x84x4 frames, {ENVS} envs, dummy mode")
     print(f"python {sys.version.split()[0]}, pyarrow {version('pyarrow')}, {load_average()}")
     work = Path(tempfile.mkdtemp(prefix="pqshards-bench-"))
-    runs = [(env_id, kind) for env_id in ENV_IDS for kind in FORMATS]
+    runs = [(env_id, kind) for env_id in ENV_IDS for kind in VARIANTS]
     try:
         times: dict[tuple[str, str, int], list[float]] = {}
         for _ in range(options.repeats):
             for steps in (options.small, options.large):
                 for env_id, kind in runs:
-                    folder = work / f"{env_id[-16:]}-{kind}-{steps}"
+                    folder = work / f"{env_id[-16:]}-{kind.replace(' ', '-')}-{steps}"
                     seconds = collect(env_id, folder, kind, steps)
                     times.setdefault((env_id, kind, steps), []).append(seconds)
                     if steps == options.small:
@@ -109,11 +114,12 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|")
         for env_id in ENV_IDS:
             rates = {}
-            for kind in FORMATS:
+            for kind in VARIANTS:
                 small = statistics.median(times[(env_id, kind, options.small)])
                 large = statistics.median(times[(env_id, kind, options.large)])
                 rates[kind] = (options.large - options.small) / max(large - small, 1e-9)
-                size = folder_bytes(work / f"{env_id[-16:]}-{kind}-{options.large}") / 2**20
+                name = f"{env_id[-16:]}-{kind.replace(' ', '-')}-{options.large}"
+                size = folder_bytes(work / name) / 2**20
                 print(
                     f"| {env_id.split(':')[1]} | {kind} | {small:.2f} | {large:.2f} | "
                     f"{fmt_rate(rates[kind])} | {fmt_ratio(ratio(rates[kind], rates['npz']))} | "
@@ -123,8 +129,8 @@ def main() -> None:
         print("| shards | open + first batch (s) | median batch (ms) | vs npz |")
         print("|---|---|---|---|")
         medians = {}
-        for kind in FORMATS:
-            folder = work / f"{ENV_IDS[1][-16:]}-{kind}-{options.large}"
+        for kind in VARIANTS:
+            folder = work / f"{ENV_IDS[1][-16:]}-{kind.replace(' ', '-')}-{options.large}"
             first, median = sample_times(folder, options.batches)
             medians[kind] = median
             slower = ratio(median, medians["npz"])
