@@ -89,7 +89,7 @@ _MAPPED_SHARDS = 256  # shard files kept mapped at once (each mapping holds a de
 # keeps a pass over a big folder (convert, a spooled collect's merge) flat in memory.
 _MAPPED_BYTES = 32 << 20
 CARD = "README.md"
-"""The dataset card of a folder of Parquet shards (HF ``datasets`` reads its ``configs``)."""
+"""The dataset card of a folder of Parquet shards (no YAML ``configs``: see the module)."""
 COMPRESSION_KEY = "shard_compression"
 """The manifest's key naming its Parquet shards' compression (absent: the format's own)."""
 _CARD_TEXT = """# An expcli dataset: Parquet shards
