@@ -272,7 +272,7 @@ _HEADER_KEYS = frozenset(
 
 
 def new_manifest(
-    header: Mapping[str, Any], shard_format: str | None = None, compression: str | None = None
+    header: Mapping[str, object], shard_format: str | None = None, compression: str | None = None
 ) -> Manifest:
     """The manifest of a new folder of ``header``'s dataset, its shards in ``shard_format``.
 
