@@ -133,3 +133,20 @@ def test_convert_npz_to_parquet_shards_and_back_gives_the_same_bytes(tmp_path: P
     assert (tmp_path / "back.npz").read_bytes() == source.read_bytes()
     with pytest.raises(ConfigError, match="applies to a sharded folder"):
         convert(source, tmp_path / "x.h5", shard_format="parquet")
+
+
+def test_collect_takes_a_shard_format_for_a_folder_only(tmp_path: Path) -> None:
+    from expcli.collect.job import CollectJob
+    from expcli.collect.settings import CollectSettings
+
+    def job(output: str, **options: str) -> CollectJob:
+        settings = CollectSettings(env_id="CartPole-v1", output=tmp_path / output, **options)
+        return CollectJob(settings)
+
+    with pytest.raises(ConfigError, match="applies to a folder output"):
+        job("run.npz", shard_format="parquet")
+    with pytest.raises(ConfigError, match="--shard-format must be one of npz, parquet"):
+        job("run", shard_format="hdf5")
+    with pytest.raises(ConfigError, match="does not apply to Parquet output .* takes zstd"):
+        job("run", shard_format="parquet", compression="lzf")
+    job("run", shard_format="parquet", compression="snappy")  # taken
