@@ -13,9 +13,9 @@ data to check, never code to run on their word:
 * Options that define the data (env id, ``--envs``, ``--seed``, ``--policy``, ``--wrapper``,
   ``--env-kwargs``, ``--rewards-dtype``, ``--infos``, ``--async``, ``--force-mode``) or
   its shards (``--shard-format``) conflict unless equal to the recorded ones. ``--steps``
-  (``--episodes``) sets the run's new total. How the envs run (``--mode`` among the modes that give the same data,
-  ``--num-cpus``, ``--ray-address``, timeouts, ``--chunk-steps``, ``--restart-on-error``,
-  ``--shard-size``) is taken from the command line. Options about another output
+  (``--episodes``) sets the run's new total. How the envs run (``--mode`` among the modes
+  that give the same data, ``--num-cpus``, ``--ray-address``, timeouts, ``--chunk-steps``,
+  ``--restart-on-error``, ``--shard-size``) is taken from the command line. Options about another output
   (``-o``, ``--overwrite``, ``--compression``, ``--memory-size``, ``--spool``,
   ``--config``) are refused.
 
