@@ -15,9 +15,9 @@ data to check, never code to run on their word:
   its shards (``--shard-format``) conflict unless equal to the recorded ones. ``--steps``
   (``--episodes``) sets the run's new total. How the envs run (``--mode`` among the modes
   that give the same data, ``--num-cpus``, ``--ray-address``, timeouts, ``--chunk-steps``,
-  ``--restart-on-error``, ``--shard-size``) is taken from the command line. Options about another output
-  (``-o``, ``--overwrite``, ``--compression``, ``--memory-size``, ``--spool``,
-  ``--config``) are refused.
+  ``--restart-on-error``, ``--shard-size``) is taken from the command line. Options about
+  another output (``-o``, ``--overwrite``, ``--compression``, ``--memory-size``,
+  ``--spool``, ``--config``) are refused.
 
 Nothing here writes; ``resume.continue_folder`` checks the rest (the env's spaces against
 the manifest, the last shard's CRC) before the folder is touched.
