@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from expcli.spec import CircularState
-from tests.memory_probe import MIB, Run, assert_flat, convert_run
+from tests.memory_probe import LARGE_MIB, MIB, Run, assert_flat, convert_run
 
 MAKE = """
 import numpy as np
@@ -41,6 +41,8 @@ save(Dataset({{"actions": rng.integers(0, 10, (T, N, 4)),
      "{path}")
 """
 CSV_ROW_BYTES = 16 * (32 + 4 + 1)  # an int64 cell is 2 bytes of text, 8 in memory
+
+PARQUET_IMPORTS = ("pyarrow", "pyarrow.parquet", "expcli.formats.parquet_format")
 
 
 def sources(folder: Path, make: str, row_bytes: int, suffix: str) -> Callable[[float], Path]:
@@ -108,3 +110,25 @@ def test_csv_converts_in_bounded_memory(tmp_path: Path, suffix: str) -> None:
 
     assert load(tmp_path / f"240{suffix}").state == CircularState(7, 3, False)
     assert_same_tensors(csv(240), tmp_path / f"240{suffix}")
+
+
+@pytest.mark.slow
+def test_parquet_converts_both_ways_in_bounded_memory(tmp_path: Path) -> None:
+    """A row group (about 32 MB of rows) at a time, the bookkeeping columns (episode and
+    frame numbers: as large as the data when rows are small) included."""
+    pytest.importorskip("pyarrow")
+    npz = sources(tmp_path, MAKE, ROW_BYTES, ".npz")
+    parquet = sources(tmp_path, MAKE, ROW_BYTES, ".parquet")
+
+    def to_parquet(mib: float) -> Run:
+        target = tmp_path / f"{mib:.0f}-out.parquet"
+        return convert_run(npz(mib), target, imports=PARQUET_IMPORTS)
+
+    def to_npz(mib: float) -> Run:
+        return convert_run(parquet(mib), tmp_path / "out.npz", imports=PARQUET_IMPORTS)
+
+    assert_flat(to_parquet)
+    assert_same_tensors(npz(LARGE_MIB), tmp_path / f"{LARGE_MIB}-out.parquet")
+    # Arrow's allocator keeps what it freed, up to a bound that a few groups reach: above it
+    assert_flat(to_npz, 96, 480)
+    assert_same_tensors(parquet(480), tmp_path / "out.npz")

@@ -12,16 +12,17 @@ are written and accepted: no extension type, no pandas metadata.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from expcli.errors import InvalidValueError
-from expcli.spec import TensorSpec, done_flags
+from expcli.spec import TensorSpec
 
 __all__ = [
     "BOOKKEEPING",
+    "BOOKKEEPING_DTYPES",
     "LIST_MAX_BYTES",
     "Carry",
     "Column",
@@ -30,7 +31,7 @@ __all__ = [
     "from_arrow",
     "positions",
     "to_arrow",
-    "transition_columns",
+    "transition_chunk",
 ]
 
 LIST_MAX_BYTES = 4096
@@ -38,6 +39,11 @@ LIST_MAX_BYTES = 4096
 
 BOOKKEEPING = ("index", "episode_index", "frame_index", "env", "row")
 """The columns before the tensors: chronological number, episode and step, ``(t, n)``."""
+
+BOOKKEEPING_DTYPES = {
+    name: np.dtype(np.int32 if name == "env" else np.int64) for name in BOOKKEEPING
+}
+"""Each bookkeeping column's dtype."""
 
 SCALAR, LIST, BINARY, EMPTY = "scalar", "list", "binary", "empty"
 
@@ -171,70 +177,66 @@ class Carry:
         none = np.full(num_envs, -1, np.int64)
         return cls(0, 0, 0, none, none.copy(), np.ones(num_envs, bool))
 
-    def after(self, book: dict[str, np.ndarray], done: np.ndarray, rows: int) -> Carry:
-        """The carry after a shard of ``rows`` full rows whose bookkeeping is ``book``."""
-        num_envs = len(self.ended)
-        last = slice(len(book["index"]) - num_envs, None)
-        episodes = book["episode_index"]
-        return Carry(
-            self.index + len(episodes),
-            self.row + rows,
-            max(self.next_episode, int(episodes.max(initial=-1)) + 1),
-            episodes[last].copy(),
-            book["frame_index"][last].copy(),
-            np.asarray(done, bool).reshape(-1)[last].copy(),
-        )
+    def next_shard(self, rows: int) -> Carry:
+        """The carry for the shard after one of ``rows`` rows that ended in this carry."""
+        return replace(self, row=self.row + rows)
 
 
-def transition_columns(
-    tensors: dict[str, Any],
-    start: int,
-    count: int,
-    valid: int,
-    num_envs: int,
-    carry: Carry | None = None,
-) -> dict[str, np.ndarray]:
-    """``index``, ``episode_index``, ``frame_index``, ``env``, ``row`` of every stored row.
+def transition_chunk(
+    flat: np.ndarray, done: np.ndarray, num_envs: int, carry: Carry
+) -> tuple[dict[str, np.ndarray], Carry]:
+    """The bookkeeping columns of consecutive stored transitions, and the carry after them.
 
-    Episodes are per env column, split after a terminated or truncated step, numbered in the
-    order they start; rows past ``valid`` (unwritten ones stored as they are) get -1. A
-    folder's shard (full rows in order) goes on from its ``carry``.
+    A file is written a chunk at a time, so none of this is ever as long as the data.
+
+    Args:
+        flat: The transitions' flat cells ``t * N + n``, in chronological order.
+        done: Whether each of the first ``len(done)`` transitions ended its episode; those
+            after it are unwritten cells stored as they are (episode and frame -1).
+        num_envs: N.
+        carry: Where the earlier chunks (or a folder's earlier shards) left off.
+
+    Episodes are per env column, split after a done transition, numbered in the order
+    they start; the episode a column's carry left open goes on.
     """
-    memory_size = len(next(iter(tensors.values()))) if tensors else 0
-    cells = memory_size * num_envs
-    carry = carry or Carry.start(num_envs)
-    flat = positions(start, count, cells)
+    count, valid = len(flat), len(done)
     env = flat % max(num_envs, 1)
     episode = np.full(count, -1, np.int64)
     frame = np.full(count, -1, np.int64)
+    last_episode, last_frame, ended = carry.episode.copy(), carry.frame.copy(), carry.ended.copy()
+    next_episode = carry.next_episode
     if valid:
-        with np.errstate(invalid="ignore"):  # flags of a float dtype may hold NaN: set
-            done = done_flags(tensors, memory_size, num_envs).reshape(-1)[flat[:valid]]
-        columns = env[:valid]
-        begins = np.zeros(valid, bool)
-        for n in range(num_envs):
-            mine = np.flatnonzero(columns == n)
-            if mine.size:
-                after_done = np.concatenate(([carry.ended[n]], done[mine[:-1]]))
-                begins[mine] = after_done
-        numbers = carry.next_episode + np.cumsum(begins) - 1
-        for n in range(num_envs):
-            mine = np.flatnonzero(columns == n)
-            if not mine.size:
-                continue
-            local = np.cumsum(begins[mine]) - 1
-            starts = mine[begins[mine]]
-            going = local < 0  # the episode the carry left open goes on
-            own = ~going
-            episode[mine[own]] = numbers[starts][local[own]]
-            at = np.arange(mine.size)
-            frame[mine[own]] = at[own] - np.flatnonzero(begins[mine])[local[own]]
-            episode[mine[going]] = carry.episode[n]
-            frame[mine[going]] = carry.frame[n] + 1 + at[going]
-    return {
+        # Each column's transitions side by side, in time order within a column.
+        order = np.argsort(env[:valid], kind="stable")
+        column = env[:valid][order]
+        first = np.ones(valid, bool)
+        first[1:] = column[1:] != column[:-1]
+        ends = done[order]
+        begins = np.empty(valid, bool)  # in column order
+        begins[1:] = ends[:-1]
+        begins[first] = carry.ended[column[first]]
+        in_time = np.empty(valid, bool)
+        in_time[order] = begins
+        numbers = next_episode + np.cumsum(in_time) - 1  # of each transition that begins one
+        at = np.arange(valid)
+        column_start = np.maximum.accumulate(np.where(first, at, 0))
+        latest = np.maximum.accumulate(np.where(begins, at, -1))  # its column's latest begin
+        own = latest >= column_start
+        episodes = np.where(own, numbers[order[np.maximum(latest, 0)]], carry.episode[column])
+        frames = np.where(own, at - latest, carry.frame[column] + 1 + at - column_start)
+        episode[:valid][order] = episodes
+        frame[:valid][order] = frames
+        last = np.flatnonzero(np.append(first[1:], True))
+        last_episode[column[last]] = episodes[last]
+        last_frame[column[last]] = frames[last]
+        ended[column[last]] = ends[last]
+        next_episode += int(in_time.sum())
+    book: dict[str, np.ndarray] = {
         "index": carry.index + np.arange(count, dtype=np.int64),
         "episode_index": episode,
         "frame_index": frame,
         "env": env.astype(np.int32),
-        "row": carry.row + flat // max(num_envs, 1),
+        "row": np.asarray(carry.row + flat // max(num_envs, 1), np.int64),
     }
+    after = Carry(carry.index + count, carry.row, next_episode, last_episode, last_frame, ended)
+    return book, after

@@ -45,14 +45,16 @@ from expcli.formats._error_summary import error_summary
 from expcli.formats._guards import MAX_METADATA_BYTES, check_memory, check_source, load_json
 from expcli.formats._parquet_columns import (
     BOOKKEEPING,
+    BOOKKEEPING_DTYPES,
     EMPTY,
     Carry,
     Column,
     column_for,
     flat_array,
     from_arrow,
+    positions,
     to_arrow,
-    transition_columns,
+    transition_chunk,
 )
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
@@ -76,8 +78,10 @@ PARQUET_COMPRESSIONS = ("zstd", "snappy", "gzip", "none")
 """Compressions a Parquet file may use, the default first."""
 
 HEADER_KEY, LAYOUT_KEY = b"expcli", b"expcli.parquet"
-GROUP_BYTES = 64 << 20
-"""Target bytes of one row group before compression (HF suggests 100-300 MB at most)."""
+GROUP_BYTES = 32 << 20
+"""Target bytes of one row group before compression. A writer holds a few copies of one
+(the rows gathered, their Arrow arrays, the bookkeeping), a reader one decoded group a
+tensor: about 200 MB at peak either way, whatever the file's size (benchmarks/parquet_scale)."""
 
 _MAGIC = b"PAR1"
 _EXTENSION_KEY = b"ARROW:extension:name"
@@ -107,7 +111,7 @@ def pyarrow_parquet() -> Any:
 
 
 def write(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None = None) -> None:
-    """Write ``dataset`` as one Parquet file, a row group of about 64 MB at a time.
+    """Write ``dataset`` as one Parquet file, a row group of about 32 MB at a time.
 
     Args:
         dataset: What to write; tensors read lazily are read a row group at a time.
@@ -137,19 +141,13 @@ def write_shard(
         The carry after the file's rows (for the folder's next shard).
     """
     carry = carry or Carry.start(dataset.num_envs)
-    book = _write(dataset, path, overwrite, compression, carry)
-    rows, envs = dataset.memory_size, dataset.num_envs
-    done = np.zeros((rows, envs), bool)
-    if rows * envs:
-        with np.errstate(invalid="ignore"):
-            done = done_flags(dataset.tensors, rows, envs)
-    return carry.after(book, done, rows)
+    return _write(dataset, path, overwrite, compression, carry).next_shard(dataset.memory_size)
 
 
 def _write(
     dataset: Dataset, path: Path, overwrite: bool, compression: str | None, carry: Carry
-) -> dict[str, np.ndarray]:
-    """Write the file; its bookkeeping columns."""
+) -> Carry:
+    """Write the file, a row group at a time; the carry after its rows."""
     pq = pyarrow_parquet()
     import pyarrow as pa
 
@@ -175,9 +173,8 @@ def _write(
         "columns": {c.spec.name: c.encoding for c in columns},
     }
     stored = [c for c in columns if c.encoding != EMPTY]
-    book = transition_columns(dataset.tensors, start, count, valid, envs, carry)
     schema = pa.schema(
-        [pa.field(name, pa.from_numpy_dtype(book[name].dtype)) for name in BOOKKEEPING]
+        [pa.field(name, pa.from_numpy_dtype(BOOKKEEPING_DTYPES[name])) for name in BOOKKEEPING]
         + [pa.field(c.spec.name, c.arrow_type()) for c in stored],
         metadata={HEADER_KEY: text.encode(), LAYOUT_KEY: json.dumps(layout).encode()},
     )
@@ -197,13 +194,25 @@ def _write(
     ):
         for first in range(0, count, group):
             stop = min(count, first + group)
-            flat = (book["row"][first:stop] - carry.row) * envs + book["env"][first:stop]
-            arrays = [flat_array(book[name][first:stop]) for name in BOOKKEEPING]
+            flat = positions(start + first, stop - first, cells)
+            done = _done(dataset.tensors, flat[: max(0, min(stop, valid) - first)], envs)
+            book, carry = transition_chunk(flat, done, envs, carry)
+            arrays = [flat_array(book[name]) for name in BOOKKEEPING]
             arrays += [
                 to_arrow(c, _cells(dataset.tensors[c.spec.name], flat, envs)) for c in stored
             ]
             writer.write_table(pa.Table.from_arrays(arrays, schema=schema), row_group_size=stop)
-    return book
+    return carry
+
+
+def _done(tensors: dict[str, Any], flat: np.ndarray, envs: int) -> np.ndarray:
+    """Whether each transition at flat cells ``flat`` ended its episode (either flag set)."""
+    done = np.zeros(len(flat), bool)
+    for name in ("terminated", "truncated") if flat.size else ():
+        if name in tensors:
+            with np.errstate(invalid="ignore"):  # flags of a float dtype may hold NaN: set
+                done |= _cells(tensors[name], flat, envs).reshape(len(flat), -1).any(axis=1)
+    return done
 
 
 def shard_carry(path: Path) -> Carry:
@@ -498,16 +507,18 @@ class _TensorRows:
 
     def read(self, first: int, stop: int) -> np.ndarray:
         spec = self.column.spec
-        out = np.zeros(((stop - first) * self.envs, *spec.shape), np.dtype(spec.dtype))
-        order = (np.arange(first * self.envs, stop * self.envs) - self.start) % self.cells
-        breaks = np.flatnonzero(np.diff(order) < 0) + 1
+        count = (stop - first) * self.envs
+        out = np.zeros((count, *spec.shape), np.dtype(spec.dtype))
+        # The cells are file rows lo.. on, wrapping once at most: two runs, never an index
+        # per cell (for a flag, eight times the rows' own bytes).
+        lo = (first * self.envs - self.start) % max(self.cells, 1)
         at = 0
-        for run in np.split(order, breaks):
-            if run.size:
-                lo, hi = int(run[0]), min(int(run[-1]) + 1, self.stored)
-                if hi > lo:
-                    out[at : at + hi - lo] = self.groups.rows(self.column, lo, hi)
-                at += run.size
+        for begin, end in ((lo, min(lo + count, self.cells)), (0, lo + count - self.cells)):
+            if end > begin:
+                if min(end, self.stored) > begin:
+                    hi = min(end, self.stored)
+                    out[at : at + hi - begin] = self.groups.rows(self.column, begin, hi)
+                at += end - begin
         return out.reshape(stop - first, self.envs, *spec.shape)
 
 
