@@ -1,7 +1,9 @@
 """A synthetic env that is never the bottleneck: a constant uint8 frame, a fixed-length
 episode. Importing this module registers ``ConstantFrame-v0`` (84x84x4 by default;
 ``shape`` kwarg), so ``expcli collect benchmarks.frame_env:ConstantFrame-v0`` finds it, and
-``NoisyFrames-v0``: the same, cycling through frames that do not compress to nothing."""
+``NoisyFrames-v0``: the same, cycling through frames that do not compress to nothing, and
+``PongFrames-v0``: real Pong screens (ale_py), 84x84 grayscale stacked by four, recorded once
+and replayed, so that stepping costs next to nothing while the frames compress as Atari's."""
 
 from __future__ import annotations
 
@@ -67,7 +69,57 @@ class NoisyFrames(ConstantFrame):
         return self._frames[self._t % self._count], reward, terminated, truncated, info
 
 
+class PongFrames(ConstantFrame):
+    """Replays ``count`` stacks of real Pong screens (84x84 grayscale, four a stack).
+
+    The screens are played once per process by ALE with random actions, subsampled to
+    84x84 (nearest rows and columns: no OpenCV needed); each env starts at an offset drawn
+    from its reset seed, so that envs differ as a vector of Atari envs does.
+    """
+
+    _recorded: np.ndarray | None = None
+
+    def __init__(self, length: int = 1000, count: int = 512) -> None:
+        super().__init__((4, 84, 84), length)
+        self._stacks = self._record(count)
+        self._offset = 0
+
+    @classmethod
+    def _record(cls, count: int) -> np.ndarray:
+        if cls._recorded is None or len(cls._recorded) < count:
+            import ale_py
+
+            gym.register_envs(ale_py)
+            env = gym.make("ALE/Pong-v5", obs_type="grayscale")
+            rows, cols = np.linspace(0, 209, 84).astype(int), np.linspace(0, 159, 84).astype(int)
+            screens = []
+            screen, _ = env.reset(seed=0)
+            for _ in range(count + 3):
+                screens.append(screen[rows][:, cols])
+                screen, _, terminated, truncated, _ = env.step(env.action_space.sample())
+                if terminated or truncated:
+                    screen, _ = env.reset()
+            env.close()
+            cls._recorded = np.stack([np.stack(screens[i : i + 4]) for i in range(count)])
+        return cls._recorded[:count]
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed, options=options)
+        if seed is not None:
+            self._offset = int(np.random.default_rng(seed).integers(len(self._stacks)))
+        return self._stacks[self._offset], {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        _, reward, terminated, truncated, info = super().step(action)
+        frame = self._stacks[(self._offset + self._t) % len(self._stacks)]
+        return frame, reward, terminated, truncated, info
+
+
 if "ConstantFrame-v0" not in gym.registry:
     gym.register("ConstantFrame-v0", entry_point=ConstantFrame)
 if "NoisyFrames-v0" not in gym.registry:
     gym.register("NoisyFrames-v0", entry_point=NoisyFrames)
+if "PongFrames-v0" not in gym.registry:
+    gym.register("PongFrames-v0", entry_point=PongFrames)

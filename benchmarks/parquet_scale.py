@@ -3,10 +3,14 @@
 Rows, each measured in a fresh interpreter (seconds, and peak RSS above the RSS it had once
 its imports were done):
 
-* ``convert`` npz -> parquet and parquet -> npz at ``--sizes`` GB (default 1 and 2) of two
-  kinds of data: CartPole-like small rows (16 envs, 46 bytes a transition: the bookkeeping
-  columns are as large as the data) and 84x84 uint8 frames (8 envs, a plain background).
-  Targets: each peak <= 300 MiB, and the two sizes' peaks < 50 MiB apart.
+* ``convert`` npz -> parquet and back, and npz -> a folder of Parquet shards and back, at
+  ``--sizes`` GB (default 1 and 2) of two kinds of data: CartPole-like small rows (16 envs,
+  46 bytes a transition: the bookkeeping columns are as large as the data) and 84x84 uint8
+  frames (8 envs, a plain background).
+  Beside each file convert, pyarrow's own ``write_table`` of the table written (same
+  row groups, compression, checksums and statistics) or ``read_table`` of the file read,
+  and expcli's rate as a multiple of it. Targets: >= 0.7x pyarrow; each peak <= 300 MiB,
+  and the two sizes' peaks < 50 MiB apart.
 * duckdb's ``SELECT episode_index, sum(rewards) ... GROUP BY 1`` over a ``--transitions``
   (default 1,000,000) CartPole Parquet file, against ``expcli inspect --json`` of the same
   file (which computes every tensor's statistics and the episode returns); both checked
@@ -42,12 +46,30 @@ import sys, time
 def kib(field):
     return int(next(x for x in open("/proc/self/status") if x.startswith(field)).split()[1])
 
-source, target = sys.argv[1], sys.argv[2]
-import numpy, pyarrow, pyarrow.parquet, expcli.formats.parquet_format, expcli.formats.npz_format
+source, target, shards = sys.argv[1], sys.argv[2], sys.argv[3]
+import numpy, pyarrow, pyarrow.parquet as pq
+import expcli.formats.parquet_format, expcli.formats.npz_format, expcli.formats.sharded
 from expcli.conversion import convert
 before, start = kib("VmRSS:"), time.perf_counter()
-convert(source, target, overwrite=True)
-print(time.perf_counter() - start, (kib("VmHWM:") - before) / 1024)
+convert(source, target, overwrite=True, shard_format=shards if shards != "-" else None)
+seconds, peak = time.perf_counter() - start, (kib("VmHWM:") - before) / 1024
+# pyarrow's own, after the peak was read: the same arrays, layout and settings
+raw = float("nan")
+if target.endswith(".parquet"):
+    file = pq.ParquetFile(target)
+    table, group = file.read(), file.metadata.row_group(0).num_rows
+    binary = [f.name for f in table.schema if not pyarrow.types.is_fixed_size_binary(f.type)]
+    start = time.perf_counter()
+    pq.write_table(table, target + ".raw", compression="zstd", use_dictionary=False,
+                   write_statistics=binary, write_page_checksum=True, row_group_size=group)
+    raw = time.perf_counter() - start
+    del table
+elif source.endswith(".parquet"):
+    start = time.perf_counter()
+    table = pq.read_table(source)
+    raw = time.perf_counter() - start
+    del table
+print(seconds, peak, raw)
 """
 
 SMALL_ENVS, FRAME_ENVS, FRAME = 16, 8, 84 * 84
@@ -94,51 +116,66 @@ def make_npz(path: Path, gigabytes: float, frames: bool) -> None:
     Path(str(path) + ".obs.npy").unlink(missing_ok=True)
 
 
-def convert_child(folder: Path, source: Path, target: Path) -> tuple[float, float]:
-    """Seconds and peak MiB above baseline of ``convert(source, target)`` in a child."""
+def convert_child(
+    folder: Path, source: Path, target: Path, shards: str = "-"
+) -> tuple[float, float, float]:
+    """Seconds and peak MiB above baseline of ``convert(source, target)`` in a child.
+
+    And the seconds of pyarrow's own ``write_table`` of what was written (a Parquet
+    target) or ``read_table`` of what was read (a Parquet source), NaN for a folder.
+    """
     script = folder / "child.py"
     script.write_text(textwrap.dedent(CHILD))
     os.sync()
     out = subprocess.run(
-        [sys.executable, str(script), str(source), str(target)],
+        [sys.executable, str(script), str(source), str(target), shards],
         check=True,
         capture_output=True,
         text=True,
     )
-    seconds, peak = map(float, out.stdout.split())
-    return seconds, peak
+    seconds, peak, raw = map(float, out.stdout.split())
+    return seconds, peak, raw
 
 
 def conversion_rows(scratch: Path, sizes: list[float]) -> None:
-    print(f"\n{'convert':32} {'GB':>4} {'seconds':>8} {'MB/s':>7} {'peak MiB':>9}")
+    print(
+        f"\n{'convert':40} {'GB':>4} {'seconds':>8} {'MB/s':>7} {'peak MiB':>9} "
+        f"{'pyarrow s':>9} {'x pyarrow':>9}"
+    )
+    directions = {
+        "npz -> parquet": ("data.npz", "data.parquet", "-"),
+        "parquet -> npz": ("data.parquet", "back.npz", "-"),
+        "npz -> parquet shards": ("data.npz", "shards", "parquet"),
+        "parquet shards -> npz": ("shards", "back.npz", "-"),
+    }
     for frames in (False, True):
         kind = "84x84 frames" if frames else "CartPole-like rows"
-        peaks: dict[str, list[float]] = {"npz -> parquet": [], "parquet -> npz": []}
+        peaks: dict[str, list[float]] = {label: [] for label in directions}
         for gigabytes in sizes:
-            npz, parquet = scratch / "data.npz", scratch / "data.parquet"
+            npz = scratch / "data.npz"
             make_npz(npz, gigabytes, frames)
             mb = npz.stat().st_size / 1e6
-            for label, (source, target) in {
-                "npz -> parquet": (npz, parquet),
-                "parquet -> npz": (parquet, scratch / "back.npz"),
-            }.items():
-                seconds, peak = convert_child(scratch, source, target)
-                peaks[label].append(peak)
-                print(
-                    f"{kind + ' ' + label:32} {gigabytes:4g} {seconds:8.1f} "
-                    f"{mb / seconds:7.0f} {peak:9.0f}"
+            for label, (source, target, shards) in directions.items():
+                seconds, peak, raw = convert_child(
+                    scratch, scratch / source, scratch / target, shards
                 )
-            back = scratch / "back.npz"
-            same = back.read_bytes() == npz.read_bytes() if gigabytes <= 1 else None
-            if same is not None:
-                print(f"{'':32} npz -> parquet -> npz byte-identical: {same}")
-            for leftover in (npz, parquet, back):
-                leftover.unlink(missing_ok=True)
+                peaks[label].append(peak)
+                versus = "" if raw != raw else f"{raw:9.1f} {raw / seconds:9.2f}"  # NaN: none
+                print(
+                    f"{kind + ' ' + label:40} {gigabytes:4g} {seconds:8.1f} "
+                    f"{mb / seconds:7.0f} {peak:9.0f} {versus}"
+                )
+                if target == "back.npz" and gigabytes <= 1:
+                    same = (scratch / target).read_bytes() == npz.read_bytes()
+                    print(f"{'':40} back to npz byte-identical: {same}")
+            for leftover in ("data.npz", "data.parquet", "data.parquet.raw", "back.npz"):
+                (scratch / leftover).unlink(missing_ok=True)
+            shutil.rmtree(scratch / "shards", ignore_errors=True)
         for label, values in peaks.items():
             spread = max(values) - min(values)
             verdict = "ok" if max(values) <= 300 and spread < 50 else "MISSED"
             print(
-                f"{kind + ' ' + label:32} peaks {', '.join(f'{v:.0f}' for v in values)} MiB; "
+                f"{kind + ' ' + label:40} peaks {', '.join(f'{v:.0f}' for v in values)} MiB; "
                 f"apart {spread:.0f} MiB (target <= 300, < 50): {verdict}"
             )
 

@@ -3,12 +3,13 @@
 What it measures
     * ``expcli collect`` of the frame envs of ``benchmarks.frame_env`` (84x84x4 uint8
       frames, 8 envs, dummy mode): ``ConstantFrame-v0`` (one constant frame: zstd has an
-      easy time) and ``NoisyFrames-v0`` (Atari-like frames: background and a noisy patch)
-      into a sharded folder, ``--shard-format npz`` and ``--shard-format parquet`` (zstd,
-      its default; and snappy), each in a fresh process for a small and a large number of steps: the
-      marginal rate (steps between the two over the time between them) cancels start-up;
-      medians of ``--repeats`` run round-robin so that load hits all alike. Target
-      (issue 23): Parquet >= 0.7x npz.
+      easy time), ``PongFrames-v0`` (real Pong screens, 84x84 grayscale stacked by four,
+      replayed) and ``NoisyFrames-v0`` (a worst case: background and a patch of 2-bit
+      noise, which zstd shrinks only 8x) into a sharded folder, ``--shard-format npz`` and
+      ``--shard-format parquet`` (zstd, its default; and snappy), each in a fresh process
+      for a small and a large number of steps: the marginal rate (steps between the two
+      over the time between them) cancels start-up; medians of ``--repeats`` run
+      round-robin so that load hits all alike. Target (issue 23): Parquet >= 0.7x npz.
     * ``ReplayBuffer`` sampling (uniform batches of 256 transitions, every tensor gathered)
       from the large NoisyFrames run's two folders, opened lazily as ``expcli sample``
       opens them: npz shards are mapped, so a batch reads its rows; a Parquet shard is
@@ -36,7 +37,11 @@ from _report import fmt_rate, fmt_ratio, load_average, ratio, version
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-ENV_IDS = ("benchmarks.frame_env:ConstantFrame-v0", "benchmarks.frame_env:NoisyFrames-v0")
+ENV_IDS = (
+    "benchmarks.frame_env:ConstantFrame-v0",
+    "benchmarks.frame_env:PongFrames-v0",
+    "benchmarks.frame_env:NoisyFrames-v0",
+)
 ENVS = 8
 # (name, collect options): npz shards, Parquet shards (zstd, the default), Parquet with snappy
 VARIANTS = {
@@ -52,13 +57,17 @@ def collect(env_id: str, folder: Path, variant: str, steps: int) -> float:
     args += ["--seed", "0", "-q", "--overwrite", *VARIANTS[variant]]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "expcli", *args, "-o", str(folder)],
-        check=True,
         env=env,
         stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,  # ALE's banner
+        text=True,
     )
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        raise SystemExit(f"collect {env_id} failed:\n{done.stderr}")
+    return seconds
 
 
 def folder_bytes(folder: Path) -> int:
@@ -103,7 +112,7 @@ def main() -> None:
         for _ in range(options.repeats):
             for steps in (options.small, options.large):
                 for env_id, kind in runs:
-                    folder = work / f"{env_id[-16:]}-{kind.replace(' ', '-')}-{steps}"
+                    folder = work / f"{env_id.split(':')[1]}-{kind.replace(' ', '-')}-{steps}"
                     seconds = collect(env_id, folder, kind, steps)
                     times.setdefault((env_id, kind, steps), []).append(seconds)
                     if steps == options.small:
@@ -118,7 +127,7 @@ def main() -> None:
                 small = statistics.median(times[(env_id, kind, options.small)])
                 large = statistics.median(times[(env_id, kind, options.large)])
                 rates[kind] = (options.large - options.small) / max(large - small, 1e-9)
-                name = f"{env_id[-16:]}-{kind.replace(' ', '-')}-{options.large}"
+                name = f"{env_id.split(':')[1]}-{kind.replace(' ', '-')}-{options.large}"
                 size = folder_bytes(work / name) / 2**20
                 print(
                     f"| {env_id.split(':')[1]} | {kind} | {small:.2f} | {large:.2f} | "
@@ -130,7 +139,8 @@ def main() -> None:
         print("|---|---|---|---|")
         medians = {}
         for kind in VARIANTS:
-            folder = work / f"{ENV_IDS[1][-16:]}-{kind.replace(' ', '-')}-{options.large}"
+            name = f"{ENV_IDS[-1].split(':')[1]}-{kind.replace(' ', '-')}-{options.large}"
+            folder = work / name
             first, median = sample_times(folder, options.batches)
             medians[kind] = median
             slower = ratio(median, medians["npz"])
