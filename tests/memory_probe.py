@@ -211,9 +211,9 @@ CONVERT_IMPORTS = ("expcli.conversion", "expcli.formats.npz_format", "expcli.for
 _CONVERT = """
 import sys
 from expcli.conversion import convert
-source, target, layout, num_envs, verify = sys.argv[1:]
+source, target, layout, num_envs, verify, shards = sys.argv[1:]
 convert(source, target, overwrite=True, layout=layout, num_envs=int(num_envs) or None,
-        verify=verify == "verify")
+        verify=verify == "verify", shard_format=None if shards == "-" else shards)
 """
 
 # The same conversion by a reader that holds whole arrays: the harness must flag it.
@@ -221,7 +221,7 @@ _CONVERT_WHOLE = """
 import sys
 import numpy as np
 from expcli.conversion import load, save
-source, target, layout, num_envs, verify = sys.argv[1:]
+source, target, layout, num_envs, verify, shards = sys.argv[1:]
 data = load(source, num_envs=int(num_envs) or None)
 data.tensors.update({name: np.array(tensor) for name, tensor in data.tensors.items()})
 save(data, target, overwrite=True)
@@ -236,10 +236,15 @@ def convert_run(
     verify: bool = False,
     whole: bool = False,
     imports: tuple[str, ...] = (),
+    shard_format: str | None = None,
 ) -> Run:
-    """Convert ``source`` to ``target`` in a child (``whole``: by reading whole arrays)."""
+    """Convert ``source`` to ``target`` in a child (``whole``: by reading whole arrays).
+
+    ``shard_format``: a folder target's shards' format (None: the default).
+    """
     code = _CONVERT_WHOLE if whole else _CONVERT
     argv = [str(source), str(target), layout, str(num_envs), "verify" if verify else "-"]
+    argv.append(shard_format or "-")
     return run_child(["-c", code, *argv], 600, imports=CONVERT_IMPORTS + imports)
 
 

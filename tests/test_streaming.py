@@ -132,3 +132,25 @@ def test_parquet_converts_both_ways_in_bounded_memory(tmp_path: Path) -> None:
     # Arrow's allocator keeps what it freed, up to a bound that a few groups reach: above it
     assert_flat(to_npz, 96, 480)
     assert_same_tensors(parquet(480), tmp_path / "out.npz")
+
+
+@pytest.mark.slow
+def test_parquet_folders_convert_both_ways_in_bounded_memory(tmp_path: Path) -> None:
+    """A folder's shards (128 MB of rows each by default) are written a row group at a time
+    as their rows are read, never a whole shard in memory, and read back so. Sizes as for
+    a file: 96 MiB is one shard, 480 four, past what Arrow's allocator keeps."""
+    pytest.importorskip("pyarrow")
+    npz = sources(tmp_path, MAKE, ROW_BYTES, ".npz")
+
+    def to_folder(mib: float) -> Run:
+        target = tmp_path / f"{mib:.0f}-folder"
+        return convert_run(npz(mib), target, imports=PARQUET_IMPORTS, shard_format="parquet")
+
+    def to_npz(mib: float) -> Run:
+        source = tmp_path / f"{mib:.0f}-folder"
+        return convert_run(source, tmp_path / "back.npz", imports=PARQUET_IMPORTS)
+
+    assert_flat(to_folder, 96, 480)
+    assert len(list((tmp_path / "480-folder").glob("shard-*.parquet"))) == 4
+    assert_flat(to_npz, 96, 480)
+    assert_same_tensors(npz(480), tmp_path / "back.npz")

@@ -78,6 +78,26 @@ class LazyRows:
                 return self.take(rows.astype(np.int64))
         return np.asarray(np.asarray(self)[key])
 
+    def window(self, start: int, stop: int) -> LazyRows:
+        """Rows ``start..stop`` as a lazy tensor of their own, read only when sliced.
+
+        What a writer of part of a file takes (a folder's shard), so that it reads its
+        rows a slice at a time as it writes them, never the part whole.
+        """
+        start, stop, _ = slice(start, stop).indices(len(self))
+        stop = max(start, stop)
+        offset = self.file_offset
+        if offset is not None:
+            offset += start * math.prod(self.shape[1:]) * self.dtype.itemsize
+        read = self._read
+        return LazyRows(
+            (stop - start, *self.shape[1:]),
+            self.dtype,
+            lambda first, last: read(start + first, start + last),
+            offset,
+            self.block_rows,
+        )
+
     def take(self, index: np.ndarray) -> np.ndarray:
         """Rows ``index`` (integers, any shape, in that order) as ``(*index.shape, *shape[1:])``.
 

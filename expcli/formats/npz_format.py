@@ -229,13 +229,17 @@ def _member(
         )
 
     def read(first: int, stop: int) -> np.ndarray:
-        with open(path, "rb") as file:
+        rows = np.empty((stop - first, *shape[1:]), dtype)
+        into = rows.reshape(-1).view(np.uint8).data  # the file's bytes land here once
+        with open(path, "rb", buffering=0) as file:
             file.seek(start + first * row_bytes)
-            data = file.read((stop - first) * row_bytes)
-        if len(data) != (stop - first) * row_bytes:
-            raise FormatError("truncated member", path=path, key=key)
-        rows = np.frombuffer(data, dtype=dtype).reshape(stop - first, *shape[1:])
-        return rows.astype(native)
+            got = 0
+            while got < len(into):
+                count = file.readinto(into[got:])
+                if not count:
+                    raise FormatError("truncated member", path=path, key=key)
+                got += count
+        return rows if dtype == native else rows.astype(native)
 
     return LazyRows(shape, native, read, file_offset=start if native == dtype else None)
 

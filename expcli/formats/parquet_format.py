@@ -179,7 +179,13 @@ def _write(
         metadata={HEADER_KEY: text.encode(), LAYOUT_KEY: json.dumps(layout).encode()},
     )
     row_bytes = sum(c.row_bytes for c in stored) + 36
-    group = max(1, min(1 << 20, GROUP_BYTES // row_bytes))
+    # Whole rows of the (T, N) tensors a group, so that each group reads rows the last one
+    # did not and the source's read-ahead of the next slice is the one asked for next.
+    rows_per_group = max(1, min(1 << 20, GROUP_BYTES // row_bytes) // max(envs, 1))
+    group = rows_per_group * max(envs, 1)
+    head = (-start) % max(envs, 1)  # cells before the first row boundary
+    firsts = sorted(f for f in {0, *range(head, count, group)} if f < count)
+    stops = [*firsts[1:], count] if firsts else []
     with (
         atomic_path(path, overwrite=overwrite) as tmp,
         pq.ParquetWriter(
@@ -192,8 +198,7 @@ def _write(
             write_page_checksum=True,
         ) as writer,
     ):
-        for first in range(0, count, group):
-            stop = min(count, first + group)
+        for first, stop in zip(firsts, stops, strict=True):
             flat = positions(start + first, stop - first, cells)
             done = _done(dataset.tensors, flat[: max(0, min(stop, valid) - first)], envs)
             book, carry = transition_chunk(flat, done, envs, carry)
@@ -449,18 +454,16 @@ class _Groups:
         self._lock = threading.Lock()
         self._kept: dict[str, tuple[int, np.ndarray]] = {}
 
-    def rows(self, column: Column, first: int, stop: int) -> np.ndarray:
-        """Stored rows ``first..stop`` of ``column``, decoded a row group at a time."""
-        pieces = []
+    def copy_rows(self, column: Column, first: int, stop: int, out: np.ndarray) -> None:
+        """Copy stored rows ``first..stop`` of ``column`` to ``out``, a row group at a time."""
         group = int(np.searchsorted(self.ends, first, side="right"))
+        at = 0
         while first < stop:
             begin = int(self.ends[group - 1]) if group else 0
             decoded = self._group(column, group, int(self.ends[group]) - begin)
             take = min(stop, int(self.ends[group])) - first
-            pieces.append(decoded[first - begin : first - begin + take])
-            first += take
-            group += 1
-        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            out[at : at + take] = decoded[first - begin : first - begin + take]
+            first, at, group = first + take, at + take, group + 1
 
     def _group(self, column: Column, group: int, count: int) -> np.ndarray:
         name = column.spec.name
@@ -471,7 +474,9 @@ class _Groups:
             check_memory(count * column.row_bytes, self.path, name)
             try:
                 table = self.parquet.read_row_group(group, columns=[name])
-                decoded = from_arrow(column, table.column(0).combine_chunks())
+                chunks = table.column(0)  # one chunk is taken as it is: combining copies it
+                whole = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
+                decoded = from_arrow(column, whole)
             except Exception as e:
                 if isinstance(e, ExpcliError) and not isinstance(e, InvalidValueError):
                     raise
@@ -508,7 +513,8 @@ class _TensorRows:
     def read(self, first: int, stop: int) -> np.ndarray:
         spec = self.column.spec
         count = (stop - first) * self.envs
-        out = np.zeros((count, *spec.shape), np.dtype(spec.dtype))
+        fill = np.empty if self.stored == self.cells else np.zeros  # unstored cells: zeros
+        out = fill((count, *spec.shape), np.dtype(spec.dtype))
         # The cells are file rows lo.. on, wrapping once at most: two runs, never an index
         # per cell (for a flag, eight times the rows' own bytes).
         lo = (first * self.envs - self.start) % max(self.cells, 1)
@@ -517,7 +523,7 @@ class _TensorRows:
             if end > begin:
                 if min(end, self.stored) > begin:
                     hi = min(end, self.stored)
-                    out[at : at + hi - begin] = self.groups.rows(self.column, begin, hi)
+                    self.groups.copy_rows(self.column, begin, hi, out[at : at + hi - begin])
                 at += end - begin
         return out.reshape(stop - first, self.envs, *spec.shape)
 

@@ -365,7 +365,7 @@ def write(
             metadata = user_metadata(manifest.header)
             step = shard_rows(dataset.tensors, shard_bytes)
             for start in range(0, dataset.memory_size, step):
-                rows = {name: a[start : start + step] for name, a in dataset.tensors.items()}
+                rows = {name: _part(a, start, start + step) for name, a in dataset.tensors.items()}
                 writer.append(rows, metadata)
             if not writer.manifest.shards:
                 writer.replace_metadata(metadata)
@@ -375,6 +375,11 @@ def write(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _part(array: Any, start: int, stop: int) -> Any:
+    """Rows ``start..stop`` of a tensor, still lazy where it is: read as its shard is written."""
+    return array.window(start, stop) if isinstance(array, LazyRows) else array[start:stop]
 
 
 def _replace_folder(tmp: Path, target: Path) -> None:

@@ -44,6 +44,33 @@ def test_sequential_slices_are_read_ahead_once() -> None:
     assert sorted(calls) == [(0, 30), (30, 60), (60, 90), (90, 100)]
 
 
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 30), st.integers(-40, 40), st.integers(-40, 40), st.integers(1, 7))
+def test_a_window_reads_only_its_rows_and_only_when_sliced(
+    rows: int, start: int, stop: int, step: int
+) -> None:
+    array = np.arange(rows * 2, dtype=np.int16).reshape(rows, 2)
+    calls: list[tuple[int, int]] = []
+    window = lazy_over(array, calls).window(start, stop)
+    assert calls == []  # nothing read yet: a folder's shard is read as it is written
+    part = array[start:stop]
+    assert window.shape == part.shape and window.dtype == part.dtype
+    for first in range(0, len(part), step):
+        np.testing.assert_array_equal(window[first : first + step], part[first : first + step])
+    np.testing.assert_array_equal(np.asarray(window), part)
+    first = slice(start, stop).indices(rows)[0]
+    assert all(first <= a <= b <= first + len(part) for a, b in calls)
+
+
+def test_a_window_keeps_the_file_offset_of_its_first_row() -> None:
+    lazy = LazyRows((10, 2, 3), np.dtype(np.float32), lambda a, b: np.zeros(0), file_offset=128)
+    assert lazy.window(4, 9).file_offset == 128 + 4 * 2 * 3 * 4
+    assert (
+        LazyRows((3, 1), np.dtype(np.uint8), lambda a, b: np.zeros(0)).window(1, 2).file_offset
+        is None
+    )
+
+
 def test_errors_of_a_read_ahead_surface_when_the_rows_are_asked_for() -> None:
     def read(start: int, stop: int) -> np.ndarray:
         if start >= 10:
