@@ -8,9 +8,11 @@ its imports were done):
   46 bytes a transition: the bookkeeping columns are as large as the data) and 84x84 uint8
   frames (8 envs, a plain background).
   Beside each file convert, pyarrow's own ``write_table`` of the table written (same
-  row groups, compression, checksums and statistics) or ``read_table`` of the file read,
-  and expcli's rate as a multiple of it. Targets: >= 0.7x pyarrow; each peak <= 300 MiB,
-  and the two sizes' peaks < 50 MiB apart.
+  row groups, compression, checksums and statistics) or ``read_table`` of the file read
+  (which stops at Arrow memory: the convert also writes, checksums and syncs an npz, so
+  ``read_table`` on to ``np.savez`` of its columns is timed too), and expcli's rate as a
+  multiple of each. Targets: >= 0.7x pyarrow; each peak <= 300 MiB, and the two sizes'
+  peaks < 50 MiB apart.
 * duckdb's ``SELECT episode_index, sum(rewards) ... GROUP BY 1`` over a ``--transitions``
   (default 1,000,000) CartPole Parquet file, against ``expcli inspect --json`` of the same
   file (which computes every tensor's statistics and the episode returns); both checked
@@ -54,7 +56,7 @@ before, start = kib("VmRSS:"), time.perf_counter()
 convert(source, target, overwrite=True, shard_format=shards if shards != "-" else None)
 seconds, peak = time.perf_counter() - start, (kib("VmHWM:") - before) / 1024
 # pyarrow's own, after the peak was read: the same arrays, layout and settings
-raw = float("nan")
+raw = saved = float("nan")
 if target.endswith(".parquet"):
     file = pq.ParquetFile(target)
     table, group = file.read(), file.metadata.row_group(0).num_rows
@@ -68,8 +70,21 @@ elif source.endswith(".parquet"):
     start = time.perf_counter()
     table = pq.read_table(source)
     raw = time.perf_counter() - start
-    del table
-print(seconds, peak, raw)
+    start = time.perf_counter()  # and on to the same npz, the pyarrow way
+    table = pq.read_table(source)
+    arrays = {}
+    for name in table.column_names:
+        column = table.column(name).combine_chunks()
+        if pyarrow.types.is_fixed_size_binary(column.type):
+            arrays[name] = numpy.frombuffer(column.buffers()[1], numpy.uint8)
+        else:
+            while pyarrow.types.is_fixed_size_list(column.type):
+                column = column.flatten()
+            arrays[name] = column.to_numpy(zero_copy_only=False)
+    numpy.savez(target + ".raw.npz", **arrays)
+    saved = time.perf_counter() - start
+    del table, arrays
+print(seconds, peak, raw, saved)
 """
 
 SMALL_ENVS, FRAME_ENVS, FRAME = 16, 8, 84 * 84
@@ -118,11 +133,13 @@ def make_npz(path: Path, gigabytes: float, frames: bool) -> None:
 
 def convert_child(
     folder: Path, source: Path, target: Path, shards: str = "-"
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float]:
     """Seconds and peak MiB above baseline of ``convert(source, target)`` in a child.
 
     And the seconds of pyarrow's own ``write_table`` of what was written (a Parquet
-    target) or ``read_table`` of what was read (a Parquet source), NaN for a folder.
+    target) or ``read_table`` of what was read (a Parquet source), NaN for a folder; for
+    a Parquet source also ``read_table`` on to ``np.savez`` of its columns (the same npz
+    bytes, the pyarrow way).
     """
     script = folder / "child.py"
     script.write_text(textwrap.dedent(CHILD))
@@ -133,14 +150,14 @@ def convert_child(
         capture_output=True,
         text=True,
     )
-    seconds, peak, raw = map(float, out.stdout.split())
-    return seconds, peak, raw
+    seconds, peak, raw, saved = map(float, out.stdout.split())
+    return seconds, peak, raw, saved
 
 
 def conversion_rows(scratch: Path, sizes: list[float]) -> None:
     print(
         f"\n{'convert':40} {'GB':>4} {'seconds':>8} {'MB/s':>7} {'peak MiB':>9} "
-        f"{'pyarrow s':>9} {'x pyarrow':>9}"
+        f"{'pyarrow s':>9} {'x pyarrow':>9} {'+savez s':>9} {'x':>5}"
     )
     directions = {
         "npz -> parquet": ("data.npz", "data.parquet", "-"),
@@ -156,11 +173,13 @@ def conversion_rows(scratch: Path, sizes: list[float]) -> None:
             make_npz(npz, gigabytes, frames)
             mb = npz.stat().st_size / 1e6
             for label, (source, target, shards) in directions.items():
-                seconds, peak, raw = convert_child(
+                seconds, peak, raw, saved = convert_child(
                     scratch, scratch / source, scratch / target, shards
                 )
                 peaks[label].append(peak)
-                versus = "" if raw != raw else f"{raw:9.1f} {raw / seconds:9.2f}"  # NaN: none
+                versus = "" if raw != raw else f"{raw:9.2f} {raw / seconds:9.2f}"  # NaN: none
+                if saved == saved:
+                    versus += f" {saved:9.2f} {saved / seconds:5.2f}"
                 print(
                     f"{kind + ' ' + label:40} {gigabytes:4g} {seconds:8.1f} "
                     f"{mb / seconds:7.0f} {peak:9.0f} {versus}"
@@ -168,7 +187,13 @@ def conversion_rows(scratch: Path, sizes: list[float]) -> None:
                 if target == "back.npz" and gigabytes <= 1:
                     same = (scratch / target).read_bytes() == npz.read_bytes()
                     print(f"{'':40} back to npz byte-identical: {same}")
-            for leftover in ("data.npz", "data.parquet", "data.parquet.raw", "back.npz"):
+            for leftover in (
+                "data.npz",
+                "data.parquet",
+                "data.parquet.raw",
+                "back.npz",
+                "back.npz.raw.npz",
+            ):
                 (scratch / leftover).unlink(missing_ok=True)
             shutil.rmtree(scratch / "shards", ignore_errors=True)
         for label, values in peaks.items():
