@@ -1,7 +1,7 @@
 """Parquet at scale (issue 23): bounded memory, a query engine beside ``inspect``, frame bytes.
 
 Rows, each measured in a fresh interpreter (seconds, and peak RSS above the RSS it had once
-its imports were done):
+its imports were done), ``--repeats`` times (median seconds, largest peak):
 
 * ``convert`` npz -> parquet and back, and npz -> a folder of Parquet shards and back, at
   ``--sizes`` GB (default 1 and 2) of two kinds of data: CartPole-like small rows (16 envs,
@@ -154,7 +154,7 @@ def convert_child(
     return seconds, peak, raw, saved
 
 
-def conversion_rows(scratch: Path, sizes: list[float]) -> None:
+def conversion_rows(scratch: Path, sizes: list[float], repeats: int) -> None:
     print(
         f"\n{'convert':40} {'GB':>4} {'seconds':>8} {'MB/s':>7} {'peak MiB':>9} "
         f"{'pyarrow s':>9} {'x pyarrow':>9} {'+savez s':>9} {'x':>5}"
@@ -173,9 +173,12 @@ def conversion_rows(scratch: Path, sizes: list[float]) -> None:
             make_npz(npz, gigabytes, frames)
             mb = npz.stat().st_size / 1e6
             for label, (source, target, shards) in directions.items():
-                seconds, peak, raw, saved = convert_child(
-                    scratch, scratch / source, scratch / target, shards
-                )
+                runs = [
+                    convert_child(scratch, scratch / source, scratch / target, shards)
+                    for _ in range(repeats)
+                ]  # medians of the times, the largest peak
+                seconds, raw, saved = (statistics.median(r[i] for r in runs) for i in (0, 2, 3))
+                peak = max(r[1] for r in runs)
                 peaks[label].append(peak)
                 versus = "" if raw != raw else f"{raw:9.2f} {raw / seconds:9.2f}"  # NaN: none
                 if saved == saved:
@@ -289,7 +292,7 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="expcli-parquet-", dir=args.scratch))
     try:
         if "convert" in only:
-            conversion_rows(scratch, args.sizes)
+            conversion_rows(scratch, args.sizes, args.repeats)
         if "query" in only:
             query_rows(scratch, args.transitions, args.repeats)
         if "pong" in only:
