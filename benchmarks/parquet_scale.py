@@ -14,9 +14,9 @@ its imports were done), ``--repeats`` times (median seconds, largest peak):
   multiple of each. Targets: >= 0.7x pyarrow; each peak <= 300 MiB, and the two sizes'
   peaks < 50 MiB apart.
 * duckdb's ``SELECT episode_index, sum(rewards) ... GROUP BY 1`` over a ``--transitions``
-  (default 1,000,000) CartPole Parquet file, against ``expcli inspect --json`` of the same
-  file (which computes every tensor's statistics and the episode returns); both checked
-  to give the same number of episodes.
+  (default 1,000,000) CartPole Parquet file and a folder of Parquet shards of it, against
+  ``expcli inspect --json`` of the same data (which computes every tensor's statistics and
+  the episode returns); both checked to give the same number of episodes.
 * The bytes of ``--pong`` (default 8,000) Pong transitions (210x160x3 frames) collected to
   npz, against the same run converted to Parquet (zstd). Target: <= 1/100.
 
@@ -212,6 +212,7 @@ def query_rows(scratch: Path, transitions: int, repeats: int) -> None:
     import duckdb
 
     from expcli.formats import Dataset, write_dataset
+    from expcli.formats.sharded import write as write_folder
     from expcli.spec import CircularState
 
     envs = 16
@@ -224,36 +225,42 @@ def query_rows(scratch: Path, transitions: int, repeats: int) -> None:
         "terminated": rng.random((rows, envs, 1)) < 0.05,
         "truncated": np.zeros((rows, envs, 1), bool),
     }
-    path = scratch / "cartpole.parquet"
-    write_dataset(Dataset(tensors, CircularState(0, 0, True)), path, overwrite=True)
-    sql = (
-        f"SELECT episode_index, sum(rewards) FROM read_parquet('{path}') "
-        "WHERE episode_index >= 0 GROUP BY 1"
-    )
-    duck, ours = [], []
-    episodes = 0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        episodes = len(duckdb.sql(sql).fetchall())
-        duck.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        out = subprocess.run(
-            [sys.executable, "-m", "expcli", "inspect", str(path), "--json"],
-            check=True,
-            capture_output=True,
-            text=True,
+    dataset = Dataset(tensors, CircularState(0, 0, True))
+    path, folder = scratch / "cartpole.parquet", scratch / "cartpole"
+    write_dataset(dataset, path, overwrite=True)
+    write_folder(dataset, folder, overwrite=True, shard_bytes=4 << 20, shard_format="parquet")
+    shards = len(list(folder.glob("shard-*.parquet")))
+    for data, files, what in (
+        (path, str(path), "one Parquet file"),
+        (folder, f"{folder}/shard-*.parquet", f"a folder of {shards} Parquet shards"),
+    ):
+        sql = (
+            f"SELECT episode_index, sum(rewards) FROM read_parquet('{files}') "
+            "WHERE episode_index >= 0 GROUP BY 1"
         )
-        ours.append(time.perf_counter() - start)
-    summary = json.loads(out.stdout)
-    counted = summary["episodes"]["complete"] + summary["episodes"]["incomplete"]
-    assert counted == episodes, (counted, episodes)  # the same episodes, both ways
-    print(
-        f"\n{transitions:,} CartPole-like transitions in one Parquet file "
-        f"({path.stat().st_size / 1e6:.0f} MB): duckdb GROUP BY episode "
-        f"{statistics.median(duck):.2f} s ({episodes:,} episodes, in process); "
-        f"expcli inspect --json {statistics.median(ours):.2f} s (a fresh process, every "
-        f"tensor's statistics and the episodes)"
-    )
+        duck, ours = [], []
+        episodes = 0
+        for _ in range(repeats):
+            start = time.perf_counter()
+            episodes = len(duckdb.sql(sql).fetchall())
+            duck.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            out = subprocess.run(
+                [sys.executable, "-m", "expcli", "inspect", str(data), "--json"],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            ours.append(time.perf_counter() - start)
+        summary = json.loads(out.stdout)
+        counted = summary["episodes"]["complete"] + summary["episodes"]["incomplete"]
+        assert counted == episodes, (counted, episodes)  # the same episodes, both ways
+        print(
+            f"\n{transitions:,} CartPole-like transitions in {what}: duckdb GROUP BY episode "
+            f"{statistics.median(duck):.2f} s ({episodes:,} episodes, in process); "
+            f"expcli inspect --json {statistics.median(ours):.2f} s (a fresh process, every "
+            f"tensor's statistics and the episodes)"
+        )
 
 
 def pong_rows(scratch: Path, steps: int) -> None:

@@ -116,8 +116,11 @@ class LazyRows:
         with whatever the caller does with these rows.
         """
         ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead[0] == (start, stop):
-            rows = ahead[1].result()
+        # On the read-ahead thread (a LazyRows read through another), a future not done yet
+        # is queued behind the running task on that one thread: waiting would never end.
+        future = ahead[1] if ahead is not None and ahead[0] == (start, stop) else None
+        if future is not None and (future.done() or not getattr(_ON_READER, "yes", False)):
+            rows = future.result()
         else:
             rows = self._read(start, stop)
         following = (stop, min(len(self), 2 * stop - start))
@@ -131,12 +134,19 @@ class LazyRows:
 
 
 _READ_AHEAD: ThreadPoolExecutor | None = None
+_ON_READER = threading.local()  # ``yes`` on the read-ahead thread
+
+
+def _mark_reader() -> None:
+    _ON_READER.yes = True
 
 
 def _reader() -> ThreadPoolExecutor:
     global _READ_AHEAD
     if _READ_AHEAD is None:
-        _READ_AHEAD = ThreadPoolExecutor(1, thread_name_prefix="expcli-read-ahead")
+        _READ_AHEAD = ThreadPoolExecutor(
+            1, thread_name_prefix="expcli-read-ahead", initializer=_mark_reader
+        )
     return _READ_AHEAD
 
 

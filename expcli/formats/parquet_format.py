@@ -200,23 +200,25 @@ def _write(
     ):
         for first, stop in zip(firsts, stops, strict=True):
             flat = positions(start + first, stop - first, cells)
-            done = _done(dataset.tensors, flat[: max(0, min(stop, valid) - first)], envs)
+            rows = {c.spec.name: _cells(dataset.tensors[c.spec.name], flat, envs) for c in stored}
+            done = _done(rows, max(0, min(stop, valid) - first))
             book, carry = transition_chunk(flat, done, envs, carry)
             arrays = [flat_array(book[name]) for name in BOOKKEEPING]
-            arrays += [
-                to_arrow(c, _cells(dataset.tensors[c.spec.name], flat, envs)) for c in stored
-            ]
+            arrays += [to_arrow(c, rows[c.spec.name]) for c in stored]
             writer.write_table(pa.Table.from_arrays(arrays, schema=schema), row_group_size=stop)
     return carry
 
 
-def _done(tensors: dict[str, Any], flat: np.ndarray, envs: int) -> np.ndarray:
-    """Whether each transition at flat cells ``flat`` ended its episode (either flag set)."""
-    done = np.zeros(len(flat), bool)
-    for name in ("terminated", "truncated") if flat.size else ():
-        if name in tensors:
+def _done(rows: dict[str, np.ndarray], written: int) -> np.ndarray:
+    """Whether each of the first ``written`` transitions of ``rows`` ended its episode.
+
+    Either flag set; a flag of no values (not stored) sets none.
+    """
+    done = np.zeros(written, bool)
+    for name in ("terminated", "truncated") if written else ():
+        if name in rows:
             with np.errstate(invalid="ignore"):  # flags of a float dtype may hold NaN: set
-                done |= _cells(tensors[name], flat, envs).reshape(len(flat), -1).any(axis=1)
+                done |= rows[name][:written].reshape(written, -1).any(axis=1)
     return done
 
 

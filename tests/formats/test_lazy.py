@@ -3,6 +3,7 @@ RowSpill: rows appended chunk by chunk read back by any range."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +70,29 @@ def test_a_window_keeps_the_file_offset_of_its_first_row() -> None:
         LazyRows((3, 1), np.dtype(np.uint8), lambda a, b: np.zeros(0)).window(1, 2).file_offset
         is None
     )
+
+
+def test_lazy_rows_over_lazy_rows_never_wait_on_their_own_read_ahead() -> None:
+    """A LazyRows read through another (convert's progress count over a file's rows), the
+    same slice asked for twice: the outer read-ahead, running on the one read-ahead thread,
+    met the inner read-ahead queued behind it and waited for it forever (a Pong convert
+    hung so)."""
+    array = np.arange(600, dtype=np.int64).reshape(100, 6)
+    inner = lazy_over(array, [])
+    outer = LazyRows(array.shape, array.dtype, lambda a, b: inner[a:b])
+    got: list[np.ndarray] = []
+
+    def read_twice_per_slice() -> None:
+        for start in range(0, 100, 10):
+            got.append(outer[start : start + 10])
+            got.append(outer[start : start + 10])  # flags read for bookkeeping, then stored
+
+    reader = threading.Thread(target=read_twice_per_slice, daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert not reader.is_alive(), "reading hung"
+    np.testing.assert_array_equal(np.concatenate(got[::2]), array)
+    np.testing.assert_array_equal(np.concatenate(got[1::2]), array)
 
 
 def test_errors_of_a_read_ahead_surface_when_the_rows_are_asked_for() -> None:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -187,6 +188,29 @@ def test_hdf5_compressions_keep_their_meaning(tmp_path: Path) -> None:
         write_dataset(cartpole(), tmp_path / "run.parquet", compression="lzf")
     with pytest.raises(ConfigError, match="none, gzip, lzf"):
         write_dataset(cartpole(), tmp_path / "run.h5", compression="zstd")
+
+
+def test_a_convert_over_many_row_groups_with_progress_finishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """npz -> parquet with a progress count: the count's rows over the npz's lazy rows, both
+    read ahead on one thread (a Pong convert hung so once groups held whole rows)."""
+    from expcli import convert
+
+    monkeypatch.setattr(parquet_format, "GROUP_BYTES", 6000)  # one row a group
+    dataset = cartpole(size=40)
+    npz = write_dataset(dataset, tmp_path / "run.npz")
+    fractions: list[float] = []
+
+    def run() -> None:
+        convert(npz, tmp_path / "run.parquet", progress=lambda _, f: fractions.append(f))
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "convert hung"
+    assert_same_dataset(dataset, read_dataset(tmp_path / "run.parquet"))
+    assert fractions and fractions[-1] == 1.0
 
 
 def test_row_groups_bound_what_a_read_decodes(
