@@ -27,6 +27,7 @@ import json
 import math
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -455,6 +456,9 @@ class _Groups:
         self.ends = np.cumsum(counts, dtype=np.int64)
         self._lock = threading.Lock()
         self._kept: dict[str, tuple[int, np.ndarray]] = {}
+        self._ahead: dict[str, tuple[int, Future[np.ndarray]]] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self._own: Any = None  # the decoding thread's handle on the file
 
     def copy_rows(self, column: Column, first: int, stop: int, out: np.ndarray) -> None:
         """Copy stored rows ``first..stop`` of ``column`` to ``out``, a row group at a time."""
@@ -473,33 +477,67 @@ class _Groups:
             kept = self._kept.get(name)
             if kept is not None and kept[0] == group:
                 return kept[1]
-            check_memory(count * column.row_bytes, self.path, name)
-            try:
-                table = self.parquet.read_row_group(group, columns=[name])
-                chunks = table.column(0)  # one chunk is taken as it is: combining copies it
-                whole = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
-                decoded = from_arrow(column, whole)
-            except Exception as e:
-                if isinstance(e, ExpcliError) and not isinstance(e, InvalidValueError):
-                    raise
-                raise FormatError(
-                    f"row group {group} cannot be read ({error_summary(e)}); the file is damaged",
-                    path=self.path,
-                    key=name,
-                ) from e
-            if len(decoded) != count:
-                raise FormatError(
-                    f"row group {group} holds {len(decoded)} rows; its footer says {count}",
-                    path=self.path,
-                    key=name,
-                )
+            ahead = self._ahead.pop(name, None)
+            if ahead is not None and ahead[0] == group:
+                decoded = ahead[1].result()
+            else:
+                decoded = self._decode(self.parquet, column, group, count)
             self._kept[name] = (group, decoded)
+            following = group + 1
+            if kept is not None and kept[0] == group - 1 and following < len(self.ends):
+                # read in order: the next group decodes on its own file meanwhile
+                rows = int(self.ends[following] - self.ends[group])
+                future = self._decoder().submit(self._decode_ahead, column, following, rows)
+                self._ahead[name] = (following, future)
             return decoded
 
+    def _decoder(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="expcli-parquet-decode")
+        return self._executor
+
+    def _decode_ahead(self, column: Column, group: int, count: int) -> np.ndarray:
+        """``_decode`` on the decoding thread's own handle (a reader is not shared by threads)."""
+        if self._own is None:
+            pq = pyarrow_parquet()
+            self._own = pq.ParquetFile(str(self.path), page_checksum_verification=True)
+        return self._decode(self._own, column, group, count)
+
+    def _decode(self, parquet: Any, column: Column, group: int, count: int) -> np.ndarray:
+        name = column.spec.name
+        check_memory(count * column.row_bytes, self.path, name)
+        try:
+            table = parquet.read_row_group(group, columns=[name])
+            chunks = table.column(0)  # one chunk is taken as it is: combining copies it
+            whole = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
+            decoded = from_arrow(column, whole)
+        except Exception as e:
+            if isinstance(e, ExpcliError) and not isinstance(e, InvalidValueError):
+                raise
+            raise FormatError(
+                f"row group {group} cannot be read ({error_summary(e)}); the file is damaged",
+                path=self.path,
+                key=name,
+            ) from e
+        if len(decoded) != count:
+            raise FormatError(
+                f"row group {group} holds {len(decoded)} rows; its footer says {count}",
+                path=self.path,
+                key=name,
+            )
+        return decoded
+
     def close(self) -> None:
-        """Close the file and drop what was kept."""
+        """Close the file and drop what was kept (after a decode under way ends)."""
         with self._lock:
+            executor, self._executor = self._executor, None
+            if executor is not None:
+                executor.shutdown(wait=True, cancel_futures=True)
+            if self._own is not None:
+                self._own.close()
+                self._own = None
             self._kept.clear()
+            self._ahead.clear()
             self.parquet.close()
 
 

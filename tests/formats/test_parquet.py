@@ -213,6 +213,29 @@ def test_a_convert_over_many_row_groups_with_progress_finishes(
     assert fractions and fractions[-1] == 1.0
 
 
+def test_rows_read_in_order_decode_the_next_group_ahead_on_its_own_handle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parquet_format, "GROUP_BYTES", 6000)  # one row a group
+    dataset = cartpole(size=12)
+    path = write_dataset(dataset, tmp_path / "run.parquet")
+    lazy, close = parquet_format.open_lazy(path)
+    frames = lazy.tensors["frames"]
+    assert isinstance(frames, LazyRows)
+    try:
+        for row in range(12):  # in order, as a convert reads
+            assert np.array_equal(
+                frames._read(row, row + 1), dataset.tensors["frames"][row : row + 1]
+            )
+        decoding = [t for t in threading.enumerate() if t.name.startswith("expcli-parquet-decode")]
+        assert decoding, "no group was decoded ahead"
+    finally:
+        close()
+    for thread in decoding:
+        thread.join(timeout=10)
+        assert not thread.is_alive()  # closing the file stops its decoder
+
+
 def test_row_groups_bound_what_a_read_decodes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
