@@ -25,6 +25,7 @@ import base64
 import dataclasses
 import json
 import math
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -328,6 +329,7 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
     del num_envs
     check_source(path)
     with open(path, "rb") as file:
+        identity = _identity(os.fstat(file.fileno()))
         head = file.read(4)
         file.seek(0, 2)
         size = file.tell()
@@ -345,7 +347,7 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
     except Exception as e:
         raise _damaged(path, e) from e
     try:
-        return _open(parquet, path)
+        return _open(parquet, path, identity)
     except BaseException as e:
         parquet.close()
         if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):
@@ -383,7 +385,9 @@ def _refuse_extension_types(path: Path, size: int) -> None:
             )
 
 
-def _open(parquet: Any, path: Path) -> tuple[Dataset, Callable[[], None]]:
+def _open(
+    parquet: Any, path: Path, identity: tuple[int, ...]
+) -> tuple[Dataset, Callable[[], None]]:
     kv = parquet.metadata.metadata or {}
     if HEADER_KEY not in kv:
         raise FormatError(
@@ -432,7 +436,7 @@ def _open(parquet: Any, path: Path) -> tuple[Dataset, Callable[[], None]]:
                 path=path,
                 key=column.spec.name,
             )
-    groups = _Groups(parquet, path)
+    groups = _Groups(parquet, path, identity)
     start = (state.memory_index * envs + state.env_index) % max(cells, 1) if state.filled else 0
     arrays: dict[str, Any] = {}
     for column in columns:
@@ -449,8 +453,8 @@ def _open(parquet: Any, path: Path) -> tuple[Dataset, Callable[[], None]]:
 class _Groups:
     """The row groups of one open file, one decoded column group kept per tensor."""
 
-    def __init__(self, parquet: Any, path: Path) -> None:
-        self.parquet, self.path = parquet, path
+    def __init__(self, parquet: Any, path: Path, identity: tuple[int, ...]) -> None:
+        self.parquet, self.path, self.identity = parquet, path, identity
         meta = parquet.metadata
         counts = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
         self.ends = np.cumsum(counts, dtype=np.int64)
@@ -459,6 +463,7 @@ class _Groups:
         self._ahead: dict[str, tuple[int, Future[np.ndarray]]] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._own: Any = None  # the decoding thread's handle on the file
+        self._own_file: Any = None  # and the open file under it
 
     def copy_rows(self, column: Column, first: int, stop: int, out: np.ndarray) -> None:
         """Copy stored rows ``first..stop`` of ``column`` to ``out``, a row group at a time."""
@@ -497,10 +502,18 @@ class _Groups:
         return self._executor
 
     def _decode_ahead(self, column: Column, group: int, count: int) -> np.ndarray:
-        """``_decode`` on the decoding thread's own handle (a reader is not shared by threads)."""
+        """``_decode`` on the decoding thread's own handle (a reader is not shared by threads).
+
+        The handle is opened on the same file that was checked (device, inode, size and
+        modification time): a file put in its place since is refused, never parsed.
+        """
         if self._own is None:
-            pq = pyarrow_parquet()
-            self._own = pq.ParquetFile(str(self.path), page_checksum_verification=True)
+            file = open(self.path, "rb")  # closed with the handle, in close()
+            if _identity(os.fstat(file.fileno())) != self.identity:
+                file.close()
+                raise FormatError("was replaced or changed while it was read", path=self.path)
+            self._own_file = file
+            self._own = pyarrow_parquet().ParquetFile(file, page_checksum_verification=True)
         return self._decode(self._own, column, group, count)
 
     def _decode(self, parquet: Any, column: Column, group: int, count: int) -> np.ndarray:
@@ -535,7 +548,8 @@ class _Groups:
                 executor.shutdown(wait=True, cancel_futures=True)
             if self._own is not None:
                 self._own.close()
-                self._own = None
+                self._own_file.close()
+                self._own = self._own_file = None
             self._kept.clear()
             self._ahead.clear()
             self.parquet.close()
@@ -566,6 +580,11 @@ class _TensorRows:
                     self.groups.copy_rows(self.column, begin, hi, out[at : at + hi - begin])
                 at += end - begin
         return out.reshape(stop - first, self.envs, *spec.shape)
+
+
+def _identity(stat: os.stat_result) -> tuple[int, ...]:
+    """What tells one file from another put in its place, or changed: device, inode, size, time."""
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 def _damaged(path: Path, error: Exception) -> FormatError:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from expcli.errors import ConfigError, MissingDependencyError
+from expcli.errors import ConfigError, FormatError, MissingDependencyError
 from expcli.formats import Dataset, read_dataset, write_dataset
 from expcli.formats.lazy import LazyRows
 from expcli.spec import CircularState
@@ -234,6 +234,27 @@ def test_rows_read_in_order_decode_the_next_group_ahead_on_its_own_handle(
     for thread in decoding:
         thread.join(timeout=10)
         assert not thread.is_alive()  # closing the file stops its decoder
+
+
+def test_a_file_replaced_while_read_in_order_is_refused_not_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decoding thread opens its own handle: on the file that was checked, never on
+    another put in its place (it could declare what the checks refuse)."""
+    monkeypatch.setattr(parquet_format, "GROUP_BYTES", 6000)  # one row a group
+    dataset = cartpole(size=12)
+    path = write_dataset(dataset, tmp_path / "run.parquet")
+    lazy, close = parquet_format.open_lazy(path)
+    frames = lazy.tensors["frames"]
+    assert isinstance(frames, LazyRows)
+    try:
+        write_dataset(cartpole(size=12), tmp_path / "other.parquet")
+        (tmp_path / "other.parquet").replace(path)
+        with pytest.raises(FormatError, match="replaced or changed while it was read"):
+            for row in range(12):
+                frames._read(row, row + 1)
+    finally:
+        close()
 
 
 def test_row_groups_bound_what_a_read_decodes(
