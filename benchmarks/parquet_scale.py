@@ -10,8 +10,9 @@ its imports were done), ``--repeats`` times (median seconds, largest peak):
   Beside each file convert, pyarrow's own ``write_table`` of the table written (same
   row groups, compression, checksums and statistics) or ``read_table`` of the file read
   (which stops at Arrow memory: the convert also writes, checksums and syncs an npz, so
-  ``read_table`` on to ``np.savez`` of its columns is timed too), and expcli's rate as a
-  multiple of each. Targets: >= 0.7x pyarrow; each peak <= 300 MiB, and the two sizes'
+  ``read_table`` on to ``np.savez`` of its columns is timed too, and so is expcli's own
+  read of every tensor slice by slice with nothing written, ``read s``: the like of
+  ``read_table``), and expcli's rate as a multiple of each. Targets: >= 0.7x pyarrow; each peak <= 300 MiB, and the two sizes'
   peaks < 50 MiB apart.
 * duckdb's ``SELECT episode_index, sum(rewards) ... GROUP BY 1`` over a ``--transitions``
   (default 1,000,000) CartPole Parquet file and a folder of Parquet shards of it, against
@@ -84,7 +85,21 @@ elif source.endswith(".parquet"):
     numpy.savez(target + ".raw.npz", **arrays)
     saved = time.perf_counter() - start
     del table, arrays
-print(seconds, peak, raw, saved)
+# expcli's read alone (what read_table does: decode, no npz to write), slice by slice
+lazy = float("nan")
+if source.endswith(".parquet"):
+    from expcli.formats.lazy import SLICE_BYTES, LazyRows
+    from expcli.formats.registry import open_lazy
+    start = time.perf_counter()
+    dataset, close = open_lazy(source)
+    for array in dataset.tensors.values():
+        if isinstance(array, LazyRows):
+            step = max(1, SLICE_BYTES // max(1, array.nbytes // max(1, len(array))))
+            for first in range(0, len(array), step):
+                array[first:first + step]
+    close()
+    lazy = time.perf_counter() - start
+print(seconds, peak, raw, saved, lazy)
 """
 
 SMALL_ENVS, FRAME_ENVS, FRAME = 16, 8, 84 * 84
@@ -133,13 +148,14 @@ def make_npz(path: Path, gigabytes: float, frames: bool) -> None:
 
 def convert_child(
     folder: Path, source: Path, target: Path, shards: str = "-"
-) -> tuple[float, float, float, float]:
+) -> tuple[float, float, float, float, float]:
     """Seconds and peak MiB above baseline of ``convert(source, target)`` in a child.
 
     And the seconds of pyarrow's own ``write_table`` of what was written (a Parquet
     target) or ``read_table`` of what was read (a Parquet source), NaN for a folder; for
     a Parquet source also ``read_table`` on to ``np.savez`` of its columns (the same npz
-    bytes, the pyarrow way).
+    bytes, the pyarrow way), and expcli's own read of every tensor slice by slice, with
+    no npz written (what ``read_table`` does).
     """
     script = folder / "child.py"
     script.write_text(textwrap.dedent(CHILD))
@@ -150,14 +166,14 @@ def convert_child(
         capture_output=True,
         text=True,
     )
-    seconds, peak, raw, saved = map(float, out.stdout.split())
-    return seconds, peak, raw, saved
+    seconds, peak, raw, saved, lazy = map(float, out.stdout.split())
+    return seconds, peak, raw, saved, lazy
 
 
 def conversion_rows(scratch: Path, sizes: list[float], repeats: int) -> None:
     print(
         f"\n{'convert':40} {'GB':>4} {'seconds':>8} {'MB/s':>7} {'peak MiB':>9} "
-        f"{'pyarrow s':>9} {'x pyarrow':>9} {'+savez s':>9} {'x':>5}"
+        f"{'pyarrow s':>9} {'x pyarrow':>9} {'+savez s':>9} {'x':>5} {'read s':>7} {'x':>5}"
     )
     directions = {
         "npz -> parquet": ("data.npz", "data.parquet", "-"),
@@ -177,12 +193,16 @@ def conversion_rows(scratch: Path, sizes: list[float], repeats: int) -> None:
                     convert_child(scratch, scratch / source, scratch / target, shards)
                     for _ in range(repeats)
                 ]  # medians of the times, the largest peak
-                seconds, raw, saved = (statistics.median(r[i] for r in runs) for i in (0, 2, 3))
+                seconds, raw, saved, lazy = (
+                    statistics.median(r[i] for r in runs) for i in (0, 2, 3, 4)
+                )
                 peak = max(r[1] for r in runs)
                 peaks[label].append(peak)
                 versus = "" if raw != raw else f"{raw:9.2f} {raw / seconds:9.2f}"  # NaN: none
                 if saved == saved:
                     versus += f" {saved:9.2f} {saved / seconds:5.2f}"
+                if lazy == lazy:  # expcli's read alone against read_table
+                    versus += f" {lazy:7.2f} {raw / lazy:5.2f}"
                 print(
                     f"{kind + ' ' + label:40} {gigabytes:4g} {seconds:8.1f} "
                     f"{mb / seconds:7.0f} {peak:9.0f} {versus}"
