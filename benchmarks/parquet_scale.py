@@ -12,8 +12,8 @@ its imports were done), ``--repeats`` times (median seconds, largest peak):
   (which stops at Arrow memory: the convert also writes, checksums and syncs an npz, so
   ``read_table`` on to ``np.savez`` of its columns is timed too, and so is expcli's own
   read of every tensor slice by slice with nothing written, ``read s``: the like of
-  ``read_table``), and expcli's rate as a multiple of each. Targets: >= 0.7x pyarrow; each peak <= 300 MiB, and the two sizes'
-  peaks < 50 MiB apart.
+  ``read_table``), and expcli's rate as a multiple of each. Targets: >= 0.7x pyarrow;
+  each peak <= 300 MiB, and the two sizes' peaks < 50 MiB apart.
 * duckdb's ``SELECT episode_index, sum(rewards) ... GROUP BY 1`` over a ``--transitions``
   (default 1,000,000) CartPole Parquet file and a folder of Parquet shards of it, against
   ``expcli inspect --json`` of the same data (which computes every tensor's statistics and

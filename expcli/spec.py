@@ -112,6 +112,18 @@ class CircularState:
             return memory_size * num_envs
         return self.memory_index * num_envs + self.env_index
 
+    def columns(self, memory_size: int, num_envs: int) -> tuple[np.ndarray, np.ndarray]:
+        """Oldest row and number of valid rows of every env column (int64 arrays)."""
+        envs = np.arange(num_envs)
+        ahead = envs < self.env_index  # columns already written in the current row
+        if self.filled:
+            oldest = (self.memory_index + ahead) % max(memory_size, 1)
+            count = np.full(num_envs, memory_size, dtype=np.int64)
+        else:
+            oldest = np.zeros(num_envs, dtype=np.int64)
+            count = self.memory_index + ahead.astype(np.int64)
+        return oldest.astype(np.int64), count
+
     def check(self, memory_size: int, num_envs: int) -> None:
         """Raise ValueError when the state cannot belong to a memory of this size."""
         if not 0 <= self.memory_index < max(memory_size, 1):

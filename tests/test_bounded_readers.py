@@ -6,6 +6,7 @@ quarter of the extra data)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 
 from expcli import save
 from expcli.formats.dataset import Dataset
+from expcli.formats.sharded import write as write_folder
 from expcli.spec import CircularState
 from tests.memory_probe import Run, assert_flat, convert_run, frames_data, sample_run
 
@@ -37,6 +39,23 @@ def test_sampling_a_file_holds_only_the_batch(
         source = frames_file(tmp_path, mib, suffix, compression)
         run = sample_run(source)
         source.unlink()
+        return run
+
+    grew = assert_flat(sample, 24, 216)
+    assert grew.large < grew.large_data / 4, grew
+
+
+@pytest.mark.slow
+def test_sampling_a_folder_holds_only_the_batch(tmp_path: Path) -> None:
+    """Shards stay mapped while a sampler draws from them all, and the pages each batch
+    touched are let go of, as for a single file."""
+
+    def sample(mib: float) -> Run:
+        data = Dataset(frames_data(mib, False), CircularState(0, 0, True))
+        folder = tmp_path / f"{mib:.0f}"
+        write_folder(data, folder, overwrite=True, shard_bytes=8 << 20)
+        run = sample_run(folder)
+        shutil.rmtree(folder)
         return run
 
     grew = assert_flat(sample, 24, 216)

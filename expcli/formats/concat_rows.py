@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from expcli.formats.lazy import LazyRows
+from expcli.formats.row_gather import gather_flat
 
 __all__ = ["ConcatRows"]
 
@@ -28,6 +29,9 @@ class ConcatRows(LazyRows):
         lengths: Rows of each shard.
         tail: The shape after the first dimension: ``(N, *feature)``.
         dtype: The dtype of every piece.
+        release: Lets go of the pages that reading mapped pieces brought into this
+            process, if the pieces are mapped (kept as ``release``; the tensors of one
+            folder share it).
     """
 
     def __init__(
@@ -36,8 +40,10 @@ class ConcatRows(LazyRows):
         lengths: Sequence[int],
         tail: tuple[int, ...],
         dtype: np.dtype[Any],
+        release: Callable[[], None] | None = None,
     ) -> None:
         self._fetch = fetch
+        self.release = release
         self._starts = [0]
         for rows in lengths:
             self._starts.append(self._starts[-1] + int(rows))
@@ -91,6 +97,30 @@ class ConcatRows(LazyRows):
             piece = self._fetch(shard)
             local = index[group] - self._starts[shard]
             out[group] = _gather(piece, local)
+        return out
+
+    def take_flat(self, index: np.ndarray, num_envs: int) -> np.ndarray:
+        """Transitions at flat ``index`` (``row * num_envs + env``, 1-d, in range).
+
+        Each shard gives only the transitions asked of it: a mapped piece by flat
+        indexing, a piece read by slices of rows (a Parquet shard) through its ``take``.
+        """
+        feature = self.shape[2:]
+        rows = index // num_envs
+        out = np.empty((index.size, *feature), self.dtype)
+        shard_of = np.searchsorted(self._starts, rows, side="right") - 1
+        order = np.argsort(shard_of, kind="stable")
+        bounds = np.flatnonzero(np.diff(shard_of[order])) + 1
+        for group in np.split(order, bounds):
+            if group.size == 0:
+                continue
+            shard = int(shard_of[group[0]])
+            piece = self._fetch(shard)
+            local = index[group] - self._starts[shard] * num_envs
+            if isinstance(piece, np.ndarray):
+                out[group] = piece.reshape(-1, *feature).take(local, 0)
+            else:
+                out[group] = gather_flat(piece, local, num_envs)
         return out
 
 

@@ -88,6 +88,7 @@ _MAPPED_SHARDS = 256  # shard files kept mapped at once (each mapping holds a de
 # that were read count in the process's RSS until it is unmapped, so a bound in bytes
 # keeps a pass over a big folder (convert, a spooled collect's merge) flat in memory.
 _MAPPED_BYTES = 32 << 20
+_MMAP = "\0mmap"  # a shard's members: its mapping, beside its tensors (never a tensor name)
 CARD = "README.md"
 """The dataset card of a folder of Parquet shards (no YAML ``configs``: see the module)."""
 COMPRESSION_KEY = "shard_compression"
@@ -440,7 +441,11 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
     tensors: dict[str, Any] = {}
     for spec in specs:
         tensors[spec.name] = ConcatRows(
-            _fetcher(maps, spec.name), lengths, (num, *spec.shape), np.dtype(spec.dtype)
+            _fetcher(maps, spec.name),
+            lengths,
+            (num, *spec.shape),
+            np.dtype(spec.dtype),
+            maps.release if maps.mapped else None,
         )
     return Dataset(tensors, state, metadata), maps.close
 
@@ -530,6 +535,8 @@ class _ShardMaps:
         self.mapped = shard_format == DEFAULT_SHARD_FORMAT
         self._open: OrderedDict[int, dict[str, Any]] = OrderedDict()
         self._mapped_bytes = 0
+        self._released = False
+        self._touched: set[int] = set()  # shards read since the last release
         self._lock = threading.Lock()
         self._closers: dict[int, Callable[[], None]] = {}
         # a Parquet shard keeps a decoded row group of each tensor read: its rows' bytes
@@ -539,10 +546,32 @@ class _ShardMaps:
 
     def _weight(self, shard: int) -> int:
         entry = self.shards[shard]
-        return entry.bytes if self.mapped else max(entry.bytes, entry.rows * self._row_bytes)
+        if self.mapped:  # once pages are let go of after each use, a mapping weighs little
+            return 0 if self._released else entry.bytes
+        return max(entry.bytes, entry.rows * int(self._row_bytes))
+
+    def release(self) -> None:
+        """Let go of the pages the mappings read since the last call brought in.
+
+        From the first call on, the caller lets go after each use (a sampler, after each
+        batch), so mappings stay open (up to ``_MAPPED_SHARDS``) rather than being
+        unmapped by bytes: a batch drawn across all shards maps each one once.
+        """
+        with self._lock:
+            if not self._released:
+                self._released = True
+                self._mapped_bytes = 0
+                self._touched.update(self._open)
+            opened = [self._open.get(shard) for shard in self._touched]
+            self._touched.clear()
+            maps = [m for members in opened if members for m in members.get(_MMAP, ())]
+        for mapped in maps:
+            with contextlib.suppress(OSError, ValueError):  # closed, or no madvise here
+                mapped.madvise(mmap.MADV_DONTNEED)
 
     def member(self, shard: int, name: str) -> Any:
         with self._lock:
+            self._touched.add(shard)
             members = self._open.get(shard)
             if members is None:
                 members = self._map(shard)
@@ -642,6 +671,8 @@ class _ShardMaps:
                 members[name] = flat.reshape(array.shape)
             else:
                 members[name] = array
+        if mapped is not None:
+            members[_MMAP] = (mapped,)
         return members
 
     def close(self) -> None:

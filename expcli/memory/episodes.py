@@ -151,7 +151,7 @@ class EpisodeBookkeeping:
     def _columns(self) -> tuple[np.ndarray, np.ndarray, int, int]:
         """Per env column: oldest row and number of valid rows; then ``T`` and ``N``."""
         _, state, memory_size, num_envs = self._episode_source()
-        return (*_column_geometry(state, memory_size, num_envs), memory_size, num_envs)
+        return (*state.columns(memory_size, num_envs), memory_size, num_envs)
 
     def _check_index(self, index: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The index as int64, its row and its env; IndexError for slots without data."""
@@ -459,21 +459,6 @@ def resident(name: str, array: Any) -> Any:
     if callable(getattr(array, "take", None)) and name not in DONE_NAMES:
         return array
     return np.asarray(array)
-
-
-def _column_geometry(
-    state: CircularState, memory_size: int, num_envs: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Oldest row and number of valid rows of every env column."""
-    envs = np.arange(num_envs)
-    ahead = envs < state.env_index  # columns already written in the current row
-    if state.filled:
-        oldest = (state.memory_index + ahead) % memory_size
-        count = np.full(num_envs, memory_size, dtype=np.int64)
-    else:
-        oldest = np.zeros(num_envs, dtype=np.int64)
-        count = state.memory_index + ahead.astype(np.int64)
-    return oldest.astype(np.int64), count
 
 
 def _like(index: Any, result: np.ndarray) -> Any:

@@ -17,6 +17,7 @@ import numpy as np
 from expcli.errors import ConfigError
 from expcli.memory.batches import DictBatch, TemporalBatch
 from expcli.memory.episodes import EpisodeBookkeeping
+from expcli.replay.batch_gather import cuda_available, torch_device
 from expcli.replay.prefetch import Prefetcher
 from expcli.replay.samplers import (
     PrioritizedSampler,
@@ -57,6 +58,11 @@ class ReplayBuffer(EpisodeBookkeeping):
             becomes ``(B, stack_num, *feature)``. For data that stores one frame per
             transition and records ``metadata["frame_stack"]`` (``--mode envpool`` on
             Atari).
+        device: Where batches land (``"cuda"``, ``"cuda:1"``, ...); default where the
+            storage is (the CPU for files).
+        pin_memory: Gather batches into page-locked memory, so that copying them to a GPU
+            is asynchronous (``non_blocking``). Default: when ``device`` is a CUDA device.
+            Ignored where CUDA is not there.
 
     Raises:
         ConfigError: ``prefetch`` without ``batch_size``, a size below 1, or a storage
@@ -74,6 +80,8 @@ class ReplayBuffer(EpisodeBookkeeping):
         names: Sequence[str] | None = None,
         seed: int | None = None,
         stack_num: int = 1,
+        device: str | None = None,
+        pin_memory: bool | None = None,
     ) -> None:
         for label, value in (
             ("batch_size", batch_size),
@@ -91,6 +99,9 @@ class ReplayBuffer(EpisodeBookkeeping):
         self.batch_size = batch_size
         self.names = tuple(names) if names is not None else None
         self.stack_num = stack_num
+        self.device = None if device is None else torch_device(device)
+        cuda = self.device is not None and self.device.type == "cuda"
+        self._pin = bool(cuda if pin_memory is None else pin_memory) and cuda_available()
         self._rng = np.random.default_rng(seed)
         self._seen: Hashable | None = None
         self._prefetcher: Prefetcher[_Draw] | None = None
@@ -168,9 +179,18 @@ class ReplayBuffer(EpisodeBookkeeping):
         self._sync()
         index, info = self.sampler.sample(self.storage, batch_size, self._rng)
         names = self.names if self.names is not None else self.storage.names()
-        tensors = self.storage.gather(names, index)
-        if self.stack_num > 1:
+        if self.stack_num > 1 and not self.storage.can_stack:
+            tensors = self.storage.gather(names, index)
             self._stack(tensors, index)
+        else:
+            tensors = self.storage.gather(
+                names, index, stack_num=self.stack_num, pin_memory=self._pin
+            )
+        if self.device is not None:
+            tensors = {
+                name: tensor.to(self.device, non_blocking=self._pin)
+                for name, tensor in tensors.items()
+            }
         batch: Any
         if index.ndim == 1:
             batch = DictBatch.of(tensors)

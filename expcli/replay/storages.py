@@ -9,22 +9,24 @@ which reads flat indexes (``t * num_envs + env``) of any shape into torch tensor
 from __future__ import annotations
 
 import contextlib
+import functools
 import mmap
 import os
 import weakref
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import torch
 
 from expcli.errors import ConfigError, InvalidTypeError, SchemaError
 from expcli.formats.dataset import Dataset
-from expcli.formats.row_gather import gather_flat, take_flat
 from expcli.formats.table import format_row
 from expcli.memory import Memory
-from expcli.memory.episodes import TensorSource, resident
+from expcli.memory.episodes import DONE_NAMES, TensorSource, resident
+from expcli.replay.batch_gather import frame_rows, gather_batch, is_observation
+from expcli.replay.packed_rows import PackedRows, packable
 from expcli.spec import CircularState
 
 __all__ = ["DatasetStorage", "MemoryStorage", "Storage", "StorageSource", "as_storage"]
@@ -77,30 +79,61 @@ class Storage:
         """Tensor names, sorted."""
         return self._views()[0]
 
-    def gather(self, names: Sequence[str], index: np.ndarray) -> dict[str, torch.Tensor]:
+    @property
+    def can_stack(self) -> bool:
+        """Whether ``gather`` stacks frames itself (``stack_num``)."""
+        return True
+
+    def gather(
+        self,
+        names: Sequence[str],
+        index: np.ndarray,
+        *,
+        stack_num: int = 1,
+        pin_memory: bool = False,
+    ) -> dict[str, torch.Tensor]:
         """The named tensors at flat ``index`` (any shape), as ``(*index.shape, *feature)``.
 
-        Numpy arrays (memory maps too) are indexed in place; tensors left on disk
-        (``LazyRows``, anything with ``take``) give only the rows the index touches.
+        Each tensor is gathered once, straight into a new tensor (pinned with
+        ``pin_memory`` where CUDA is there to use it). With ``stack_num`` above 1,
+        observations (``observations``, ``next_observations`` and their leaves) come as
+        frame stacks ``(*index.shape, stack_num, *feature)``, as ``ReplayBuffer.get``
+        stacks them. Numpy arrays (memory maps too) are indexed in place; tensors left
+        on disk (``LazyRows``, anything with ``take``) give only the rows the index touches.
 
         Raises:
             SchemaError: A name is not a tensor of the storage.
         """
         flat = self._views()[1]
-        try:
-            arrays = [flat[name] for name in names]
-        except KeyError as e:
-            raise SchemaError(
-                f"no such tensor; tensors: {', '.join(sorted(flat))}", key=e.args[0]
-            ) from None
-        return {
-            name: torch.from_numpy(
-                take_flat(array, index)
-                if isinstance(array, np.ndarray)
-                else gather_flat(array, index, self.num_envs)
-            )
-            for name, array in zip(names, arrays, strict=True)
-        }
+        missing = [name for name in names if name not in flat]
+        if missing:
+            raise SchemaError(f"no such tensor; tensors: {', '.join(sorted(flat))}", key=missing[0])
+        index = np.asarray(index, dtype=np.int64)
+        if index.size and (int(index.min()) < 0 or int(index.max()) >= self.capacity):
+            raise IndexError(f"transition index out of range for {self.capacity} transitions")
+        return gather_batch(
+            flat,
+            names,
+            index,
+            self.num_envs,
+            stack_num=stack_num,
+            stacked=is_observation,
+            frames=lambda: self._frames(flat, index, stack_num),
+            pin_memory=pin_memory,
+            releases=self._page_releases(),
+        )
+
+    def _page_releases(self) -> Mapping[str, Callable[[], None]]:
+        """For tensors that are mapped files: what lets go of the pages read (none here)."""
+        return {}
+
+    def _frames(self, flat: Mapping[str, Any], index: np.ndarray, stack_num: int) -> np.ndarray:
+        """Flat indexes of the frames stacked at ``index`` (``batch_gather.frame_rows``)."""
+        flags = [
+            np.asarray(flat[name]).reshape(self.capacity, -1) for name in DONE_NAMES if name in flat
+        ]
+        oldest, _ = self.state.columns(self.memory_size, self.num_envs)
+        return frame_rows(index, stack_num, flags, oldest, self.memory_size, self.num_envs)
 
     def _view_key(self) -> Hashable:
         """Changes when the arrays themselves (not their contents) change."""
@@ -189,10 +222,22 @@ class MemoryStorage(Storage):
         """See ``Storage.names``."""
         return tuple(self.memory.get_tensor_names())
 
-    def gather(self, names: Sequence[str], index: np.ndarray) -> dict[str, torch.Tensor]:
-        """See ``Storage.gather``."""
+    @property
+    def can_stack(self) -> bool:
+        """See ``Storage.can_stack``: not while a tensor lives on a GPU."""
+        return self._view_key()[2]
+
+    def gather(
+        self,
+        names: Sequence[str],
+        index: np.ndarray,
+        *,
+        stack_num: int = 1,
+        pin_memory: bool = False,
+    ) -> dict[str, torch.Tensor]:
+        """See ``Storage.gather``; tensors on a GPU are gathered there, unstacked."""
         if self._view_key()[2]:
-            return super().gather(names, index)
+            return super().gather(names, index, stack_num=stack_num, pin_memory=pin_memory)
         missing = [name for name in names if name not in self.memory.tensors]
         if missing:
             raise SchemaError("no such tensor in the memory", key=missing[0])
@@ -222,11 +267,18 @@ class DatasetStorage(Storage):
     per transition) are read whole, once.
     """
 
-    def __init__(self, dataset: TensorSource, close: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        dataset: TensorSource,
+        close: Callable[[], None] | None = None,
+        *,
+        pack: bool = True,
+    ) -> None:
         """Sample ``dataset`` (anything with ``tensors`` and ``state``).
 
         ``close`` is called when the storage is garbage-collected or closed (the file that lazy
-        tensors read).
+        tensors read). ``pack``: keep the small tensors in memory as one record per
+        transition (``packed_rows``), read on first use; else they stay where they are.
         """
         tensors = {name: resident(name, array) for name, array in dataset.tensors.items()}
         if not tensors:
@@ -239,37 +291,74 @@ class DatasetStorage(Storage):
         self._state = dataset.state
         self.metadata = getattr(dataset, "metadata", {})
         self._closer = weakref.finalize(self, close) if close is not None else None
-        self._maps = [a._mmap for a in tensors.values() if getattr(a, "_mmap", None) is not None]
+        self._let_go: dict[str, Callable[[], None]] = {}
+        for name, array in tensors.items():
+            mapped = getattr(array, "_mmap", None)
+            release = getattr(array, "release", None)  # a folder's (formats.concat_rows)
+            if mapped is not None:
+                self._let_go[name] = functools.partial(_let_go, mapped)
+            elif callable(release):
+                self._let_go[name] = release
+        self._packed: PackedRows | None = None
+        self._pack = pack
 
-    def gather(self, names: Sequence[str], index: np.ndarray) -> dict[str, torch.Tensor]:
-        """See ``Storage.gather``; mapped files are let go of as the batch is gathered.
+    def _packed_rows(self) -> PackedRows | None:
+        """The small tensors packed one record per transition, read on first use."""
+        if self._pack:
+            self._pack = False
+            names = packable(self._tensors, self.capacity)
+            if names:
+                self._packed = PackedRows(self._tensors, names)
+                self._release(names)
+        return self._packed
 
-        Where tensors are mapped files, the batch is gathered ``_MAPPED_STEP``
-        transitions at a time, letting go of the pages each piece touched
-        (``MADV_DONTNEED``: they stay in the page cache, not in this process). The kernel
-        maps whole page-cache folios (up to megabytes) per row touched, so without this a
-        sampler's RSS would grow towards the file's size.
+    def _release(self, names: Iterable[str]) -> None:
+        """Let go of the mapped pages that reading ``names`` brought into this process."""
+        for release in {self._let_go[n] for n in names if n in self._let_go}:
+            release()  # a folder's tensors share one, which lets go of all its mappings
+
+    def _page_releases(self) -> Mapping[str, Callable[[], None]]:
+        return self._let_go
+
+    def gather(
+        self,
+        names: Sequence[str],
+        index: np.ndarray,
+        *,
+        stack_num: int = 1,
+        pin_memory: bool = False,
+    ) -> dict[str, torch.Tensor]:
+        """See ``Storage.gather``; small tensors come from records packed in memory.
+
+        Tensors with small rows (``packed_rows``) are packed one record per transition on
+        first use and gathered together, as views of the records drawn (strided tensors).
+        The pages others took from a mapping are let go of once the batch is gathered
+        (``MADV_DONTNEED``: they stay in the page cache, not in this process): the kernel
+        maps whole page-cache folios per row touched, so without this a sampler's RSS
+        would grow towards the file's size.
         """
-        flat = np.asarray(index)
-        if not self._maps or flat.size <= _MAPPED_STEP:
-            batch = super().gather(names, flat)
-            self._release()
-            return batch
-        pieces = []
-        for part in np.array_split(flat.reshape(-1), -(-flat.size // _MAPPED_STEP)):
-            pieces.append(super().gather(names, part))
-            self._release()
-        return {
-            name: torch.cat([p[name] for p in pieces]).reshape(
-                *flat.shape, *pieces[0][name].shape[1:]
-            )
-            for name in pieces[0]
-        }
-
-    def _release(self) -> None:
-        for mapped in self._maps:
-            with contextlib.suppress(OSError, ValueError):  # closed, or no madvise here
-                mapped.madvise(mmap.MADV_DONTNEED)
+        packed = None if pin_memory else self._packed_rows()
+        if packed is not None and stack_num == 1 and packed.names.issuperset(names):
+            if index.size and int(index.min()) < 0:  # the common case, straight through
+                raise IndexError(f"transition index out of range for {self.capacity} transitions")
+            return {n: torch.from_numpy(a) for n, a in packed.gather(index, names).items()}
+        if packed is None:
+            rest, batch = list(names), dict[str, torch.Tensor]()
+        else:
+            index = np.asarray(index, dtype=np.int64)
+            if index.size and int(index.min()) < 0:  # take refuses those past the end
+                raise IndexError(f"transition index out of range for {self.capacity} transitions")
+            stacked = stack_num > 1
+            mine = [n for n in names if n in packed.names and not (stacked and is_observation(n))]
+            rest = [n for n in names if n not in mine]
+            batch = {n: torch.from_numpy(a) for n, a in packed.gather(index, mine).items()}
+        if rest:
+            try:
+                batch |= super().gather(rest, index, stack_num=stack_num, pin_memory=pin_memory)
+            finally:
+                if stack_num > 1:
+                    self._release(DONE_NAMES)  # frame stacks read the episode flags
+        return {name: batch[name] for name in names}
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, num_envs: int | None = None) -> DatasetStorage:
@@ -289,13 +378,25 @@ class DatasetStorage(Storage):
         row = format_row(fmt)
         if row is not None and row.open_lazy is None:  # a .pt: mapped by its reader
             return cls(read_dataset(source, fmt, num_envs=num_envs))
-        dataset, close = open_lazy(source, fmt, num_envs=num_envs)
+        dataset, close_lazy = open_lazy(source, fmt, num_envs=num_envs)
+        file = source.open("rb") if source.is_file() else None
+
+        def close() -> None:
+            try:
+                close_lazy()
+            finally:
+                if file is not None:
+                    file.close()
+
         try:
-            tensors = {name: _mapped(source, a) for name, a in dataset.tensors.items()}
-            return cls(Dataset(tensors, dataset.state, dataset.metadata), close)
+            tensors = dataset.tensors
+            if file is not None:
+                tensors = {name: _mapped(file, a) for name, a in tensors.items()}
+            storage = cls(Dataset(tensors, dataset.state, dataset.metadata), close)
         except BaseException:
             close()
             raise
+        return storage
 
     def close(self) -> None:
         """Close the file that lazy tensors read (sampling them afterwards fails)."""
@@ -326,15 +427,17 @@ class DatasetStorage(Storage):
         return self._tensors
 
 
-_MAPPED_STEP = 32  # transitions gathered from mapped files between two releases
+def _let_go(mapped: mmap.mmap) -> None:
+    with contextlib.suppress(OSError, ValueError):  # closed, or no madvise here
+        mapped.madvise(mmap.MADV_DONTNEED)
 
 
-def _mapped(path: Path, array: Any) -> Any:
-    """A lazy tensor whose bytes lie whole in the file, mapped read-only; others as they are."""
+def _mapped(file: IO[bytes], array: Any) -> Any:
+    """A lazy tensor whose bytes lie whole in ``file``, mapped read-only; others as they are."""
     offset = getattr(array, "file_offset", None)
     if offset is None or not array.size:
         return array
-    return np.memmap(path, array.dtype, "r", offset, array.shape)
+    return np.memmap(file, array.dtype, "r", offset, array.shape)
 
 
 def as_storage(source: StorageSource) -> Storage:

@@ -1,0 +1,91 @@
+"""PackedRows: a read-only dataset's small tensors, one record per transition, in memory.
+
+Drawing 256 CartPole transitions touches six tensors at 256 scattered rows each: six
+gathers, each one page fault or cache miss per row. Packed into one record per transition
+(numpy's structured dtype, each field aligned), the same draw is one gather of 256 records
+whose fields are views: about the cost of the draw's random numbers. The records are read
+once, on first use, and only for tensors whose rows are small (``ROW_BYTES``) and while the
+whole table stays within ``TABLE_BYTES`` and an eighth of the memory available; frames are
+never packed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from expcli.formats.lazy import SLICE_BYTES
+from expcli.host_memory import available_bytes
+
+__all__ = ["ROW_BYTES", "TABLE_BYTES", "PackedRows", "packable"]
+
+ROW_BYTES = 256
+"""Tensors whose transitions are at most this big are packed."""
+
+TABLE_BYTES = 1 << 30
+"""The most a packed table holds."""
+
+
+def packable(arrays: Mapping[str, Any], capacity: int) -> list[str]:
+    """The tensors to pack (``(T, N, *feature)`` shapes): small rows, a table that fits."""
+    names = [name for name, a in arrays.items() if 0 < _row_bytes(a) <= ROW_BYTES]
+    record = sum(_row_bytes(arrays[name]) for name in names) + 8  # alignment, at most
+    room = available_bytes()
+    limit = TABLE_BYTES if room is None else min(TABLE_BYTES, room // 8)
+    return names if names and record * capacity <= limit else []
+
+
+class PackedRows:
+    """Records of ``names``' transitions: ``gather`` gives each tensor's rows as views.
+
+    Args:
+        arrays: ``(T, N, *feature)`` tensors (numpy arrays, memory maps, or tensors left on
+            disk that read slices of rows); those named are read whole, a slice at a time.
+        names: The tensors to pack.
+    """
+
+    def __init__(self, arrays: Mapping[str, Any], names: Sequence[str]) -> None:
+        order = sorted(names, key=lambda n: (-np.dtype(arrays[n].dtype).itemsize, n))
+        offsets, at = [], 0
+        for name in order:
+            size = np.dtype(arrays[name].dtype).itemsize
+            at = -(-at // size) * size
+            offsets.append(at)
+            at += _row_bytes(arrays[name])
+        align = max(np.dtype(arrays[n].dtype).itemsize for n in order)
+        self.dtype = np.dtype(
+            {
+                "names": order,
+                "formats": [(np.dtype(arrays[n].dtype), tuple(arrays[n].shape[2:])) for n in order],
+                "offsets": offsets,
+                "itemsize": -(-at // align) * align,
+            }
+        )
+        self.names = frozenset(order)
+        """The tensors packed."""
+        rows, envs = (int(d) for d in arrays[order[0]].shape[:2])
+        self.table = np.empty(rows * envs, self.dtype)
+        step = max(1, SLICE_BYTES // max(1, envs * self.dtype.itemsize))
+        for name in order:
+            field = self.table[name].reshape(rows, envs, *arrays[name].shape[2:])
+            for start in range(0, rows, step):
+                field[start : start + step] = arrays[name][start : start + step]
+
+    def gather(self, index: np.ndarray, names: Sequence[str]) -> dict[str, np.ndarray]:
+        """``names``' transitions at flat ``index`` (any shape), as ``(*index.shape, *feature)``.
+
+        One gather of records; each tensor is a view of them (strided: its rows lie a
+        record apart). Indexes past the end raise IndexError; negative ones count from it.
+        """
+        records = self.table.take(index.reshape(-1))  # IndexError past the end
+        return {
+            name: records[name].reshape(*index.shape, *records[name].shape[1:]) for name in names
+        }
+
+
+def _row_bytes(array: Any) -> int:
+    itemsize: int = np.dtype(array.dtype).itemsize
+    return int(math.prod(array.shape[2:])) * itemsize

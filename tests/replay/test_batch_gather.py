@@ -1,0 +1,137 @@
+"""Batches gathered once per tensor equal the brute-force reference, from every storage.
+
+The reference (``episode_data.Reference``) walks each env column by its write clock, never
+using the circular state; the storages are the memory itself, and the same data as a
+mapped ``.npz`` (small tensors packed in records), a chunked ``.h5`` read by slices, and
+folders of npz and Parquet shards of a few rows each.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from expcli import RandomMemory, save
+from expcli.formats.dataset import Dataset
+from expcli.formats.sharded import write as write_folder
+from expcli.replay.storages import DatasetStorage, MemoryStorage, Storage
+from expcli.spec import CircularState
+from tests.replay.episode_data import Reference, memories
+
+SOURCES = ("memory", ".npz", ".h5", "npz shards", "parquet shards")
+
+
+def with_next(memory: RandomMemory) -> Dataset:
+    """The memory's data and a ``next_observations`` unlike any observation."""
+    dataset = memory.to_dataset()
+    tensors = dict(dataset.tensors)
+    tensors["next_observations"] = tensors["observations"] + 1000
+    return Dataset(tensors, dataset.state, dataset.metadata)
+
+
+def storage_of(source: str, memory: RandomMemory, dataset: Dataset, folder: Path) -> Storage:
+    if source == "memory":
+        memory.create_tensor("next_observations", (2,), torch.float32)
+        memory.tensors["next_observations"][:] = torch.from_numpy(
+            dataset.tensors["next_observations"]
+        )
+        return MemoryStorage(memory)
+    if source.endswith("shards"):
+        path = folder / source.replace(" ", "-")
+        row_bytes = sum(
+            int(np.prod(a.shape[1:])) * a.dtype.itemsize for a in dataset.tensors.values()
+        )
+        write_folder(
+            dataset,
+            path,
+            overwrite=True,
+            shard_bytes=2 * row_bytes,  # a shard of two or three rows: many shards
+            shard_format=source.split()[0],
+        )
+    else:
+        path = save(dataset, folder / f"data{source}")
+    return DatasetStorage.open(path)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    memory=memories,
+    stack_num=st.integers(1, 4),
+    source=st.sampled_from(SOURCES),
+    draw=st.data(),
+)
+def test_batches_equal_the_reference(
+    tmp_path: Path, memory: RandomMemory, stack_num: int, source: str, draw: st.DataObject
+) -> None:
+    ref = Reference.of(memory)
+    valid = ref.valid()
+    index = np.array(
+        draw.draw(st.lists(st.sampled_from(valid), min_size=1, max_size=12)), dtype=np.int64
+    )
+    dataset = with_next(memory)
+    flat = {k: np.asarray(v).reshape(-1, *v.shape[2:]) for k, v in dataset.tensors.items()}
+    storage = storage_of(source, memory, dataset, tmp_path)
+    names = sorted(dataset.tensors)
+    batch = storage.gather(names, index, stack_num=stack_num)
+    for name in names:
+        got = batch[name].numpy()
+        if stack_num > 1 and name in ("observations", "next_observations"):
+            stacks = np.array([ref.stack(int(i), stack_num) for i in index])
+            expected = flat["observations"][stacks]
+            if name == "next_observations":  # the stack the following step sees
+                expected = np.concatenate(
+                    [expected[:, 1:], flat["next_observations"][index][:, None]], axis=1
+                )
+        else:
+            expected = flat[name][index]
+        assert got.dtype == expected.dtype and np.array_equal(got, expected), (name, source)
+    slices = index[: len(index) // 2 * 2].reshape(2, -1)  # a (slices, steps) index
+    if slices.size:
+        two = storage.gather(["observations", "rewards"], slices, stack_num=stack_num)
+        assert np.array_equal(two["rewards"].numpy(), flat["rewards"][slices])
+        tail = (stack_num,) if stack_num > 1 else ()
+        assert two["observations"].shape == (*slices.shape, *tail, 2)
+    if isinstance(storage, DatasetStorage):
+        storage.close()
+
+
+def test_small_tensors_are_packed_and_frames_are_not(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    tensors = {
+        "observations": rng.integers(0, 255, (50, 3, 16, 16, 3), dtype=np.uint8),
+        "actions": rng.integers(0, 5, (50, 3, 1)),
+        "rewards": rng.random((50, 3, 1), dtype=np.float32),
+        "terminated": rng.random((50, 3, 1)) < 0.1,
+    }
+    path = save(Dataset(tensors, CircularState(7, 1, True)), tmp_path / "d.npz")
+    storage = DatasetStorage.open(path)
+    index = rng.integers(0, 150, 40)
+    batch = storage.gather(sorted(tensors), index)
+    packed = storage._packed_rows()
+    assert packed is not None and packed.names == {"actions", "rewards", "terminated"}
+    for name, array in tensors.items():
+        assert np.array_equal(batch[name].numpy(), array.reshape(150, *array.shape[2:])[index])
+    assert not batch["rewards"].is_contiguous()  # a view of the records drawn
+    with pytest.raises(IndexError):
+        storage.gather(["rewards"], np.array([150]))
+    with pytest.raises(IndexError):
+        storage.gather(["rewards"], np.array([-1]))
+    empty = storage.gather(["rewards", "observations"], index[:0])
+    assert empty["observations"].shape == (0, 16, 16, 3) and empty["rewards"].shape == (0, 1)
+    storage.close()
+
+
+def test_empty_index_with_stacks(tmp_path: Path) -> None:
+    memory = RandomMemory(4, 2, "cpu")
+    memory.create_tensor("observations", (2,), torch.float32)
+    memory.create_tensor("terminated", 1, torch.bool)
+    memory.add_samples(observations=np.ones((2, 2), np.float32), terminated=np.zeros((2, 1), bool))
+    batch = MemoryStorage(memory).gather(["observations"], np.zeros(0, np.int64), stack_num=3)
+    assert batch["observations"].shape == (0, 3, 2)
