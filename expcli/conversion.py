@@ -75,9 +75,15 @@ def load(
     A folder is read as a Minari dataset (``formats.read_dataset`` decides, for every
     caller).
 
+    The tensors are held in memory, except those mapped from the file (a ``.pt`` file,
+    stored ``.npz`` members). For data larger than memory, ``expcli.formats.open_lazy``
+    reads by slices of rows and ``ReplayBuffer(path)`` draws batches.
+
     Raises:
         FormatError: No such file or folder; an unknown, corrupt, truncated or unsafe file.
         SchemaError: Tensors that disagree with each other or with the metadata.
+        ConfigError: What would be held exceeds the memory available; said before any of
+            it is read.
     """
     return read_dataset(path, format, num_envs=num_envs)
 

@@ -29,17 +29,21 @@ def available_bytes() -> int | None:
     return available if limit is None else min(available, limit)
 
 
-def check_fits(needed: int, what: str, advice: str) -> None:
+def check_fits(
+    needed: int, what: str, advice: str, *, path: str | os.PathLike[str] | None = None
+) -> None:
     """Refuse ``needed`` bytes when the machine has fewer available.
 
     Raises:
-        ConfigError: One line: ``what`` needs about N, more than the M available; ``advice``.
+        ConfigError: One line: [``path``:] ``what`` needs about N, more than the M available;
+            ``advice``. The error's ``path`` is ``path``.
     """
     available = available_bytes()
     if available is not None and needed > available:
         raise ConfigError(
             f"{what} needs about {format_bytes(needed)}, more than the "
-            f"{format_bytes(available)} of memory available; {advice}"
+            f"{format_bytes(available)} of memory available; {advice}",
+            path=path,
         )
 
 

@@ -7,8 +7,10 @@
   ``/dev/zero`` say), a named pipe or a device is refused without following or opening it.
 * ``load_json`` / ``check_depth``: metadata JSON nested deeper than ``MAX_JSON_DEPTH`` is
   refused, so that no recursive step afterwards (rendering, copying, dumping) overflows.
-* ``check_memory``: an array that must be held whole (a compressed npz member that ``load``
-  reads, say) must fit in the memory the machine has available.
+* ``check_memory``: an array that must be held whole (a Fortran-order npz member that even a
+  lazy open reads, say) must fit in the memory the machine has available.
+* ``check_read_whole``: what a format's ``read`` (``load``) would hold in memory, counted
+  before it reads any of it, must fit; else one line names the lazy ways to read it.
 * ``check_inflation``: compressed data (deflated npz members, filtered HDF5 datasets) that
   would inflate past ``BOMB_BYTES`` at more than ``BOMB_RATIO``:1 is a decompression bomb,
   refused before anything is inflated (Apache POI's ``ZipSecureFile`` draws its line at the
@@ -28,17 +30,19 @@ import stat
 from typing import Any, BinaryIO
 
 from expcli.errors import FormatError, printable
-from expcli.host_memory import available_bytes
+from expcli.host_memory import available_bytes, check_fits
 
 __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_METADATA_BYTES",
     "BOMB_BYTES",
     "BOMB_RATIO",
+    "LAZY_READS",
     "brief",
     "check_depth",
     "check_inflation",
     "check_memory",
+    "check_read_whole",
     "check_source",
     "load_json",
     "open_inside",
@@ -56,6 +60,12 @@ BOMB_RATIO = 100
 
 BOMB_BYTES = 1 << 30
 """Inflated size up to which any ratio is accepted (small all-zero tensors compress well)."""
+
+LAZY_READS = (
+    "read it by slices with expcli.formats.open_lazy(path), or draw batches from it with "
+    "expcli.ReplayBuffer(path)"
+)
+"""How to read a dataset that memory cannot hold whole (the advice of ``check_read_whole``)."""
 
 _KINDS = {
     stat.S_IFIFO: "named pipe",
@@ -201,6 +211,18 @@ def check_memory(nbytes: int, path: str | os.PathLike[str], key: str | None) -> 
             path=path,
             key=key,
         )
+
+
+def check_read_whole(needed: int, path: str | os.PathLike[str], advice: str = LAZY_READS) -> None:
+    """Refuse to read a dataset whole when the ``needed`` bytes exceed the memory available.
+
+    ``needed`` counts what the read would hold, not what it maps (mapped pages cost no memory
+    of their own); it is called before any of it is read.
+
+    Raises:
+        ConfigError: One line naming ``path``, the bytes, the memory available and ``advice``.
+    """
+    check_fits(needed, "reading it whole", advice, path=path)
 
 
 def check_inflation(

@@ -29,7 +29,7 @@ from expcli.errors import FormatError, SchemaError
 from expcli.formats._atomic import atomic_path
 from expcli.formats._csv_rows import Chunk, Group, read_chunks
 from expcli.formats._csv_text import encode_rows
-from expcli.formats._guards import MAX_METADATA_BYTES
+from expcli.formats._guards import MAX_METADATA_BYTES, check_read_whole
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import LazyRows, RowSpill
@@ -114,9 +114,12 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
         FormatError: Empty file, malformed header, ragged rows, cells that are not numbers
             of the expected dtype, a wrong row count, or an unreadable sidecar.
         SchemaError: The sidecar is not expcli's schema or disagrees with the file.
+        ConfigError: The memory available cannot hold the data (said once the text is
+            parsed into the scratch file, before any of it is read into memory).
     """
     lazy, close = open_lazy(path, num_envs=num_envs)
     try:
+        check_read_whole(sum(a.nbytes for a in lazy.tensors.values()), path)
         tensors = {name: np.asarray(array) for name, array in lazy.tensors.items()}
     finally:
         close()

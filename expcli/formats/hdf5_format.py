@@ -32,6 +32,7 @@ import numpy as np
 from expcli.errors import ConfigError, FormatError, InvalidValueError, SchemaError
 from expcli.formats._atomic import atomic_path
 from expcli.formats._guarded_file import Hdf5Output
+from expcli.formats._guards import check_read_whole
 from expcli.formats._hdf5_checks import (
     ATTRIBUTE,
     as_format_errors,
@@ -335,11 +336,13 @@ def read(
         FormatError: Not an HDF5 file, corrupt or truncated, declaring more data than it
             stores, or without metadata and of no known layout.
         SchemaError: The datasets disagree with each other or with the metadata.
+        ConfigError: The memory available cannot hold the data (said before reading any).
     """
     with open_file(path, _CACHE_BYTES) as file:
         if header_text(file, path) is None:
             return _read_foreign(file, path, num_envs, foreign)
     with Hdf5Reader(path) as reader:
+        check_read_whole(sum(reader.dataset(s.name).nbytes for s in reader.specs), path)
         arrays = {s.name: reader.read_rows(s.name, 0, reader.memory_size) for s in reader.specs}
         header = reader.header
     return dataset_from_header(arrays, header, path)
@@ -398,9 +401,13 @@ def _read_foreign(
 ) -> Dataset:
     """Hand a file without expcli's metadata to the foreign layouts.
 
-    ``lazy``: those that can leave rows in the file, which must then stay open.
+    ``lazy``: those that can leave rows in the file, which must then stay open. Else the
+    layout reads its rows whole: the file's datasets are first counted against the memory
+    available (about what a layout reads; one that skips a dataset reads less).
     """
     found = check_all_stored(file, path)  # so that the layouts read only what it holds
+    if not lazy:
+        check_read_whole(sum(file[name].nbytes for name in found), path)
     with as_format_errors(path, "its layout"):
         lazily = {"lazy": True} if lazy else {}  # a reader that cannot leave rows reads whole
         dataset = foreign.read(file, path, num_envs, **lazily) if foreign is not None else None

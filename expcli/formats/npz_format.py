@@ -29,6 +29,7 @@ from expcli.formats._guards import (
     MAX_METADATA_BYTES,
     check_inflation,
     check_memory,
+    check_read_whole,
     check_source,
 )
 from expcli.formats._zip_stream import ZipStreamWriter
@@ -327,7 +328,7 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
     """Load an ``.npz`` archive; one without metadata is read as a full skrl memory.
 
     Stored members in native byte order are memory-mapped; the others (deflated, another
-    byte order) are read into memory, when it has room for them.
+    byte order) are read into memory, when it has room for all of them.
 
     Args:
         path: File to read.
@@ -335,29 +336,37 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
 
     Raises:
         FormatError: Not an ``.npz`` archive, corrupt or truncated, holding object arrays,
-            with a malformed metadata member, or too large for the memory available.
+            or with a malformed metadata member.
         SchemaError: A tensor has an unsupported dtype or disagrees with the metadata.
+        ConfigError: The memory available cannot hold the members to read (said before
+            reading any).
     """
     del num_envs
     lazy, close = open_lazy(path)
     try:
-        arrays = {name: _mapped(path, name, array) for name, array in lazy.tensors.items()}
+        members: list[Any] = list(lazy.tensors.values())  # LazyRows, or arrays already read
+        unmapped = [a for a in members if isinstance(a, LazyRows) and _map_offset(a) is None]
+        check_read_whole(sum(a.nbytes for a in unmapped), path)
+        arrays = {name: _mapped(path, array) for name, array in lazy.tensors.items()}
     finally:
         close()
     return Dataset(arrays, lazy.state, lazy.metadata)
 
 
-def _mapped(path: Path, name: str, array: Any) -> np.ndarray:
+def _map_offset(array: LazyRows) -> int | None:
+    """Where a member's bytes lie in the file as its dtype says, to be mapped; None: read it."""
+    return array.file_offset if array.size > 0 else None
+
+
+def _mapped(path: Path, array: Any) -> np.ndarray:
     """A stored member as a copy-on-write memory map of the file.
 
     Pages are read when touched, and writes stay private; anything else read whole.
     """
-    if not isinstance(array, LazyRows):
+    offset = _map_offset(array) if isinstance(array, LazyRows) else None
+    if offset is None:
         return np.asarray(array)
-    if array.file_offset is None or array.size == 0:
-        check_memory(array.nbytes, path, name)
-        return np.asarray(array)
-    return np.asarray(np.memmap(path, array.dtype, "c", array.file_offset, array.shape))
+    return np.asarray(np.memmap(path, array.dtype, "c", offset, array.shape))
 
 
 def _what(head: bytes) -> str:

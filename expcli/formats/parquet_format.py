@@ -44,7 +44,13 @@ from expcli.errors import (
 )
 from expcli.formats._atomic import atomic_path
 from expcli.formats._error_summary import error_summary
-from expcli.formats._guards import MAX_METADATA_BYTES, check_memory, check_source, load_json
+from expcli.formats._guards import (
+    MAX_METADATA_BYTES,
+    check_memory,
+    check_read_whole,
+    check_source,
+    load_json,
+)
 from expcli.formats._parquet_columns import (
     BOOKKEEPING,
     BOOKKEEPING_DTYPES,
@@ -596,13 +602,12 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
 
     Raises:
         FormatError, SchemaError, MissingDependencyError: As ``open_lazy``.
+        ConfigError: The memory available cannot hold the data (said before reading any).
     """
     lazy, close = open_lazy(path, num_envs=num_envs)
     try:
-        arrays = {}
-        for name, array in lazy.tensors.items():
-            check_memory(array.nbytes, path, name)
-            arrays[name] = np.asarray(array)
+        check_read_whole(sum(a.nbytes for a in lazy.tensors.values()), path)
+        arrays = {name: np.asarray(array) for name, array in lazy.tensors.items()}
     finally:
         close()
     return Dataset(arrays, lazy.state, lazy.metadata)

@@ -18,9 +18,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from expcli.errors import FormatError, SchemaError
+from expcli.errors import ExpcliError, FormatError, SchemaError
 from expcli.formats._atomic import atomic_write
 from expcli.formats._error_summary import error_summary
+from expcli.formats._guards import check_read_whole
 from expcli.formats._pt_archive import PtArchiveWriter
 from expcli.formats._pt_pickle import StoredTensor, dict_pickle
 from expcli.formats.dataset import Dataset
@@ -35,6 +36,10 @@ __all__ = ["read", "write", "write_to"]
 
 _ZIP_MAGIC = b"PK"
 _LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
+_UNMAPPED = (
+    "a .pt file is mapped, not read, only in torch's zip format (torch.save since PyTorch "
+    "1.6) on a file system that allows mmap"
+)
 
 
 def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
@@ -96,6 +101,8 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
         FormatError: The file is not a PyTorch file, is corrupt or truncated, would run code
             when unpickled, or holds something other than a dict of tensors.
         SchemaError: A tensor has an unsupported dtype or disagrees with the metadata.
+        ConfigError: A file that cannot be mapped (torch's legacy format) is larger than
+            the memory available (said before reading it).
     """
     del num_envs
     import torch
@@ -152,7 +159,7 @@ def _load(path: Path) -> object:
             f"of them are loaded, and nothing in the file was run",
             path=path,
         ) from e
-    except MemoryError:
+    except (MemoryError, ExpcliError):
         raise
     except Exception as e:  # torch's readers raise many types for corrupt input
         raise FormatError(
@@ -161,15 +168,20 @@ def _load(path: Path) -> object:
 
 
 def _torch_load(path: Path, is_zip: bool) -> object:
-    """Memory-map zip-format files, falling back to reading them where mmap fails."""
+    """Memory-map zip-format files, falling back to reading them where mmap fails.
+
+    A file read, not mapped, is held whole: about its size, which must fit in memory first.
+    """
     import torch
 
     if not is_zip:
+        check_read_whole(path.stat().st_size, path, _UNMAPPED)
         return torch.load(path, map_location="cpu", weights_only=True)
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except (RuntimeError, OSError):
         # mmap is not available everywhere; a corrupt file fails again here.
+        check_read_whole(path.stat().st_size, path, _UNMAPPED)
         return torch.load(path, map_location="cpu", weights_only=True, mmap=False)
 
 

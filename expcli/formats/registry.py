@@ -134,7 +134,9 @@ def read_dataset(
         FormatError: Unknown format, or an empty, corrupt, truncated or unsafe file, or a
             folder that is not a Minari dataset.
         SchemaError: The tensors disagree with each other or with the metadata.
-        ConfigError: ``num_envs`` is less than 1.
+        ConfigError: ``num_envs`` is less than 1, or the tensors to hold (those not mapped
+            from the file) exceed the memory available: each format's reader says so
+            before reading them (``_guards.check_read_whole``).
         OSError: The file cannot be opened.
     """
     if num_envs is not None and num_envs < 1:

@@ -45,7 +45,7 @@ from expcli.formats._atomic import (
     fsync_dir,
     output_errors,
 )
-from expcli.formats._guards import brief, check_memory, open_inside, regular_size
+from expcli.formats._guards import brief, check_read_whole, open_inside, regular_size
 from expcli.formats._manifest import (
     DEFAULT_SHARD_FORMAT,
     FORMAT_KEY,
@@ -458,12 +458,12 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
     """The whole folder in memory (for data that fits; ``open_lazy`` streams).
 
     Raises:
-        FormatError, SchemaError: As ``open_lazy``; FormatError also when the memory
-            cannot hold the data.
+        FormatError, SchemaError: As ``open_lazy``.
+        ConfigError: The memory available cannot hold the data (said before reading any).
     """
     lazy, close = open_lazy(path, num_envs=num_envs)
     try:
-        check_memory(sum(a.nbytes for a in lazy.tensors.values()), path, None)
+        check_read_whole(sum(a.nbytes for a in lazy.tensors.values()), path)
         tensors = {name: np.asarray(array) for name, array in lazy.tensors.items()}
     finally:
         close()

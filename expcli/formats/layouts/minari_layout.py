@@ -44,6 +44,7 @@ import numpy as np
 
 from expcli.errors import FormatError, SchemaError
 from expcli.formats._guarded_file import Hdf5Output
+from expcli.formats._guards import check_read_whole
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import encode_header
 from expcli.formats.layouts._episodes import (
@@ -165,11 +166,13 @@ def read_folder(path: Path) -> Dataset:
     Raises:
         FormatError: Not a Minari folder, a storage other than hdf5, or a corrupt file.
         SchemaError: An episode's arrays disagree in length or shape.
+        ConfigError: The memory available cannot hold the data (said before reading any).
     """
     from expcli.formats._hdf5_checks import as_format_errors
 
     dataset, close = open_folder(path)
     try:
+        check_read_whole(sum(a.nbytes for a in dataset.tensors.values()), path)
         with as_format_errors(_main_file(path), "its episodes"):
             tensors = {name: np.asarray(array) for name, array in dataset.tensors.items()}
     finally:
