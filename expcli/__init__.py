@@ -42,7 +42,9 @@ if TYPE_CHECKING:  # ``X as X``: an explicit re-export, as strict type checkers 
     from expcli.memory import TemporalBatch as TemporalBatch
     from expcli.replay import PrioritizedSampler as PrioritizedSampler
     from expcli.replay import RandomSampler as RandomSampler
+    from expcli.replay import ReplayBatchSampler as ReplayBatchSampler
     from expcli.replay import ReplayBuffer as ReplayBuffer
+    from expcli.replay import ReplayDataset as ReplayDataset
     from expcli.replay import RoundRobinWriter as RoundRobinWriter
     from expcli.replay import SamplerWithoutReplacement as SamplerWithoutReplacement
     from expcli.replay import SliceSampler as SliceSampler
@@ -63,6 +65,8 @@ _EXPORTS: dict[str, str] = {
     "PrioritizedSampler": "expcli.replay",
     "SliceSampler": "expcli.replay",
     "RoundRobinWriter": "expcli.replay",
+    "ReplayDataset": "expcli.replay",
+    "ReplayBatchSampler": "expcli.replay",
     # environments and collection
     "ParallelEnv": "expcli.envs",
     "Collector": "expcli.collect",

@@ -1,9 +1,9 @@
 """Training-ready sampling: a composable replay buffer over a Memory or a dataset file.
 
 torchrl's design (storage, sampler, writer, transform, prefetch) with tianshou's episode
-bookkeeping and rlstructures' batches (``DictBatch``, ``TemporalBatch`` and ``EpisodeIndex``
-are exported by ``expcli.memory``, their one home). This package imports torch (through
-``memory``).
+bookkeeping, rlstructures' batches (``DictBatch``, ``TemporalBatch`` and ``EpisodeIndex``
+are exported by ``expcli.memory``, their one home) and a ``torch.utils.data`` face
+(``ReplayDataset``). This package imports torch (through ``memory``).
 """
 
 from expcli.replay.buffer import ReplayBuffer
@@ -16,6 +16,7 @@ from expcli.replay.samplers import (
 )
 from expcli.replay.storages import DatasetStorage, MemoryStorage, Storage
 from expcli.replay.sum_tree import SumTree
+from expcli.replay.torch_dataset import ReplayBatchSampler, ReplayDataset
 from expcli.replay.writers import RoundRobinWriter
 
 __all__ = [
@@ -23,7 +24,9 @@ __all__ = [
     "MemoryStorage",
     "PrioritizedSampler",
     "RandomSampler",
+    "ReplayBatchSampler",
     "ReplayBuffer",
+    "ReplayDataset",
     "RoundRobinWriter",
     "Sampler",
     "SamplerWithoutReplacement",

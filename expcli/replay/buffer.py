@@ -13,8 +13,9 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from expcli.errors import ConfigError
+from expcli.errors import ConfigError, InvalidTypeError, InvalidValueError
 from expcli.memory.batches import DictBatch, TemporalBatch
 from expcli.memory.episodes import EpisodeBookkeeping
 from expcli.replay.batch_gather import cuda_available, torch_device
@@ -178,6 +179,34 @@ class ReplayBuffer(EpisodeBookkeeping):
     def _draw(self, batch_size: int) -> _Draw:
         self._sync()
         index, info = self.sampler.sample(self.storage, batch_size, self._rng)
+        batch = self._batch(index, info.get("lengths"))
+        info["index"] = index
+        return batch, info, self.sampler.ran_out
+
+    def batch(self, index: npt.ArrayLike, lengths: np.ndarray | None = None) -> Any:
+        """The batch at flat ``index``, made as ``sample`` makes it (names, stacks, transform).
+
+        For indexes drawn elsewhere: a ``torch.utils.data`` sampler's, or ``info["index"]``
+        of an earlier batch. ``index`` is ``(B,)`` for a ``DictBatch`` or ``(slices, steps)``
+        for a ``TemporalBatch``, whose ``lengths`` (a ``SliceSampler``'s ``info["lengths"]``)
+        say where short slices end.
+
+        Raises:
+            InvalidTypeError: ``index`` does not hold integers.
+            InvalidValueError: An index outside ``0 .. len(buffer) - 1``.
+            SchemaError: ``names`` lists an unknown tensor.
+        """
+        index = np.asarray(index)
+        if index.size and index.dtype.kind not in "iu":
+            raise InvalidTypeError(f"index must hold integers, got {index.dtype}")
+        index = index.astype(np.int64, copy=False)
+        if index.size and (index.min() < 0 or index.max() >= len(self)):
+            raise InvalidValueError(
+                f"index out of range: the buffer holds transitions 0..{len(self) - 1}"
+            )
+        return self._batch(index, lengths)
+
+    def _batch(self, index: np.ndarray, lengths: np.ndarray | None) -> Any:
         names = self.names if self.names is not None else self.storage.names()
         if self.stack_num > 1 and not self.storage.can_stack:
             tensors = self.storage.gather(names, index)
@@ -195,11 +224,10 @@ class ReplayBuffer(EpisodeBookkeeping):
         if index.ndim == 1:
             batch = DictBatch.of(tensors)
         else:
-            batch = _temporal(tensors, info.get("lengths"))
+            batch = _temporal(tensors, lengths)
         if self.transform is not None:
             batch = self.transform(batch)
-        info["index"] = index
-        return batch, info, self.sampler.ran_out
+        return batch
 
     def _stack(self, tensors: dict[str, Any], index: np.ndarray) -> None:
         """Replace the observations in ``tensors`` by their frame stacks at ``index``."""
@@ -259,7 +287,7 @@ class ReplayBuffer(EpisodeBookkeeping):
         one = {k: v[None] if hasattr(v, "shape") else np.asarray(v)[None] for k, v in data.items()}
         return int(self.extend(one)[0])
 
-    def update_priority(self, index: Any, priority: Any) -> None:
+    def update_priority(self, index: npt.ArrayLike, priority: npt.ArrayLike) -> None:
         """Set the priorities of the transitions at flat ``index`` (e.g. ``info["index"]``).
 
         Raises:
