@@ -61,6 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 NUM_ENVS = 16
 WORKLOADS = ("uniform", "slice", "prioritized")
+SECTIONS = ("frames", "prefetch")  # benchmarks/_sampling_frames.py
 BATCH = {"uniform": 256, "slice": 512, "prioritized": 256}
 SLICE_LEN = 16
 ALPHA, BETA = 0.6, 0.4
@@ -72,7 +73,7 @@ Draw = Callable[[], object]
 @dataclass
 class Contender:
     label: str
-    role: str  # "expcli" | "peer" | "fallback" (expcli without numba: shown, not judged)
+    role: str  # "expcli" | "peer" | "floor" | "fallback" (expcli without numba: not judged)
     draws: dict[str, Draw]
     notes: list[str] = field(default_factory=list)
 
@@ -119,10 +120,12 @@ def expcli_contenders(arrays: dict[str, np.ndarray], folder: Path) -> list[Conte
     memory = RandomMemory.from_dataset(dataset, "cpu")
     path = save(dataset, folder / "bench.pt")
     mapped = load(path)
+    npz = save(dataset, folder / "bench.npz")
     out = []
     for label, storage in (
         ("expcli ReplayBuffer (Memory)", memory),
         ("expcli ReplayBuffer (.pt, mmap)", mapped),
+        ("expcli ReplayBuffer (.npz path, mapped)", npz),
     ):
         uniform = ReplayBuffer(storage, batch_size=BATCH["uniform"], seed=0)
         slices = ReplayBuffer(
@@ -167,6 +170,34 @@ def expcli_contenders(arrays: dict[str, np.ndarray], folder: Path) -> list[Conte
     label = "expcli ReplayBuffer (Memory), numpy sum-tree"
     out.append(Contender(label, "fallback", {"prioritized": fallback_step}))
     return out
+
+
+def floor_contenders(arrays: dict[str, np.ndarray]) -> list[Contender]:
+    """numpy alone, uniform draws: every tensor packed in one record per transition (the
+    floor: one gather), and the same tensors as separate columns (one gather each)."""
+    count = next(iter(arrays.values())).shape[0] * NUM_ENVS
+    columns = {k: v.reshape(count, -1) for k, v in arrays.items()}
+    width = sum(c.shape[1] * c.dtype.itemsize for c in columns.values())
+    packed = np.zeros((count, -(-width // 8) * 8), np.uint8)
+    at = 0
+    for column in columns.values():
+        size = column.shape[1] * column.dtype.itemsize
+        packed[:, at : at + size] = column.view(np.uint8).reshape(count, size)
+        at += size
+    rng = np.random.default_rng(0)
+    batch = BATCH["uniform"]
+
+    def records() -> object:
+        return packed.take(rng.integers(0, count, batch), axis=0)
+
+    def separate() -> object:
+        index = rng.integers(0, count, batch)
+        return [c.take(index, axis=0) for c in columns.values()]
+
+    return [
+        Contender("numpy: one packed record per transition (floor)", "floor", {"uniform": records}),
+        Contender("numpy: separate columns", "floor", {"uniform": separate}),
+    ]
 
 
 def torchrl_contenders(arrays: dict[str, np.ndarray], folder: Path) -> list[Contender]:
@@ -389,7 +420,12 @@ def median_us(seconds: list[float]) -> float:
 # --------------------------------------------------------------------------- report
 
 
-def report(contenders: list[Contender], results: dict, tree_us: tuple[float, float, float]) -> None:
+def report(
+    contenders: list[Contender],
+    results: dict,
+    tree_us: tuple[float, float, float],
+    extra: list[tuple[str, float, bool]],
+) -> None:
     print(
         f"{'workload':<12} {'contender':<48} {'batches/s':>10} {'spread':>7} "
         f"{'vs fastest peer':>16}"
@@ -407,6 +443,11 @@ def report(contenders: list[Contender], results: dict, tree_us: tuple[float, flo
             versus = f"{rate / best:.2f}x" if best else "-"
             print(f"{w:<12} {c.label:<48} {rate:>10,.0f} {spread:>7.0%} {versus:>16}")
         ours = [statistics.median(r) for c, r in rows if c.role == "expcli"]
+        floors = [statistics.median(r) for c, r in rows if c.role == "floor"]
+        if floors:
+            slowest = max(floors) / min(ours)  # times the floor's time per batch
+            text = f"{w}: every expcli row <= 2x the packed floor"
+            verdicts.append((text, slowest, slowest <= 2))
         if best:
             worst = min(ours) / best
             verdicts.append(
@@ -426,8 +467,8 @@ def report(contenders: list[Contender], results: dict, tree_us: tuple[float, flo
     print(f"  note - {load_average()} at the end")
     print()
     print("targets:")
-    for text, value, met in verdicts:
-        unit = "us" if "us" in text else "x"
+    for text, value, met in verdicts + extra:
+        unit = "us" if "us" in text else "ms" if "ms" in text else "x"
         print(f"  {'PASS' if met else 'FAIL'}  {text}  (measured {value:.2f}{unit})")
 
 
@@ -439,9 +480,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workloads",
         nargs="+",
-        choices=WORKLOADS,
-        default=list(WORKLOADS),
+        choices=WORKLOADS + SECTIONS,
+        default=list(WORKLOADS + SECTIONS),
         help="time only these (default: all)",
+    )
+    parser.add_argument(
+        "--pong", type=int, default=8000, help="Pong transitions (8 envs) for frames, prefetch"
     )
     args = parser.parse_args(argv)
     transitions = args.transitions or (100_000 if args.quick else 1_000_000)
@@ -461,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         contenders = expcli_contenders(arrays, folder)
+        contenders += floor_contenders(arrays)
         contenders += torchrl_contenders(arrays, folder)
         tianshou = tianshou_contender(arrays)
         contenders += [tianshou] if tianshou else []
@@ -468,8 +513,18 @@ def main(argv: list[str] | None = None) -> int:
             contender.draws = {w: d for w, d in contender.draws.items() if w in args.workloads}
         results = measure(contenders, args.repeats, budget)
         tree_us = time_tree_update(steps * NUM_ENVS)
+        extra = []
+        if "frames" in args.workloads or "prefetch" in args.workloads:
+            from _sampling_frames import frames_table, pong_run, prefetch_table
+
+            if "frames" in args.workloads:
+                extra += frames_table(folder, args.pong, args.repeats)
+            else:
+                pong_run(folder, args.pong)
+            if "prefetch" in args.workloads:
+                extra += prefetch_table(folder)
         print()
-        report(contenders, results, tree_us)
+        report(contenders, results, tree_us, extra)
     return 0
 
 

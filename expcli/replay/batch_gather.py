@@ -123,7 +123,7 @@ def gather_into(
 
 def _gather_part(array: Any, flat: np.ndarray, target: np.ndarray, num_envs: int) -> None:
     feature = target.shape[1:]
-    if isinstance(array, np.ndarray) and (array.flags.aligned or array.dtype.itemsize == 1):
+    if _in_place(array):
         source = array.reshape(-1, *feature)
         np.take(source, flat, axis=0, out=target, mode="clip")  # "clip": not buffered
     elif isinstance(array, np.ndarray):  # mapped at an odd offset: numpy would copy it whole
@@ -204,8 +204,12 @@ def gather_batch(
     order = sorted(names, key=lambda n: stack_base(n) is not None)  # bases before next_
     for name in order:
         array = arrays[name]
+        plain = stack_num == 1 or not stacked(name)
+        if plain and not pin_memory and let_go(name) is None and _in_place(array):
+            result[name] = torch.from_numpy(array.take(index, axis=0))  # the short way
+            continue
         feature = tuple(array.shape[1:] if isinstance(array, np.ndarray) else array.shape[2:])
-        if stack_num == 1 or not stacked(name):
+        if plain:
             tensor, out = allocate((*index.shape, *feature), array.dtype, pin_memory)
             gather_into(array, index, out, num_envs, let_go(name))
             result[name] = tensor
@@ -235,6 +239,11 @@ def gather_batch(
             stacks[name] = out
         result[name] = tensor
     return {name: result[name] for name in names}
+
+
+def _in_place(array: Any) -> bool:
+    """Whether numpy's own ``take`` reads ``array`` without copying it first."""
+    return isinstance(array, np.ndarray) and (array.flags.aligned or array.dtype.itemsize == 1)
 
 
 def row_bytes(array: Any) -> int:

@@ -109,7 +109,7 @@ class Storage:
         if missing:
             raise SchemaError(f"no such tensor; tensors: {', '.join(sorted(flat))}", key=missing[0])
         index = np.asarray(index, dtype=np.int64)
-        if index.size and (int(index.min()) < 0 or int(index.max()) >= self.capacity):
+        if stack_num > 1 and index.size and (index.min() < 0 or index.max() >= self.capacity):
             raise IndexError(f"transition index out of range for {self.capacity} transitions")
         return gather_batch(
             flat,
@@ -337,17 +337,13 @@ class DatasetStorage(Storage):
         maps whole page-cache folios per row touched, so without this a sampler's RSS
         would grow towards the file's size.
         """
-        packed = None if pin_memory else self._packed_rows()
+        packed = None if pin_memory else self._packed if not self._pack else self._packed_rows()
         if packed is not None and stack_num == 1 and packed.names.issuperset(names):
-            if index.size and int(index.min()) < 0:  # the common case, straight through
-                raise IndexError(f"transition index out of range for {self.capacity} transitions")
             return {n: torch.from_numpy(a) for n, a in packed.gather(index, names).items()}
         if packed is None:
             rest, batch = list(names), dict[str, torch.Tensor]()
         else:
             index = np.asarray(index, dtype=np.int64)
-            if index.size and int(index.min()) < 0:  # take refuses those past the end
-                raise IndexError(f"transition index out of range for {self.capacity} transitions")
             stacked = stack_num > 1
             mine = [n for n in names if n in packed.names and not (stacked and is_observation(n))]
             rest = [n for n in names if n not in mine]

@@ -121,8 +121,8 @@ def test_small_tensors_are_packed_and_frames_are_not(tmp_path: Path) -> None:
     assert not batch["rewards"].is_contiguous()  # a view of the records drawn
     with pytest.raises(IndexError):
         storage.gather(["rewards"], np.array([150]))
-    with pytest.raises(IndexError):
-        storage.gather(["rewards"], np.array([-1]))
+    last = storage.gather(["rewards"], np.array([-1]))["rewards"]  # from the end, as numpy's
+    assert np.array_equal(last.numpy(), tensors["rewards"][-1, -1:])
     empty = storage.gather(["rewards", "observations"], index[:0])
     assert empty["observations"].shape == (0, 16, 16, 3) and empty["rewards"].shape == (0, 1)
     storage.close()
