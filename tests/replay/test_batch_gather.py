@@ -16,7 +16,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from expcli import RandomMemory, save
+from expcli import RandomMemory, ReplayBuffer, save
+from expcli.errors import ConfigError
 from expcli.formats.dataset import Dataset
 from expcli.formats.sharded import write as write_folder
 from expcli.replay.storages import DatasetStorage, MemoryStorage, Storage
@@ -135,3 +136,43 @@ def test_empty_index_with_stacks(tmp_path: Path) -> None:
     memory.add_samples(observations=np.ones((2, 2), np.float32), terminated=np.zeros((2, 1), bool))
     batch = MemoryStorage(memory).gather(["observations"], np.zeros(0, np.int64), stack_num=3)
     assert batch["observations"].shape == (0, 3, 2)
+
+
+def frames_file(folder: Path) -> Path:
+    rng = np.random.default_rng(3)
+    tensors = {
+        "observations": rng.integers(0, 255, (40, 2, 32, 32), dtype=np.uint8),
+        "next_observations": rng.integers(0, 255, (40, 2, 32, 32), dtype=np.uint8),
+        "rewards": rng.random((40, 2, 1), dtype=np.float32),
+        "terminated": rng.random((40, 2, 1)) < 0.1,
+    }
+    return save(Dataset(tensors, CircularState(0, 0, True)), folder / "frames.npz")
+
+
+def test_pinning_without_cuda_changes_nothing_and_a_missing_gpu_is_one_error(
+    tmp_path: Path,
+) -> None:
+    path = frames_file(tmp_path)
+    plain = ReplayBuffer(path, batch_size=8, stack_num=3, seed=0).sample()
+    pinned = ReplayBuffer(path, batch_size=8, stack_num=3, seed=0, pin_memory=True).sample()
+    for name in plain:
+        assert torch.equal(plain[name], pinned[name])
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="no CUDA device"):
+            ReplayBuffer(path, device="cuda")
+    with pytest.raises(ConfigError, match="not a device"):
+        ReplayBuffer(path, device="gpu please")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_batches_land_on_the_gpu_from_pinned_memory(tmp_path: Path) -> None:
+    path = frames_file(tmp_path)
+    here = ReplayBuffer(path, batch_size=8, stack_num=3, seed=0)
+    there = ReplayBuffer(path, batch_size=8, stack_num=3, seed=0, device="cuda")
+    assert there._pin
+    for _ in range(3):
+        cpu, gpu = here.sample(), there.sample()
+        torch.cuda.synchronize()
+        for name in cpu:
+            assert gpu[name].device.type == "cuda"
+            assert torch.equal(gpu[name].cpu(), cpu[name])
