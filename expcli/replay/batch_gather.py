@@ -201,14 +201,24 @@ def gather_batch(
     result: dict[str, torch.Tensor] = {}
     frame_index: np.ndarray | None = None
     stacks: dict[str, np.ndarray] = {}
+    if stack_num == 1 and not pin_memory and not releases:  # the short way, every tensor
+        for name in names:
+            array = arrays[name]
+            if _in_place(array):
+                result[name] = torch.from_numpy(array.take(index, axis=0))
+            else:
+                tensor, out = allocate((*index.shape, *_feature(array)), array.dtype, False)
+                gather_into(array, index, out, num_envs)
+                result[name] = tensor
+        return result
     order = sorted(names, key=lambda n: stack_base(n) is not None)  # bases before next_
     for name in order:
         array = arrays[name]
         plain = stack_num == 1 or not stacked(name)
         if plain and not pin_memory and let_go(name) is None and _in_place(array):
-            result[name] = torch.from_numpy(array.take(index, axis=0))  # the short way
+            result[name] = torch.from_numpy(array.take(index, axis=0))
             continue
-        feature = tuple(array.shape[1:] if isinstance(array, np.ndarray) else array.shape[2:])
+        feature = _feature(array)
         if plain:
             tensor, out = allocate((*index.shape, *feature), array.dtype, pin_memory)
             gather_into(array, index, out, num_envs, let_go(name))
@@ -239,6 +249,11 @@ def gather_batch(
             stacks[name] = out
         result[name] = tensor
     return {name: result[name] for name in names}
+
+
+def _feature(array: Any) -> tuple[int, ...]:
+    """The feature shape: a numpy array is flat, ``(T * N, *feature)``; others are not."""
+    return tuple(array.shape[1:] if isinstance(array, np.ndarray) else array.shape[2:])
 
 
 def _in_place(array: Any) -> bool:
