@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from expcli.errors import InvalidTypeError, InvalidValueError
+from expcli.host_memory import check_fits
 from expcli.memory._shapes import DTypeLike, SizeLike
 from expcli.memory._storage import TensorStorage
 from expcli.memory._write_head import WriteHead
@@ -463,7 +464,9 @@ class Memory(EpisodeBookkeeping):
         """
         from expcli.formats import read_dataset
 
-        self._adopt(read_dataset(path, num_envs=self.num_envs))
+        dataset = read_dataset(path, num_envs=self.num_envs)
+        _check_copy_fits(dataset, self.device, path)
+        self._adopt(dataset)
 
     @classmethod
     def from_dataset(cls, dataset: Dataset, device: str | torch.device | None = None) -> Self:
@@ -483,7 +486,9 @@ class Memory(EpisodeBookkeeping):
         """A new memory holding what ``path`` holds (sizes taken from the file)."""
         from expcli.formats import read_dataset
 
-        return cls.from_dataset(read_dataset(path), device)
+        dataset = read_dataset(path)
+        _check_copy_fits(dataset, _parse_device(device), path)
+        return cls.from_dataset(dataset, device)
 
     def _adopt(self, dataset: Dataset) -> None:
         """Adopt a ``formats.Dataset``'s tensors (copied to ``device``), sizes and state."""
@@ -498,6 +503,22 @@ class Memory(EpisodeBookkeeping):
         self._head.adopt(dataset.state, *size, self.metadata)
         if self._writer.tracker is not None:
             self._writer.tracker = RunningEpisodes(self.num_envs)
+
+
+def _check_copy_fits(dataset: Dataset, device: torch.device, path: str | os.PathLike[str]) -> None:
+    """Refuse, before copying, a file whose tensors (mapped, so far) a CPU memory cannot hold.
+
+    Raises:
+        ConfigError: One line naming the file, the sizes and the lazy alternative.
+    """
+    if device.type == "cpu":
+        needed = sum(int(a.nbytes) for a in dataset.tensors.values())
+        check_fits(
+            needed,
+            "copying it into a Memory",
+            "sample it where it lies with expcli.ReplayBuffer(path)",
+            path=path,
+        )
 
 
 def _parse_device(device: str | torch.device | None) -> torch.device:

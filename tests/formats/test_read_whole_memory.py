@@ -148,3 +148,22 @@ def test_a_legacy_pt_file_is_read_whole_and_refused_in_one_cli_line(
     line, *more = result.stderr.strip().splitlines()
     assert more == [] and line.startswith(f"error: {path}: reading it whole needs about")
     assert "torch's zip format" in line
+
+
+@pytest.mark.parametrize("how", ["from_file", "load"])
+def test_a_mapped_file_too_large_for_a_memory_is_refused_before_it_is_copied(
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from expcli import RandomMemory
+
+    dataset = _frames(256)
+    path = write_dataset(dataset, tmp_path / "a.npz")
+    _limit(monkeypatch, _nbytes(dataset) - 1)  # mapped: load is fine, a Memory's copy is not
+    load(path)
+    with pytest.raises(ConfigError, match=r"copying it into a Memory needs about .*ReplayBuffer"):
+        if how == "from_file":
+            RandomMemory.from_file(path, device="cpu")
+        else:
+            RandomMemory(4, 2, "cpu").load(path)
+    _limit(monkeypatch, _nbytes(dataset))
+    assert RandomMemory.from_file(path, device="cpu").memory_size == dataset.memory_size
