@@ -9,6 +9,7 @@ boundaries, read ahead, ``__array__``) that also gathers rows: ``take``.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +19,9 @@ from expcli.formats.lazy import LazyRows
 from expcli.formats.row_gather import gather_flat
 
 __all__ = ["ConcatRows"]
+
+_ROW_BY_ROW = 16 << 10
+"""Rows at least this big are copied from a mapped shard one by one, into place."""
 
 
 class ConcatRows(LazyRows):
@@ -99,15 +103,21 @@ class ConcatRows(LazyRows):
             out[group] = _gather(piece, local)
         return out
 
-    def take_flat(self, index: np.ndarray, num_envs: int) -> np.ndarray:
+    def take_flat(
+        self, index: np.ndarray, num_envs: int, out: np.ndarray | None = None
+    ) -> np.ndarray:
         """Transitions at flat ``index`` (``row * num_envs + env``, 1-d, in range).
 
         Each shard gives only the transitions asked of it: a mapped piece by flat
         indexing, a piece read by slices of rows (a Parquet shard) through its ``take``.
+        Into ``out`` (``(len(index), *feature)``, each row C-contiguous) when given: big
+        rows (frames) are copied there one by one, straight from the mapping.
         """
         feature = self.shape[2:]
+        if out is None:
+            out = np.empty((index.size, *feature), self.dtype)
+        big = math.prod(feature) * self.dtype.itemsize >= _ROW_BY_ROW
         rows = index // num_envs
-        out = np.empty((index.size, *feature), self.dtype)
         shard_of = np.searchsorted(self._starts, rows, side="right") - 1
         order = np.argsort(shard_of, kind="stable")
         bounds = np.flatnonzero(np.diff(shard_of[order])) + 1
@@ -117,10 +127,15 @@ class ConcatRows(LazyRows):
             shard = int(shard_of[group[0]])
             piece = self._fetch(shard)
             local = index[group] - self._starts[shard] * num_envs
-            if isinstance(piece, np.ndarray):
-                out[group] = piece.reshape(-1, *feature).take(local, 0)
-            else:
+            if not isinstance(piece, np.ndarray):
                 out[group] = gather_flat(piece, local, num_envs)
+                continue
+            flat = piece.reshape(-1, *feature)
+            if big:  # one copy each, no batch-sized temporary
+                for at, row in zip(group.tolist(), local.tolist(), strict=True):
+                    out[at] = flat[row]
+            else:
+                out[group] = flat.take(local, 0)
         return out
 
 

@@ -129,7 +129,7 @@ def _gather_part(array: Any, flat: np.ndarray, target: np.ndarray, num_envs: int
     elif isinstance(array, np.ndarray):  # mapped at an odd offset: numpy would copy it whole
         target[...] = take_flat(array.reshape(-1, *feature), flat)
     elif callable(getattr(array, "take_flat", None)):  # a folder: each shard's transitions
-        target[...] = array.take_flat(flat, num_envs)
+        array.take_flat(flat, num_envs, target)
     else:
         target[...] = gather_flat(array, flat, num_envs)
 

@@ -176,3 +176,25 @@ def test_batches_land_on_the_gpu_from_pinned_memory(tmp_path: Path) -> None:
         for name in cpu:
             assert gpu[name].device.type == "cuda"
             assert torch.equal(gpu[name].cpu(), cpu[name])
+
+
+def test_big_rows_of_a_folder_are_copied_into_place(tmp_path: Path) -> None:
+    """Frames of 16 KiB and more are copied row by row from the shards' mappings."""
+    rng = np.random.default_rng(5)
+    tensors = {
+        "observations": rng.integers(0, 255, (30, 3, 128, 128), dtype=np.uint8),
+        "next_observations": rng.integers(0, 255, (30, 3, 128, 128), dtype=np.uint8),
+        "terminated": rng.random((30, 3, 1)) < 0.2,
+    }
+    dataset = Dataset(tensors, CircularState(11, 2, True))
+    folder = tmp_path / "frames"
+    write_folder(dataset, folder, overwrite=True, shard_bytes=4 * 3 * 2 * 128 * 128)
+    assert len(list(folder.glob("shard-*.npz"))) > 5
+    index = rng.integers(0, 90, 64)
+    names = sorted(tensors)
+    expected = MemoryStorage(RandomMemory.from_dataset(dataset, "cpu")).gather(
+        names, index, stack_num=3
+    )
+    got = DatasetStorage.open(folder).gather(names, index, stack_num=3)
+    for name in names:
+        assert torch.equal(got[name], expected[name]), name
