@@ -21,6 +21,7 @@ from expcli.formats.layouts.kinds import Layout
 from expcli.formats.rows import Closer, FormatRow, LayoutRow, SpaceEstimate, Streaming
 
 if TYPE_CHECKING:
+    from expcli.formats.block_cache import BlockCache
     from expcli.formats.dataset import Dataset
     from expcli.formats.hdf5_format import ForeignLayouts
 
@@ -138,10 +139,12 @@ def _read_hdf5(path: Path, *, num_envs: int | None = None) -> Dataset:
     return hdf5_format.read(path, num_envs=num_envs, foreign=_foreign_hdf5())
 
 
-def _open_hdf5(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Closer]:
+def _open_hdf5(
+    path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
+) -> tuple[Dataset, Closer]:
     from expcli.formats import hdf5_format
 
-    return hdf5_format.open_lazy(path, num_envs=num_envs, foreign=_foreign_hdf5())
+    return hdf5_format.open_lazy(path, num_envs=num_envs, foreign=_foreign_hdf5(), cache=cache)
 
 
 def _write_hdf5(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None) -> None:
@@ -159,10 +162,12 @@ def _read_parquet(path: Path, *, num_envs: int | None = None) -> Dataset:
     return parquet_format.read(path, num_envs=num_envs)
 
 
-def _open_parquet(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Closer]:
+def _open_parquet(
+    path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
+) -> tuple[Dataset, Closer]:
     from expcli.formats import parquet_format
 
-    return parquet_format.open_lazy(path, num_envs=num_envs)
+    return parquet_format.open_lazy(path, num_envs=num_envs, cache=cache)
 
 
 def _write_parquet(
@@ -182,10 +187,12 @@ def _read_folder(path: Path, *, num_envs: int | None = None) -> Dataset:
     return sharded.read(path, num_envs=num_envs)
 
 
-def _open_folder(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Closer]:
+def _open_folder(
+    path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
+) -> tuple[Dataset, Closer]:
     from expcli.formats import sharded
 
-    return sharded.open_lazy(path, num_envs=num_envs)
+    return sharded.open_lazy(path, num_envs=num_envs, cache=cache)
 
 
 def _write_folder(
@@ -256,6 +263,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         compressions=("none", "gzip", "lzf"),
         layouts=(Layout.EXPCLI, Layout.TIANSHOU, Layout.MINARI, Layout.D4RL),
         title="HDF5",
+        caches=True,
     ),
     FormatRow(
         "parquet",
@@ -270,6 +278,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         space=SpaceEstimate.UNKNOWN,
         title="Parquet",
         shard=True,
+        caches=True,
     ),
     FormatRow(
         SHARDED_FOLDER,
@@ -278,6 +287,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         _read_folder,
         _write_folder,
         _open_folder,
+        caches=True,
     ),
 )
 """expcli's formats, in the order messages list them (and sniffing tries them)."""

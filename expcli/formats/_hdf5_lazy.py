@@ -2,8 +2,9 @@
 
 A chunked dataset (compressed or not) is read a slice at a time through HDF5, its chunk
 size given to ``take`` so that a draw of scattered rows decompresses each chunk it touches
-once. A contiguous, unfiltered dataset in native byte order also gets its file offset, so
-that a reader may map it in place as it maps ``.npz`` members.
+once; with a ``BlockCache``, each chunk's rows are kept there for the draws after. A
+contiguous, unfiltered dataset in native byte order also gets its file offset, so that a
+reader may map it in place as it maps ``.npz`` members.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from expcli.errors import FormatError
 from expcli.formats._error_summary import error_summary
 from expcli.formats._hdf5_checks import native_dtype
+from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.lazy import LazyRows
 
 __all__ = ["contiguous_offset", "lazy_dataset", "read_dataset_rows"]
@@ -48,20 +50,33 @@ def read_dataset_rows(dataset: Any, path: Path, key: str, start: int, stop: int)
 
 
 def lazy_dataset(
-    dataset: Any, path: Path, key: str, read: Callable[[int, int], np.ndarray] | None = None
+    dataset: Any,
+    path: Path,
+    key: str,
+    read: Callable[[int, int], np.ndarray] | None = None,
+    cache: BlockCache | None = None,
 ) -> LazyRows:
     """An ``h5py.Dataset`` of at least one dimension as ``LazyRows``.
 
-    The file must stay open while they are read; ``read`` replaces the plain row reader when given.
+    The file must stay open while they are read; ``read`` replaces the plain row reader when
+    given. With ``cache``, a chunked dataset's rows are read a chunk's rows at a time through it.
     """
     reader = read if read is not None else partial(read_dataset_rows, dataset, path, key)
-    chunks = dataset.chunks
+    shape, dtype, chunks = tuple(dataset.shape), native_dtype(dataset), dataset.chunks
+    blocks = None
+    if cache is not None and chunks and shape[0]:
+        bounds = [*range(0, shape[0], int(chunks[0])), shape[0]]
+        stat = os.stat(path)
+        identity = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        blocks = CachedBlocks(reader, bounds, cache, (identity, key), shape, dtype)
+        reader = blocks.read
     return LazyRows(
-        tuple(dataset.shape),
-        native_dtype(dataset),
+        shape,
+        dtype,
         reader,
         file_offset=contiguous_offset(dataset),
         block_rows=int(chunks[0]) if chunks else None,
+        blocks=blocks,
     )
 
 

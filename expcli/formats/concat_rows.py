@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from expcli.formats.lazy import LazyRows
-from expcli.formats.row_gather import gather_flat
+from expcli.formats.row_gather import flat_rows, gather_flat
 
 __all__ = ["ConcatRows"]
 
@@ -103,6 +103,16 @@ class ConcatRows(LazyRows):
             out[group] = _gather(piece, local)
         return out
 
+    def take_cells(self, index: np.ndarray) -> np.ndarray:
+        """The transitions at flat ``index`` (any shape), as ``take_flat`` gathers them.
+
+        Raises:
+            IndexError: An index is not an integer or lies outside ``T * N``.
+        """
+        envs = self.shape[1]
+        wanted, cells = flat_rows(index, len(self) * envs)
+        return self.take_flat(cells, envs).reshape(*wanted.shape, *self.shape[2:])
+
     def take_flat(
         self, index: np.ndarray, num_envs: int, out: np.ndarray | None = None
     ) -> np.ndarray:
@@ -130,7 +140,7 @@ class ConcatRows(LazyRows):
             if not isinstance(piece, np.ndarray):
                 out[group] = gather_flat(piece, local, num_envs)
                 continue
-            flat = piece.reshape(-1, *feature)
+            flat = piece.reshape(len(piece) * num_envs, *feature)  # -1: ambiguous for no bytes
             if big:  # one copy each, no batch-sized temporary
                 for at, row in zip(group.tolist(), local.tolist(), strict=True):
                     out[at] = flat[row]

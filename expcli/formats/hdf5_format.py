@@ -45,6 +45,7 @@ from expcli.formats._hdf5_checks import (
     open_file,
 )
 from expcli.formats._hdf5_lazy import lazy_dataset, read_dataset_rows
+from expcli.formats.block_cache import BlockCache
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES
@@ -349,9 +350,15 @@ def read(
 
 
 def open_lazy(
-    path: Path, *, num_envs: int | None = None, foreign: ForeignLayouts | None = None
+    path: Path,
+    *,
+    num_envs: int | None = None,
+    foreign: ForeignLayouts | None = None,
+    cache: BlockCache | None = None,
 ) -> tuple[Dataset, Callable[[], None]]:
     """Like ``read``, but tensors stay in the file as ``LazyRows``; call the closer after.
+
+    ``cache``: where an expcli file's chunked tensors keep the chunks they decode.
 
     Raises:
         FormatError, SchemaError: As ``read``.
@@ -368,7 +375,7 @@ def open_lazy(
     try:
         arrays: dict[str, Any] = {
             s.name: lazy_dataset(
-                reader.dataset(s.name), path, s.name, partial(reader.read_rows, s.name)
+                reader.dataset(s.name), path, s.name, partial(reader.read_rows, s.name), cache
             )
             for s in reader.specs
         }

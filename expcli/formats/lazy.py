@@ -14,12 +14,15 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from expcli.errors import ConfigError, InvalidValueError
-from expcli.formats.row_gather import take_rows
+from expcli.formats.row_gather import cells_by_rows, take_rows
+
+if TYPE_CHECKING:
+    from expcli.formats.block_cache import CachedBlocks
 
 __all__ = ["SLICE_BYTES", "LazyRows", "RowSpill", "row_chunks"]
 
@@ -33,6 +36,8 @@ class LazyRows:
     ``file_offset``: where the tensor's bytes start in its file, when they lie there whole
     in C order (as ``dtype`` says), so that a reader may map them instead.
     ``block_rows``: rows of one storage block (an HDF5 chunk), read together by ``take``.
+    ``blocks``: the tensor's decoded blocks kept in a ``BlockCache``, which ``take`` and
+    ``take_cells`` then read (``read`` should read through them too).
     """
 
     def __init__(
@@ -42,12 +47,14 @@ class LazyRows:
         read: Callable[[int, int], np.ndarray],
         file_offset: int | None = None,
         block_rows: int | None = None,
+        blocks: CachedBlocks | None = None,
     ) -> None:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self._read = read
         self.file_offset = file_offset
         self.block_rows = block_rows
+        self.blocks = blocks
         self._ahead: tuple[tuple[int, int], Future[np.ndarray]] | None = None
 
     @property
@@ -102,12 +109,28 @@ class LazyRows:
         """Rows ``index`` (integers, any shape, in that order) as ``(*index.shape, *shape[1:])``.
 
         Only those rows are read: sorted, neighbours (and rows of one storage block) in one
-        slice, each slice bounded in bytes (``row_gather.take_rows``).
+        slice, each slice bounded in bytes (``row_gather.take_rows``); or, with ``blocks``,
+        each block touched looked up once in the cache.
 
         Raises:
             IndexError: An index is not an integer or lies outside the rows.
         """
+        if self.blocks is not None:
+            return self.blocks.take(index)
         return take_rows(self._read, self.shape, self.dtype, index, self.block_rows)
+
+    def take_cells(self, index: np.ndarray) -> np.ndarray:
+        """The cells at flat ``index`` (``t * N + env``, any shape), ``(*index.shape, *shape[2:])``.
+
+        With ``blocks``, only those cells are copied out of the cached blocks; else their
+        whole rows are read (``take``) and the cells picked out.
+
+        Raises:
+            IndexError: An index is not an integer or lies outside ``T * N``.
+        """
+        if self.blocks is not None:
+            return self.blocks.take_cells(index)
+        return cells_by_rows(self.take, self.shape, self.dtype, index)
 
     def _slice(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start..stop``.

@@ -64,6 +64,7 @@ from expcli.formats._parquet_columns import (
     to_arrow,
     transition_chunk,
 )
+from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows
@@ -86,10 +87,14 @@ PARQUET_COMPRESSIONS = ("zstd", "snappy", "gzip", "none")
 """Compressions a Parquet file may use, the default first."""
 
 HEADER_KEY, LAYOUT_KEY = b"expcli", b"expcli.parquet"
-GROUP_BYTES = 32 << 20
-"""Target bytes of one row group before compression. A writer holds a few copies of one
-(the rows gathered, their Arrow arrays, the bookkeeping), a reader one decoded group a
-tensor: about 200 MB at peak either way, whatever the file's size (benchmarks/parquet_scale)."""
+GROUP_BYTES = 8 << 20
+"""Target bytes of one row group before compression. A random draw decodes whole groups:
+at 8 MB, 16 steps of 84x84 frames from 8 envs decode about 74 steps of a frame tensor,
+where 32 MB groups decoded 296 (1.7 GiB of frames through a 512 MiB block cache: slices
+2.3x faster, a scan 1.3x slower; ``benchmarks/_sampling_blocks.py --group-mib 32``). A
+writer holds a few copies of one (the rows gathered, their Arrow arrays, the bookkeeping),
+a reader one decoded group a tensor: well under 200 MB at peak either way, whatever the
+file's size (benchmarks/parquet_scale)."""
 
 _MAGIC = b"PAR1"
 _EXTENSION_KEY = b"ARROW:extension:name"
@@ -119,7 +124,7 @@ def pyarrow_parquet() -> Any:
 
 
 def write(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None = None) -> None:
-    """Write ``dataset`` as one Parquet file, a row group of about 32 MB at a time.
+    """Write ``dataset`` as one Parquet file, a row group of about 8 MB at a time.
 
     Args:
         dataset: What to write; tensors read lazily are read a row group at a time.
@@ -323,8 +328,14 @@ def _unwritten_zero(dataset: Dataset, valid: int) -> bool:
     return True
 
 
-def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
+def open_lazy(
+    path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
+) -> tuple[Dataset, Callable[[], None]]:
     """Open a Parquet file of expcli's; each tensor's rows are read a row group at a time.
+
+    ``cache``: where each tensor keeps the row groups it decodes (its rows of them), for
+    draws at random; without one, a tensor keeps the last group it read, and one read in
+    order decodes the next meanwhile.
 
     Raises:
         FormatError: Not a Parquet file, truncated or damaged, without expcli's metadata,
@@ -353,7 +364,7 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
     except Exception as e:
         raise _damaged(path, e) from e
     try:
-        return _open(parquet, path, identity)
+        return _open(parquet, path, identity, cache)
     except BaseException as e:
         parquet.close()
         if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):
@@ -392,7 +403,7 @@ def _refuse_extension_types(path: Path, size: int) -> None:
 
 
 def _open(
-    parquet: Any, path: Path, identity: tuple[int, ...]
+    parquet: Any, path: Path, identity: tuple[int, ...], cache: BlockCache | None
 ) -> tuple[Dataset, Callable[[], None]]:
     kv = parquet.metadata.metadata or {}
     if HEADER_KEY not in kv:
@@ -442,25 +453,52 @@ def _open(
                 path=path,
                 key=column.spec.name,
             )
-    groups = _Groups(parquet, path, identity)
+    groups = _Groups(parquet, path, identity, keep=cache is None)
     start = (state.memory_index * envs + state.env_index) % max(cells, 1) if state.filled else 0
+    bounds = (
+        _tensor_bounds(groups.ends, start, cells, envs) if cache is not None and cells else None
+    )
     arrays: dict[str, Any] = {}
     for column in columns:
         shape = (size, envs, *column.spec.shape)
         dtype = np.dtype(column.spec.dtype)
         if column.encoding == EMPTY or cells == 0:
             arrays[column.spec.name] = np.zeros(shape, dtype)
-        else:
-            reader = _TensorRows(groups, column, start, cells, envs, stored)
+            continue
+        reader = _TensorRows(groups, column, start, cells, envs, stored)
+        if cache is None or bounds is None:
             arrays[column.spec.name] = LazyRows(shape, dtype, reader.read)
+        else:
+            name = (path, identity, column.spec.name)
+            blocks = CachedBlocks(reader.block, bounds, cache, name, shape, dtype)
+            arrays[column.spec.name] = LazyRows(shape, dtype, blocks.read, blocks=blocks)
     return dataset_from_header(arrays, header, path), groups.close
+
+
+def _tensor_bounds(ends: np.ndarray, start: int, cells: int, envs: int) -> np.ndarray:
+    """The tensor rows where the file's row groups begin: the blocks of a cached tensor.
+
+    File row ``f`` holds cell ``(f + start) % cells`` of the ``(T, N)`` tensors. The writer
+    starts each group at a row of them, so a block is a group's rows (a row split between
+    two groups, of a file written mid-row, goes to the block of its first cell).
+    """
+    edges = np.concatenate([[0], ends, [cells - start]]).astype(np.int64)
+    rows = (edges + start) % cells // envs
+    return np.unique(np.concatenate([rows, [0, cells // envs]]))
 
 
 class _Groups:
     """The row groups of one open file, one decoded column group kept per tensor."""
 
-    def __init__(self, parquet: Any, path: Path, identity: tuple[int, ...]) -> None:
-        self.parquet, self.path, self.identity = parquet, path, identity
+    def __init__(
+        self, parquet: Any, path: Path, identity: tuple[int, ...], keep: bool = True
+    ) -> None:
+        """Read ``parquet``; ``keep``: keep each tensor's last group decoded.
+
+        And decode the next ahead of reads in order; else (a ``BlockCache`` keeps the rows)
+        decode each group read anew.
+        """
+        self.parquet, self.path, self.identity, self.keep = parquet, path, identity, keep
         meta = parquet.metadata
         counts = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
         self.ends = np.cumsum(counts, dtype=np.int64)
@@ -477,12 +515,13 @@ class _Groups:
         at = 0
         while first < stop:
             begin = int(self.ends[group - 1]) if group else 0
-            decoded = self._group(column, group, int(self.ends[group]) - begin)
+            decoded = self.group(column, group, int(self.ends[group]) - begin)
             take = min(stop, int(self.ends[group])) - first
             out[at : at + take] = decoded[first - begin : first - begin + take]
             first, at, group = first + take, at + take, group + 1
 
-    def _group(self, column: Column, group: int, count: int) -> np.ndarray:
+    def group(self, column: Column, group: int, count: int) -> np.ndarray:
+        """Group ``group`` (of ``count`` rows) of ``column``, decoded."""
         name = column.spec.name
         with self._lock:
             kept = self._kept.get(name)
@@ -493,6 +532,8 @@ class _Groups:
                 decoded = ahead[1].result()
             else:
                 decoded = self._decode(self.parquet, column, group, count)
+            if not self.keep:
+                return decoded
             self._kept[name] = (group, decoded)
             following = group + 1
             if kept is not None and kept[0] == group - 1 and following < len(self.ends):
@@ -524,9 +565,10 @@ class _Groups:
 
     def _decode(self, parquet: Any, column: Column, group: int, count: int) -> np.ndarray:
         name = column.spec.name
-        check_memory(count * column.row_bytes, self.path, name)
+        if count * column.row_bytes > SLICE_BYTES:  # a smaller group never strains memory
+            check_memory(count * column.row_bytes, self.path, name)
         try:
-            table = parquet.read_row_group(group, columns=[name])
+            table = parquet.read_row_group(group, columns=[name], use_threads=False)
             chunks = table.column(0)  # one chunk is taken as it is: combining copies it
             whole = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
             decoded = from_arrow(column, whole)
@@ -586,6 +628,22 @@ class _TensorRows:
                     self.groups.copy_rows(self.column, begin, hi, out[at : at + hi - begin])
                 at += end - begin
         return out.reshape(stop - first, self.envs, *spec.shape)
+
+    def block(self, first: int, stop: int) -> np.ndarray:
+        """Rows ``[first, stop)`` for a ``BlockCache``: a row group's decoded rows as they are.
+
+        When the rows are exactly one stored group's, its decoded array (on Arrow's buffer)
+        is the block, copied nowhere; else ``read``.
+        """
+        lo = (first * self.envs - self.start) % max(self.cells, 1)
+        count = (stop - first) * self.envs
+        ends = self.groups.ends
+        group = int(np.searchsorted(ends, lo, side="right"))
+        begin = int(ends[group - 1]) if group else 0
+        if begin != lo or group >= len(ends) or ends[group] != lo + count:
+            return self.read(first, stop)
+        decoded = self.groups.group(self.column, group, count)
+        return decoded.reshape(stop - first, self.envs, *self.column.spec.shape)
 
 
 def _identity(stat: os.stat_result) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundError
 from expcli.formats._guards import check_source
@@ -33,6 +33,10 @@ from expcli.formats.table import (
     sniff_format,
 )
 from expcli.spec import METADATA_KEY
+
+if TYPE_CHECKING:
+    from expcli.formats.block_cache import BlockCache
+    from expcli.formats.rows import CachingOpener
 
 __all__ = [
     "FORMATS",
@@ -238,7 +242,11 @@ def output_files(target: str | os.PathLike[str], format: str) -> tuple[Path, ...
 
 
 def open_lazy(
-    path: str | os.PathLike[str], format: str | None = None, *, num_envs: int | None = None
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    *,
+    num_envs: int | None = None,
+    cache: BlockCache | None = None,
 ) -> tuple[Dataset, Callable[[], None]]:
     """Open a dataset whose tensors stay on disk where the format allows.
 
@@ -249,6 +257,8 @@ def open_lazy(
         path: File to read, or a Minari dataset folder.
         format: As ``read_dataset``.
         num_envs: As ``read_dataset``: for files that do not record it (CSV, D4RL).
+        cache: Where compressed formats (``FormatRow.caches``: HDF5, Parquet, folders of
+            Parquet shards) keep the blocks they decode, for draws at random.
 
     Returns:
         The dataset, and a function to call once done with it.
@@ -262,10 +272,14 @@ def open_lazy(
     if fmt == MINARI_FOLDER:
         dataset, close = _folder_layout().open_folder(Path(path))
     else:
-        opener = _row(fmt).open_lazy
-        if opener is None:
+        row = _row(fmt)
+        if row.open_lazy is None:
             return read_dataset(path, fmt, num_envs=num_envs), lambda: None
-        dataset, close = opener(Path(path), num_envs=num_envs)
+        if cache is not None and row.caches:
+            opener = cast("CachingOpener", row.open_lazy)
+            dataset, close = opener(Path(path), num_envs=num_envs, cache=cache)
+        else:
+            dataset, close = row.open_lazy(Path(path), num_envs=num_envs)
     try:
         dataset.validate(path)
     except BaseException:

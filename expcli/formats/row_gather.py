@@ -6,8 +6,9 @@ rows at a time (an HDF5 dataset, an ``.npz`` member, a scratch file): the rows a
 neighbours are read together in one slice (rows of one HDF5 chunk always, so that each
 chunk is decompressed once per draw), and each slice is bounded in bytes. Memory holds the
 rows asked for plus one slice. ``gather_flat`` picks transitions ``t * num_envs + env``
-out of any ``(T, N, *feature)`` tensor: a numpy array or memory map directly, anything
-with ``take`` (``LazyRows``, a sharded folder's tensors) through it, by whole rows.
+out of any ``(T, N, *feature)`` tensor: a numpy array or memory map directly, a tensor
+with ``take_cells`` (``LazyRows``, a sharded folder's tensors) through it, anything else with
+``take`` by whole rows.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GATHER_BYTES", "gather_flat", "read_spans", "take_flat", "take_rows"]
+__all__ = [
+    "GATHER_BYTES",
+    "cells_by_rows",
+    "flat_rows",
+    "gather_flat",
+    "read_spans",
+    "take_flat",
+    "take_rows",
+]
 
 GAP_BYTES = 64 << 10
 """Rows this close together are read in one slice, the rows between them included."""
@@ -57,6 +66,21 @@ def read_spans(rows: np.ndarray, row_bytes: int, block_rows: int | None = None) 
     return groups
 
 
+def flat_rows(index: Any, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``index`` as an array, and its row numbers flat (int64), negatives counted from the end.
+
+    Raises:
+        IndexError: An index is not an integer or lies outside ``count`` rows.
+    """
+    wanted = np.asarray(index)
+    if wanted.size and wanted.dtype.kind not in "iu":
+        raise IndexError(f"row indexes must be integers, got {wanted.dtype}")
+    flat = wanted.reshape(-1).astype(np.int64, copy=False)
+    if flat.size and (int(flat.min()) < -count or int(flat.max()) >= count):
+        raise IndexError(f"row index out of range for {count} rows")
+    return wanted, np.where(flat < 0, flat + count, flat)
+
+
 def take_rows(
     read: Callable[[int, int], np.ndarray],
     shape: tuple[int, ...],
@@ -79,14 +103,7 @@ def take_rows(
     Raises:
         IndexError: An index is not an integer or lies outside the rows.
     """
-    wanted = np.asarray(index)
-    if wanted.size and wanted.dtype.kind not in "iu":
-        raise IndexError(f"row indexes must be integers, got {wanted.dtype}")
-    flat = wanted.reshape(-1).astype(np.int64, copy=False)
-    count = shape[0] if shape else 0
-    if flat.size and (int(flat.min()) < -count or int(flat.max()) >= count):
-        raise IndexError(f"row index out of range for {count} rows")
-    flat = np.where(flat < 0, flat + count, flat)
+    wanted, flat = flat_rows(index, shape[0] if shape else 0)
     rows, inverse = np.unique(flat, return_inverse=True)
     out = np.empty((len(rows), *shape[1:]), dtype)
     row_bytes = math.prod(shape[1:]) * np.dtype(dtype).itemsize
@@ -114,16 +131,34 @@ def gather_flat(array: Any, index: Any, num_envs: int) -> np.ndarray:
         raise IndexError(f"transition index out of range for {capacity} transitions")
     if isinstance(array, np.ndarray):
         return take_flat(array.reshape(capacity, *feature), wanted)
+    cells = getattr(array, "take_cells", None)
+    if callable(cells) and int(array.shape[1]) == num_envs:
+        return np.asarray(cells(wanted))
     if not callable(getattr(array, "take", None)):
         whole = np.asarray(array)
         return take_flat(whole.reshape(capacity, *feature), wanted)
-    rows, envs = np.divmod(wanted.reshape(-1), num_envs)
+    return cells_by_rows(array.take, tuple(array.shape), np.dtype(array.dtype), wanted)
+
+
+def cells_by_rows(
+    take: Callable[[np.ndarray], Any], shape: tuple[int, ...], dtype: np.dtype[Any], index: Any
+) -> np.ndarray:
+    """The cells at flat ``index`` (``t * N + env``) of a ``(T, N, *feature)`` tensor.
+
+    Read as whole rows by ``take``, at most ``GATHER_BYTES`` of them at once.
+
+    Raises:
+        IndexError: An index is not an integer or lies outside ``T * N``.
+    """
+    num_envs, feature = shape[1], shape[2:]
+    wanted, flat = flat_rows(index, shape[0] * num_envs)
+    rows, envs = np.divmod(flat, num_envs)
     distinct, inverse = np.unique(rows, return_inverse=True)
-    out = np.empty((len(rows), *feature), np.dtype(array.dtype))
-    row_bytes = num_envs * math.prod(feature) * np.dtype(array.dtype).itemsize
+    out = np.empty((len(rows), *feature), dtype)
+    row_bytes = num_envs * math.prod(feature) * dtype.itemsize
     step = max(1, GATHER_BYTES // max(1, row_bytes))
     for first in range(0, len(distinct), step):
-        block = np.asarray(array.take(distinct[first : first + step]))
+        block = np.asarray(take(distinct[first : first + step]))
         if first == 0 and step >= len(distinct):
             out[...] = block[inverse, envs]
             break

@@ -19,9 +19,11 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 from expcli.formats.layouts.kinds import Layout
 
 if TYPE_CHECKING:
+    from expcli.formats.block_cache import BlockCache
     from expcli.formats.dataset import Dataset
 
 __all__ = [
+    "CachingOpener",
     "Closer",
     "FormatRow",
     "LayoutRow",
@@ -48,6 +50,16 @@ class LazyOpener(Protocol):
     """Opens a dataset whose rows stay on disk, with the function that closes it."""
 
     def __call__(self, path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Closer]:
+        """Open the dataset at ``path``; call the closer once done."""
+        ...
+
+
+class CachingOpener(Protocol):
+    """A ``LazyOpener`` that keeps the blocks it decodes in ``cache`` (``FormatRow.caches``)."""
+
+    def __call__(
+        self, path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
+    ) -> tuple[Dataset, Closer]:
         """Open the dataset at ``path``; call the closer once done."""
         ...
 
@@ -126,6 +138,9 @@ class FormatRow:
             columns ("a CSV file without its sidecar"), or None when it does.
         shard: Whether a file of it can be a shard of a sharded folder
             (``--shard-format``).
+        caches: Whether its lazy opener is a ``CachingOpener``: it keeps the blocks it
+            decodes in a ``BlockCache`` given as ``cache`` (a compressed format sampled at
+            random).
     """
 
     name: str
@@ -144,6 +159,7 @@ class FormatRow:
     companions: Callable[[Path], tuple[Path, ...]] | None = None
     unrecorded_envs: Callable[[Path], str | None] | None = None
     shard: bool = False
+    caches: bool = False
 
     @property
     def folder(self) -> bool:

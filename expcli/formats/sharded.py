@@ -64,6 +64,7 @@ from expcli.spec import CircularState
 
 if TYPE_CHECKING:
     from expcli.formats._parquet_columns import Carry
+    from expcli.formats.block_cache import BlockCache
 
 __all__ = [
     "CARD",
@@ -400,8 +401,12 @@ def _replace_folder(tmp: Path, target: Path) -> None:
             old.unlink(missing_ok=True)
 
 
-def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
+def open_lazy(
+    path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
+) -> tuple[Dataset, Callable[[], None]]:
     """The folder's dataset, each tensor a ``ConcatRows`` over its shards' mapped members.
+
+    ``cache``: where Parquet shards keep the row groups they decode, one for the folder.
 
     Nothing the manifest says is trusted before it is checked against the shards: each must
     be a regular file of the folder of the size listed, whose members (their headers read,
@@ -424,7 +429,7 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
             key="num_envs",
         )
     by_name = {s.name: s for s in specs}
-    maps = _ShardMaps(path, manifest.shards, by_name, num, manifest.shard_format)
+    maps = _ShardMaps(path, manifest.shards, by_name, num, manifest.shard_format, cache)
     for index in range(len(manifest.shards)):
         maps.check(index)
     rows = manifest.rows
@@ -530,9 +535,11 @@ class _ShardMaps:
         specs: Mapping[str, Any],
         num_envs: int,
         shard_format: str = DEFAULT_SHARD_FORMAT,
+        cache: BlockCache | None = None,
     ) -> None:
         self.folder, self.shards, self.specs, self.num_envs = folder, shards, specs, num_envs
         self.mapped = shard_format == DEFAULT_SHARD_FORMAT
+        self.cache = None if self.mapped else cache
         self._open: OrderedDict[int, dict[str, Any]] = OrderedDict()
         self._mapped_bytes = 0
         self._released = False
@@ -548,6 +555,8 @@ class _ShardMaps:
         entry = self.shards[shard]
         if self.mapped:  # once pages are let go of after each use, a mapping weighs little
             return 0 if self._released else entry.bytes
+        if self.cache is not None:  # what it decodes is kept (and bounded) in the cache
+            return 0
         return max(entry.bytes, entry.rows * int(self._row_bytes))
 
     def release(self) -> None:
@@ -642,12 +651,14 @@ class _ShardMaps:
         return dict(lazy.tensors)
 
     def _open_shard(self, path: Path) -> tuple[Dataset, Callable[[], None]]:
-        if self.mapped:
-            from expcli.formats.npz_format import open_lazy as open_shard
-        else:
-            from expcli.formats.parquet_format import open_lazy as open_shard
         try:
-            return open_shard(path)
+            if self.mapped:
+                from expcli.formats.npz_format import open_lazy as open_npz
+
+                return open_npz(path)
+            from expcli.formats.parquet_format import open_lazy as open_parquet
+
+            return open_parquet(path, cache=self.cache)
         except OSError as e:  # unreadable (permissions, I/O): the folder's fault, named
             raise FormatError(f"cannot be read ({e.strerror or e})", path=path) from None
 
