@@ -250,9 +250,12 @@ def convert_run(
 
 _SAMPLE = """
 import sys
-from expcli.replay import RandomSampler, ReplayBuffer
-buffer = ReplayBuffer(sys.argv[1], sampler=RandomSampler(), seed=0)
-assert buffer.sample(256)["frames"].shape == (256, 4096)
+from expcli.replay import DatasetStorage, RandomSampler, ReplayBuffer
+source, cache_bytes, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+storage = DatasetStorage.open(source, cache_bytes=cache_bytes) if cache_bytes >= 0 else source
+buffer = ReplayBuffer(storage, sampler=RandomSampler(), seed=0)
+for _ in range(batches):
+    assert buffer.sample(256)["frames"].shape == (256, 4096)
 """
 
 _SAMPLE_WHOLE = """
@@ -264,11 +267,16 @@ assert frames[np.random.default_rng(0).integers(0, len(frames), 256)].shape == (
 """
 
 
-def sample_run(source: Path, whole: bool = False) -> Run:
-    """Draw a batch of 256 frames from ``source`` in a child (``whole``: from whole arrays)."""
+def sample_run(
+    source: Path, whole: bool = False, cache_bytes: int | None = None, batches: int = 1
+) -> Run:
+    """Draw ``batches`` batches of 256 frames from ``source`` in a child (``whole``: one, from
+    whole arrays), through a block cache of ``cache_bytes`` (None: the default)."""
     code = _SAMPLE_WHOLE if whole else _SAMPLE
     imports = ("torch", "h5py", "expcli.replay", *CONVERT_IMPORTS)
-    return run_child(["-c", code, source.as_posix()], 600, imports=imports)
+    cache = -1 if cache_bytes is None else cache_bytes
+    argv = [source.as_posix(), str(cache), str(batches)]
+    return run_child(["-c", code, *argv], 600, imports=imports)
 
 
 def cli_run(*args: str, timeout: float = 600) -> Run:

@@ -16,7 +16,7 @@ from expcli import save
 from expcli.formats.dataset import Dataset
 from expcli.formats.sharded import write as write_folder
 from expcli.spec import CircularState
-from tests.memory_probe import Run, assert_flat, convert_run, frames_data, sample_run
+from tests.memory_probe import MIB, Run, assert_flat, convert_run, frames_data, sample_run
 
 
 def frames_file(folder: Path, mib: float, suffix: str, compression: str | None = None) -> Path:
@@ -32,12 +32,13 @@ def frames_file(folder: Path, mib: float, suffix: str, compression: str | None =
 def test_sampling_a_file_holds_only_the_batch(
     tmp_path: Path, suffix: str, compression: str | None
 ) -> None:
-    """HDF5 is read by chunks; a stored .npz member is mapped, and the pages a batch
-    touched are let go (the kernel maps whole folios, megabytes, per row touched)."""
+    """HDF5 is read by chunks (those decoded kept in a block cache of 8 MiB); a stored .npz
+    member is mapped, and the pages a batch touched are let go (the kernel maps whole
+    folios, megabytes, per row touched)."""
 
     def sample(mib: float) -> Run:
         source = frames_file(tmp_path, mib, suffix, compression)
-        run = sample_run(source)
+        run = sample_run(source, cache_bytes=8 * MIB)
         source.unlink()
         return run
 
@@ -60,6 +61,27 @@ def test_sampling_a_folder_holds_only_the_batch(tmp_path: Path) -> None:
 
     grew = assert_flat(sample, 24, 216)
     assert grew.large < grew.large_data / 4, grew
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("suffix", "compression", "own_mib"), [(".h5", "lzf", 0), (".parquet", "zstd", 250)]
+)
+def test_sampling_a_compressed_file_holds_the_cache_bound_and_a_batch(
+    tmp_path: Path, suffix: str, compression: str, own_mib: float
+) -> None:
+    """Twenty batches fill a block cache of 32 MiB; memory then holds it, a batch and the
+    reader's own (pyarrow: its import and what its reads leave allocated, about 200 MiB
+    with a cache or without), and no more for a file five times as large."""
+
+    def sample(mib: float) -> Run:
+        source = frames_file(tmp_path, mib, suffix, compression)
+        run = sample_run(source, cache_bytes=32 * MIB, batches=20)
+        source.unlink()
+        return run
+
+    grew = assert_flat(sample, 48, 240)
+    assert grew.large < 32 + 48 + own_mib, grew  # a batch and a block or two decoding: 48
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from expcli.errors import ConfigError, InvalidTypeError, SchemaError
+from expcli.formats.block_cache import DEFAULT_CACHE_BYTES, BlockCache, CacheStats
 from expcli.formats.dataset import Dataset
 from expcli.formats.table import format_row
 from expcli.memory import Memory
@@ -301,6 +302,7 @@ class DatasetStorage(Storage):
                 self._let_go[name] = release
         self._packed: PackedRows | None = None
         self._pack = pack
+        self._cache: BlockCache | None = None
 
     def _packed_rows(self) -> PackedRows | None:
         """The small tensors packed one record per transition, read on first use."""
@@ -357,24 +359,34 @@ class DatasetStorage(Storage):
         return {name: batch[name] for name in names}
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, num_envs: int | None = None) -> DatasetStorage:
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        num_envs: int | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+    ) -> DatasetStorage:
         """A storage reading a dataset file lazily.
 
         Uncompressed tensors are mapped (``.pt``, stored ``.npz`` members, contiguous HDF5
         datasets), others (chunked or compressed HDF5, deflated ``.npz`` members, CSV) read a batch
-        of rows at a time.
+        of rows at a time. Compressed HDF5 chunks and Parquet row groups (of a file or a
+        folder's shards) are decoded once while a cache of ``cache_bytes`` holds them
+        (``cache_stats``).
 
         Raises:
             FormatError, SchemaError: The path cannot be read as a dataset.
+            ConfigError: ``cache_bytes`` is negative.
         """
         from expcli.formats import open_lazy, read_dataset, source_format
 
         source = Path(path)
+        cache = BlockCache(cache_bytes)
         fmt = source_format(source)
         row = format_row(fmt)
         if row is not None and row.open_lazy is None:  # a .pt: mapped by its reader
             return cls(read_dataset(source, fmt, num_envs=num_envs))
-        dataset, close_lazy = open_lazy(source, fmt, num_envs=num_envs)
+        dataset, close_lazy = open_lazy(source, fmt, num_envs=num_envs, cache=cache)
         file = source.open("rb") if source.is_file() else None
 
         def close() -> None:
@@ -392,12 +404,23 @@ class DatasetStorage(Storage):
         except BaseException:
             close()
             raise
+        storage._cache = cache
         return storage
+
+    def cache_stats(self) -> CacheStats:
+        """What the block cache of a compressed file did (``open``): hits, misses, bytes.
+
+        All zeros for data that decodes nothing (mapped files, data in memory).
+        """
+        cache = self._cache
+        return cache.stats() if cache is not None else CacheStats()
 
     def close(self) -> None:
         """Close the file that lazy tensors read (sampling them afterwards fails)."""
         if self._closer is not None:
             self._closer()
+        if self._cache is not None:
+            self._cache.clear()
 
     @property
     def memory_size(self) -> int:

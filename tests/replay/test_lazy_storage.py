@@ -89,6 +89,17 @@ def data_files(tmp_path_factory) -> dict[str, Path]:
     return paths
 
 
+def assert_same_draws(lazy: ReplayBuffer, eager: ReplayBuffer, draws: int) -> None:
+    """``draws`` batches of 30 from each buffer hold the same indexes and tensors, bit for bit."""
+    for _ in range(draws):
+        a, info_a = lazy.sample(30, return_info=True)
+        b, info_b = eager.sample(30, return_info=True)
+        np.testing.assert_array_equal(info_a["index"], info_b["index"])
+        assert set(a) == set(b)
+        for name in a:
+            assert a[name].dtype == b[name].dtype and torch.equal(a[name], b[name]), name
+
+
 @pytest.mark.parametrize("label", ["pt", "npz", "csv", "h5", "h5-gzip", "h5-lzf"])
 def test_lazy_batches_equal_eager_ones(data_files, label) -> None:
     path = data_files[label]
@@ -100,13 +111,7 @@ def test_lazy_batches_equal_eager_ones(data_files, label) -> None:
     for make in (RandomSampler, lambda: SliceSampler(slice_len=5)):
         lazy_buffer = ReplayBuffer(storage, sampler=make(), seed=11)
         eager_buffer = ReplayBuffer(eager, sampler=make(), seed=11)
-        for _ in range(3):
-            a, info_a = lazy_buffer.sample(30, return_info=True)
-            b, info_b = eager_buffer.sample(30, return_info=True)
-            np.testing.assert_array_equal(info_a["index"], info_b["index"])
-            assert set(a) == set(b)
-            for name in a:
-                assert a[name].dtype == b[name].dtype and torch.equal(a[name], b[name]), name
+        assert_same_draws(lazy_buffer, eager_buffer, 3)
     lazy_buffer, eager_buffer = ReplayBuffer(storage), ReplayBuffer(eager)
     assert len(lazy_buffer) == 120  # wrapped: every slot holds a transition
     index = np.random.default_rng(0).permutation(120)
