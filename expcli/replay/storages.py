@@ -24,6 +24,7 @@ from expcli.errors import ConfigError, InvalidTypeError, SchemaError
 from expcli.formats.block_cache import DEFAULT_CACHE_BYTES, BlockCache, CacheStats
 from expcli.formats.dataset import Dataset
 from expcli.formats.table import format_row
+from expcli.host_memory import available_bytes
 from expcli.memory import Memory
 from expcli.memory.episodes import DONE_NAMES, TensorSource, resident
 from expcli.replay.batch_gather import frame_rows, gather_batch, is_observation
@@ -364,7 +365,7 @@ class DatasetStorage(Storage):
         path: str | os.PathLike[str],
         *,
         num_envs: int | None = None,
-        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        cache_bytes: int | None = None,
     ) -> DatasetStorage:
         """A storage reading a dataset file lazily.
 
@@ -372,7 +373,8 @@ class DatasetStorage(Storage):
         datasets), others (chunked or compressed HDF5, deflated ``.npz`` members, CSV) read a batch
         of rows at a time. Compressed HDF5 chunks and Parquet row groups (of a file or a
         folder's shards) are decoded once while a cache of ``cache_bytes`` holds them
-        (``cache_stats``).
+        (``cache_stats``); by default ``DEFAULT_CACHE_BYTES`` (512 MiB), or an eighth of the
+        memory available where that is less.
 
         Raises:
             FormatError, SchemaError: The path cannot be read as a dataset.
@@ -381,6 +383,9 @@ class DatasetStorage(Storage):
         from expcli.formats import open_lazy, read_dataset, source_format
 
         source = Path(path)
+        if cache_bytes is None:
+            room = available_bytes()
+            cache_bytes = min(DEFAULT_CACHE_BYTES, room // 8 if room is not None else 1 << 62)
         cache = BlockCache(cache_bytes)
         fmt = source_format(source)
         row = format_row(fmt)
