@@ -61,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 NUM_ENVS = 16
 WORKLOADS = ("uniform", "slice", "prioritized")
-SECTIONS = ("frames", "prefetch")  # benchmarks/_sampling_frames.py
+SECTIONS = ("frames", "prefetch", "compressed")  # _sampling_frames.py, _sampling_blocks.py
 BATCH = {"uniform": 256, "slice": 512, "prioritized": 256}
 SLICE_LEN = 16
 ALPHA, BETA = 0.6, 0.4
@@ -487,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pong", type=int, default=8000, help="Pong transitions (8 envs) for frames, prefetch"
     )
+    parser.add_argument(
+        "--block-steps", type=int, default=4000, help="steps of 8 envs for compressed"
+    )
     args = parser.parse_args(argv)
     transitions = args.transitions or (100_000 if args.quick else 1_000_000)
     steps = transitions // NUM_ENVS
@@ -523,6 +526,15 @@ def main(argv: list[str] | None = None) -> int:
                 pong_run(folder, args.pong)
             if "prefetch" in args.workloads:
                 extra += prefetch_table(folder)
+        if "compressed" in args.workloads:
+            from _sampling_blocks import report as blocks_report
+            from _sampling_blocks import write_sources
+
+            print(f"\ncompressed sources: {args.block_steps:,} steps of 8 envs of 84x84 frames")
+            (folder / "blocks").mkdir()
+            paths = write_sources(folder / "blocks", args.block_steps, [])
+            floor = paths.pop("npz (mapped)")
+            blocks_report(floor, paths, None, args.repeats)
         print()
         report(contenders, results, tree_us, extra)
     return 0
