@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -91,17 +91,18 @@ class ConcatRows(LazyRows):
         if index.size and (index.min() < 0 or index.max() >= rows):
             raise IndexError(f"index out of range for {rows} rows")
         out = np.empty((index.size, *self.shape[1:]), self.dtype)
-        shard_of = np.searchsorted(self._starts, index, side="right") - 1
+        for shard, group in self._by_shard(index):
+            out[group] = _gather(self._fetch(shard), index[group] - self._starts[shard])
+        return out
+
+    def _by_shard(self, rows: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+        """Each shard holding some of ``rows``, and the positions in ``rows`` it holds."""
+        shard_of = np.searchsorted(self._starts, rows, side="right") - 1
         order = np.argsort(shard_of, kind="stable")
         bounds = np.flatnonzero(np.diff(shard_of[order])) + 1
         for group in np.split(order, bounds):
-            if group.size == 0:
-                continue
-            shard = int(shard_of[group[0]])
-            piece = self._fetch(shard)
-            local = index[group] - self._starts[shard]
-            out[group] = _gather(piece, local)
-        return out
+            if group.size:
+                yield int(shard_of[group[0]]), group
 
     def take_cells(self, index: np.ndarray) -> np.ndarray:
         """The transitions at flat ``index`` (any shape), as ``take_flat`` gathers them.
@@ -127,14 +128,7 @@ class ConcatRows(LazyRows):
         if out is None:
             out = np.empty((index.size, *feature), self.dtype)
         big = math.prod(feature) * self.dtype.itemsize >= _ROW_BY_ROW
-        rows = index // num_envs
-        shard_of = np.searchsorted(self._starts, rows, side="right") - 1
-        order = np.argsort(shard_of, kind="stable")
-        bounds = np.flatnonzero(np.diff(shard_of[order])) + 1
-        for group in np.split(order, bounds):
-            if group.size == 0:
-                continue
-            shard = int(shard_of[group[0]])
+        for shard, group in self._by_shard(index // num_envs):
             piece = self._fetch(shard)
             local = index[group] - self._starts[shard] * num_envs
             if not isinstance(piece, np.ndarray):
