@@ -80,10 +80,15 @@ class PackedRows:
         One gather of records; each tensor is a view of them (strided: its rows lie a
         record apart). Indexes past the end raise IndexError; negative ones count from it.
         """
-        records = self.table.take(index.reshape(-1))  # IndexError past the end
-        return {
-            name: records[name].reshape(*index.shape, *records[name].shape[1:]) for name in names
-        }
+        records = self.records(index)
+        return {name: records[name] for name in names}
+
+    def records(self, index: np.ndarray) -> np.ndarray:
+        """The records at flat ``index`` (any shape); IndexError past the end.
+
+        A field of them is that tensor's rows, shaped ``(*index.shape, *feature)``.
+        """
+        return self.table.take(index)
 
 
 def _row_bytes(array: Any) -> int:

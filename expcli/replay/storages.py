@@ -303,6 +303,7 @@ class DatasetStorage(Storage):
                 self._let_go[name] = release
         self._packed: PackedRows | None = None
         self._pack = pack
+        self._length: int | None = None
         self._cache: BlockCache | None = None
 
     def _packed_rows(self) -> PackedRows | None:
@@ -342,7 +343,8 @@ class DatasetStorage(Storage):
         """
         packed = None if pin_memory else self._packed if not self._pack else self._packed_rows()
         if packed is not None and stack_num == 1 and packed.names.issuperset(names):
-            return {n: torch.from_numpy(a) for n, a in packed.gather(index, names).items()}
+            records = packed.records(index)  # the common case, straight through
+            return {name: torch.from_numpy(records[name]) for name in names}
         if packed is None:
             rest, batch = list(names), dict[str, torch.Tensor]()
         else:
@@ -426,6 +428,11 @@ class DatasetStorage(Storage):
             self._closer()
         if self._cache is not None:
             self._cache.clear()
+
+    def __len__(self) -> int:
+        if self._length is None:  # read-only: counted once
+            self._length = self.state.valid_length(*self._size)
+        return self._length
 
     @property
     def memory_size(self) -> int:
