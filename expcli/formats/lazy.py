@@ -55,7 +55,7 @@ class LazyRows:
         self.file_offset = file_offset
         self.block_rows = block_rows
         self.blocks = blocks
-        self._ahead: tuple[tuple[int, int], Future[np.ndarray]] | None = None
+        self._ahead: tuple[tuple[int, int], Future[np.ndarray], int] | None = None
 
     @property
     def ndim(self) -> int:
@@ -140,15 +140,19 @@ class LazyRows:
         """
         ahead, self._ahead = self._ahead, None
         # On the read-ahead thread (a LazyRows read through another), a future not done yet
-        # is queued behind the running task on that one thread: waiting would never end.
-        future = ahead[1] if ahead is not None and ahead[0] == (start, stop) else None
+        # is queued behind the running task on that one thread: waiting would never end. Nor
+        # would it in a process forked since (a DataLoader worker): its thread is not there.
+        future = None
+        if ahead is not None and ahead[0] == (start, stop) and ahead[2] == _GENERATION[0]:
+            future = ahead[1]
         if future is not None and (future.done() or not getattr(_ON_READER, "yes", False)):
             rows = future.result()
         else:
             rows = self._read(start, stop)
         following = (stop, min(len(self), 2 * stop - start))
         if stop < len(self) and stop > start:
-            self._ahead = (following, _reader().submit(self._read, *following))
+            submitted = _reader().submit(self._read, *following)
+            self._ahead = (following, submitted, _GENERATION[0])
         return rows
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -171,6 +175,20 @@ def _reader() -> ThreadPoolExecutor:
             1, thread_name_prefix="expcli-read-ahead", initializer=_mark_reader
         )
     return _READ_AHEAD
+
+
+_GENERATION = [0]  # the process's: a forked child starts a new one
+
+
+def _forget_in_child() -> None:
+    """A forked child has none of its parent's threads: read ahead on a pool of its own."""
+    global _READ_AHEAD
+    _READ_AHEAD = None
+    _GENERATION[0] += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def row_chunks(array: Any, chunk_bytes: int = SLICE_BYTES) -> range:

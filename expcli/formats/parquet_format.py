@@ -508,6 +508,7 @@ class _Groups:
         self._executor: ThreadPoolExecutor | None = None
         self._own: Any = None  # the decoding thread's handle on the file
         self._own_file: Any = None  # and the open file under it
+        self._pid = os.getpid()  # a forked child decodes ahead on a thread of its own
 
     def copy_rows(self, column: Column, first: int, stop: int, out: np.ndarray) -> None:
         """Copy stored rows ``first..stop`` of ``column`` to ``out``, a row group at a time."""
@@ -527,6 +528,9 @@ class _Groups:
             kept = self._kept.get(name)
             if kept is not None and kept[0] == group:
                 return kept[1]
+            if self._pid != os.getpid():  # forked since: the decoding thread is not here
+                self._pid, self._executor, self._own, self._own_file = os.getpid(), None, None, None
+                self._ahead.clear()
             ahead = self._ahead.pop(name, None)
             if ahead is not None and ahead[0] == group:
                 decoded = ahead[1].result()

@@ -3,7 +3,10 @@ RowSpill: rows appended chunk by chunk read back by any range."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -184,3 +187,55 @@ def test_load_maps_stored_npz_members_and_keeps_writes_private(tmp_path: Path) -
     for name, array in load(compressed).tensors.items():  # compressed members: read whole
         assert not isinstance(array.base, np.memmap)
         np.testing.assert_array_equal(array, tensors[name])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("kind", ["lazy rows", "parquet"])
+def test_a_child_forked_mid_read_ahead_reads_on_without_waiting(tmp_path: Path, kind: str) -> None:
+    """A DataLoader worker forked while the parent reads in order: the read-ahead (and
+    Parquet's decode-ahead) thread is not in the child, so it must not wait for it."""
+    gate, parent = threading.Event(), os.getpid()
+
+    def slow(start: int, stop: int) -> np.ndarray:
+        if start >= 4 and os.getpid() == parent:
+            gate.wait(5)  # the parent's read-ahead is under way at the fork
+        return np.arange(start, stop, dtype=np.int64)[:, None]
+
+    if kind == "lazy rows":
+        rows = LazyRows((12, 1), np.dtype(np.int64), slow)
+        expected = np.arange(12, dtype=np.int64)[:, None]
+        close = lambda: None  # noqa: E731
+    else:
+        from expcli.formats import Dataset, parquet_format, write_dataset
+        from expcli.spec import CircularState
+
+        data = np.arange(12 * 2, dtype=np.int64).reshape(12, 2, 1)
+        old = parquet_format.GROUP_BYTES
+        parquet_format.GROUP_BYTES = 100  # a group of a few rows
+        try:
+            path = write_dataset(
+                Dataset({"x": data}, CircularState(0, 0, True)), tmp_path / "x.parquet"
+            )
+        finally:
+            parquet_format.GROUP_BYTES = old
+        lazy, close = parquet_format.open_lazy(path)
+        rows, expected = lazy.tensors["x"], data
+    assert np.array_equal(rows[0:2], expected[0:2])
+    assert np.array_equal(rows[2:4], expected[2:4])  # in order: the next is read ahead
+    pid = os.fork()
+    if pid == 0:  # the child: reads on, and must not hang on the parent's thread
+        ok = all(np.array_equal(rows[a : a + 2], expected[a : a + 2]) for a in range(4, 12, 2))
+        os._exit(0 if ok else 1)
+    gate.set()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung on the parent's read-ahead")
+    close()
+    assert os.waitstatus_to_exitcode(status) == 0
