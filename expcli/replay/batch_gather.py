@@ -18,7 +18,6 @@ output allocated once (pinned when asked, for ``non_blocking`` copies to a GPU):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -259,9 +258,3 @@ def _feature(array: Any) -> tuple[int, ...]:
 def _in_place(array: Any) -> bool:
     """Whether numpy's own ``take`` reads ``array`` without copying it first."""
     return isinstance(array, np.ndarray) and (array.flags.aligned or array.dtype.itemsize == 1)
-
-
-def row_bytes(array: Any) -> int:
-    """Bytes of one transition of a ``(T, N, *feature)`` tensor."""
-    itemsize: int = np.dtype(array.dtype).itemsize
-    return int(math.prod(array.shape[2:])) * itemsize

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from expcli.errors import ConfigError, InvalidTypeError, InvalidValueError
 from expcli.memory.batches import DictBatch, TemporalBatch
 from expcli.memory.episodes import EpisodeBookkeeping
-from expcli.replay.batch_gather import cuda_available, torch_device
+from expcli.replay.batch_gather import cuda_available, is_observation, torch_device
 from expcli.replay.prefetch import Prefetcher
 from expcli.replay.samplers import (
     PrioritizedSampler,
@@ -234,7 +234,7 @@ class ReplayBuffer(EpisodeBookkeeping):
         import torch
 
         for name, tensor in tensors.items():
-            if name.removeprefix("next_").partition("/")[0] == "observations":
+            if is_observation(name):
                 stacked = self.get(index, name, self.stack_num)
                 tensors[name] = torch.from_numpy(stacked).to(tensor.device)
 
