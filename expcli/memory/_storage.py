@@ -197,13 +197,17 @@ class TensorStorage:
         """Rows at flat ``index`` of each named tensor (None for unknown names)."""
         flat = self.flat
         out: list[torch.Tensor | None] = []
+        on_device: dict[torch.device, torch.Tensor] = {}  # the index copied once per device
         for name in names:
             array = flat.get(name)
             if array is not None:
                 out.append(torch.from_numpy(array.take(index, axis=0)))
             elif name in self.views:
                 view = self.views[name]
-                out.append(view[torch.from_numpy(index).to(view.device)])
+                where = on_device.get(view.device)
+                if where is None:
+                    where = on_device[view.device] = torch.from_numpy(index).to(view.device)
+                out.append(view[where])
             else:
                 out.append(None)
         return out
