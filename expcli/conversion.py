@@ -32,9 +32,11 @@ __all__ = [
     "LAYOUTS",
     "STREAM_FORMATS",
     "ConvertResult",
+    "Progress",
     "convert",
     "convert_to_stream",
     "load",
+    "reporting_reads",
     "save",
 ]
 
@@ -170,7 +172,7 @@ def convert(
         sums = checksums(dataset) if verify else None
         report("write", 0.0)
         if progress is not None and layout is Layout.EXPCLI:
-            dataset = _reporting(dataset, lambda done: report("write", done))
+            dataset = reporting_reads(dataset, lambda done: report("write", done))
         write_checked(dataset, target, fmt, layout, compression, sums, overwrite, shard_format)
         report("write", 1.0)
     finally:
@@ -279,7 +281,7 @@ def _target_format(target: Path, to: str | None, layout: Layout) -> str:
     return fmt
 
 
-def _reporting(dataset: Dataset, report: Callable[[float], None]) -> Dataset:
+def reporting_reads(dataset: Dataset, report: Callable[[float], None]) -> Dataset:
     """``dataset`` whose tensors call ``report`` with the fraction of all bytes read so far.
 
     The writers read each tensor once, a slice of rows at a time.

@@ -69,6 +69,10 @@ def _header(summary: Summary) -> Table:
     stack = _frame_stack(meta.get("frame_stack"))
     if stack is not None:
         grid.add_row("frame stack", stack)
+    lineage = meta.get("lineage")
+    for entry in lineage if isinstance(lineage, list) else ():
+        if isinstance(entry, dict):
+            grid.add_row("made by", _safe(_edit(entry)))
     if summary.error is None:
         grid.add_row("memory", f"{summary.memory_size:,} rows × {summary.num_envs:,} envs")
         valid = f"{summary.transitions:,} valid transitions"
@@ -86,6 +90,30 @@ def _header(summary: Summary) -> Table:
     else:
         grid.add_row("error", f"[red]{_safe(summary.error)}[/red]")
     return grid
+
+
+def _edit(entry: dict[str, Any]) -> str:
+    """One lineage entry (merge, split, filter) in a line: verb, sources, arguments, counts."""
+    sources = entry.get("sources") if isinstance(entry.get("sources"), list) else []
+    named = []
+    for source in sources:
+        if isinstance(source, dict):
+            digest = str(source.get("sha256", ""))[:12]
+            named.append(
+                f"{source.get('path')} (sha256 {digest}…)" if digest else str(source.get("path"))
+            )
+    arguments = entry.get("arguments") if isinstance(entry.get("arguments"), dict) else {}
+    given = ", ".join(f"{k}={_compact(v)}" for k, v in arguments.items())
+    kept = entry.get("kept") if isinstance(entry.get("kept"), dict) else {}
+    dropped = entry.get("dropped") if isinstance(entry.get("dropped"), dict) else {}
+    counts = f"kept {kept.get('episodes', '?')} episodes, dropped {dropped.get('episodes', '?')}"
+    if dropped.get("incomplete"):
+        counts += f" ({dropped['incomplete']} incomplete)"
+    return (
+        f"{entry.get('verb', '?')} of {' + '.join(named) or '?'}"
+        + (f" [{given}]" if given else "")
+        + f": {counts}"
+    )
 
 
 def _frame_stack(record: Any) -> str | None:

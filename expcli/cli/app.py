@@ -47,12 +47,16 @@ def _register() -> None:
     from expcli.cli.envs_cmd import envs_cmd
     from expcli.cli.inspect_cmd import inspect_cmd
     from expcli.cli.sample_cmd import sample_cmd
+    from expcli.cli.shape_cmds import filter_cmd, merge_cmd, split_cmd
 
     app.command("collect", cls=PlainHelpCommand)(collect_cmd)
     app.command("convert", cls=PlainHelpCommand)(convert_cmd)
     app.command("envs", cls=PlainHelpCommand)(envs_cmd)
     app.command("inspect", cls=PlainHelpCommand)(inspect_cmd)
     app.command("sample", cls=PlainHelpCommand)(sample_cmd)
+    app.command("merge", cls=PlainHelpCommand)(merge_cmd)
+    app.command("split", cls=PlainHelpCommand)(split_cmd)
+    app.command("filter", cls=PlainHelpCommand)(filter_cmd)
 
 
 _register()

@@ -1,0 +1,213 @@
+"""``expcli merge``, ``split`` and ``filter``: thin layers over ``expcli.shaping.verbs``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from expcli.cli._console import BarUpdate, file_progress, out_console
+from expcli.cli._errors import reports_errors
+from expcli.errors import ConfigError, printable
+
+if TYPE_CHECKING:
+    from expcli.shaping.verbs import ShapeResult
+
+PROGRESS_MIN_BYTES = 8 * 1024 * 1024
+
+_Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace an existing output.")]
+_To = Annotated[
+    str | None, typer.Option("--to", help="Output format, when the name does not tell.")
+]
+_ShardFormat = Annotated[
+    str | None,
+    typer.Option(
+        "--shard-format", help="A folder output's shards: npz or parquet.", show_default="npz"
+    ),
+]
+
+
+@reports_errors
+def merge_cmd(
+    sources: Annotated[list[Path], typer.Argument(help="Datasets to merge, in this order.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Dataset to write.")],
+    allow: Annotated[
+        list[str] | None,
+        typer.Option("--allow", help="A safe difference to merge anyway: env-id, env-spec."),
+    ] = None,
+    incomplete: Annotated[
+        str,
+        typer.Option("--incomplete", help="Episodes cut short: keep (marked as cut) or drop."),
+    ] = "keep",
+    to: _To = None,
+    shard_format: _ShardFormat = None,
+    overwrite: _Overwrite = False,
+) -> None:
+    """Merge datasets with the same tensors and spaces into one, episode by episode."""
+    from expcli.shaping.verbs import merge
+
+    with file_progress(sources[0], "merging", min_bytes=PROGRESS_MIN_BYTES, total=2.0) as bar:
+        result = merge(
+            sources,
+            output,
+            allow=allow or (),
+            incomplete=incomplete,
+            to=to,
+            shard_format=shard_format,
+            overwrite=overwrite,
+            progress=None if bar is None else _phases_on(bar),
+        )
+    _report("merged", len(sources), [result])
+
+
+@reports_errors
+def split_cmd(
+    source: Annotated[Path, typer.Argument(help="Dataset to split.")],
+    outputs: Annotated[
+        list[Path], typer.Option("--output", "-o", help="An output; give one per part.")
+    ],
+    fractions: Annotated[
+        str | None,
+        typer.Option("--fractions", help="Shares of the episodes, one per output: 0.9,0.1."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random assignment.")] = 0,
+    incomplete: Annotated[
+        str,
+        typer.Option(
+            "--incomplete",
+            help="Episodes cut short: drop, or the output (name or 0, 1, ...) that gets them.",
+        ),
+    ] = "drop",
+    to: _To = None,
+    shard_format: _ShardFormat = None,
+    overwrite: _Overwrite = False,
+) -> None:
+    """Split a dataset into parts by whole episodes, at random (seeded): no episode in two."""
+    from expcli.shaping.selectors import parse_fractions
+    from expcli.shaping.verbs import split
+
+    shares = parse_fractions(fractions) if fractions is not None else None
+    with file_progress(source, "splitting", min_bytes=PROGRESS_MIN_BYTES, total=2.0) as bar:
+        results = split(
+            source,
+            outputs,
+            fractions=shares,
+            seed=seed,
+            incomplete=incomplete,
+            to=to,
+            shard_format=shard_format,
+            overwrite=overwrite,
+            progress=None if bar is None else _split_phases_on(bar, len(outputs)),
+        )
+    _report("split", 1, results)
+
+
+@reports_errors
+def filter_cmd(
+    source: Annotated[Path, typer.Argument(help="Dataset to read.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Dataset to write.")],
+    where: Annotated[
+        str | None,
+        typer.Option(
+            "--where",
+            help="Episodes for which this holds: fields return, length, terminated, truncated, "
+            "env, index, complete, infos/NAME (means); and, or, not, < <= > >= == !=, + - * /. "
+            'E.g. "return >= 200 and length < 400".',
+        ),
+    ] = None,
+    top: Annotated[
+        str | None,
+        typer.Option("--top", help="The best episodes by --by: 10% or a count, highest first."),
+    ] = None,
+    by: Annotated[str, typer.Option("--by", help="The field --top ranks by.")] = "return",
+    episodes: Annotated[
+        str | None, typer.Option("--episodes", help="Episode indexes: 0:100, -10:, 3,7,9.")
+    ] = None,
+    envs: Annotated[str | None, typer.Option("--envs", help="Env columns: 0,3 or 0-3.")] = None,
+    keep: Annotated[
+        list[str] | None,
+        typer.Option("--keep", help="Keep only these tensors (repeat; the done flags stay)."),
+    ] = None,
+    drop: Annotated[
+        list[str] | None, typer.Option("--drop", help="Leave these tensors out (repeat).")
+    ] = None,
+    incomplete: Annotated[
+        str,
+        typer.Option("--incomplete", help="Episodes cut short: drop, or keep (marked as cut)."),
+    ] = "drop",
+    to: _To = None,
+    shard_format: _ShardFormat = None,
+    overwrite: _Overwrite = False,
+) -> None:
+    """Keep the episodes (and tensors) you select; selectors combine with and."""
+    from expcli.shaping.verbs import filter_episodes
+
+    if not any((where, top, episodes, envs, keep, drop)):
+        raise ConfigError(
+            "filter: give a selector (--where, --top, --episodes, --envs, --keep or --drop)"
+        )
+    with file_progress(source, "filtering", min_bytes=PROGRESS_MIN_BYTES, total=2.0) as bar:
+        result = filter_episodes(
+            source,
+            output,
+            where=where,
+            top=top,
+            by=by,
+            episodes=episodes,
+            envs=envs,
+            keep=_listed(keep),
+            drop=_listed(drop),
+            incomplete=incomplete,
+            to=to,
+            shard_format=shard_format,
+            overwrite=overwrite,
+            progress=None if bar is None else _phases_on(bar),
+        )
+    _report("filtered", 1, [result])
+
+
+def _listed(given: list[str] | None) -> list[str] | None:
+    """Names given repeated or comma-separated (``--keep observations,actions``)."""
+    if not given:
+        return None
+    return [name.strip() for item in given for name in item.split(",") if name.strip()]
+
+
+def _phases_on(bar: BarUpdate) -> Callable[[str, float], None]:
+    starts = {"read": 0.0, "write": 1.0}
+
+    def progress(phase: str, done: float) -> None:
+        bar(starts.get(phase, 1.0) + done, phase)
+
+    return progress
+
+
+def _split_phases_on(bar: BarUpdate, parts: int) -> Callable[[str, float], None]:
+    def progress(phase: str, done: float) -> None:
+        if phase == "read":
+            bar(done, phase)
+            return
+        number = int(phase.split()[1].split("/")[0]) - 1 if phase.startswith("write ") else 0
+        bar(1.0 + (number + done) / parts, phase)
+
+    return progress
+
+
+def _report(verb: str, sources: int, results: list[ShapeResult]) -> None:
+    from rich.markup import escape
+
+    out = out_console()
+    for result in results:
+        shown = escape(printable(str(result.path)))
+        dropped = f"; dropped {result.dropped_episodes:,} episodes"
+        if result.dropped_incomplete:
+            dropped += f" ({result.dropped_incomplete:,} of them incomplete)"
+        out.print(
+            f"{verb} -> {shown} ({result.format}): {result.episodes:,} episodes, "
+            f"{result.transitions:,} transitions{dropped} in {result.seconds:.2f} s",
+            soft_wrap=True,
+            highlight=False,
+        )
+    del sources

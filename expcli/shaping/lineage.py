@@ -1,0 +1,121 @@
+"""Lineage: where a dataset made by merge, split or filter came from, kept in its metadata.
+
+Each output records, under the metadata key ``lineage``, one entry per edit: the verb and
+its arguments, the counts kept and dropped, and every source (path, format, size in bytes,
+a SHA-256 content checksum, and the source's own lineage, so that a chain of edits reads
+back to the collected data). A file's checksum is of its bytes; a sharded folder's is of
+its manifest, which holds each shard's size and CRC-32. Checksums are computed on a thread
+while the episodes are found, since both only read.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from expcli._version import __version__
+from expcli.errors import FormatError
+
+__all__ = ["LINEAGE_KEY", "Source", "checksum_later", "lineage_entry"]
+
+LINEAGE_KEY = "lineage"
+"""The metadata key holding the list of edits."""
+
+_MANIFEST = "manifest.json"
+
+
+@dataclass
+class Source:
+    """A source of an edit, its checksum on the way (``result`` waits for it)."""
+
+    path: Path
+    format: str
+    size: int
+    pending: Future[str]
+    of: str
+
+    def result(self) -> dict[str, Any]:
+        """The source as lineage records it."""
+        return {
+            "path": str(self.path.resolve()),
+            "format": self.format,
+            "bytes": self.size,
+            "sha256": self.pending.result(),
+            "checksum_of": self.of,
+        }
+
+    def cancel(self) -> None:
+        """Stop the checksum if it has not started (the edit failed or is done)."""
+        self.pending.cancel()
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def checksum_later(path: Path, fmt: str) -> Source:
+    """Start the SHA-256 of ``path`` (a folder: of its manifest) on a background thread."""
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="expcli-checksum")
+    if path.is_dir():
+        target, of = path / _MANIFEST, "manifest"
+        if not target.is_file():  # a foreign folder layout (Minari): every file in it
+            files = sorted(p for p in path.rglob("*") if p.is_file())
+            size = sum(p.stat().st_size for p in files)
+            return Source(path, fmt, size, _POOL.submit(_digest_all, files, path), "files")
+        size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    else:
+        target, of = path, "file"
+        size = path.stat().st_size
+    return Source(path, fmt, size, _POOL.submit(_digest, target), of)
+
+
+def lineage_entry(
+    verb: str,
+    arguments: Mapping[str, Any],
+    sources: Sequence[dict[str, Any]],
+    source_metadata: Sequence[Mapping[str, Any]],
+    *,
+    kept: Mapping[str, int],
+    dropped: Mapping[str, int],
+) -> dict[str, Any]:
+    """One edit as the output's metadata records it."""
+    described = []
+    for source, metadata in zip(sources, source_metadata, strict=True):
+        earlier = metadata.get(LINEAGE_KEY)
+        described.append(
+            {**source, **({LINEAGE_KEY: earlier} if isinstance(earlier, list) else {})}
+        )
+    return {
+        "verb": verb,
+        "arguments": dict(arguments),
+        "sources": described,
+        "kept": dict(kept),
+        "dropped": dict(dropped),
+        "expcli_version": __version__,
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _digest(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError as e:
+        raise FormatError(
+            f"cannot be read for its checksum ({e.strerror or e})", path=path
+        ) from None
+
+
+def _digest_all(files: Sequence[Path], root: Path) -> str:
+    total = hashlib.sha256()
+    for file in files:
+        total.update(os.fsencode(file.relative_to(root).as_posix()) + b"\0")
+        total.update(bytes.fromhex(_digest(file)))
+    return total.hexdigest()

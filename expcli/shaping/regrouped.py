@@ -1,0 +1,285 @@
+"""Chosen episodes of one or more datasets as one new dataset, read only as it is written.
+
+The new dataset has one env column: the chosen episodes one after the other, each whole and
+in its own order, so that any writer of the format table streams it. Its tensors are
+``LazyRows`` whose ``read(start, stop)`` gathers those rows from the sources: a mapped
+source (a numpy array) by one ``take`` of the cells, any other (a compressed file, a folder)
+through a small cache of blocks of source rows, least recently used first out. The episodes
+come in the order they ended, so the rows a slice needs lie close together in time and a
+block read for one column serves the episodes of the others.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from expcli.formats.dataset import Dataset
+from expcli.formats.layouts.kinds import SEAMS_KEY
+from expcli.host_memory import available_bytes
+from expcli.shaping.episode_table import STARTS_CUT_KEY, EpisodeTable, column_runs
+from expcli.spec import CircularState
+
+__all__ = ["CACHE_BYTES", "Pick", "regroup"]
+
+CACHE_BYTES = 128 << 20
+"""The most the cache of source row blocks holds (less where memory is short)."""
+
+_BLOCK_BYTES = 4 << 20
+"""About how many bytes of source rows one cached block holds."""
+
+_WINDOW_BYTES = 32 << 20
+"""The most source rows one gather reads together (whole rows, every env column)."""
+
+_SUB_ROWS = 1 << 18
+"""Output rows gathered at a time (their index arrays take 8 bytes a row each)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """Episodes chosen from one source: indexes into its table, in the order they go out."""
+
+    dataset: Dataset
+    table: EpisodeTable
+    chosen: np.ndarray
+    release: Callable[[], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Pieces:
+    """Runs of source rows in output order: source, column, first row, rows, output offset."""
+
+    source: np.ndarray
+    column: np.ndarray
+    row: np.ndarray
+    length: np.ndarray
+    offset: np.ndarray  # where each run starts in the output; one more entry: the total
+    base: np.ndarray  # output row ``o`` of run ``i`` is source cell ``base[i] + o * N``
+    bounds: np.ndarray  # output rows of source ``k``: ``bounds[k]..bounds[k + 1]``
+
+
+def regroup(picks: Sequence[Pick], metadata: Mapping[str, Any]) -> Dataset:
+    """The chosen episodes, one after the other in one env column, as a lazily read dataset.
+
+    An episode whose end is unknown (open, or closed by a seam) and that is not the last
+    one is marked ``truncated`` at its last row and listed under ``SEAMS_KEY``; one whose
+    start is unknown is listed under ``STARTS_CUT_KEY``, so that readers count both as
+    incomplete. ``metadata`` is the new dataset's user metadata; those two keys are set.
+    """
+    pieces, seams, cut_starts, forced = _plan(picks)
+    total = int(pieces.offset[-1])
+    first = picks[0].dataset
+    cache = _BlockCache(_cache_bytes())
+    tensors: dict[str, Any] = {}
+    for name, array in first.tensors.items():
+        sources = [pick.dataset.tensors[name] for pick in picks]
+        reader = _Gather(name, sources, pieces, cache, forced if name == "truncated" else None)
+        reader.releases = [pick.release for pick in picks if pick.release is not None]
+        tensors[name] = _lazy((total, 1, *array.shape[2:]), array.dtype, reader)
+    meta = {k: v for k, v in metadata.items() if k not in (SEAMS_KEY, STARTS_CUT_KEY)}
+    if seams:
+        meta[SEAMS_KEY] = seams
+    if cut_starts:
+        meta[STARTS_CUT_KEY] = cut_starts
+    state = CircularState(0, 0, total > 0, written=total)
+    return Dataset(tensors, state, meta)
+
+
+def _lazy(shape: tuple[int, ...], dtype: Any, reader: _Gather) -> Any:
+    from expcli.formats.lazy import LazyRows
+
+    return LazyRows(shape, np.dtype(dtype), reader)
+
+
+def _plan(picks: Sequence[Pick]) -> tuple[_Pieces, list[int], list[int], np.ndarray]:
+    """The runs of source rows, the seams and cut starts, and the rows forced ``truncated``."""
+    parts = [_pieces_of(number, pick) for number, pick in enumerate(picks)]
+    source = np.concatenate([p[0] for p in parts])
+    column = np.concatenate([p[1] for p in parts])
+    row = np.concatenate([p[2] for p in parts])
+    length = np.concatenate([p[3] for p in parts])
+    offsets = np.zeros(len(length) + 1, dtype=np.int64)
+    np.cumsum(length, out=offsets[1:])
+    lengths = np.concatenate([pick.table.length[pick.chosen] for pick in picks])
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    start_known = np.concatenate([pick.table.start_known[pick.chosen] for pick in picks])
+    end_known = np.concatenate([pick.table.end_known[pick.chosen] for pick in picks])
+    cut_ends = np.flatnonzero(~end_known)
+    cut_ends = cut_ends[cut_ends < len(lengths) - 1]  # the last one may stay open
+    seams = (starts[cut_ends] + lengths[cut_ends] - 1).astype(np.int64)
+    cut_starts = starts[~start_known]
+    envs = np.asarray([pick.dataset.num_envs for pick in picks], dtype=np.int64)[source]
+    base = row * envs + column - offsets[:-1] * envs
+    per_source = np.bincount(source, weights=length, minlength=len(picks)).astype(np.int64)
+    bounds = np.concatenate([[0], np.cumsum(per_source)]).astype(np.int64)
+    pieces = _Pieces(source, column, row, length, offsets, base, bounds)
+    return pieces, seams.tolist(), cut_starts.tolist(), seams
+
+
+def _pieces_of(number: int, pick: Pick) -> tuple[np.ndarray, ...]:
+    """Source, column, first stored row and rows of each run of the chosen episodes.
+
+    An episode of a wrapped column may run over the end of the stored rows on to row 0:
+    it then gives two runs (three at most), in order.
+    """
+    table, chosen = pick.table, pick.chosen
+    column = table.column[chosen]
+    position = table.position[chosen]
+    length = table.length[chosen]
+    keys, rows, counts, cols = [], [], [], []
+    for c, runs in enumerate(column_runs(pick.dataset)):
+        mine = np.flatnonzero(column == c)
+        if not len(mine):
+            continue
+        at = 0
+        for k, (start, stop) in enumerate(runs):
+            first = np.maximum(position[mine], at)
+            last = np.minimum(position[mine] + length[mine], at + stop - start)
+            hit = last > first
+            keys.append(mine[hit] * 4 + k)  # output order: episode, then run
+            rows.append(start + first[hit] - at)
+            counts.append(last[hit] - first[hit])
+            cols.append(np.full(int(hit.sum()), c, dtype=np.int64))
+            at += stop - start
+    if not keys:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, empty
+    order = np.argsort(np.concatenate(keys), kind="stable")
+    row = np.concatenate(rows)[order].astype(np.int64)
+    return (
+        np.full(len(row), number, dtype=np.int64),
+        np.concatenate(cols)[order],
+        row,
+        np.concatenate(counts)[order].astype(np.int64),
+    )
+
+
+class _Gather:
+    """``read(start, stop)`` of one tensor of the regrouped dataset."""
+
+    def __init__(
+        self,
+        name: str,
+        sources: list[Any],
+        pieces: _Pieces,
+        cache: _BlockCache,
+        forced: np.ndarray | None,
+    ) -> None:
+        self.name = name
+        self.sources = sources
+        self.pieces = pieces
+        self.cache = cache
+        self.forced = forced
+        self.releases: list[Callable[[], None]] = []  # of mapped sources: after each read
+        first = sources[0]
+        self.feature = tuple(int(d) for d in first.shape[2:])
+        self.dtype = np.dtype(first.dtype)
+
+    def __call__(self, start: int, stop: int) -> np.ndarray:
+        out = np.empty((stop - start, 1, *self.feature), dtype=self.dtype)
+        flat = out.reshape(stop - start, *self.feature)
+        bounds = self.pieces.bounds
+        for number, source in enumerate(self.sources):
+            lo, hi = max(start, int(bounds[number])), min(stop, int(bounds[number + 1]))
+            envs = int(source.shape[1])
+            for first in range(lo, hi, _SUB_ROWS):  # bounds the index array below
+                last = min(hi, first + _SUB_ROWS)
+                self._take(
+                    source, self._cells(first, last, envs), flat[first - start : last - start]
+                )
+        if self.forced is not None and len(self.forced):
+            marks = self.forced[(self.forced >= start) & (self.forced < stop)] - start
+            flat[marks] = True
+        for source in self.sources:
+            release = getattr(source, "release", None)
+            if release is not None:
+                release()
+        for release in self.releases:
+            release()
+        return out
+
+    def _cells(self, start: int, stop: int, envs: int) -> np.ndarray:
+        """The flat source cells (``row * N + column``) of output rows ``start..stop``."""
+        pieces = self.pieces
+        lo = int(np.searchsorted(pieces.offset, start, side="right")) - 1
+        hi = int(np.searchsorted(pieces.offset, stop, side="left"))
+        ends = pieces.offset[lo + 1 : hi + 1].copy()
+        ends[-1] = stop
+        counts = np.diff(ends, prepend=start)
+        cells = np.repeat(pieces.base[lo:hi], counts)
+        cells += np.arange(start * envs, stop * envs, envs, dtype=np.int64)
+        return cells
+
+    def _take(self, source: Any, cells: np.ndarray, out: np.ndarray) -> None:
+        """Copy the source's ``cells`` into ``out``."""
+        if isinstance(source, np.ndarray) and source.flags.c_contiguous:
+            np.take(source.reshape(-1, *self.feature), cells, axis=0, out=out, mode="clip")
+        elif getattr(source, "release", None) is not None:  # a folder's mapped shards
+            out[...] = source.take_cells(cells)
+        else:
+            out[...] = self._windowed(source, cells)
+
+    def _windowed(self, source: Any, cells: np.ndarray) -> np.ndarray:
+        """The cells, from windows of whole source rows read through the block cache."""
+        envs = int(source.shape[1])
+        rows = cells // envs
+        lo, hi = int(rows.min()), int(rows.max()) + 1
+        row_bytes = _row_bytes(source)
+        if (hi - lo) * row_bytes > _WINDOW_BYTES and len(cells) > 1:
+            half = len(cells) // 2  # runs lie close together in time: halves, narrower
+            return np.concatenate(
+                [self._windowed(source, cells[:half]), self._windowed(source, cells[half:])]
+            )
+        window = self.cache.rows(source, self.name, lo, hi, max(1, _BLOCK_BYTES // row_bytes))
+        taken: np.ndarray = window.reshape(-1, *self.feature).take(cells - lo * envs, axis=0)
+        return taken
+
+
+class _BlockCache:
+    """Blocks of source rows, the least recently used dropped first once over ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self.blocks: OrderedDict[tuple[int, str, int], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()  # a writer's read-ahead thread reads here too
+
+    def rows(self, source: Any, name: str, lo: int, hi: int, block: int) -> np.ndarray:
+        """Rows ``lo..hi`` of ``source`` (all its env columns), from blocks of ``block`` rows."""
+        first, last = lo // block, (hi - 1) // block
+        parts = [self.get((id(source), name, k), source, block) for k in range(first, last + 1)]
+        joined = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return joined[lo - first * block : hi - first * block]
+
+    def get(self, key: tuple[int, str, int], source: Any, block: int) -> np.ndarray:
+        with self._lock:
+            found = self.blocks.get(key)
+            if found is not None:
+                self.blocks.move_to_end(key)
+                return found
+        start = key[2] * block
+        rows = np.ascontiguousarray(source[start : min(start + block, len(source))])
+        with self._lock:
+            if key not in self.blocks:
+                self.blocks[key] = rows
+                self.held += rows.nbytes
+            while self.held > self.limit and len(self.blocks) > 1:
+                _, dropped = self.blocks.popitem(last=False)
+                self.held -= dropped.nbytes
+        return rows
+
+
+def _row_bytes(source: Any) -> int:
+    size: int = math.prod(source.shape[1:]) * np.dtype(source.dtype).itemsize
+    return size
+
+
+def _cache_bytes() -> int:
+    room = available_bytes()
+    return CACHE_BYTES if room is None else max(_BLOCK_BYTES, min(CACHE_BYTES, room // 8))

@@ -1,0 +1,476 @@
+"""merge, split and filter: new datasets made of whole episodes of others, streamed.
+
+Each verb finds the episodes of its sources in one pass over their small tensors
+(``episode_table``), chooses, and writes the chosen episodes one after the other in one env
+column (``regrouped``) through the format table's writers: atomically, a slice of rows at a
+time, so memory holds the table and a few slices whatever the size of the data. The output's
+metadata records where it came from (``lineage``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.conversion import Progress, reporting_reads
+from expcli.errors import ConfigError, SchemaError
+from expcli.formats import open_lazy, source_format
+from expcli.formats.checked_write import check_target, write_checked
+from expcli.formats.dataset import Dataset
+from expcli.formats.layouts import Layout
+from expcli.formats.registry import target_format
+from expcli.formats.table import suffix_help
+from expcli.shaping._mapping import map_in_place
+from expcli.shaping.episode_table import EpisodeTable, info_fields, scan_episodes
+from expcli.shaping.lineage import Source, checksum_later, lineage_entry
+from expcli.shaping.regrouped import Pick, regroup
+from expcli.shaping.sameness import Allowance, first_difference
+
+__all__ = ["Incomplete", "ShapeResult", "filter_episodes", "merge", "split"]
+
+FLAGS = ("terminated", "truncated")
+
+
+class Incomplete(StrEnum):
+    """What becomes of episodes whose start or end the data does not hold."""
+
+    DROP = "drop"
+    KEEP = "keep"
+
+
+@dataclass(frozen=True)
+class ShapeResult:
+    """What one output of a verb got: episodes and transitions kept, and those dropped."""
+
+    path: Path
+    format: str
+    episodes: int
+    transitions: int
+    dropped_episodes: int
+    dropped_incomplete: int
+    seconds: float
+    lineage: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Opened:
+    path: Path
+    format: str
+    dataset: Dataset
+    close: Callable[[], None]
+    source: Source
+    release: Callable[[], None] | None = None
+
+
+# ----------------------------------------------------------------------------- verbs
+
+
+def filter_episodes(
+    source: str | os.PathLike[str],
+    target: str | os.PathLike[str],
+    *,
+    where: str | None = None,
+    top: str | None = None,
+    by: str = "return",
+    episodes: str | None = None,
+    envs: str | None = None,
+    keep: Sequence[str] | None = None,
+    drop: Sequence[str] | None = None,
+    incomplete: str | Incomplete = Incomplete.DROP,
+    to: str | None = None,
+    compression: str | None = None,
+    shard_format: str | None = None,
+    overwrite: bool = True,
+    progress: Progress | None = None,
+) -> ShapeResult:
+    """Write the episodes of ``source`` that the selectors pick (all given, combined) to ``target``.
+
+    Args:
+        source: The dataset to read (any format or folder expcli reads).
+        target: The dataset to write; its suffix (or ``to``) names the format, no suffix a
+            sharded folder (``shard_format``: npz or parquet).
+        where: An expression over episode fields (``return``, ``length``, ``terminated``,
+            ``truncated``, ``env``, ``index``, ``complete``, ``infos/<name>`` means), e.g.
+            ``"return >= 200 and length < 400"``; parsed, never run as Python.
+        top: ``"10%"`` or ``"10"``: the best episodes by ``by`` among those the other
+            selectors keep (highest first; ties: the earlier episode).
+        by: The field ``top`` ranks by.
+        episodes: Episode indexes: ``"0:100"``, ``"-10:"``, ``"3,7,9"``.
+        envs: Env columns: ``"0,3"``, ``"0-3"``.
+        keep: Tensors to keep (a name keeps its leaves: ``observations`` keeps
+            ``observations/pos``); the done flags stay.
+        drop: Tensors to leave out (never the done flags).
+        incomplete: Episodes cut short (the first of a wrapped column, the last open one of
+            every column): dropped (counted), or kept and marked as cut.
+        to: The output format, when ``target``'s name does not tell.
+        compression: The output's compression, for a format that compresses.
+        shard_format: A folder output's shard format.
+        overwrite: Replace an existing ``target`` (atomically).
+        progress: Called with a phase ("read", "write") and the fraction done.
+
+    Raises:
+        ConfigError: A bad selector or option (exit 2); nothing is written.
+        SchemaError: A tensor named in ``keep``/``drop`` is not in the source.
+    """
+    from expcli.shaping.selectors import select
+    from expcli.shaping.where import parse
+
+    started = time.perf_counter()
+    mode = _incomplete(incomplete)
+    report = progress or (lambda phase, done: None)
+    fmt = _target(Path(target), to, overwrite)
+    with _opening([source]) as [opened]:
+        names = _tensors_kept(opened, keep, drop)
+        fields = _field_names(opened.dataset)
+        expression = parse(where, fields) if where else None
+        infos = [n for n in (expression.fields if expression else ()) if n.startswith("infos/")]
+        if by.startswith("infos/"):
+            infos.append(by)
+        report("read", 0.0)
+        table = scan_episodes(opened.dataset, sorted(set(infos)))
+        report("read", 1.0)
+        mask = select(
+            table.fields(), where=expression, top=top, by=by, episodes=episodes, envs=envs
+        )
+        chosen, cut = _complete_only(table, mask, mode)
+        arguments = _arguments(
+            where=where, top=top, by=by if top else None, episodes=episodes, envs=envs,
+            keep=list(keep or ()) or None, drop=list(drop or ()) or None, incomplete=mode.value,
+        )  # fmt: skip
+        result = _write(
+            "filter", arguments, [opened], [chosen], [table], cut, names,
+            Path(target), fmt, compression, shard_format, overwrite, report, started,
+        )  # fmt: skip
+    return result
+
+
+def split(
+    source: str | os.PathLike[str],
+    targets: Sequence[str | os.PathLike[str]],
+    *,
+    fractions: Sequence[float] | None = None,
+    seed: int = 0,
+    incomplete: str | None = None,
+    to: str | None = None,
+    compression: str | None = None,
+    shard_format: str | None = None,
+    overwrite: bool = True,
+    progress: Progress | None = None,
+) -> list[ShapeResult]:
+    """Share the episodes of ``source`` out among ``targets``, whole, at random (seeded).
+
+    Every complete episode goes to exactly one target, never to two; ``fractions``
+    (summing to 1, one per target; default equal shares) set the shares, rounded so that
+    the counts add up. Incomplete episodes are dropped and counted unless ``incomplete``
+    names one of the targets (its file name, or its position ``0``, ``1``...), which then
+    gets them, marked as cut.
+
+    Raises:
+        ConfigError: Fewer than two targets, fractions that do not fit them, a target
+            given twice, or an ``incomplete`` that names no target.
+    """
+    from expcli.shaping.selectors import split_episodes
+
+    started = time.perf_counter()
+    paths = [Path(t) for t in targets]
+    if len(paths) < 2:
+        raise ConfigError("split needs at least two outputs (-o TRAIN -o VAL ...)")
+    if len({p.resolve() for p in paths}) < len(paths):
+        raise ConfigError("split got the same output twice")
+    shares = list(fractions) if fractions is not None else [1 / len(paths)] * len(paths)
+    if len(shares) != len(paths):
+        raise ConfigError(f"--fractions gives {len(shares)} shares for {len(paths)} outputs")
+    spare = _incomplete_target(incomplete, paths)
+    report = progress or (lambda phase, done: None)
+    formats = [_target(p, to, overwrite) for p in paths]
+    results = []
+    with _opening([source]) as [opened]:
+        report("read", 0.0)
+        table = scan_episodes(opened.dataset)
+        report("read", 1.0)
+        complete = np.flatnonzero(table.complete)
+        assigned = split_episodes(len(complete), shares, seed=seed)
+        names = sorted(opened.dataset.tensors)
+        for number, (path, fmt) in enumerate(zip(paths, formats, strict=True)):
+            chosen = complete[assigned == number]
+            extra = np.flatnonzero(~table.complete) if spare == number else np.zeros(0, int)
+            chosen = np.sort(np.concatenate([chosen, extra])).astype(np.int64)
+            dropped = 0 if spare is not None else int((~table.complete).sum())
+            arguments = _arguments(
+                fractions=shares, seed=seed, outputs=[str(p) for p in paths], part=number,
+                incomplete=None if spare is None else str(paths[spare]),
+            )  # fmt: skip
+            phase = _phase(report, f"write {number + 1}/{len(paths)}")
+            results.append(
+                _write(
+                    "split",
+                    arguments,
+                    [opened],
+                    [chosen],
+                    [table],
+                    dropped,
+                    names,
+                    path,
+                    fmt,
+                    compression,
+                    shard_format,
+                    overwrite,
+                    phase,
+                    started,
+                )  # fmt: skip
+            )
+    return results
+
+
+def merge(
+    sources: Sequence[str | os.PathLike[str]],
+    target: str | os.PathLike[str],
+    *,
+    allow: Iterable[str | Allowance] = (),
+    incomplete: str | Incomplete = Incomplete.KEEP,
+    to: str | None = None,
+    compression: str | None = None,
+    shard_format: str | None = None,
+    overwrite: bool = True,
+    progress: Progress | None = None,
+) -> ShapeResult:
+    """Write the episodes of every source, source after source, to ``target``.
+
+    The sources must hold the same tensors (names, dtypes, shapes) and spaces; the first
+    difference is refused in one line, unless ``allow`` names it as safe (``env-id``,
+    ``env-spec``), and then it is recorded in the output's lineage. Each source gives its
+    episodes in the order they ended (a wrapped one its valid rows, oldest first).
+    Incomplete episodes are kept by default, marked as cut; ``incomplete="drop"`` drops them.
+
+    Raises:
+        ConfigError: Fewer than two sources, or sources that differ in what ``allow`` does
+            not cover (exit 2); nothing is written.
+    """
+    started = time.perf_counter()
+    if len(sources) < 2:
+        raise ConfigError("merge needs at least two datasets")
+    mode = _incomplete(incomplete)
+    allowed = {Allowance.parse(a) for a in allow}
+    report = progress or (lambda phase, done: None)
+    fmt = _target(Path(target), to, overwrite)
+    with _opening(sources) as opened:
+        differences = []
+        for other in opened[1:]:
+            differences += first_difference(opened[0], other, allowed)
+        report("read", 0.0)
+        tables, chosen, dropped = [], [], 0
+        for number, one in enumerate(opened):
+            table = scan_episodes(one.dataset)
+            picked, cut = _complete_only(table, np.ones(len(table), dtype=bool), mode)
+            tables.append(table)
+            chosen.append(picked)
+            dropped += cut
+            report("read", (number + 1) / len(opened))
+        arguments = _arguments(
+            allow=sorted(a.value for a in allowed) or None,
+            allowed_differences=differences or None,
+            incomplete=mode.value,
+        )
+        names = sorted(opened[0].dataset.tensors)
+        result = _write(
+            "merge", arguments, opened, chosen, tables, dropped, names,
+            Path(target), fmt, compression, shard_format, overwrite, report, started,
+        )  # fmt: skip
+    return result
+
+
+# ------------------------------------------------------------------------- internals
+
+
+class _opening:
+    """Open each source lazily (and start its checksum); close them all on the way out."""
+
+    def __init__(self, sources: Sequence[str | os.PathLike[str]]) -> None:
+        self.paths = [Path(s) for s in sources]
+        self.opened: list[_Opened] = []
+
+    def __enter__(self) -> list[_Opened]:
+        try:
+            for path in self.paths:
+                fmt = source_format(path)
+                dataset, close = open_lazy(path, fmt)
+                one = _Opened(path, fmt, dataset, close, checksum_later(path, fmt))
+                self.opened.append(one)
+                dataset.validate(path)
+                tensors, one.release, unmap = map_in_place(path, dataset.tensors)
+                one.dataset = Dataset(tensors, dataset.state, dataset.metadata)
+                one.close = _both(unmap, close)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self.opened
+
+    def __exit__(self, *exc: object) -> None:
+        for one in self.opened:
+            one.source.cancel()
+            one.close()
+        self.opened.clear()
+
+
+def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
+    def close() -> None:
+        try:
+            first()
+        finally:
+            then()
+
+    return close
+
+
+def _incomplete(value: str | Incomplete) -> Incomplete:
+    try:
+        return Incomplete(value)
+    except ValueError:
+        raise ConfigError(
+            f"--incomplete {value!r}: expected one of {', '.join(m.value for m in Incomplete)}"
+        ) from None
+
+
+def _incomplete_target(value: str | None, paths: list[Path]) -> int | None:
+    if value is None or value == Incomplete.DROP:
+        return None
+    for number, path in enumerate(paths):
+        if value in (str(path), path.name, str(number)):
+            return number
+    raise ConfigError(
+        f"--incomplete {value!r}: expected 'drop', an output's name or its position (0, 1, ...)"
+    )
+
+
+def _target(path: Path, to: str | None, overwrite: bool) -> str:
+    fmt = to or target_format(path)
+    if fmt is None:
+        raise ConfigError(
+            f"cannot tell the output format from {path.name!r}; name a suffix ({suffix_help()})"
+        )
+    check_target(path, fmt, Layout.EXPCLI, overwrite)
+    return fmt
+
+
+def _field_names(dataset: Dataset) -> list[str]:
+    base = ["return", "length", "terminated", "truncated", "env", "index", "complete"]
+    return [*base, *info_fields(dataset)]
+
+
+def _tensors_kept(
+    opened: _Opened, keep: Sequence[str] | None, drop: Sequence[str] | None
+) -> list[str]:
+    names = sorted(opened.dataset.tensors)
+
+    def matching(given: str) -> list[str]:
+        found = [n for n in names if n == given or n.startswith(given.rstrip("/") + "/")]
+        if not found:
+            raise SchemaError(
+                f"no tensor {given!r}; tensors: {', '.join(names)}", path=opened.path, key=given
+            )
+        return found
+
+    chosen = names
+    if keep:
+        wanted = {n for given in keep for n in matching(given)}
+        chosen = [n for n in names if n in wanted or n in FLAGS]
+    if drop:
+        gone = {n for given in drop for n in matching(given)}
+        flags = sorted(gone & set(FLAGS))
+        if flags:
+            raise ConfigError(
+                f"--drop {flags[0]}: the done flags stay, since episodes are cut by them"
+            )
+        chosen = [n for n in chosen if n not in gone]
+    return chosen
+
+
+def _complete_only(table: EpisodeTable, mask: np.ndarray, mode: Incomplete) -> tuple[Any, int]:
+    """Indexes of the chosen episodes, and how many incomplete ones were dropped."""
+    if mode is Incomplete.KEEP:
+        return np.flatnonzero(mask), 0
+    cut = mask & ~table.complete
+    return np.flatnonzero(mask & table.complete), int(cut.sum())
+
+
+def _arguments(**given: Any) -> dict[str, Any]:
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def _phase(report: Progress, name: str) -> Progress:
+    return lambda phase, done: report(name if phase == "write" else phase, done)
+
+
+def _write(
+    verb: str,
+    arguments: Mapping[str, Any],
+    opened: Sequence[_Opened],
+    chosen: Sequence[np.ndarray],
+    tables: Sequence[EpisodeTable],
+    dropped_incomplete: int,
+    names: Sequence[str],
+    target: Path,
+    fmt: str,
+    compression: str | None,
+    shard_format: str | None,
+    overwrite: bool,
+    report: Progress,
+    started: float,
+) -> ShapeResult:
+    picks = [
+        Pick(_only(one.dataset, names), table, picked, one.release)
+        for one, table, picked in zip(opened, tables, chosen, strict=True)
+    ]
+    kept_episodes = sum(len(p) for p in chosen)
+    total_episodes = sum(len(t) for t in tables)
+    kept_rows = int(sum(t.length[p].sum() for t, p in zip(tables, chosen, strict=True)))
+    entry = lineage_entry(
+        verb,
+        arguments,
+        [one.source.result() for one in opened],
+        [one.dataset.metadata for one in opened],
+        kept={"episodes": kept_episodes, "transitions": kept_rows},
+        dropped={
+            "episodes": total_episodes - kept_episodes,
+            "incomplete": dropped_incomplete,
+            "transitions": int(sum(t.length.sum() for t in tables)) - kept_rows,
+        },
+    )
+    metadata = _output_metadata(opened[0].dataset.metadata, entry)
+    out = regroup(picks, metadata)
+    report("write", 0.0)
+    out = reporting_reads(out, lambda done: report("write", done))
+    write_checked(out, target, fmt, Layout.EXPCLI, compression, None, overwrite, shard_format)
+    report("write", 1.0)
+    return ShapeResult(
+        target,
+        fmt,
+        kept_episodes,
+        kept_rows,
+        total_episodes - kept_episodes,
+        dropped_incomplete,
+        time.perf_counter() - started,
+        entry,
+    )
+
+
+def _only(dataset: Dataset, names: Sequence[str]) -> Dataset:
+    tensors = {name: dataset.tensors[name] for name in names}
+    return Dataset(tensors, dataset.state, dataset.metadata)
+
+
+_DROPPED_KEYS = ("created", "layout")
+
+
+def _output_metadata(source: Mapping[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """The first source's user metadata (less its date and foreign layout), with the lineage."""
+    kept = {k: v for k, v in source.items() if k not in _DROPPED_KEYS and k != "lineage"}
+    kept["lineage"] = [entry]
+    return kept
