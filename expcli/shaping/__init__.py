@@ -1,0 +1,1 @@
+"""Reshape datasets by whole episodes: merge, split, filter."""
