@@ -94,26 +94,27 @@ def _header(summary: Summary) -> Table:
 
 def _edit(entry: dict[str, Any]) -> str:
     """One lineage entry (merge, split, filter) in a line: verb, sources, arguments, counts."""
-    sources = entry.get("sources") if isinstance(entry.get("sources"), list) else []
     named = []
-    for source in sources:
+    for source in _listed(entry.get("sources")):
         if isinstance(source, dict):
             digest = str(source.get("sha256", ""))[:12]
-            named.append(
-                f"{source.get('path')} (sha256 {digest}…)" if digest else str(source.get("path"))
-            )
-    arguments = entry.get("arguments") if isinstance(entry.get("arguments"), dict) else {}
-    given = ", ".join(f"{k}={_compact(v)}" for k, v in arguments.items())
-    kept = entry.get("kept") if isinstance(entry.get("kept"), dict) else {}
-    dropped = entry.get("dropped") if isinstance(entry.get("dropped"), dict) else {}
+            path = str(source.get("path"))
+            named.append(f"{path} (sha256 {digest}…)" if digest else path)
+    given = ", ".join(f"{k}={_compact(v)}" for k, v in _mapping(entry.get("arguments")).items())
+    kept, dropped = _mapping(entry.get("kept")), _mapping(entry.get("dropped"))
     counts = f"kept {kept.get('episodes', '?')} episodes, dropped {dropped.get('episodes', '?')}"
     if dropped.get("incomplete"):
         counts += f" ({dropped['incomplete']} incomplete)"
-    return (
-        f"{entry.get('verb', '?')} of {' + '.join(named) or '?'}"
-        + (f" [{given}]" if given else "")
-        + f": {counts}"
-    )
+    shown = f"{entry.get('verb', '?')} of {' + '.join(named) or '?'}"
+    return shown + (f" [{given}]" if given else "") + f": {counts}"
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _frame_stack(record: Any) -> str | None:

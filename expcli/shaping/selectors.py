@@ -170,6 +170,7 @@ def select(
     by: str = "return",
     episodes: EpisodeRange | str | None = None,
     envs: Iterable[int | range] | str | None = None,
+    among: npt.NDArray[np.bool_] | None = None,
 ) -> npt.NDArray[np.bool_]:
     """Which episodes of ``table`` every given selector keeps (all of them when none is).
 
@@ -186,6 +187,8 @@ def select(
         by: The field ``top`` ranks by.
         episodes: Rows of the table (:func:`parse_episode_range`).
         envs: Env numbers, ``range`` objects among them (:func:`parse_envs`).
+        among: The only episodes that may be kept (the complete ones, say), before ``top``
+            ranks them.
 
     Raises:
         ConfigError: An option's text is invalid, ``by`` is not a field, or ``episodes``
@@ -193,7 +196,7 @@ def select(
         InvalidValueError: The table lacks a column a selector reads, or is malformed.
     """
     count = episode_count(table)
-    mask = np.ones(count, dtype=bool)
+    mask = np.ones(count, dtype=bool) if among is None else np.array(among, dtype=bool)
     if where is not None:
         mask &= (parse_where(where, table) if isinstance(where, str) else where).evaluate(table)
     if episodes is not None:

@@ -120,7 +120,7 @@ def filter_episodes(
         SchemaError: A tensor named in ``keep``/``drop`` is not in the source.
     """
     from expcli.shaping.selectors import select
-    from expcli.shaping.where import parse
+    from expcli.shaping.where import parse_where
 
     started = time.perf_counter()
     mode = _incomplete(incomplete)
@@ -129,7 +129,7 @@ def filter_episodes(
     with _opening([source]) as [opened]:
         names = _tensors_kept(opened, keep, drop)
         fields = _field_names(opened.dataset)
-        expression = parse(where, fields) if where else None
+        expression = parse_where(where, fields) if where else None
         infos = [n for n in (expression.fields if expression else ()) if n.startswith("infos/")]
         if by.startswith("infos/"):
             infos.append(by)
@@ -137,7 +137,13 @@ def filter_episodes(
         table = scan_episodes(opened.dataset, sorted(set(infos)))
         report("read", 1.0)
         mask = select(
-            table.fields(), where=expression, top=top, by=by, episodes=episodes, envs=envs
+            table.fields(),
+            where=expression,
+            top=top,
+            by=by,
+            episodes=episodes,
+            envs=envs,
+            among=table.complete if mode is Incomplete.DROP else None,
         )
         chosen, cut = _complete_only(table, mask, mode)
         arguments = _arguments(
@@ -393,11 +399,10 @@ def _tensors_kept(
 
 
 def _complete_only(table: EpisodeTable, mask: np.ndarray, mode: Incomplete) -> tuple[Any, int]:
-    """Indexes of the chosen episodes, and how many incomplete ones were dropped."""
+    """Indexes of the chosen episodes, and the incomplete ones dropped (all, when dropped)."""
     if mode is Incomplete.KEEP:
         return np.flatnonzero(mask), 0
-    cut = mask & ~table.complete
-    return np.flatnonzero(mask & table.complete), int(cut.sum())
+    return np.flatnonzero(mask & table.complete), int((~table.complete).sum())
 
 
 def _arguments(**given: Any) -> dict[str, Any]:

@@ -29,8 +29,10 @@ class Episode:
 
 
 def episodes(memory: RandomMemory) -> list[Episode]:
-    """The episodes in expcli's index order: closed ones by the clock of their last sample,
-    then the open ones in column order."""
+    """The episodes in expcli's index order.
+
+    Closed ones by the clock of their last sample, then the open ones in column order.
+    """
     ref = Reference.of(memory)
     clock = memory.tensors["clock"].numpy().reshape(-1)
     found = []
