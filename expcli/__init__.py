@@ -48,6 +48,9 @@ if TYPE_CHECKING:  # ``X as X``: an explicit re-export, as strict type checkers 
     from expcli.replay import RoundRobinWriter as RoundRobinWriter
     from expcli.replay import SamplerWithoutReplacement as SamplerWithoutReplacement
     from expcli.replay import SliceSampler as SliceSampler
+    from expcli.shaping import filter_episodes as filter_episodes
+    from expcli.shaping import merge as merge
+    from expcli.shaping import split as split
     from expcli.summary import Summary as Summary
     from expcli.summary import summarize as summarize
 
@@ -76,6 +79,10 @@ _EXPORTS: dict[str, str] = {
     "save": "expcli.conversion",
     "convert": "expcli.conversion",
     "Dataset": "expcli.formats.dataset",
+    # whole episodes of datasets into new ones
+    "merge": "expcli.shaping",
+    "split": "expcli.shaping",
+    "filter_episodes": "expcli.shaping",
     # summaries
     "summarize": "expcli.summary",
     "Summary": "expcli.summary",

@@ -69,10 +69,8 @@ def _header(summary: Summary) -> Table:
     stack = _frame_stack(meta.get("frame_stack"))
     if stack is not None:
         grid.add_row("frame stack", stack)
-    lineage = meta.get("lineage")
-    for entry in lineage if isinstance(lineage, list) else ():
-        if isinstance(entry, dict):
-            grid.add_row("made by", _safe(_edit(entry)))
+    for entry in _edits(meta.get("lineage")):
+        grid.add_row("made by", _safe(_edit(entry)))
     if summary.error is None:
         grid.add_row("memory", f"{summary.memory_size:,} rows × {summary.num_envs:,} envs")
         valid = f"{summary.transitions:,} valid transitions"
@@ -107,6 +105,17 @@ def _edit(entry: dict[str, Any]) -> str:
         counts += f" ({dropped['incomplete']} incomplete)"
     shown = f"{entry.get('verb', '?')} of {' + '.join(named) or '?'}"
     return shown + (f" [{given}]" if given else "") + f": {counts}"
+
+
+def _edits(lineage: Any, depth: int = 0) -> list[dict[str, Any]]:
+    """The edits of a lineage and of its sources' lineages, oldest first."""
+    out: list[dict[str, Any]] = []
+    for entry in _listed(lineage) if depth < 8 else ():
+        if isinstance(entry, dict):
+            for source in _listed(entry.get("sources")):
+                out += _edits(_mapping(source).get("lineage"), depth + 1)
+            out.append(entry)
+    return out
 
 
 def _listed(value: Any) -> list[Any]:

@@ -1,4 +1,4 @@
-"""EpisodeTable: one entry per episode of a dataset, found in one pass over its small tensors.
+"""EpisodeRecords: one entry per episode of a dataset, found in one pass over its small tensors.
 
 The pass reads only the done flags, the rewards and the ``infos/*`` tensors an expression
 asks for, a few megabytes at a time in chronological order (``summary.chronology``), so it
@@ -27,14 +27,14 @@ from expcli.formats.layouts.kinds import SEAMS_KEY
 from expcli.spec import overwritten_columns
 from expcli.summary.chronology import Segment, chunks, segments
 
-__all__ = ["STARTS_CUT_KEY", "EpisodeTable", "column_runs", "scan_episodes"]
+__all__ = ["STARTS_CUT_KEY", "EpisodeRecords", "column_runs", "scan_episodes"]
 
 STARTS_CUT_KEY = "episode_starts_cut"
 """Metadata key (datasets of one env column) listing rows that start an episode cut short."""
 
 
 @dataclass(frozen=True, slots=True)
-class EpisodeTable:
+class EpisodeRecords:
     """The episodes of one dataset, as arrays of one entry per episode (in index order).
 
     Attributes:
@@ -105,7 +105,7 @@ def column_runs(dataset: Dataset) -> list[list[tuple[int, int]]]:
     return runs
 
 
-def scan_episodes(dataset: Dataset, infos: Collection[str] = ()) -> EpisodeTable:
+def scan_episodes(dataset: Dataset, infos: Collection[str] = ()) -> EpisodeRecords:
     """Find the episodes of ``dataset`` in one chronological pass over its small tensors.
 
     ``infos``: the ``infos/*`` tensors whose per-episode means to compute.
@@ -222,7 +222,7 @@ class _Scan:
             order = np.lexsort((merged["column"], merged["row"]))  # by row, then column
             self.closed.append({key: value[..., order] for key, value in merged.items()})
 
-    def result(self) -> EpisodeTable:
+    def result(self) -> EpisodeRecords:
         length = self.count - self.open_at
         tail = np.flatnonzero(length > 0)
         none = np.zeros(len(tail), dtype=bool)
@@ -239,7 +239,7 @@ class _Scan:
         parts = [*self.closed, opened]
         table = {key: np.concatenate([p[key] for p in parts], axis=-1) for key in opened}
         sums, count = table["sums"], np.maximum(table["length"], 1)
-        return EpisodeTable(
+        return EpisodeRecords(
             column=table["column"].astype(np.int64),
             position=table["position"].astype(np.int64),
             length=table["length"].astype(np.int64),

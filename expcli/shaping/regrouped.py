@@ -23,7 +23,7 @@ import numpy as np
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts.kinds import SEAMS_KEY
 from expcli.host_memory import available_bytes
-from expcli.shaping.episode_table import STARTS_CUT_KEY, EpisodeTable, column_runs
+from expcli.shaping.episode_table import STARTS_CUT_KEY, EpisodeRecords, column_runs
 from expcli.spec import CircularState
 
 __all__ = ["CACHE_BYTES", "Pick", "regroup"]
@@ -46,7 +46,7 @@ class Pick:
     """Episodes chosen from one source: indexes into its table, in the order they go out."""
 
     dataset: Dataset
-    table: EpisodeTable
+    table: EpisodeRecords
     chosen: np.ndarray
     release: Callable[[], None] | None = None
 

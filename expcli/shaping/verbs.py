@@ -28,7 +28,7 @@ from expcli.formats.layouts import Layout
 from expcli.formats.registry import target_format
 from expcli.formats.table import suffix_help
 from expcli.shaping._mapping import map_in_place
-from expcli.shaping.episode_table import EpisodeTable, info_fields, scan_episodes
+from expcli.shaping.episode_table import EpisodeRecords, info_fields, scan_episodes
 from expcli.shaping.lineage import Source, checksum_later, lineage_entry
 from expcli.shaping.regrouped import Pick, regroup
 from expcli.shaping.sameness import Allowance, first_difference
@@ -56,7 +56,7 @@ class ShapeResult:
     dropped_episodes: int
     dropped_incomplete: int
     seconds: float
-    lineage: dict[str, Any] = field(default_factory=dict)
+    lineage: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass
@@ -398,7 +398,7 @@ def _tensors_kept(
     return chosen
 
 
-def _complete_only(table: EpisodeTable, mask: np.ndarray, mode: Incomplete) -> tuple[Any, int]:
+def _complete_only(table: EpisodeRecords, mask: np.ndarray, mode: Incomplete) -> tuple[Any, int]:
     """Indexes of the chosen episodes, and the incomplete ones dropped (all, when dropped)."""
     if mode is Incomplete.KEEP:
         return np.flatnonzero(mask), 0
@@ -418,7 +418,7 @@ def _write(
     arguments: Mapping[str, Any],
     opened: Sequence[_Opened],
     chosen: Sequence[np.ndarray],
-    tables: Sequence[EpisodeTable],
+    tables: Sequence[EpisodeRecords],
     dropped_incomplete: int,
     names: Sequence[str],
     target: Path,
