@@ -240,7 +240,7 @@ class _Scan:
         table = {key: np.concatenate([p[key] for p in parts], axis=-1) for key in opened}
         sums, count = table["sums"], np.maximum(table["length"], 1)
         return EpisodeRecords(
-            column=table["column"].astype(np.int64),
+            column=table["column"].astype(np.int32),
             position=table["position"].astype(np.int64),
             length=table["length"].astype(np.int64),
             start_known=table["start_known"].astype(bool),

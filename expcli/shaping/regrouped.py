@@ -28,17 +28,24 @@ from expcli.spec import CircularState
 
 __all__ = ["CACHE_BYTES", "Pick", "regroup"]
 
-CACHE_BYTES = 128 << 20
+CACHE_BYTES = 16 << 20
 """The most the cache of source row blocks holds (less where memory is short)."""
 
-_BLOCK_BYTES = 4 << 20
+_BLOCK_BYTES = 1 << 20
 """About how many bytes of source rows one cached block holds."""
 
-_WINDOW_BYTES = 32 << 20
+_WINDOW_BYTES = 8 << 20
 """The most source rows one gather reads together (whole rows, every env column)."""
 
 _SUB_ROWS = 1 << 18
-"""Output rows gathered at a time (their index arrays take 8 bytes a row each)."""
+"""The most output rows gathered at a time (their index arrays take 8 bytes a row each)."""
+
+_SUB_BYTES = 4 << 20
+"""About how many bytes of output rows are gathered at a time."""
+
+_SPAN_BYTES = 32 << 20
+"""The pages of a mapped source are let go of once the cells read since the last time span
+this many bytes of it (scattered cells map whole folios), and after every read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,12 +60,8 @@ class Pick:
 
 @dataclass(frozen=True, slots=True)
 class _Pieces:
-    """Runs of source rows in output order: source, column, first row, rows, output offset."""
+    """Runs of source rows (one env column each) in output order: 16 bytes a run."""
 
-    source: np.ndarray
-    column: np.ndarray
-    row: np.ndarray
-    length: np.ndarray
     offset: np.ndarray  # where each run starts in the output; one more entry: the total
     base: np.ndarray  # output row ``o`` of run ``i`` is source cell ``base[i] + o * N``
     bounds: np.ndarray  # output rows of source ``k``: ``bounds[k]..bounds[k + 1]``
@@ -118,7 +121,7 @@ def _plan(picks: Sequence[Pick]) -> tuple[_Pieces, list[int], list[int], np.ndar
     base = row * envs + column - offsets[:-1] * envs
     per_source = np.bincount(source, weights=length, minlength=len(picks)).astype(np.int64)
     bounds = np.concatenate([[0], np.cumsum(per_source)]).astype(np.int64)
-    pieces = _Pieces(source, column, row, length, offsets, base, bounds)
+    pieces = _Pieces(offsets, base, bounds)
     return pieces, seams.tolist(), cut_starts.tolist(), seams
 
 
@@ -185,24 +188,33 @@ class _Gather:
         out = np.empty((stop - start, 1, *self.feature), dtype=self.dtype)
         flat = out.reshape(stop - start, *self.feature)
         bounds = self.pieces.bounds
+        cell = max(1, int(np.prod(self.feature, dtype=np.int64)) * self.dtype.itemsize)
+        step = max(1, min(_SUB_ROWS, _SUB_BYTES // cell))
         for number, source in enumerate(self.sources):
             lo, hi = max(start, int(bounds[number])), min(stop, int(bounds[number + 1]))
             envs = int(source.shape[1])
-            for first in range(lo, hi, _SUB_ROWS):  # bounds the index array below
-                last = min(hi, first + _SUB_ROWS)
-                self._take(
-                    source, self._cells(first, last, envs), flat[first - start : last - start]
-                )
+            span = [np.iinfo(np.int64).max, -1]
+            for first in range(lo, hi, step):
+                last = min(hi, first + step)
+                cells = self._cells(first, last, envs)
+                self._take(source, cells, flat[first - start : last - start])
+                span = [min(span[0], int(cells.min())), max(span[1], int(cells.max()))]
+                if (span[1] - span[0]) * cell > _SPAN_BYTES:
+                    self._let_go(source)
+                    span = [np.iinfo(np.int64).max, -1]
+            self._let_go(source)
         if self.forced is not None and len(self.forced):
             marks = self.forced[(self.forced >= start) & (self.forced < stop)] - start
             flat[marks] = True
-        for source in self.sources:
-            release = getattr(source, "release", None)
-            if release is not None:
-                release()
+        return out
+
+    def _let_go(self, source: Any) -> None:
+        """Let go of the pages of mapped sources that the last gather brought in."""
+        release = getattr(source, "release", None)
+        if release is not None:
+            release()
         for release in self.releases:
             release()
-        return out
 
     def _cells(self, start: int, stop: int, envs: int) -> np.ndarray:
         """The flat source cells (``row * N + column``) of output rows ``start..stop``."""
