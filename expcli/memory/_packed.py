@@ -19,20 +19,21 @@ import torch
 from expcli.memory._shapes import NUMPY_DTYPES
 from expcli.memory.records import packs, record_dtype
 
-__all__ = ["PackedTensors", "packed_dtype"]
+__all__ = ["PackedTensors", "joins_records"]
 
 Fields = Mapping[str, tuple[torch.dtype, tuple[int, ...]]]
 
 
-def packed_dtype(dtype: torch.dtype, feature: tuple[int, ...]) -> np.dtype[Any] | None:
-    """The numpy dtype of a CPU tensor that belongs in the records, or None for one that does not.
+def joins_records(dtype: torch.dtype, feature: tuple[int, ...]) -> bool:
+    """Whether a CPU tensor of ``dtype`` and ``feature`` shape belongs in the records.
 
-    Small rows (``records.packs``) of a dtype numpy views (not bfloat16) are packed.
+    Small rows (``records.packs``) of a dtype numpy views (not bfloat16) do.
     """
-    if dtype not in NUMPY_DTYPES:
-        return None
-    numpy = torch.empty(0, dtype=dtype).numpy().dtype
-    return numpy if packs(numpy, feature) else None
+    return dtype in NUMPY_DTYPES and packs(_numpy_dtype(dtype), feature)
+
+
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype[Any]:
+    return torch.empty(0, dtype=dtype).numpy().dtype
 
 
 class PackedTensors:
@@ -64,9 +65,7 @@ class PackedTensors:
     ) -> None:
         self.rows, self.columns = rows, columns
         self.fields = dict(fields)
-        self.dtype = record_dtype(
-            {n: (torch.empty(0, dtype=d).numpy().dtype, f) for n, (d, f) in fields.items()}
-        )
+        self.dtype = record_dtype({n: (_numpy_dtype(d), f) for n, (d, f) in fields.items()})
         if buffer is None:
             buffer = torch.zeros((rows, columns, self.dtype.itemsize), dtype=torch.uint8)
         self.buffer = buffer

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from expcli.errors import InvalidTypeError, InvalidValueError, SchemaError
-from expcli.memory._packed import PackedTensors, packed_dtype
+from expcli.memory._packed import PackedTensors, joins_records
 from expcli.memory._shapes import NUMPY_DTYPES, DTypeLike, SizeLike, feature_shape, torch_dtype
 
 __all__ = ["TensorStorage"]
@@ -108,7 +108,7 @@ class TensorStorage:
             return False
         kind = torch_dtype(dtype)
         packed = self.packed
-        if self.device.type == "cpu" and packed_dtype(kind, shape) is not None:
+        if self.device.type == "cpu" and joins_records(kind, shape):
             if packed is None or not packed.shared:  # others see a shared buffer: keep it
                 self._pack(name, rows, columns, kind, shape)
                 return True
@@ -321,4 +321,4 @@ def _packs_array(array: np.ndarray) -> bool:
         dtype = torch_dtype(array.dtype)
     except InvalidTypeError:
         return False
-    return packed_dtype(dtype, tuple(array.shape[2:])) is not None
+    return joins_records(dtype, tuple(array.shape[2:]))

@@ -48,5 +48,5 @@ def unpacked() -> Iterator[None]:
     The reference that packed memories are checked against: what a memory was before its
     small CPU tensors shared one buffer of records.
     """
-    with mock.patch.object(_storage, "packed_dtype", return_value=None):
+    with mock.patch.object(_storage, "joins_records", return_value=False):
         yield

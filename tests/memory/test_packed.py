@@ -246,7 +246,9 @@ def test_small_cpu_tensors_are_views_of_one_buffer_and_the_others_are_not() -> N
         assert (tensor.untyped_storage().data_ptr() == buffer) == (name in PACKED), name
         assert tensor.is_contiguous() == (name not in PACKED), name
     assert packed.dtype.itemsize % 8 == 0  # every record's int64 field aligned
-    assert Memory(3, 2, "meta").packed is None  # not on the CPU: nothing to pack
+    elsewhere = Memory(3, 2, "meta")  # not on the CPU (as on a GPU): nothing is packed
+    elsewhere.create_tensor("rewards", 1, torch.float32)
+    assert elsewhere.packed is None and elsewhere.tensors["rewards"].is_contiguous()
 
 
 def test_a_pickled_memory_carries_its_records_once() -> None:
