@@ -3,8 +3,10 @@
 Each tensor is shaped ``(rows, columns, *feature)``. On the CPU every tensor of a dtype
 numpy shares is paired with zero-copy numpy views, ``(T, N, *f)`` and flattened
 ``(T * N, *f)``, so that writing a row or gathering a batch costs a numpy assignment or
-``take`` instead of torch's per-call dispatch. The dicts here are updated in place, never
-replaced, so a reader holding one sees every tensor installed later.
+``take`` instead of torch's per-call dispatch. The small ones live side by side in one
+record per transition (``_packed.PackedTensors``), so that a draw reads each transition
+once. The dicts here are updated in place, never replaced, so a reader holding one sees
+every tensor installed later.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from expcli.errors import InvalidValueError, SchemaError
+from expcli.errors import InvalidTypeError, InvalidValueError, SchemaError
+from expcli.memory._packed import PackedTensors, joins_records
 from expcli.memory._shapes import NUMPY_DTYPES, DTypeLike, SizeLike, feature_shape, torch_dtype
 
 __all__ = ["TensorStorage"]
@@ -33,6 +36,8 @@ class TensorStorage:
         features: Name to feature shape.
         row_shapes: Name to the shape of one row, ``(N, *feature)``.
         fast: Name to ``(row shape, numpy view)``: what a whole-row write needs in one lookup.
+        packed: The records of the small CPU tensors (their tensors are strided views of
+            one buffer), or None.
     """
 
     def __init__(self, device: torch.device) -> None:
@@ -44,14 +49,24 @@ class TensorStorage:
         self.features: dict[str, tuple[int, ...]] = {}
         self.row_shapes: dict[str, tuple[int, ...]] = {}
         self.fast: dict[str, tuple[tuple[int, ...], np.ndarray]] = {}
+        self.packed: PackedTensors | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        """Only the tensors and the device travel: the numpy views are rebuilt on arrival."""
-        return {"device": self.device, "tensors": self.tensors}
+        """Only the tensors and the device travel: the views are rebuilt on arrival.
+
+        The packed tensors travel as their one buffer of records (None in ``tensors``).
+        """
+        held = self.packed.names if self.packed is not None else frozenset()
+        tensors = {n: None if n in held else t for n, t in self.tensors.items()}
+        return {"device": self.device, "tensors": tensors, "packed": self.packed}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(vars(TensorStorage(state["device"])))
+        packed = self.packed = state["packed"]
         for name, tensor in state["tensors"].items():
+            if tensor is None:
+                assert packed is not None  # the tensors left out are those it holds
+                tensor = packed.tensor(name)
             self.install(name, tensor)
 
     # ------------------------------------------------------------ allocation
@@ -91,11 +106,36 @@ class TensorStorage:
                     f"({existing.dtype}): {name!r}"
                 )
             return False
-        tensor = torch.zeros((rows, columns, *shape), device=self.device, dtype=torch_dtype(dtype))
+        kind = torch_dtype(dtype)
+        packed = self.packed
+        if self.device.type == "cpu" and joins_records(kind, shape):
+            if packed is None or not packed.shared:  # others see a shared buffer: keep it
+                self._pack(name, rows, columns, kind, shape)
+                return True
+        tensor = torch.zeros((rows, columns, *shape), device=self.device, dtype=kind)
         if tensor.is_floating_point():
             tensor.fill_(float("nan"))
         self.install(name, tensor)
         return True
+
+    def _pack(
+        self, name: str, rows: int, columns: int, dtype: torch.dtype, shape: tuple[int, ...]
+    ) -> None:
+        """Add the tensor ``name`` to the records: the held tensors move to a wider buffer.
+
+        They stay the same objects, and so do their flat views, pointed at the new buffer.
+        """
+        old = self.packed
+        if old is None:
+            packed = self.packed = PackedTensors(rows, columns, {name: (dtype, shape)})
+        else:
+            packed = self.packed = old.widened(name, dtype, shape)
+            for held in old.names:
+                packed.place(self.tensors[held], held)
+                packed.place(self.views[held], held, flat=True)
+                packed.adopt(held, self.tensors[held])
+                self.rebind(held)
+        self.install(name, packed.tensor(name))
 
     def install(self, name: str, tensor: torch.Tensor) -> None:
         """Make ``tensor`` the one named ``name``, with its views."""
@@ -103,12 +143,18 @@ class TensorStorage:
         shape = tuple(tensor.shape[2:])
         self.features[name] = shape
         self.row_shapes[name] = tuple(tensor.shape[1:])
+        packed = self.packed
+        if packed is not None:
+            packed.adopt(name, tensor)
+        if packed is not None and name in packed.names:
+            self.views[name] = packed.tensor(name, flat=True)
+        else:
+            self.views[name] = tensor.view(-1, *shape)
         self.rebind(name)
 
     def rebind(self, name: str) -> None:
-        """Take new views of the tensor ``name`` (after its data moved, e.g. to shared memory)."""
+        """Take new numpy views of the tensor ``name`` (after its data moved, e.g. shared)."""
         tensor = self.tensors[name]
-        self.views[name] = tensor.view(-1, *tensor.shape[2:])
         if tensor.device.type == "cpu" and tensor.dtype in NUMPY_DTYPES:
             array = tensor.numpy()
             self.arrays[name] = array
@@ -131,15 +177,34 @@ class TensorStorage:
             self.fast,
         ):
             table.clear()
+        self.packed = None
+        small = {
+            name: (torch_dtype(array.dtype), tuple(array.shape[2:]))
+            for name, array in tensors.items()
+            if self.device.type == "cpu" and array.size and _packs_array(array)
+        }
+        if small:
+            rows, columns = next(tensors[n] for n in small).shape[:2]
+            self.packed = PackedTensors(int(rows), int(columns), small)
         for name, array in tensors.items():
+            if name in small:
+                assert self.packed is not None
+                self.packed.table[name] = np.asarray(array).reshape(-1, *small[name][1])
+                self.install(name, self.packed.tensor(name))
+                continue
             copy = np.array(array, copy=True, order="C")
             self.install(name, torch.from_numpy(copy).to(self.device))
 
     def share(self) -> None:
-        """Move the CPU tensors to shared memory, so that other processes see the writes."""
+        """Move the CPU tensors to shared memory, so that other processes see the writes.
+
+        Each moves in place: every view of its storage (a packed tensor's records) sees it.
+        """
+        if self.packed is not None:
+            self.packed.share()
         for name, tensor in self.tensors.items():
             if tensor.device.type == "cpu":
-                tensor.share_memory_()  # type: ignore[no-untyped-call]
+                tensor.untyped_storage().share_memory_()
                 self.rebind(name)
 
     def swap(self, spares: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -169,16 +234,20 @@ class TensorStorage:
         """Give every tensor ``rows`` rows, oldest first: row ``head`` becomes row 0.
 
         The new rows start as ``create`` makes them (NaN floats, zeros); a shared tensor's
-        replacement is shared too.
+        replacement is shared too. Every tensor is a new object.
         """
+        packed = self.packed = None if self.packed is None else self.packed.grown(rows, head)
         for name, tensor in list(self.tensors.items()):
+            if packed is not None and name in packed.names:
+                self.install(name, packed.tensor(name))
+                continue
             old = tensor.shape[0]
             grown = torch.empty((rows, *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device)
             grown[old:] = float("nan") if tensor.is_floating_point() else 0
             grown[: old - head] = tensor[head:]
             grown[old - head : old] = tensor[:head]
-            if tensor.is_shared():  # type: ignore[no-untyped-call]
-                grown.share_memory_()  # type: ignore[no-untyped-call]
+            if tensor.untyped_storage().is_shared():
+                grown.untyped_storage().share_memory_()
             self.install(name, grown)
 
     # --------------------------------------------------------------- reading
@@ -194,7 +263,14 @@ class TensorStorage:
             target[where] = torch.as_tensor(value).to(device=target.device, dtype=target.dtype)
 
     def gather(self, names: Sequence[str], index: np.ndarray) -> list[torch.Tensor | None]:
-        """Rows at flat ``index`` of each named tensor (None for unknown names)."""
+        """Rows at flat ``index`` of each named tensor (None for unknown names).
+
+        Packed tensors alone come from one ``take`` of records: views of them, strided.
+        """
+        packed = self.packed
+        if packed is not None and packed.names.issuperset(names):
+            records = packed.records(index)
+            return [torch.from_numpy(records[name]) for name in names]
         flat = self.flat
         out: list[torch.Tensor | None] = []
         on_device: dict[torch.device, torch.Tensor] = {}  # the index copied once per device
@@ -241,3 +317,12 @@ class TensorStorage:
                 array = tensor.detach().cpu().numpy()
             out[name] = array
         return out
+
+
+def _packs_array(array: np.ndarray) -> bool:
+    """Whether a numpy array's tensor joins the records (a dtype the memory stores)."""
+    try:
+        dtype = torch_dtype(array.dtype)
+    except InvalidTypeError:
+        return False
+    return joins_records(dtype, tuple(array.shape[2:]))

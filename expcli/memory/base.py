@@ -18,6 +18,7 @@ import torch
 
 from expcli.errors import InvalidTypeError, InvalidValueError
 from expcli.host_memory import check_fits
+from expcli.memory._packed import PackedTensors
 from expcli.memory._shapes import DTypeLike, SizeLike
 from expcli.memory._storage import TensorStorage
 from expcli.memory._write_head import WriteHead
@@ -79,6 +80,17 @@ class Memory(EpisodeBookkeeping):
         # collect flushes the memory, its staging area, to a shard there).
         self.on_wrap: Callable[[], None] | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the ``_tensor_<name>`` attributes: the storage carries the tensors.
+
+        (Once, packed ones as their one buffer of records; the attributes are set again.)
+        """
+        return {k: v for k, v in vars(self).items() if not k.startswith("_tensor_")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._expose()
+
     # ------------------------------------------------------------------ state
 
     @property
@@ -132,6 +144,18 @@ class Memory(EpisodeBookkeeping):
     def tensors_view(self) -> dict[str, torch.Tensor]:
         """Name to the tensor's ``(memory_size * num_envs, *feature)`` view."""
         return self._storage.views
+
+    @property
+    def packed(self) -> PackedTensors | None:
+        """The records of the small CPU tensors, or None (none of them, or on a GPU).
+
+        On the CPU, tensors of at most ``records.ROW_BYTES`` bytes a transition live side
+        by side in one record per transition: each is a strided view of one buffer (not
+        contiguous once a record holds two), and ``packed.records(index)`` draws the
+        transitions at flat ``index`` in one gather, a field per tensor
+        (``packed.names``: the tensors held there now).
+        """
+        return self._storage.packed
 
     def __len__(self) -> int:
         """Number of valid transitions: every slot once filled, else those written so far."""
@@ -207,6 +231,10 @@ class Memory(EpisodeBookkeeping):
         """Allocate a tensor shaped ``(memory_size, num_envs, *feature)``.
 
         Float tensors start filled with NaN, so that reading unwritten rows shows at once.
+        On the CPU a small tensor joins the others' records (``packed``): the tensors held
+        there move to a wider buffer as the same objects (``tensors``, ``tensors_view``,
+        ``_tensor_<name>``), but numpy views of them taken before (``to_dataset``) do not.
+        Once ``share_memory`` has run, new tensors stay out of the shared records.
 
         Args:
             name: Tensor name; also reachable as the attribute ``_tensor_<name>``.

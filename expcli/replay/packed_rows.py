@@ -3,15 +3,15 @@
 Drawing 256 CartPole transitions touches six tensors at 256 scattered rows each: six
 gathers, each one page fault or cache miss per row. Packed into one record per transition
 (numpy's structured dtype, each field aligned), the same draw is one gather of 256 records
-whose fields are views: about the cost of the draw's random numbers. The records are read
-once, on first use, and only for tensors whose rows are small (``ROW_BYTES``) and while the
+whose fields are views: about the cost of the draw's random numbers (``memory.records``
+lays the records out, as for a CPU ``Memory``). The records are read once, on first use,
+and only for tensors whose rows are small (``memory.records.ROW_BYTES``) and while the
 whole table stays within ``TABLE_BYTES`` and an eighth of the memory available; frames are
 never packed.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,11 +19,9 @@ import numpy as np
 
 from expcli.formats.lazy import SLICE_BYTES
 from expcli.host_memory import available_bytes
+from expcli.memory.records import packs, record_dtype, row_bytes
 
-__all__ = ["ROW_BYTES", "TABLE_BYTES", "PackedRows", "packable"]
-
-ROW_BYTES = 256
-"""Tensors whose transitions are at most this big are packed."""
+__all__ = ["TABLE_BYTES", "PackedRows", "packable"]
 
 TABLE_BYTES = 1 << 30
 """The most a packed table holds."""
@@ -31,8 +29,8 @@ TABLE_BYTES = 1 << 30
 
 def packable(arrays: Mapping[str, Any], capacity: int) -> list[str]:
     """The tensors to pack (``(T, N, *feature)`` shapes): small rows, a table that fits."""
-    names = [name for name, a in arrays.items() if 0 < _row_bytes(a) <= ROW_BYTES]
-    record = sum(_row_bytes(arrays[name]) for name in names) + 8  # alignment, at most
+    names = [name for name, a in arrays.items() if packs(a.dtype, tuple(a.shape[2:]))]
+    record = sum(row_bytes(arrays[n].dtype, tuple(arrays[n].shape[2:])) for n in names) + 8
     room = available_bytes()
     limit = TABLE_BYTES if room is None else min(TABLE_BYTES, room // 8)
     return names if names and record * capacity <= limit else []
@@ -48,22 +46,8 @@ class PackedRows:
     """
 
     def __init__(self, arrays: Mapping[str, Any], names: Sequence[str]) -> None:
-        order = sorted(names, key=lambda n: (-np.dtype(arrays[n].dtype).itemsize, n))
-        offsets, at = [], 0
-        for name in order:
-            size = np.dtype(arrays[name].dtype).itemsize
-            at = -(-at // size) * size
-            offsets.append(at)
-            at += _row_bytes(arrays[name])
-        align = max(np.dtype(arrays[n].dtype).itemsize for n in order)
-        self.dtype = np.dtype(
-            {
-                "names": order,
-                "formats": [(np.dtype(arrays[n].dtype), tuple(arrays[n].shape[2:])) for n in order],
-                "offsets": offsets,
-                "itemsize": -(-at // align) * align,
-            }
-        )
+        self.dtype = record_dtype({n: (arrays[n].dtype, tuple(arrays[n].shape[2:])) for n in names})
+        order = list(self.dtype.names or ())
         self.names = frozenset(order)
         """The tensors packed."""
         rows, envs = (int(d) for d in arrays[order[0]].shape[:2])
@@ -89,8 +73,3 @@ class PackedRows:
         A field of them is that tensor's rows, shaped ``(*index.shape, *feature)``.
         """
         return self.table.take(index)
-
-
-def _row_bytes(array: Any) -> int:
-    itemsize: int = np.dtype(array.dtype).itemsize
-    return int(math.prod(array.shape[2:])) * itemsize

@@ -237,7 +237,16 @@ class MemoryStorage(Storage):
         stack_num: int = 1,
         pin_memory: bool = False,
     ) -> dict[str, torch.Tensor]:
-        """See ``Storage.gather``; tensors on a GPU are gathered there, unstacked."""
+        """See ``Storage.gather``; tensors on a GPU are gathered there, unstacked.
+
+        The memory's small CPU tensors (``Memory.packed``) come from one gather of their
+        records, as views of them (strided tensors), unless frames are stacked or pinned.
+        """
+        packed = self.memory.packed
+        if packed is not None and stack_num == 1 and not pin_memory:
+            if packed.names.issuperset(names):
+                records = packed.records(index)
+                return {name: torch.from_numpy(records[name]) for name in names}
         if self._view_key()[2]:
             return super().gather(names, index, stack_num=stack_num, pin_memory=pin_memory)
         missing = [name for name in names if name not in self.memory.tensors]

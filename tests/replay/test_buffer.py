@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from expcli import (
     load,
 )
 from expcli.replay import DatasetStorage, MemoryStorage
+from tests.memory.conftest import assert_same_tensor, unpacked
 from tests.replay.episode_data import make_memory, memories
 
 
@@ -237,3 +239,53 @@ def test_written_since_names_exactly_the_slots_that_changed(memory, more, reset)
     else:
         assert sorted(set(written.tolist())) == changed.tolist()
         assert len(written) == len(set(written.tolist()))
+
+
+# ------------------------------------------------------------ a packed memory
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    chunks=st.lists(st.integers(1, 9), min_size=1, max_size=30),
+    seed=st.integers(0, 2**16),
+    stack_num=st.integers(1, 3),
+    names=st.sampled_from([None, ("rewards", "terminated"), ("clock", "big")]),
+    slices=st.booleans(),
+)
+def test_a_packed_memory_gives_the_batches_of_an_unpacked_one(
+    chunks: list[int], seed: int, stack_num: int, names: tuple[str, ...] | None, slices: bool
+) -> None:
+    """Records drawn in one gather (and the per-tensor path beside them) change no bit."""
+    buffers = []
+    for memory in (make_memory(7, 3, chunks, seed), unpacked_memory(7, 3, chunks, seed)):
+        memory.create_tensor("big", 40, torch.float64)  # 320 bytes a transition: not packed
+        memory.tensors["big"][:] = torch.arange(7 * 3 * 40.0).reshape(7, 3, 40)
+        sampler = SliceSampler(slice_len=2, strict_length=False) if slices else RandomSampler()
+        buffers.append(
+            ReplayBuffer(memory, sampler=sampler, batch_size=6, seed=seed, stack_num=stack_num)
+        )
+        buffers[-1].names = names
+    packed, plain = (b.storage.memory for b in buffers)  # type: ignore[attr-defined]
+    assert packed.packed.names == {"clock", "observations", "rewards", "terminated", "truncated"}
+    assert plain.packed is None
+    for _ in range(3):
+        got, expected = buffers[0].sample(), buffers[1].sample()
+        assert list(got) == list(expected)
+        for name in got:
+            assert_same_tensor(got[name], expected[name])
+
+
+def unpacked_memory(*args: Any) -> RandomMemory:
+    with unpacked():
+        return make_memory(*args)
+
+
+def test_a_packed_memorys_batch_is_one_gather_of_records() -> None:
+    memory = make_memory(20, 4, [4] * 26 + [1, 1], seed=0)
+    storage = MemoryStorage(memory)
+    index = np.array([3, 70, 5])
+    batch = storage.gather(["observations", "rewards"], index)
+    assert not batch["rewards"].is_contiguous()  # a field of the records drawn
+    assert np.may_share_memory(batch["rewards"].numpy(), batch["observations"].numpy())
+    for name in batch:
+        assert torch.equal(batch[name], memory.tensors_view[name][index])
