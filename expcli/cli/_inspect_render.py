@@ -264,6 +264,10 @@ def _checks(findings: tuple[Finding, ...]) -> Table:
             shown = ", ".join(f"({r}, {e})" for r, e in finding.rows)
             more = finding.count - len(finding.rows)
             text += f"\n  rows (row, env): {shown}" + (f" … and {more:,} more" if more > 0 else "")
+        elif finding.episodes:
+            shown = ", ".join(f"{i} (env {e}) = {j} (env {f})" for i, e, j, f in finding.episodes)
+            more = finding.count - len(finding.episodes)
+            text += f"\n  episodes: {shown}" + (f" … and {more:,} more" if more > 0 else "")
         elif finding.count > 1 and finding.failed:
             text += f" ({finding.count:,})"
         table.add_row(_STATUS.get(finding.status, finding.status), finding.check, text)

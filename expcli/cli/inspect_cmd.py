@@ -41,8 +41,21 @@ def inspect_cmd(
     ] = 0,
     check: Annotated[
         bool,
-        typer.Option("--check", help="Run the structural checks; exit 1 when any fails."),
+        typer.Option(
+            "--check",
+            help="Run the structural checks, repeated episodes among them; exit 1 when any fails.",
+        ),
     ] = False,
+    against: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--against",
+            help="Another dataset (a validation or test split): report the episodes FILE "
+            "shares with it, bit for bit. Repeatable; implies --check.",
+            show_default=False,
+            metavar="OTHER",
+        ),
+    ] = None,
     num_envs: NumEnvs = None,
 ) -> None:
     """Summarize a dataset: tensor statistics, episodes, and (--check) structural checks."""
@@ -58,7 +71,9 @@ def inspect_cmd(
             err_console().print(f"inspecting the newest dataset: {shown}", highlight=False)
         else:
             out.print(f"newest dataset under runs/: {shown}", highlight=False, soft_wrap=True)
-    warn_unrecorded_envs(file, num_envs)
+    for read in (file, *(against or ())):
+        warn_unrecorded_envs(read, num_envs)
+    check = check or bool(against)
     what = "checking" if check else "reading"
     with file_progress(file, what, min_bytes=PROGRESS_MIN_BYTES) as bar:
         summary = summarize(
@@ -66,6 +81,7 @@ def inspect_cmd(
             episodes=episodes,
             head=head,
             check=check,
+            against=against or (),
             num_envs=num_envs,
             progress=None if bar is None else lambda done: bar(done, what),
         )

@@ -18,7 +18,8 @@ names the rows it concerns as ``(row, env)`` pairs of the stored tensors:
 
 Dict and Tuple spaces are stored one tensor per leaf: the observation pairs compare every
 leaf, and each leaf is checked against its own space. The checks that read no rows
-(``metadata``, ``d4rl_flags``, ``minari_episodes``) are in ``static_checks``.
+(``metadata``, ``d4rl_flags``, ``minari_episodes``) are in ``static_checks``; those that
+compare whole episodes (``duplicates``, ``leakage``) in ``duplicates``.
 """
 
 from __future__ import annotations
@@ -51,8 +52,11 @@ class Finding:
         status: ``passed``, ``failed``, ``skipped`` (could not run) or ``note`` (worth
             knowing, not a failure).
         message: What was found, naming the tensor or metadata key.
-        count: Rows concerned (or items, for metadata checks).
+        count: Rows concerned (or items, for metadata checks; episodes, for the
+            fingerprint checks).
         rows: The first ``(row, env)`` pairs concerned, in chronological order.
+        episodes: The first pairs of equal episodes, ``(index, env, index, env)``: an
+            episode, then the one it equals (an earlier one, or one of the other dataset).
     """
 
     check: str
@@ -60,6 +64,7 @@ class Finding:
     message: str
     count: int = 0
     rows: tuple[tuple[int, int], ...] = ()
+    episodes: tuple[tuple[int, int, int, int], ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -68,13 +73,17 @@ class Finding:
 
     def to_json(self) -> dict[str, Any]:
         """One entry of the ``checks`` list of ``inspect --json``."""
-        return {
+        out: dict[str, Any] = {
             "check": self.check,
             "status": self.status,
             "message": self.message,
             "count": self.count,
             "rows": [list(pair) for pair in self.rows],
         }
+        if self.episodes:
+            keys = ("episode", "env", "same_as", "same_as_env")
+            out["episodes"] = [dict(zip(keys, pair, strict=True)) for pair in self.episodes]
+        return out
 
 
 @dataclass

@@ -18,15 +18,27 @@ the median and the histogram.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from expcli.distribution import Distribution
+from expcli.formats.layouts.kinds import SEAMS_KEY
+from expcli.spec import CircularState, flag_rows, overwritten_columns
+from expcli.summary.chronology import Chunk
 
-__all__ = ["Distribution", "EnvEpisodes", "EpisodeAccumulator", "EpisodeStats"]
+__all__ = [
+    "Distribution",
+    "EnvEpisodes",
+    "EpisodeAccumulator",
+    "EpisodeCutter",
+    "EpisodeStats",
+    "Pieces",
+    "chunk_flags",
+    "episode_cutter",
+]
 
 HISTOGRAM_BINS = 10
 
@@ -98,8 +110,51 @@ class EpisodeStats:
         return out
 
 
-class EpisodeAccumulator:
-    """Follows the episodes of every env column through chronologically ordered chunks.
+@dataclass(frozen=True, slots=True)
+class Pieces:
+    """The rows of one chunk cut where episodes end, env column by env column.
+
+    A chunk's rows are taken column-major (each column's rows in order, then the next
+    column's); piece ``i`` is ``starts[i]:stops[i]`` of that order and lies in one column.
+
+    Attributes:
+        starts: Where each piece begins, in the column-major order of the chunk's rows.
+        stops: Where each piece ends (exclusive).
+        local: Which of the chunk's columns holds each piece (0 for its first).
+        column: The env column of each piece.
+        first: Whether a piece is its column's first in the chunk: it continues the episode
+            that the column's earlier chunks left open.
+        last: Whether a piece is its column's last in the chunk.
+        closed: Whether a piece's last row ends its episode (``terminated | truncated``).
+        started: Whether its episode's first row is in the data (not cut by an overwrite or
+            ended at a seam).
+        lengths: Rows of its episode up to the piece's end, earlier chunks' included.
+        last_row: The stored row of each piece's last transition.
+    """
+
+    starts: np.ndarray
+    stops: np.ndarray
+    local: np.ndarray
+    column: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    closed: np.ndarray
+    started: np.ndarray
+    lengths: np.ndarray
+    last_row: np.ndarray
+
+    @property
+    def complete(self) -> np.ndarray:
+        """Whether each piece ends an episode that began inside the data."""
+        return np.asarray(self.closed & self.started)
+
+
+class EpisodeCutter:
+    """Cuts chronologically ordered chunks into episode pieces, per env column.
+
+    Each column carries its open episode's length and whether its start is known from one
+    chunk to the next: the one place where episodes are cut, for the statistics and for
+    the fingerprints alike.
 
     Args:
         num_envs: Env columns.
@@ -116,48 +171,34 @@ class EpisodeAccumulator:
         seams: Sequence[tuple[int, int]] = (),
     ) -> None:
         self.num_envs = num_envs
-        self._return = np.zeros(num_envs, dtype=np.float64)
-        self._length = np.zeros(num_envs, dtype=np.int64)
+        self.length = np.zeros(num_envs, dtype=np.int64)
+        """Rows of each column's open episode so far (0: none open)."""
         # whether each column's open episode's start is known
         self._started = ~np.broadcast_to(np.asarray(overwritten, dtype=bool), (num_envs,))
         self._seams = {(int(r), int(c)) for r, c in seams}
-        self._returns: list[np.ndarray] = []
-        self._lengths: list[np.ndarray] = []
-        self._complete = np.zeros(num_envs, dtype=np.int64)
-        self._incomplete = np.zeros(num_envs, dtype=np.int64)
-        self._terminated = np.zeros(num_envs, dtype=np.int64)
-        self._return_sum = np.zeros(num_envs, dtype=np.float64)
-        self._length_sum = np.zeros(num_envs, dtype=np.int64)
 
-    def update(
-        self,
-        start: int,
-        columns: np.ndarray,
-        rewards: np.ndarray,
-        terminated: np.ndarray,
-        truncated: np.ndarray,
-    ) -> None:
-        """Add the rows ``start..`` of env ``columns``: arrays shaped ``(rows, len(columns))``."""
-        rows, width = rewards.shape
+    def cut(self, start: int, columns: np.ndarray, done: np.ndarray) -> Pieces | None:
+        """Cut the rows ``start..`` of env ``columns``; ``done`` is ``(rows, len(columns))``.
+
+        None for a chunk without rows.
+        """
+        rows, width = done.shape
         if rows == 0 or width == 0:
-            return
-        done = terminated | truncated
-        # Column-major: each column's rows in order, then the next column's.
+            return None
         flat_done = np.ascontiguousarray(done.T).reshape(-1)
         ends = np.flatnonzero(flat_done)
         starts = np.unique(
             np.concatenate([np.arange(width) * rows, ends[ends + 1 < rows * width] + 1])
         )
-        sums = np.add.reduceat(np.ascontiguousarray(rewards.T).reshape(-1), starts)
         stops = np.append(starts[1:], rows * width)
         lengths = stops - starts
         local = starts // rows  # which of ``columns`` each piece belongs to
         column = columns[local]
         first = np.ones(len(starts), dtype=bool)
         first[1:] = local[1:] != local[:-1]
-        # The first piece of a column continues that column's open episode.
-        sums[first] += self._return[column[first]]
-        lengths[first] += self._length[column[first]]
+        last = np.ones(len(starts), dtype=bool)
+        last[:-1] = local[1:] != local[:-1]
+        lengths[first] += self.length[column[first]]
         started = np.ones(len(starts), dtype=bool)
         started[first] = self._started[column[first]]
         closed = flat_done[stops - 1]
@@ -166,8 +207,42 @@ class EpisodeAccumulator:
             for i in np.flatnonzero(closed):
                 if (int(last_row[i]), int(column[i])) in self._seams:
                     started[i] = False
-        complete = closed & started
-        term = np.ascontiguousarray(terminated.T).reshape(-1)[stops - 1]
+        # The last piece of each column stays open unless it closed.
+        tail = column[last]
+        self.length[tail] = np.where(closed[last], 0, lengths[last])
+        self._started[tail] = closed[last] | started[last]
+        return Pieces(starts, stops, local, column, first, last, closed, started, lengths, last_row)
+
+
+class EpisodeAccumulator:
+    """Episode statistics of the pieces that an ``EpisodeCutter`` cuts, chunk by chunk.
+
+    Args:
+        cutter: The cutter whose pieces ``update`` gets (which it may share with others).
+    """
+
+    def __init__(self, cutter: EpisodeCutter) -> None:
+        num_envs = self.num_envs = cutter.num_envs
+        self._cutter = cutter
+        self._return = np.zeros(num_envs, dtype=np.float64)
+        self._returns: list[np.ndarray] = []
+        self._lengths: list[np.ndarray] = []
+        self._complete = np.zeros(num_envs, dtype=np.int64)
+        self._incomplete = np.zeros(num_envs, dtype=np.int64)
+        self._terminated = np.zeros(num_envs, dtype=np.int64)
+        self._return_sum = np.zeros(num_envs, dtype=np.float64)
+        self._length_sum = np.zeros(num_envs, dtype=np.int64)
+
+    def update(self, pieces: Pieces, rewards: np.ndarray, terminated: np.ndarray) -> None:
+        """Add the pieces of one chunk, whose rewards and flags are ``(rows, columns)``."""
+        column, first, last = pieces.column, pieces.first, pieces.last
+        # Column-major: each column's rows in order, then the next column's.
+        sums = np.add.reduceat(np.ascontiguousarray(rewards.T).reshape(-1), pieces.starts)
+        # The first piece of a column continues that column's open episode.
+        sums[first] += self._return[column[first]]
+        lengths, closed, started = pieces.lengths, pieces.closed, pieces.started
+        complete = pieces.complete
+        term = np.ascontiguousarray(terminated.T).reshape(-1)[pieces.stops - 1]
         self._returns.append(sums[complete])
         self._lengths.append(lengths[complete])
         n = self.num_envs
@@ -178,17 +253,11 @@ class EpisodeAccumulator:
         self._length_sum += np.bincount(
             column[complete], weights=lengths[complete], minlength=n
         ).astype(np.int64)
-        # The last piece of each column stays open unless it closed.
-        last = np.ones(len(starts), dtype=bool)
-        last[:-1] = local[1:] != local[:-1]
-        tail = column[last]
-        self._return[tail] = np.where(closed[last], 0.0, sums[last])
-        self._length[tail] = np.where(closed[last], 0, lengths[last])
-        self._started[tail] = closed[last] | started[last]
+        self._return[column[last]] = np.where(closed[last], 0.0, sums[last])
 
     def result(self) -> EpisodeStats:
         """The statistics; each column's open episode counts as incomplete."""
-        open_ = self._length > 0
+        open_ = self._cutter.length > 0
         incomplete = self._incomplete + open_
         returns = np.concatenate(self._returns) if self._returns else np.zeros(0)
         lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
@@ -216,6 +285,30 @@ class EpisodeAccumulator:
             histogram=histogram(returns),
             per_env=per_env,
         )
+
+
+def chunk_flags(chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:
+    """``terminated`` and ``truncated`` of a chunk, ``(rows, columns)`` bool each.
+
+    All False for a flag the dataset lacks.
+    """
+    rows, columns = chunk.stop - chunk.start, chunk.last - chunk.first
+    terminated = flag_rows(chunk.arrays, "terminated", rows, columns)
+    return terminated, flag_rows(chunk.arrays, "truncated", rows, columns)
+
+
+def episode_cutter(
+    metadata: Mapping[str, Any], state: CircularState, memory_size: int, num_envs: int
+) -> EpisodeCutter:
+    """The cutter of a dataset's episodes.
+
+    It knows the columns whose older rows were overwritten, and the seams that a foreign
+    layout's reader marked (``SEAMS_KEY``, one env column only).
+    """
+    overwritten = overwritten_columns(state, memory_size, num_envs, metadata)
+    seams = metadata.get(SEAMS_KEY) if num_envs == 1 else None
+    rows = [(r, 0) for r in seams if isinstance(r, int)] if isinstance(seams, list) else []
+    return EpisodeCutter(num_envs, overwritten=overwritten, seams=rows)
 
 
 def histogram(

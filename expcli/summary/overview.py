@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,12 +21,20 @@ import numpy as np
 
 from expcli.errors import FormatError, SchemaError
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts import SEAMS_KEY, Layout
+from expcli.formats.layouts import Layout
 from expcli.formats.table import format_row, layout_row
 from expcli.spec import overwritten_columns
 from expcli.summary.checks import FAILED, Finding, RowFinder
 from expcli.summary.chronology import Chunk, chunks, segments
-from expcli.summary.episodes import Distribution, EpisodeAccumulator, EpisodeStats
+from expcli.summary.duplicates import duplicate_finding, leakage_finding
+from expcli.summary.episodes import (
+    Distribution,
+    EpisodeAccumulator,
+    EpisodeStats,
+    chunk_flags,
+    episode_cutter,
+)
+from expcli.summary.fingerprints import FingerprintAccumulator, episode_fingerprints
 from expcli.summary.static_checks import minari_episode_findings, shard_findings, static_findings
 from expcli.summary.stats import TensorAccumulator, TensorStats
 
@@ -117,6 +125,7 @@ def summarize(
     episodes: bool = True,
     head: int = 0,
     check: bool = False,
+    against: Sequence[str | os.PathLike[str]] = (),
     num_envs: int | None = None,
     progress: Callable[[float], None] | None = None,
 ) -> Summary:
@@ -128,20 +137,32 @@ def summarize(
         head: How many of the first transitions to include, in chronological order.
         check: Run the structural checks. A file whose metadata disagrees with its data
             (which the readers refuse) is then reported as a failed check, not raised.
+        against: Other datasets (validation or test splits), each compared with this one
+            for shared episodes (the ``leakage`` check); implies ``check``.
         num_envs: Env columns of a file that does not record them (a CSV without sidecar,
-            a D4RL file); see ``expcli.load``.
+            a D4RL file); see ``expcli.load``. Also for the files ``against``.
         progress: Called with the fraction done so far: of transitions processed, or with
-            ``check`` on a sharded folder, half for the shards' CRC-32 and half for the pass.
+            ``check`` on a sharded folder, half for the shards' CRC-32 and half for the pass;
+            with ``against``, each file takes its share of the bytes.
 
     Raises:
-        FormatError: No such file, or an unknown, corrupt, truncated or unsafe one.
-        SchemaError: The tensors disagree with each other or the metadata (without check).
+        FormatError: No such file, or an unknown, corrupt, truncated or unsafe one (a file
+            ``against`` too).
+        SchemaError: The tensors disagree with each other or the metadata (without check;
+            of a file ``against``, always).
         OSError: The file cannot be read.
     """
     from expcli.formats import MINARI_FOLDER, SHARDED_FOLDER, open_lazy, source_format
 
     source = Path(path)
     found = source_format(source)
+    others = [Path(other) for other in against]
+    for other in others:  # a missing or unknown one before the long pass
+        source_format(other)
+    check = check or bool(others)
+    shares, whole = _shares([source, *others]), progress
+    if progress is not None and others:  # each file its share of the bar, by size
+        progress = _scaled(progress, 0, shares[0])
     storage = layout_row(Layout.MINARI).storage if found == MINARI_FOLDER else None
     fmt = storage or found  # a Minari folder's: the format of its files
     minari = minari_episode_findings(source) if check and _carries(fmt, Layout.MINARI) else None
@@ -163,7 +184,9 @@ def summarize(
         return _unreadable(source, fmt, [finding], "unknown", e)
     try:
         with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf are counted instead
-            summary = _summarize(dataset, source, fmt, episodes, head, check, progress)
+            summary, fingerprints = _summarize(
+                dataset, source, fmt, episodes, head, check, progress
+            )
     except FormatError as e:
         if shards is None or not damaged:
             raise
@@ -178,7 +201,36 @@ def summarize(
         from expcli.formats.checked_write import leftover_temps
 
         summary = dataclasses.replace(summary, leftovers=len(leftover_temps(source)))
+    if others and fingerprints is not None and summary.checks is not None:
+        leaks = _leakage(fingerprints, others, num_envs, whole, shares)
+        summary = dataclasses.replace(summary, checks=(*summary.checks, *leaks))
     return summary
+
+
+def _leakage(
+    fingerprints: np.ndarray,
+    others: list[Path],
+    num_envs: int | None,
+    progress: Callable[[float], None] | None,
+    shares: list[float],
+) -> list[Finding]:
+    """The ``leakage`` finding against each of ``others``; ``shares`` of the bar, FILE's first."""
+    out, done = [], shares[0]
+    for other, share in zip(others, shares[1:], strict=True):
+        step = None if progress is None else _scaled(progress, done, share)
+        theirs = episode_fingerprints(other, num_envs=num_envs, progress=step)
+        out.append(leakage_finding(fingerprints, theirs, str(other)))
+        done += share
+    return out
+
+
+def _shares(paths: list[Path]) -> list[float]:
+    """Each dataset's share of the bytes of them all (equal shares when they hold none)."""
+    if len(paths) == 1:
+        return [1.0]
+    sizes = [_size(path) for path in paths]
+    total = sum(sizes)
+    return [size / total if total else 1 / len(paths) for size in sizes]
 
 
 def _carries(fmt: str, layout: Layout) -> bool:
@@ -223,7 +275,8 @@ def _summarize(
     head: int,
     check: bool,
     progress: Callable[[float], None] | None,
-) -> Summary:
+) -> tuple[Summary, np.ndarray | None]:
+    """The summary, and with ``check`` every episode's fingerprint (``fingerprints``)."""
     tensors, metadata = dataset.tensors, dataset.metadata
     size, envs = dataset.memory_size, dataset.num_envs
     layout = metadata.get("layout")
@@ -233,28 +286,29 @@ def _summarize(
     section = metadata.get("skrl") if layout == "skrl" else None
     unwritten = section.get("unwritten_transitions") if isinstance(section, dict) else None
     unwritten = unwritten if type(unwritten) is int and unwritten > 0 else 0
-    overwritten = overwritten_columns(state, size, envs, metadata)
-    wrapped = bool(overwritten.any())
+    wrapped = bool(overwritten_columns(state, size, envs, metadata).any())
     transitions = state.valid_length(size, envs)
     stats = {
         name: TensorAccumulator(name, array.dtype, tuple(array.shape))
         for name, array in sorted(tensors.items())
     }
     flags = {"terminated", "truncated"} & tensors.keys()
-    episodes = None
-    if want_episodes and flags:
-        seams = metadata.get(SEAMS_KEY) if envs == 1 else None
-        rows = [(int(r), 0) for r in seams if isinstance(r, int)] if isinstance(seams, list) else []
-        episodes = EpisodeAccumulator(envs, overwritten=overwritten, seams=rows)
     specs = {name: (np.dtype(a.dtype), tuple(a.shape[2:])) for name, a in tensors.items()}
+    cutter = episode_cutter(metadata, state, size, envs)  # one cut for both
+    episodes = EpisodeAccumulator(cutter) if want_episodes and flags else None
+    fingerprints = FingerprintAccumulator(specs, cutter) if check else None
     finder = RowFinder(specs, metadata, envs, size) if check else None
     first: list[dict[str, Any]] = []
     seen = 0
     for chunk in chunks(tensors, sorted(tensors), segments(state, size, envs)):
         bad = {name for name, acc in stats.items() if acc.update(chunk.arrays[name])}
-        term, trunc = (_flags(chunk, name) for name in ("terminated", "truncated"))
-        if episodes is not None:
-            episodes.update(chunk.start, chunk.columns, _rewards(chunk), term, trunc)
+        term, trunc = chunk_flags(chunk)
+        if episodes is not None or fingerprints is not None:
+            pieces = cutter.cut(chunk.start, chunk.columns, term | trunc)
+            if pieces is not None and episodes is not None:
+                episodes.update(pieces, _rewards(chunk), term)
+            if pieces is not None and fingerprints is not None:
+                fingerprints.update(chunk, pieces)
         if finder is not None:
             finder.update(chunk, term | trunc, bad)
         if len(first) < head:
@@ -267,14 +321,16 @@ def _summarize(
         episode_stats = episodes.result()
         if "rewards" not in tensors:
             episode_stats = _without_returns(episode_stats)
-    checks = None
-    if finder is not None:
+    checks, records = None, None
+    if finder is not None and fingerprints is not None:
         found = None if episode_stats is None else episode_stats.complete + episode_stats.incomplete
+        records = fingerprints.result()
         checks = (
             *finder.findings(unwritten=unwritten),
+            duplicate_finding(records),
             *static_findings(metadata, specs, size, found),
         )
-    return Summary(
+    summary = Summary(
         path=str(source),
         format=fmt,
         layout=layout,
@@ -290,6 +346,7 @@ def _summarize(
         head=tuple(first),
         checks=checks,
     )
+    return summary, records
 
 
 def json_safe(value: Any) -> Any:
@@ -305,17 +362,6 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     return value
-
-
-def _flags(chunk: Chunk, name: str) -> np.ndarray:
-    rows, columns = chunk.stop - chunk.start, chunk.last - chunk.first
-    array = chunk.arrays.get(name)
-    if array is None:
-        return np.zeros((rows, columns), dtype=bool)
-    flat = array.reshape(rows, columns, -1)
-    if flat.shape[2] == 1 and flat.dtype == np.bool_:
-        return np.asarray(flat[:, :, 0])
-    return np.asarray(flat.astype(bool).any(axis=2))
 
 
 def _rewards(chunk: Chunk) -> np.ndarray:

@@ -238,3 +238,46 @@ def test_a_python_file_is_refused_in_one_line_not_read_as_csv(
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(f"error: {path}: text that is not a CSV dataset")
     assert "expected a dataset: pt" in line and "warning" not in result.stderr
+
+
+def _clean(path: Path, seed: int) -> Path:
+    """A dataset that passes every check: one env, continuous inside its episodes."""
+    dataset = random_dataset(size=8, envs=1, seed=seed, done_rate=0.0)
+    tensors = dataset.tensors
+    tensors["next_observations"][:-1] = tensors["observations"][1:]
+    tensors["terminated"][[2, 5]] = True
+    tensors["next_observations"][[2, 5]] += 10  # episodes start from a reset, not the end
+    return write_dataset(dataset, path)
+
+
+def test_against_reports_shared_episodes_and_exits_1(runner: CliRunner, tmp_path: Path) -> None:
+    train, val = _clean(tmp_path / "train.npz", 0), _clean(tmp_path / "val.h5", 1)
+    result = runner.invoke(app, ["inspect", str(train), "--check", "--against", str(val)])
+    assert result.exit_code == 0, result.output
+    copy = _clean(tmp_path / "copy.h5", 0)  # the same episodes as train
+    args = ["inspect", str(train), "--json", "--against", str(val), "--against", str(copy)]
+    result = runner.invoke(app, args)  # --against implies --check
+    assert result.exit_code == 1, result.output
+    [line] = result.stdout.splitlines()
+    leakage = [c for c in json.loads(line)["checks"] if c["check"] == "leakage"]
+    assert [c["status"] for c in leakage] == ["passed", "failed"]
+    assert leakage[1]["count"] == 3 and str(copy) in leakage[1]["message"]
+    assert leakage[1]["episodes"][0] == {"episode": 0, "env": 0, "same_as": 0, "same_as_env": 0}
+    duplicates = next(c for c in json.loads(line)["checks"] if c["check"] == "duplicates")
+    assert duplicates["status"] == "passed" and "episodes" not in duplicates
+
+
+def test_a_repeated_episode_fails_check_and_shows_its_pair(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    dataset = random_dataset(size=8, envs=2, done_rate=0.0)
+    dataset.tensors["terminated"][[1, 3], :] = True
+    for array in dataset.tensors.values():
+        array[4:6, 1] = array[2:4, 0]
+    path = write_dataset(dataset, tmp_path / "dup.npz")
+    result = runner.invoke(app, ["inspect", str(path), "--check"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1, result.output
+    [line] = [line for line in result.stdout.splitlines() if "duplicates" in line]
+    assert "FAIL" in line and "1 of 5 complete episodes repeat" in line
+    assert "episodes: 4 (env 1) = 2 (env 0)" in result.stdout
+    assert "duplicates" not in runner.invoke(app, ["inspect", str(path)]).stdout
