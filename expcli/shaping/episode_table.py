@@ -23,14 +23,11 @@ from typing import Any
 import numpy as np
 
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts.kinds import SEAMS_KEY
+from expcli.formats.layouts.kinds import SEAMS_KEY, STARTS_CUT_KEY
 from expcli.spec import overwritten_columns
 from expcli.summary.chronology import Segment, chunks, segments
 
-__all__ = ["STARTS_CUT_KEY", "EpisodeRecords", "column_runs", "scan_episodes"]
-
-STARTS_CUT_KEY = "episode_starts_cut"
-"""Metadata key (datasets of one env column) listing rows that start an episode cut short."""
+__all__ = ["EpisodeRecords", "column_runs", "scan_episodes"]
 
 
 @dataclass(frozen=True, slots=True)

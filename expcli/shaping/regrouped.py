@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts.kinds import SEAMS_KEY
+from expcli.formats.layouts.kinds import SEAMS_KEY, STARTS_CUT_KEY
 from expcli.host_memory import available_bytes
-from expcli.shaping.episode_table import STARTS_CUT_KEY, EpisodeRecords, column_runs
+from expcli.shaping.episode_table import EpisodeRecords, column_runs
 from expcli.spec import CircularState
 
 __all__ = ["CACHE_BYTES", "Pick", "regroup"]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from expcli.distribution import Distribution
-from expcli.formats.layouts.kinds import SEAMS_KEY
+from expcli.formats.layouts.kinds import SEAMS_KEY, STARTS_CUT_KEY
 from expcli.spec import CircularState, flag_rows, overwritten_columns
 from expcli.summary.chronology import Chunk
 
@@ -161,6 +161,8 @@ class EpisodeCutter:
         overwritten: Per env column (or for all of them), whether its older rows were
             overwritten (``spec.overwritten_columns``): its first episode is then incomplete.
         seams: ``(row, column)`` pairs where a reader marked an artificial episode end.
+        cut_starts: ``(row, column)`` pairs where an episode starts whose beginning an edit
+            left out (``STARTS_CUT_KEY``).
     """
 
     def __init__(
@@ -169,6 +171,7 @@ class EpisodeCutter:
         *,
         overwritten: np.ndarray | bool,
         seams: Sequence[tuple[int, int]] = (),
+        cut_starts: Sequence[tuple[int, int]] = (),
     ) -> None:
         self.num_envs = num_envs
         self.length = np.zeros(num_envs, dtype=np.int64)
@@ -176,6 +179,7 @@ class EpisodeCutter:
         # whether each column's open episode's start is known
         self._started = ~np.broadcast_to(np.asarray(overwritten, dtype=bool), (num_envs,))
         self._seams = {(int(r), int(c)) for r, c in seams}
+        self._cut_starts = {(int(r), int(c)) for r, c in cut_starts}
 
     def cut(self, start: int, columns: np.ndarray, done: np.ndarray) -> Pieces | None:
         """Cut the rows ``start..`` of env ``columns``; ``done`` is ``(rows, len(columns))``.
@@ -198,9 +202,15 @@ class EpisodeCutter:
         first[1:] = local[1:] != local[:-1]
         last = np.ones(len(starts), dtype=bool)
         last[:-1] = local[1:] != local[:-1]
+        fresh = ~first | (self.length[column] == 0)  # pieces that begin an episode
         lengths[first] += self.length[column[first]]
         started = np.ones(len(starts), dtype=bool)
         started[first] = self._started[column[first]]
+        if self._cut_starts:  # only datasets an edit made, and few
+            first_row = starts - local * rows + start
+            for i in np.flatnonzero(fresh):
+                if (int(first_row[i]), int(column[i])) in self._cut_starts:
+                    started[i] = False
         closed = flat_done[stops - 1]
         last_row = stops - 1 - local * rows + start
         if self._seams:  # only foreign layouts have any, and few
@@ -302,13 +312,23 @@ def episode_cutter(
 ) -> EpisodeCutter:
     """The cutter of a dataset's episodes.
 
-    It knows the columns whose older rows were overwritten, and the seams that a foreign
-    layout's reader marked (``SEAMS_KEY``, one env column only).
+    It knows the columns whose older rows were overwritten, the seams that a foreign
+    layout's reader marked (``SEAMS_KEY``) and the starts an edit cut (``STARTS_CUT_KEY``),
+    the last two for one env column only.
     """
     overwritten = overwritten_columns(state, memory_size, num_envs, metadata)
-    seams = metadata.get(SEAMS_KEY) if num_envs == 1 else None
-    rows = [(r, 0) for r in seams if isinstance(r, int)] if isinstance(seams, list) else []
-    return EpisodeCutter(num_envs, overwritten=overwritten, seams=rows)
+    return EpisodeCutter(
+        num_envs,
+        overwritten=overwritten,
+        seams=_listed_rows(metadata, SEAMS_KEY, num_envs),
+        cut_starts=_listed_rows(metadata, STARTS_CUT_KEY, num_envs),
+    )
+
+
+def _listed_rows(metadata: Mapping[str, Any], key: str, num_envs: int) -> list[tuple[int, int]]:
+    """The rows a one-column dataset's metadata lists under ``key``, as ``(row, 0)`` pairs."""
+    listed = metadata.get(key) if num_envs == 1 else None
+    return [(r, 0) for r in listed if type(r) is int] if isinstance(listed, list) else []
 
 
 def histogram(

@@ -10,12 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from expcli import RandomMemory, load, save
+from expcli import RandomMemory, load, save, summarize
 from expcli.errors import ConfigError
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts.kinds import SEAMS_KEY
+from expcli.formats.layouts.kinds import SEAMS_KEY, STARTS_CUT_KEY
 from expcli.formats.sharded import write as write_folder
-from expcli.shaping.episode_table import STARTS_CUT_KEY
 from expcli.shaping.verbs import merge
 from expcli.spec import CircularState
 from tests.replay.episode_data import memories
@@ -86,11 +85,15 @@ def test_merge_is_the_concatenation_of_episodes(
     lineage = merged.metadata["lineage"][-1]
     assert lineage["verb"] == "merge"
     assert [s["path"] for s in lineage["sources"]] == [str(p.resolve()) for p in paths]
-    all_cut = [e for _, chosen in sources for e in chosen if not e.complete]
-    starts_cut = merged.metadata.get(STARTS_CUT_KEY, [])
-    seams = merged.metadata.get(SEAMS_KEY, [])
+    episodes_of = summarize(target).episodes
+    assert episodes_of is not None
+    chosen = [e for _, picked in sources for e in picked]
+    assert episodes_of.complete == sum(e.complete for e in chosen)
+    assert episodes_of.incomplete == sum(not e.complete for e in chosen)
     assert (
-        len(starts_cut) + len(seams) >= len(all_cut) - 1 if keep else not starts_cut and not seams
+        bool(merged.metadata.get(STARTS_CUT_KEY) or merged.metadata.get(SEAMS_KEY))
+        == any(not e.complete for e in chosen[:-1])
+        or not chosen[-1].complete
     )
 
 

@@ -10,10 +10,14 @@ from enum import StrEnum
 
 from expcli.errors import ConfigError
 
-__all__ = ["SEAMS_KEY", "Layout"]
+__all__ = ["SEAMS_KEY", "STARTS_CUT_KEY", "Layout"]
 
 SEAMS_KEY = "seams_marked_truncated"
 """Metadata key listing the rows a reader marked ``truncated`` between glued episodes."""
+
+STARTS_CUT_KEY = "episode_starts_cut"
+"""Metadata key (one env column) listing the rows that start an episode whose beginning an
+edit (``expcli filter``, ``merge``, ``split``) left out: such an episode is incomplete."""
 
 
 class Layout(StrEnum):
