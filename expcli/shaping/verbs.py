@@ -11,26 +11,18 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from expcli.conversion import Progress, reporting_reads
+from expcli.conversion import Progress
 from expcli.errors import ConfigError, SchemaError
-from expcli.formats import open_lazy, source_format
-from expcli.formats.checked_write import check_target, write_checked
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts import Layout
-from expcli.formats.registry import target_format
-from expcli.formats.table import suffix_help
-from expcli.shaping._mapping import map_in_place
+from expcli.shaping._edit import Edit, Opened, ShapeResult, Target, opening, write
 from expcli.shaping.episode_table import EpisodeRecords, info_fields, scan_episodes
-from expcli.shaping.lineage import Source, checksum_later, lineage_entry
-from expcli.shaping.regrouped import Pick, regroup
 from expcli.shaping.sameness import Allowance, first_difference
 
 __all__ = ["Incomplete", "ShapeResult", "filter_episodes", "merge", "split"]
@@ -43,30 +35,6 @@ class Incomplete(StrEnum):
 
     DROP = "drop"
     KEEP = "keep"
-
-
-@dataclass(frozen=True)
-class ShapeResult:
-    """What one output of a verb got: episodes and transitions kept, and those dropped."""
-
-    path: Path
-    format: str
-    episodes: int
-    transitions: int
-    dropped_episodes: int
-    dropped_incomplete: int
-    seconds: float
-    lineage: dict[str, object] = field(default_factory=dict)
-
-
-@dataclass
-class _Opened:
-    path: Path
-    format: str
-    dataset: Dataset
-    close: Callable[[], None]
-    source: Source
-    release: Callable[[], None] | None = None
 
 
 # ----------------------------------------------------------------------------- verbs
@@ -124,17 +92,16 @@ def filter_episodes(
 
     started = time.perf_counter()
     mode = _incomplete(incomplete)
-    report = progress or (lambda phase, done: None)
-    fmt = _target(Path(target), to, overwrite)
-    with _opening([source]) as [opened]:
+    report = progress or _silent
+    output = Target.check(target, to, compression, shard_format, overwrite)
+    with opening([source]) as [opened]:
         names = _tensors_kept(opened, keep, drop)
-        fields = _field_names(opened.dataset)
-        expression = parse_where(where, fields) if where else None
-        infos = [n for n in (expression.fields if expression else ()) if n.startswith("infos/")]
+        expression = parse_where(where, _field_names(opened.dataset)) if where else None
+        infos = {n for n in (expression.fields if expression else ()) if n.startswith("infos/")}
         if by.startswith("infos/"):
-            infos.append(by)
+            infos.add(by)
         report("read", 0.0)
-        table = scan_episodes(opened.dataset, sorted(set(infos)))
+        table = scan_episodes(opened.dataset, sorted(infos))
         report("read", 1.0)
         mask = select(
             table.fields(),
@@ -150,11 +117,8 @@ def filter_episodes(
             where=where, top=top, by=by if top else None, episodes=episodes, envs=envs,
             keep=list(keep or ()) or None, drop=list(drop or ()) or None, incomplete=mode.value,
         )  # fmt: skip
-        result = _write(
-            "filter", arguments, [opened], [chosen], [table], cut, names,
-            Path(target), fmt, compression, shard_format, overwrite, report, started,
-        )  # fmt: skip
-    return result
+        edit = Edit("filter", arguments, [opened], [table], [chosen], cut, names)
+        return write(edit, output, report, started)
 
 
 def split(
@@ -194,44 +158,28 @@ def split(
     if len(shares) != len(paths):
         raise ConfigError(f"--fractions gives {len(shares)} shares for {len(paths)} outputs")
     spare = _incomplete_target(incomplete, paths)
-    report = progress or (lambda phase, done: None)
-    formats = [_target(p, to, overwrite) for p in paths]
+    report = progress or _silent
+    outputs = [Target.check(p, to, compression, shard_format, overwrite) for p in paths]
     results = []
-    with _opening([source]) as [opened]:
+    with opening([source]) as [opened]:
         report("read", 0.0)
         table = scan_episodes(opened.dataset)
         report("read", 1.0)
         complete = np.flatnonzero(table.complete)
         assigned = split_episodes(len(complete), shares, seed=seed)
+        cut = np.flatnonzero(~table.complete)
         names = sorted(opened.dataset.tensors)
-        for number, (path, fmt) in enumerate(zip(paths, formats, strict=True)):
-            chosen = complete[assigned == number]
-            extra = np.flatnonzero(~table.complete) if spare == number else np.zeros(0, int)
-            chosen = np.sort(np.concatenate([chosen, extra])).astype(np.int64)
-            dropped = 0 if spare is not None else int((~table.complete).sum())
+        for number, output in enumerate(outputs):
+            extra = cut if spare == number else cut[:0]
+            chosen = np.sort(np.concatenate([complete[assigned == number], extra]))
             arguments = _arguments(
                 fractions=shares, seed=seed, outputs=[str(p) for p in paths], part=number,
                 incomplete=None if spare is None else str(paths[spare]),
             )  # fmt: skip
+            dropped = 0 if spare is not None else len(cut)
+            edit = Edit("split", arguments, [opened], [table], [chosen], dropped, names)
             phase = _phase(report, f"write {number + 1}/{len(paths)}")
-            results.append(
-                _write(
-                    "split",
-                    arguments,
-                    [opened],
-                    [chosen],
-                    [table],
-                    dropped,
-                    names,
-                    path,
-                    fmt,
-                    compression,
-                    shard_format,
-                    overwrite,
-                    phase,
-                    started,
-                )  # fmt: skip
-            )
+            results.append(write(edit, output, phase, started))
     return results
 
 
@@ -264,9 +212,9 @@ def merge(
         raise ConfigError("merge needs at least two datasets")
     mode = _incomplete(incomplete)
     allowed = {Allowance.parse(a) for a in allow}
-    report = progress or (lambda phase, done: None)
-    fmt = _target(Path(target), to, overwrite)
-    with _opening(sources) as opened:
+    report = progress or _silent
+    output = Target.check(target, to, compression, shard_format, overwrite)
+    with opening(sources) as opened:
         differences = []
         for other in opened[1:]:
             differences += first_difference(opened[0], other, allowed)
@@ -285,54 +233,15 @@ def merge(
             incomplete=mode.value,
         )
         names = sorted(opened[0].dataset.tensors)
-        result = _write(
-            "merge", arguments, opened, chosen, tables, dropped, names,
-            Path(target), fmt, compression, shard_format, overwrite, report, started,
-        )  # fmt: skip
-    return result
+        edit = Edit("merge", arguments, opened, tables, chosen, dropped, names)
+        return write(edit, output, report, started)
 
 
 # ------------------------------------------------------------------------- internals
 
 
-class _opening:
-    """Open each source lazily (and start its checksum); close them all on the way out."""
-
-    def __init__(self, sources: Sequence[str | os.PathLike[str]]) -> None:
-        self.paths = [Path(s) for s in sources]
-        self.opened: list[_Opened] = []
-
-    def __enter__(self) -> list[_Opened]:
-        try:
-            for path in self.paths:
-                fmt = source_format(path)
-                dataset, close = open_lazy(path, fmt)
-                one = _Opened(path, fmt, dataset, close, checksum_later(path, fmt))
-                self.opened.append(one)
-                dataset.validate(path)
-                tensors, one.release, unmap = map_in_place(path, dataset.tensors)
-                one.dataset = Dataset(tensors, dataset.state, dataset.metadata)
-                one.close = _both(unmap, close)
-        except BaseException:
-            self.__exit__()
-            raise
-        return self.opened
-
-    def __exit__(self, *exc: object) -> None:
-        for one in self.opened:
-            one.source.cancel()
-            one.close()
-        self.opened.clear()
-
-
-def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
-    def close() -> None:
-        try:
-            first()
-        finally:
-            then()
-
-    return close
+def _silent(phase: str, done: float) -> None:
+    """No progress to report."""
 
 
 def _incomplete(value: str | Incomplete) -> Incomplete:
@@ -355,23 +264,13 @@ def _incomplete_target(value: str | None, paths: list[Path]) -> int | None:
     )
 
 
-def _target(path: Path, to: str | None, overwrite: bool) -> str:
-    fmt = to or target_format(path)
-    if fmt is None:
-        raise ConfigError(
-            f"cannot tell the output format from {path.name!r}; name a suffix ({suffix_help()})"
-        )
-    check_target(path, fmt, Layout.EXPCLI, overwrite)
-    return fmt
-
-
 def _field_names(dataset: Dataset) -> list[str]:
     base = ["return", "length", "terminated", "truncated", "env", "index", "complete"]
     return [*base, *info_fields(dataset)]
 
 
 def _tensors_kept(
-    opened: _Opened, keep: Sequence[str] | None, drop: Sequence[str] | None
+    opened: Opened, keep: Sequence[str] | None, drop: Sequence[str] | None
 ) -> list[str]:
     names = sorted(opened.dataset.tensors)
 
@@ -411,71 +310,3 @@ def _arguments(**given: Any) -> dict[str, Any]:
 
 def _phase(report: Progress, name: str) -> Progress:
     return lambda phase, done: report(name if phase == "write" else phase, done)
-
-
-def _write(
-    verb: str,
-    arguments: Mapping[str, Any],
-    opened: Sequence[_Opened],
-    chosen: Sequence[np.ndarray],
-    tables: Sequence[EpisodeRecords],
-    dropped_incomplete: int,
-    names: Sequence[str],
-    target: Path,
-    fmt: str,
-    compression: str | None,
-    shard_format: str | None,
-    overwrite: bool,
-    report: Progress,
-    started: float,
-) -> ShapeResult:
-    picks = [
-        Pick(_only(one.dataset, names), table, picked, one.release)
-        for one, table, picked in zip(opened, tables, chosen, strict=True)
-    ]
-    kept_episodes = sum(len(p) for p in chosen)
-    total_episodes = sum(len(t) for t in tables)
-    kept_rows = int(sum(t.length[p].sum() for t, p in zip(tables, chosen, strict=True)))
-    entry = lineage_entry(
-        verb,
-        arguments,
-        [one.source.result() for one in opened],
-        [one.dataset.metadata for one in opened],
-        kept={"episodes": kept_episodes, "transitions": kept_rows},
-        dropped={
-            "episodes": total_episodes - kept_episodes,
-            "incomplete": dropped_incomplete,
-            "transitions": int(sum(t.length.sum() for t in tables)) - kept_rows,
-        },
-    )
-    metadata = _output_metadata(opened[0].dataset.metadata, entry)
-    out = regroup(picks, metadata)
-    report("write", 0.0)
-    out = reporting_reads(out, lambda done: report("write", done))
-    write_checked(out, target, fmt, Layout.EXPCLI, compression, None, overwrite, shard_format)
-    report("write", 1.0)
-    return ShapeResult(
-        target,
-        fmt,
-        kept_episodes,
-        kept_rows,
-        total_episodes - kept_episodes,
-        dropped_incomplete,
-        time.perf_counter() - started,
-        entry,
-    )
-
-
-def _only(dataset: Dataset, names: Sequence[str]) -> Dataset:
-    tensors = {name: dataset.tensors[name] for name in names}
-    return Dataset(tensors, dataset.state, dataset.metadata)
-
-
-_DROPPED_KEYS = ("created", "layout")
-
-
-def _output_metadata(source: Mapping[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
-    """The first source's user metadata (less its date and foreign layout), with the lineage."""
-    kept = {k: v for k, v in source.items() if k not in _DROPPED_KEYS and k != "lineage"}
-    kept["lineage"] = [entry]
-    return kept

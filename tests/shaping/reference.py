@@ -36,23 +36,11 @@ def episodes(memory: RandomMemory) -> list[Episode]:
     ref = Reference.of(memory)
     clock = memory.tensors["clock"].numpy().reshape(-1)
     found = []
-    for env, column in enumerate(ref.columns):
-        current: list[int] = []
-        for k, index in enumerate(column):
-            current.append(index)
-            if ref.done[index] or k == len(column) - 1:
-                first_of_wrapped = ref.overwritten[env] and current[0] == column[0]
-                found.append(
-                    Episode(
-                        env,
-                        current,
-                        bool(ref.done[index]) and not first_of_wrapped,
-                        float(sum(ref.rewards[i] for i in current)),
-                        bool(ref.terminated[index]),
-                        bool(ref.truncated[index]),
-                    )
-                )
-                current = []
+    for env, start, _, length, returns, terminated, truncated, complete in ref.episodes():
+        column = ref.columns[env]
+        first = column.index(start)
+        cells = column[first : first + length]
+        found.append(Episode(env, cells, complete, returns, terminated, truncated))
     closed = sorted(
         (e for e in found if ref.done[e.cells[-1]]), key=lambda e: int(clock[e.cells[-1]])
     )

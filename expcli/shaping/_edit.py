@@ -1,0 +1,213 @@
+"""The plumbing the verbs share: opening sources, checking a target, writing an edit.
+
+``opening`` opens each source lazily (its stored tensors mapped, its checksum started);
+``Target`` is an output checked before anything is read; ``write`` makes the lineage entry,
+regroups the chosen episodes and writes them atomically through the format's writer.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.conversion import Progress, reporting_reads
+from expcli.errors import ConfigError
+from expcli.formats import open_lazy, source_format
+from expcli.formats.checked_write import check_target, write_checked
+from expcli.formats.dataset import Dataset
+from expcli.formats.layouts import Layout
+from expcli.formats.registry import target_format
+from expcli.formats.table import suffix_help
+from expcli.shaping._mapping import map_in_place
+from expcli.shaping.episode_table import EpisodeRecords
+from expcli.shaping.lineage import LINEAGE_KEY, Source, checksum_later, lineage_entry
+from expcli.shaping.regrouped import Pick, regroup
+
+__all__ = ["Edit", "Opened", "ShapeResult", "Target", "opening", "write"]
+
+
+@dataclass(frozen=True)
+class ShapeResult:
+    """What one output of a verb got: episodes and transitions kept, and those dropped."""
+
+    path: Path
+    format: str
+    episodes: int
+    transitions: int
+    dropped_episodes: int
+    dropped_incomplete: int
+    seconds: float
+    lineage: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass
+class Opened:
+    """A source opened lazily: its dataset, checksum on the way, and how to close it."""
+
+    path: Path
+    format: str
+    dataset: Dataset
+    close: Callable[[], None]
+    source: Source
+    release: Callable[[], None] | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """An output, checked before anything is read (format known, writable)."""
+
+    path: Path
+    format: str
+    compression: str | None
+    shard_format: str | None
+    overwrite: bool
+
+    @classmethod
+    def check(
+        cls,
+        path: str | os.PathLike[str],
+        to: str | None,
+        compression: str | None,
+        shard_format: str | None,
+        overwrite: bool,
+    ) -> Target:
+        """The output ``path``; ``to`` names its format where the name does not tell.
+
+        Raises:
+            ConfigError: The format cannot be told.
+            OutputExistsError: It exists and ``overwrite`` is false.
+        """
+        where = Path(path)
+        fmt = to or target_format(where)
+        if fmt is None:
+            raise ConfigError(
+                f"cannot tell the output format from {where.name!r}; "
+                f"name a suffix ({suffix_help()})"
+            )
+        check_target(where, fmt, Layout.EXPCLI, overwrite)
+        return cls(where, fmt, compression, shard_format, overwrite)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """What to write: the verb and its arguments, and the episodes chosen from each source.
+
+    ``dropped_incomplete``: the incomplete episodes dropped; ``names``: the tensors kept.
+    """
+
+    verb: str
+    arguments: Mapping[str, Any]
+    opened: Sequence[Opened]
+    tables: Sequence[EpisodeRecords]
+    chosen: Sequence[np.ndarray]
+    dropped_incomplete: int
+    names: Sequence[str]
+
+
+class opening:
+    """Open each source lazily (and start its checksum); close them all on the way out."""
+
+    def __init__(self, sources: Sequence[str | os.PathLike[str]]) -> None:
+        self.paths = [Path(s) for s in sources]
+        self.opened: list[Opened] = []
+
+    def __enter__(self) -> list[Opened]:
+        try:
+            for path in self.paths:
+                fmt = source_format(path)
+                dataset, close = open_lazy(path, fmt)
+                one = Opened(path, fmt, dataset, close, checksum_later(path, fmt))
+                self.opened.append(one)
+                dataset.validate(path)
+                tensors, one.release, unmap = map_in_place(path, dataset.tensors)
+                one.dataset = Dataset(tensors, dataset.state, dataset.metadata)
+                one.close = _both(unmap, close)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self.opened
+
+    def __exit__(self, *exc: object) -> None:
+        for one in self.opened:
+            one.source.cancel()
+            one.close()
+        self.opened.clear()
+
+
+def write(edit: Edit, target: Target, report: Progress, started: float) -> ShapeResult:
+    """Write the chosen episodes to ``target``, atomically, with the edit's lineage."""
+    tables, chosen = edit.tables, edit.chosen
+    kept_episodes = sum(len(p) for p in chosen)
+    total_episodes = sum(len(t) for t in tables)
+    kept_rows = int(sum(t.length[p].sum() for t, p in zip(tables, chosen, strict=True)))
+    entry = lineage_entry(
+        edit.verb,
+        edit.arguments,
+        [one.source.result() for one in edit.opened],
+        [one.dataset.metadata for one in edit.opened],
+        kept={"episodes": kept_episodes, "transitions": kept_rows},
+        dropped={
+            "episodes": total_episodes - kept_episodes,
+            "incomplete": edit.dropped_incomplete,
+            "transitions": int(sum(t.length.sum() for t in tables)) - kept_rows,
+        },
+    )
+    picks = [
+        Pick(_only(one.dataset, edit.names), table, picked, one.release)
+        for one, table, picked in zip(edit.opened, tables, chosen, strict=True)
+    ]
+    out = regroup(picks, _output_metadata(edit.opened[0].dataset.metadata, entry))
+    report("write", 0.0)
+    out = reporting_reads(out, lambda done: report("write", done))
+    write_checked(
+        out,
+        target.path,
+        target.format,
+        Layout.EXPCLI,
+        target.compression,
+        None,
+        target.overwrite,
+        target.shard_format,
+    )
+    report("write", 1.0)
+    return ShapeResult(
+        target.path,
+        target.format,
+        kept_episodes,
+        kept_rows,
+        total_episodes - kept_episodes,
+        edit.dropped_incomplete,
+        time.perf_counter() - started,
+        entry,
+    )
+
+
+def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
+    def close() -> None:
+        try:
+            first()
+        finally:
+            then()
+
+    return close
+
+
+def _only(dataset: Dataset, names: Sequence[str]) -> Dataset:
+    tensors = {name: dataset.tensors[name] for name in names}
+    return Dataset(tensors, dataset.state, dataset.metadata)
+
+
+_DROPPED_KEYS = ("created", "layout", LINEAGE_KEY)
+
+
+def _output_metadata(source: Mapping[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """The first source's user metadata (less its date and foreign layout), with the lineage."""
+    kept = {k: v for k, v in source.items() if k not in _DROPPED_KEYS}
+    kept[LINEAGE_KEY] = [entry]
+    return kept
