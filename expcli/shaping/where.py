@@ -29,7 +29,6 @@ value for a field never matches a condition on it; ``nan`` is not a literal.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -37,8 +36,9 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from expcli.errors import ConfigError, InvalidValueError, printable
+from expcli.errors import ConfigError, InvalidValueError
 from expcli.shaping._table import did_you_mean, episode_count, field_list, numbers
+from expcli.shaping._where_tokens import Token, tokenize, where_error
 
 __all__ = ["CONDITION_FIELDS", "Expression", "parse_where"]
 
@@ -50,32 +50,8 @@ _MAX_DEPTH = 50  # nested parentheses, ``not`` and minus signs: deeper is refuse
 _Kind = Literal["number", "condition"]
 _Value = np.ndarray | np.generic | float | bool
 
-_TOKEN = re.compile(
-    r"""(?P<space>\s+)
-      | (?P<number>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
-      | (?P<name>infos/[A-Za-z0-9_/.\-]*|[A-Za-z_][A-Za-z0-9_]*)
-      | (?P<op><=|>=|==|!=|[<>+\-*/()])
-    """,
-    re.VERBOSE,
-)
-_LETTER = re.compile(r"[A-Za-z_]")
-_MISTAKES = {
-    "&&": "write 'and'",
-    "||": "write 'or'",
-    "&": "write 'and'",
-    "|": "write 'or'",
-    "!": "write 'not', or '!=' to compare",
-    "=": "compare with '=='",
-}
 _KEYWORDS = ("and", "or", "not", "true", "false", "inf")
 _COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
-
-
-@dataclass(frozen=True, slots=True)
-class _Token:
-    kind: str  # "number", "name", "op" or "end"
-    text: str
-    start: int  # offset in the text; messages say ``start + 1``, the column
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,39 +224,6 @@ def _evaluate(node: _Node, columns: Mapping[str, np.ndarray]) -> _Value:
     raise AssertionError(f"unknown node {node!r}")  # pragma: no cover
 
 
-def _tokenize(text: str) -> list[_Token]:
-    tokens: list[_Token] = []
-    at = 0
-    while at < len(text):
-        match = _TOKEN.match(text, at)
-        if match is None:
-            raise _error(text, _mistake(text, at))
-        kind = match.lastgroup
-        if kind == "number" and _LETTER.match(text, match.end()):
-            end = match.end()
-            while end < len(text) and (text[end].isalnum() or text[end] in "_."):
-                end += 1
-            raise _error(text, f"{text[at:end]!r} at column {at + 1} is not a number")
-        if kind in ("number", "name", "op"):
-            tokens.append(_Token(kind, match.group(), at))
-        at = match.end()
-    tokens.append(_Token("end", "", len(text)))
-    return tokens
-
-
-def _mistake(text: str, at: int) -> str:
-    for wrong, fix in _MISTAKES.items():
-        if text.startswith(wrong, at):
-            return f"{wrong!r} at column {at + 1}: {fix}"
-    return f"unexpected character {text[at]!r} at column {at + 1}"
-
-
-def _error(text: str, what: str) -> ConfigError:
-    """``--where: <what>; in: <text>``, on one line whatever the text holds."""
-    shown = printable(re.sub(r"\s", " ", text))  # one character each: columns still match
-    return ConfigError(f"--where: {what}; in: {shown}" if shown.strip() else f"--where: {what}")
-
-
 class _Parser:
     """Recursive descent over the tokens, one method per level of the grammar."""
 
@@ -288,7 +231,7 @@ class _Parser:
         self.text = text
         self.fields = fields
         self.conditions = conditions
-        self.tokens = _tokenize(text)
+        self.tokens = tokenize(text)
         self.at = 0
         self.depth = 0
         self.used: set[str] = set()
@@ -331,7 +274,7 @@ class _Parser:
 
     def comparison(self) -> _Node:
         operands = [self.arithmetic(self.product, ("+", "-"))]
-        operators: list[_Token] = []
+        operators: list[Token] = []
         while self.peek().kind == "op" and self.peek().text in _COMPARISONS:
             operators.append(self.advance())
             operands.append(self.arithmetic(self.product, ("+", "-")))
@@ -419,7 +362,7 @@ class _Parser:
             return self.name(token)
         raise self.error(f"expected a value at column {token.start + 1}, got {token.text!r}")
 
-    def name(self, token: _Token) -> _Node:
+    def name(self, token: Token) -> _Node:
         name, start, end = token.text, token.start, token.start + len(token.text)
         if name in ("true", "false"):
             return _Constant("condition", start, end, name == "true")
@@ -452,15 +395,15 @@ class _Parser:
 
     # helpers
 
-    def peek(self) -> _Token:
+    def peek(self) -> Token:
         return self.tokens[self.at]
 
-    def advance(self) -> _Token:
+    def advance(self) -> Token:
         token = self.tokens[self.at]
         self.at += 1
         return token
 
-    def enter(self, token: _Token) -> None:
+    def enter(self, token: Token) -> None:
         self.depth += 1
         if self.depth > _MAX_DEPTH:
             raise self.error(f"nested deeper than {_MAX_DEPTH} levels at column {token.start + 1}")
@@ -482,4 +425,4 @@ class _Parser:
         return node
 
     def error(self, what: str) -> ConfigError:
-        return _error(self.text, what)
+        return where_error(self.text, what)
