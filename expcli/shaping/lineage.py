@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import os
+import threading
 import zipfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,6 +33,7 @@ LINEAGE_KEY = "lineage"
 
 _MANIFEST = "manifest.json"
 _ZIPPED = ("npz", "pt")
+_CHUNK = 8 << 20
 
 
 @dataclass
@@ -43,6 +45,7 @@ class Source:
     size: int
     pending: Future[str]
     of: str
+    stop: threading.Event
 
     def result(self) -> dict[str, Any]:
         """The source as lineage records it."""
@@ -55,7 +58,8 @@ class Source:
         }
 
     def cancel(self) -> None:
-        """Stop the checksum if it has not started (the edit failed or is done)."""
+        """Stop the checksum, started or not (the edit failed, was interrupted, or is done)."""
+        self.stop.set()
         self.pending.cancel()
 
 
@@ -67,21 +71,20 @@ def checksum_later(path: Path, fmt: str) -> Source:
     global _POOL
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="expcli-checksum")
+    stop = threading.Event()
     if fmt in _ZIPPED and path.is_file():
-        return Source(
-            path, fmt, path.stat().st_size, _POOL.submit(_zip_digest, path), "zip directory"
-        )
+        pending = _POOL.submit(_zip_digest, path)
+        return Source(path, fmt, path.stat().st_size, pending, "zip directory", stop)
     if path.is_dir():
-        target, of = path / _MANIFEST, "manifest"
-        if not target.is_file():  # a foreign folder layout (Minari): every file in it
-            files = sorted(p for p in path.rglob("*") if p.is_file())
-            size = sum(p.stat().st_size for p in files)
-            return Source(path, fmt, size, _POOL.submit(_digest_all, files, path), "files")
-        size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-    else:
-        target, of = path, "file"
-        size = path.stat().st_size
-    return Source(path, fmt, size, _POOL.submit(_digest, target), of)
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+        size = sum(p.stat().st_size for p in files)
+        if (path / _MANIFEST).is_file():
+            pending = _POOL.submit(_digest, path / _MANIFEST, stop)
+            return Source(path, fmt, size, pending, "manifest", stop)
+        # a foreign folder layout (Minari): every file in it
+        return Source(path, fmt, size, _POOL.submit(_digest_all, files, path, stop), "files", stop)
+    pending = _POOL.submit(_digest, path, stop)
+    return Source(path, fmt, path.stat().st_size, pending, "file", stop)
 
 
 def lineage_entry(
@@ -111,14 +114,23 @@ def lineage_entry(
     }
 
 
-def _digest(path: Path) -> str:
+def _digest(path: Path, stop: threading.Event) -> str:
+    """The SHA-256 of a file's bytes, read a chunk at a time; "" once told to stop."""
+    total = hashlib.sha256()
+    chunk = bytearray(_CHUNK)
+    view = memoryview(chunk)
     try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
+        with open(path, "rb", buffering=0) as f:
+            while not stop.is_set():
+                count = f.readinto(chunk)
+                if not count:
+                    return total.hexdigest()
+                total.update(view[:count])
     except OSError as e:
         raise FormatError(
             f"cannot be read for its checksum ({e.strerror or e})", path=path
         ) from None
+    return ""
 
 
 def _zip_digest(path: Path) -> str:
@@ -134,9 +146,9 @@ def _zip_digest(path: Path) -> str:
     return total.hexdigest()
 
 
-def _digest_all(files: Sequence[Path], root: Path) -> str:
+def _digest_all(files: Sequence[Path], root: Path, stop: threading.Event) -> str:
     total = hashlib.sha256()
     for file in files:
         total.update(os.fsencode(file.relative_to(root).as_posix()) + b"\0")
-        total.update(bytes.fromhex(_digest(file)))
+        total.update(_digest(file, stop).encode())
     return total.hexdigest()
