@@ -48,13 +48,19 @@ class ShapeResult:
 
 @dataclass
 class Opened:
-    """A source opened lazily: its dataset, checksum on the way, and how to close it."""
+    """A source opened lazily: its dataset, checksum on the way, and how to close it.
+
+    ``dataset`` reads by slices of rows (what a pass in order wants); ``mapped`` is the same
+    with the tensors that lie whole in the file mapped (what gathers of scattered cells
+    want), whose pages ``release`` lets go of.
+    """
 
     path: Path
     format: str
     dataset: Dataset
     close: Callable[[], None]
     source: Source
+    mapped: Dataset | None = None
     release: Callable[[], None] | None = None
 
 
@@ -126,7 +132,7 @@ class opening:
                 self.opened.append(one)
                 dataset.validate(path)
                 tensors, one.release, unmap = map_in_place(path, dataset.tensors)
-                one.dataset = Dataset(tensors, dataset.state, dataset.metadata)
+                one.mapped = Dataset(tensors, dataset.state, dataset.metadata)
                 one.close = _both(unmap, close)
         except BaseException:
             self.__exit__()
@@ -159,7 +165,7 @@ def write(edit: Edit, target: Target, report: Progress, started: float) -> Shape
         },
     )
     picks = [
-        Pick(_only(one.dataset, edit.names), table, picked, one.release)
+        Pick(_only(one.mapped or one.dataset, edit.names), table, picked, one.release)
         for one, table, picked in zip(edit.opened, tables, chosen, strict=True)
     ]
     out = regroup(picks, _output_metadata(edit.opened[0].dataset.metadata, entry))

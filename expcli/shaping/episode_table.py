@@ -35,7 +35,8 @@ class EpisodeRecords:
     """The episodes of one dataset, as arrays of one entry per episode (in index order).
 
     Attributes:
-        column: Env column.
+        column: Env column (int32, as ``position`` and ``length`` unless a column may
+            hold 2**31 rows: int64).
         position: Where the episode's first transition lies in its column's chronological
             sequence of valid transitions (``column_runs`` maps it to stored rows).
         length: Transitions.
@@ -114,7 +115,7 @@ def scan_episodes(dataset: Dataset, infos: Collection[str] = ()) -> EpisodeRecor
     overwritten = overwritten_columns(dataset.state, dataset.memory_size, envs, dataset.metadata)
     cuts = _rows_listed(dataset.metadata, SEAMS_KEY, envs)
     cut_starts = _rows_listed(dataset.metadata, STARTS_CUT_KEY, envs)
-    scan = _Scan(envs, overwritten, list(infos))
+    scan = _Scan(envs, overwritten, list(infos), dataset.memory_size)
     for chunk in chunks(tensors, names, _segments(dataset)) if names else ():
         rows, width = chunk.stop - chunk.start, chunk.last - chunk.first
         term = _flag(chunk.arrays.get("terminated"), (rows, width))
@@ -157,7 +158,9 @@ def _rows_listed(metadata: Mapping[str, Any], key: str, envs: int) -> set[int]:
 class _Scan:
     """The open episode of every column, and the closed ones found so far."""
 
-    def __init__(self, envs: int, overwritten: np.ndarray, infos: list[str]) -> None:
+    def __init__(self, envs: int, overwritten: np.ndarray, infos: list[str], rows: int = 0) -> None:
+        # the table's integers: 4 bytes an entry unless a column may hold 2**31 rows
+        self.integers = np.dtype(np.int32 if rows < 2**31 else np.int64)
         self.count = np.zeros(envs, dtype=np.int64)  # transitions seen per column
         self.open_at = np.zeros(envs, dtype=np.int64)  # where each open episode began
         self.open_known = ~np.asarray(overwritten, dtype=bool)
@@ -197,6 +200,7 @@ class _Scan:
                 entry = {
                     "row": start + ends,
                     "column": np.full(len(ends), column, dtype=np.int64),
+                    "column_of": np.full(len(ends), column, dtype=np.int64),
                     "position": begins,
                     "length": length,
                     "start_known": known,
@@ -216,34 +220,39 @@ class _Scan:
             self.count[column] = base + rows
         if found:
             merged = {key: np.concatenate([f[key] for f in found], axis=-1) for key in found[0]}
-            order = np.lexsort((merged["column"], merged["row"]))  # by row, then column
-            self.closed.append({key: value[..., order] for key, value in merged.items()})
+            order = np.lexsort((merged.pop("column"), merged.pop("row")))  # by row, then column
+            kept = {key: value[..., order] for key, value in merged.items()}
+            for key in ("position", "length", "column_of"):
+                kept[key] = kept[key].astype(self.integers)
+            self.closed.append(kept)
 
     def result(self) -> EpisodeRecords:
         length = self.count - self.open_at
         tail = np.flatnonzero(length > 0)
         none = np.zeros(len(tail), dtype=bool)
         opened = {
-            "column": tail.astype(np.int64),
-            "position": self.open_at[tail],
-            "length": length[tail],
+            "column_of": tail.astype(self.integers),
+            "position": self.open_at[tail].astype(self.integers),
+            "length": length[tail].astype(self.integers),
             "start_known": self.open_known[tail],
             "end_known": none,
             "terminated": none,
             "truncated": none,
             "sums": self.open_sums[:, tail],
         }
-        parts = [*self.closed, opened]
-        table = {key: np.concatenate([p[key] for p in parts], axis=-1) for key in opened}
+        parts, self.closed = [*self.closed, opened], []
+        table = {}
+        for key in list(opened):  # a field at a time: the parts go as their field is joined
+            table[key] = np.concatenate([p.pop(key) for p in parts], axis=-1)
         sums, count = table["sums"], np.maximum(table["length"], 1)
         return EpisodeRecords(
-            column=table["column"].astype(np.int32),
-            position=table["position"].astype(np.int64),
-            length=table["length"].astype(np.int64),
-            start_known=table["start_known"].astype(bool),
-            end_known=table["end_known"].astype(bool),
-            terminated=table["terminated"].astype(bool),
-            truncated=table["truncated"].astype(bool),
+            column=table["column_of"],
+            position=table["position"],
+            length=table["length"],
+            start_known=table["start_known"].astype(bool, copy=False),
+            end_known=table["end_known"].astype(bool, copy=False),
+            terminated=table["terminated"].astype(bool, copy=False),
+            truncated=table["truncated"].astype(bool, copy=False),
             returns=sums[0],
             infos={name: sums[1 + i] / count for i, name in enumerate(self.infos)},
         )

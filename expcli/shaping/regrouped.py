@@ -101,64 +101,75 @@ def _lazy(shape: tuple[int, ...], dtype: Any, reader: _Gather) -> Any:
 
 
 def _plan(picks: Sequence[Pick]) -> tuple[_Pieces, list[int], list[int], np.ndarray]:
-    """The runs of source rows, the seams and cut starts, and the rows forced ``truncated``."""
-    parts = [_pieces_of(number, pick) for number, pick in enumerate(picks)]
-    source = np.concatenate([p[0] for p in parts])
-    column = np.concatenate([p[1] for p in parts])
-    row = np.concatenate([p[2] for p in parts])
-    length = np.concatenate([p[3] for p in parts])
-    offsets = np.zeros(len(length) + 1, dtype=np.int64)
-    np.cumsum(length, out=offsets[1:])
-    lengths = np.concatenate([pick.table.length[pick.chosen] for pick in picks])
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    start_known = np.concatenate([pick.table.start_known[pick.chosen] for pick in picks])
-    end_known = np.concatenate([pick.table.end_known[pick.chosen] for pick in picks])
-    cut_ends = np.flatnonzero(~end_known)
-    cut_ends = cut_ends[cut_ends < len(lengths) - 1]  # the last one may stay open
-    seams = (starts[cut_ends] + lengths[cut_ends] - 1).astype(np.int64)
-    cut_starts = starts[~start_known]
-    envs = np.asarray([pick.dataset.num_envs for pick in picks], dtype=np.int64)[source]
-    base = row * envs + column - offsets[:-1] * envs
-    per_source = np.bincount(source, weights=length, minlength=len(picks)).astype(np.int64)
-    bounds = np.concatenate([[0], np.cumsum(per_source)]).astype(np.int64)
-    pieces = _Pieces(offsets, base, bounds)
-    return pieces, seams.tolist(), cut_starts.tolist(), seams
+    """The runs of source rows, the seams and cut starts, and the rows forced ``truncated``.
+
+    Memory: 16 bytes a run kept (``_Pieces``), and about as much again per episode meanwhile.
+    """
+    runs = [_runs_of(pick) for pick in picks]
+    total = sum(len(lengths) for _, lengths in runs)
+    offsets = np.zeros(total + 1, dtype=np.int64)
+    base = np.empty(total, dtype=np.int64)
+    bounds, seams, cut_starts = [0], [], []
+    at, done = 0, 0  # output rows so far, runs so far
+    count, seen = sum(len(pick.chosen) for pick in picks), 0
+    for pick, (cells, lengths) in zip(picks, runs, strict=True):
+        ends = offsets[done + 1 : done + 1 + len(lengths)]
+        np.cumsum(lengths, out=ends)
+        ends += at
+        base[done : done + len(lengths)] = cells
+        starts = ends - lengths  # each run's first output row
+        starts *= pick.dataset.num_envs
+        base[done : done + len(lengths)] -= starts  # row o of run i is cell base[i] + o * N
+        del starts, cells
+        table, chosen = pick.table, pick.chosen
+        last_rows = np.cumsum(table.length[chosen]) + (at - 1)  # each episode's last row
+        cut = np.flatnonzero(~table.end_known[chosen])
+        seams.append(last_rows[cut[seen + cut < count - 1]])  # the last of all may stay open
+        unknown = np.flatnonzero(~table.start_known[chosen])
+        cut_starts.append(last_rows[unknown] - table.length[chosen][unknown] + 1)
+        del last_rows
+        done += len(lengths)
+        at = int(offsets[done])
+        bounds.append(at)
+        seen += len(chosen)
+    marked = np.concatenate(seams).astype(np.int64)
+    pieces = _Pieces(offsets, base, np.asarray(bounds, dtype=np.int64))
+    return pieces, marked.tolist(), np.concatenate(cut_starts).astype(np.int64).tolist(), marked
 
 
-def _pieces_of(number: int, pick: Pick) -> tuple[np.ndarray, ...]:
-    """Source, column, first stored row and rows of each run of the chosen episodes.
+def _runs_of(pick: Pick) -> tuple[np.ndarray, np.ndarray]:
+    """The first source cell (``row * N + column``) and rows of each run of the chosen episodes.
 
-    An episode of a wrapped column may run over the end of the stored rows on to row 0:
-    it then gives two runs (three at most), in order.
+    A column's valid rows are one run of stored rows unless the memory wrapped; an episode of
+    a wrapped column may then run over the end of the stored rows on to row 0 and give two
+    runs (three at most).
     """
     table, chosen = pick.table, pick.chosen
-    column = table.column[chosen]
-    position = table.position[chosen]
-    length = table.length[chosen]
-    keys, rows, counts, cols = [], [], [], []
-    for c, runs in enumerate(column_runs(pick.dataset)):
+    envs = pick.dataset.num_envs
+    runs = column_runs(pick.dataset)
+    column = table.column[chosen].astype(np.int64)
+    if all(len(r) <= 1 for r in runs):  # nothing wrapped: a run per episode
+        first_row = np.asarray([r[0][0] if r else 0 for r in runs], dtype=np.int64)
+        cells = (first_row[column] + table.position[chosen]) * envs + column
+        return cells, table.length[chosen].astype(np.int64)
+    position, length = table.position[chosen], table.length[chosen]
+    keys, cells, counts = [], [], []
+    for c, mine_runs in enumerate(runs):
         mine = np.flatnonzero(column == c)
-        if not len(mine):
-            continue
         at = 0
-        for k, (start, stop) in enumerate(runs):
+        for k, (start, stop) in enumerate(mine_runs):
             first = np.maximum(position[mine], at)
             last = np.minimum(position[mine] + length[mine], at + stop - start)
             hit = last > first
             keys.append(mine[hit] * 4 + k)  # output order: episode, then run
-            rows.append(start + first[hit] - at)
+            cells.append((start + first[hit] - at) * envs + c)
             counts.append(last[hit] - first[hit])
-            cols.append(np.full(int(hit.sum()), c, dtype=np.int64))
             at += stop - start
     if not keys:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty, empty
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     order = np.argsort(np.concatenate(keys), kind="stable")
-    row = np.concatenate(rows)[order].astype(np.int64)
     return (
-        np.full(len(row), number, dtype=np.int64),
-        np.concatenate(cols)[order],
-        row,
+        np.concatenate(cells)[order].astype(np.int64),
         np.concatenate(counts)[order].astype(np.int64),
     )
 
