@@ -3,8 +3,9 @@
 The new dataset has one env column: the chosen episodes one after the other, each whole and
 in its own order, so that any writer of the format table streams it. Its tensors are
 ``LazyRows`` whose ``read(start, stop)`` gathers those rows from the sources: a mapped
-source (a numpy array) by one ``take`` of the cells, any other (a compressed file, a folder)
-through a small cache of blocks of source rows, least recently used first out. The episodes
+source (a numpy array) by one ``take`` of the cells, a folder by its own gather of cells,
+any other (a compressed file) through windows of whole source rows and a small cache of
+blocks of them, least recently used first out. The episodes
 come in the order they ended, so the rows a slice needs lie close together in time and a
 block read for one column serves the episodes of the others.
 """
@@ -22,6 +23,7 @@ import numpy as np
 
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts.kinds import SEAMS_KEY, STARTS_CUT_KEY
+from expcli.formats.lazy import LazyRows
 from expcli.host_memory import available_bytes
 from expcli.shaping.episode_table import EpisodeRecords, column_runs
 from expcli.spec import CircularState
@@ -84,7 +86,7 @@ def regroup(picks: Sequence[Pick], metadata: Mapping[str, Any]) -> Dataset:
         sources = [pick.dataset.tensors[name] for pick in picks]
         reader = _Gather(name, sources, pieces, cache, forced if name == "truncated" else None)
         reader.releases = [pick.release for pick in picks if pick.release is not None]
-        tensors[name] = _lazy((total, 1, *array.shape[2:]), array.dtype, reader)
+        tensors[name] = LazyRows((total, 1, *array.shape[2:]), np.dtype(array.dtype), reader)
     meta = {k: v for k, v in metadata.items() if k not in (SEAMS_KEY, STARTS_CUT_KEY)}
     if seams:
         meta[SEAMS_KEY] = seams
@@ -94,14 +96,8 @@ def regroup(picks: Sequence[Pick], metadata: Mapping[str, Any]) -> Dataset:
     return Dataset(tensors, state, meta)
 
 
-def _lazy(shape: tuple[int, ...], dtype: Any, reader: _Gather) -> Any:
-    from expcli.formats.lazy import LazyRows
-
-    return LazyRows(shape, np.dtype(dtype), reader)
-
-
 def _plan(picks: Sequence[Pick]) -> tuple[_Pieces, list[int], list[int], np.ndarray]:
-    """The runs of source rows, the seams and cut starts, and the rows forced ``truncated``.
+    """The runs of source rows, the seams and cut starts, and the rows marked ``truncated``.
 
     Memory: 16 bytes a run kept (``_Pieces``), and about as much again per episode meanwhile.
     """
@@ -124,7 +120,10 @@ def _plan(picks: Sequence[Pick]) -> tuple[_Pieces, list[int], list[int], np.ndar
         table, chosen = pick.table, pick.chosen
         last_rows = np.cumsum(table.length[chosen]) + (at - 1)  # each episode's last row
         cut = np.flatnonzero(~table.end_known[chosen])
-        seams.append(last_rows[cut[seen + cut < count - 1]])  # the last of all may stay open
+        # an open episode (no flag at its end) may stay open when it is the last of all;
+        # one a seam closed keeps its flag, and so its listing
+        open_end = ~(table.terminated[chosen][cut] | table.truncated[chosen][cut])
+        seams.append(last_rows[cut[~open_end | (seen + cut < count - 1)]])
         unknown = np.flatnonzero(~table.start_known[chosen])
         cut_starts.append(last_rows[unknown] - table.length[chosen][unknown] + 1)
         del last_rows

@@ -129,3 +129,27 @@ def test_keep_and_drop_tensors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"--where: unknown field 'retrun' at column 1"):
         filter_episodes(source, tmp_path / "x.npz", where="retrun > 0")
     assert not (tmp_path / "x.npz").exists()
+
+
+def test_a_seam_stays_a_seam_even_at_the_end(tmp_path: Path) -> None:
+    """A foreign layout's seam (an end the env never gave) keeps its listing when kept."""
+    from expcli import save, summarize
+    from expcli.formats.dataset import Dataset
+    from expcli.formats.layouts.kinds import SEAMS_KEY
+    from expcli.spec import CircularState
+
+    truncated = np.zeros((9, 1, 1), dtype=bool)
+    truncated[[2, 8]] = True  # row 8 is a seam: the last row, glued by a reader
+    terminated = np.zeros((9, 1, 1), dtype=bool)
+    terminated[5] = True
+    tensors = {"rewards": np.ones((9, 1, 1), np.float32), "terminated": terminated,
+               "truncated": truncated}  # fmt: skip
+    source = save(Dataset(tensors, CircularState(0, 0, True), {SEAMS_KEY: [8]}), tmp_path / "s.npz")
+    before = summarize(source).episodes
+    assert before is not None and (before.complete, before.incomplete) == (2, 1)
+    filter_episodes(source, tmp_path / "kept.npz", incomplete="keep", envs="0")
+    after = summarize(tmp_path / "kept.npz").episodes
+    assert after is not None and (after.complete, after.incomplete) == (2, 1)
+    assert load(tmp_path / "kept.npz").metadata[SEAMS_KEY] == [8]
+    filter_episodes(source, tmp_path / "dropped.npz", envs="0")
+    assert len(load(tmp_path / "dropped.npz")) == 6
