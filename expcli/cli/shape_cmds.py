@@ -59,7 +59,7 @@ def merge_cmd(
             overwrite=overwrite,
             progress=None if bar is None else _phases_on(bar),
         )
-    _report("merged", len(sources), [result])
+    _report("merged", [result])
 
 
 @reports_errors
@@ -101,7 +101,7 @@ def split_cmd(
             overwrite=overwrite,
             progress=None if bar is None else _split_phases_on(bar, len(outputs)),
         )
-    _report("split", 1, results)
+    _report("split", results)
 
 
 @reports_errors
@@ -165,7 +165,7 @@ def filter_cmd(
             overwrite=overwrite,
             progress=None if bar is None else _phases_on(bar),
         )
-    _report("filtered", 1, [result])
+    _report("filtered", [result])
 
 
 def _listed(given: list[str] | None) -> list[str] | None:
@@ -195,19 +195,25 @@ def _split_phases_on(bar: BarUpdate, parts: int) -> Callable[[str, float], None]
     return progress
 
 
-def _report(verb: str, sources: int, results: list[ShapeResult]) -> None:
+def _report(verb: str, results: list[ShapeResult]) -> None:
+    """One line per output (a split's parts share the episodes: its drops are counted once)."""
     from rich.markup import escape
 
     out = out_console()
     for result in results:
         shown = escape(printable(str(result.path)))
-        dropped = f"; dropped {result.dropped_episodes:,} episodes"
-        if result.dropped_incomplete:
-            dropped += f" ({result.dropped_incomplete:,} of them incomplete)"
-        out.print(
+        line = (
             f"{verb} -> {shown} ({result.format}): {result.episodes:,} episodes, "
-            f"{result.transitions:,} transitions{dropped} in {result.seconds:.2f} s",
-            soft_wrap=True,
+            f"{result.transitions:,} transitions"
+        )
+        if verb != "split":
+            line += f"; dropped {result.dropped_episodes:,} episodes"
+            if result.dropped_incomplete:
+                line += f" ({result.dropped_incomplete:,} of them incomplete)"
+        out.print(f"{line} in {result.seconds:.2f} s", soft_wrap=True, highlight=False)
+    if verb == "split" and results and results[0].dropped_incomplete:
+        out.print(
+            f"dropped {results[0].dropped_incomplete:,} incomplete episodes "
+            "(--incomplete OUTPUT keeps them there)",
             highlight=False,
         )
-    del sources

@@ -34,7 +34,9 @@ def test_merge_split_filter_and_inspect_shows_the_lineage(runs, tmp_path: Path) 
     result = run("split", merged, "--fractions", "0.75,0.25", "-o", tmp_path / "train.npz",
                  "-o", tmp_path / "val.h5", "--seed", "7")  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert len(result.stdout.strip().splitlines()) == 2
+    lines = result.stdout.strip().splitlines()
+    assert [line.split(" -> ")[0] for line in lines[:2]] == ["split", "split"]
+    assert lines[2:] == [] or lines[2].startswith("dropped ")  # merge kept incomplete ones
     train, val = load(tmp_path / "train.npz"), load(tmp_path / "val.h5")
     assert len(train) + len(val) <= len(load(merged))
     result = run("filter", tmp_path / "train.npz", "-o", tmp_path / "best.npz", "--top", "10%")
