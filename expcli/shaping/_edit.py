@@ -117,11 +117,21 @@ class Edit:
 
 
 class opening:
-    """Open each source lazily (and start its checksum); close them all on the way out."""
+    """Open each source lazily (and start its checksum); close them all on the way out.
 
-    def __init__(self, sources: Sequence[str | os.PathLike[str]]) -> None:
+    Raises:
+        ConfigError: A target is one of the sources (it would be replaced while read).
+    """
+
+    def __init__(
+        self, sources: Sequence[str | os.PathLike[str]], targets: Sequence[Target] = ()
+    ) -> None:
         self.paths = [Path(s) for s in sources]
         self.opened: list[Opened] = []
+        read = {path.resolve() for path in self.paths}
+        for target in targets:
+            if target.path.resolve() in read:
+                raise ConfigError(f"the output is also a source: {target.path}")
 
     def __enter__(self) -> list[Opened]:
         try:

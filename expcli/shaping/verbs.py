@@ -94,7 +94,7 @@ def filter_episodes(
     mode = _incomplete(incomplete)
     report = progress or _silent
     output = Target.check(target, to, compression, shard_format, overwrite)
-    with opening([source]) as [opened]:
+    with opening([source], [output]) as [opened]:
         names = _tensors_kept(opened, keep, drop)
         expression = parse_where(where, _field_names(opened.dataset)) if where else None
         infos = {n for n in (expression.fields if expression else ()) if n.startswith("infos/")}
@@ -161,7 +161,7 @@ def split(
     report = progress or _silent
     outputs = [Target.check(p, to, compression, shard_format, overwrite) for p in paths]
     results = []
-    with opening([source]) as [opened]:
+    with opening([source], outputs) as [opened]:
         report("read", 0.0)
         table = scan_episodes(opened.dataset)
         report("read", 1.0)
@@ -214,7 +214,7 @@ def merge(
     allowed = {Allowance.parse(a) for a in allow}
     report = progress or _silent
     output = Target.check(target, to, compression, shard_format, overwrite)
-    with opening(sources) as opened:
+    with opening(sources, [output]) as opened:
         differences = []
         for other in opened[1:]:
             differences += first_difference(opened[0], other, allowed)

@@ -95,3 +95,13 @@ def test_merge_refuses_different_tensors(runs, tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "tensor 'rewards' is only in" in result.stderr
     assert np.asarray(load(small).tensors["clock"]).shape[1] == 1
+
+
+def test_an_output_that_is_a_source_is_refused(runs) -> None:
+    a, b = runs
+    before = a.read_bytes()
+    result = run("filter", a, "-o", a, "--top", "1", "--overwrite")
+    assert result.exit_code == 2 and "the output is also a source" in result.stderr
+    result = run("merge", a, b, "-o", b, "--overwrite")
+    assert result.exit_code == 2 and "the output is also a source" in result.stderr
+    assert a.read_bytes() == before
