@@ -10,7 +10,9 @@ import typer
 
 from expcli.cli._console import BarUpdate, file_progress, out_console
 from expcli.cli._errors import reports_errors
+from expcli.cli._read_options import parse_compression, typed_choice
 from expcli.errors import ConfigError, printable
+from expcli.spec import Compression
 
 if TYPE_CHECKING:
     from expcli.shaping.verbs import ShapeResult
@@ -20,6 +22,15 @@ PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 _Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace an existing output.")]
 _To = Annotated[
     str | None, typer.Option("--to", help="Output format, when the name does not tell.")
+]
+_Compression = Annotated[
+    Compression | None,
+    typed_choice(
+        "--compression",
+        "The output's compression, for a format that compresses (HDF5: gzip, lzf; Parquet: "
+        "zstd, snappy).",
+        parse_compression,
+    ),
 ]
 _ShardFormat = Annotated[
     str | None,
@@ -42,6 +53,7 @@ def merge_cmd(
         typer.Option("--incomplete", help="Episodes cut short: keep (marked as cut) or drop."),
     ] = "keep",
     to: _To = None,
+    compression: _Compression = None,
     shard_format: _ShardFormat = None,
     overwrite: _Overwrite = False,
 ) -> None:
@@ -55,6 +67,7 @@ def merge_cmd(
             allow=allow or (),
             incomplete=incomplete,
             to=to,
+            compression=compression,
             shard_format=shard_format,
             overwrite=overwrite,
             progress=None if bar is None else _phases_on(bar),
@@ -81,6 +94,7 @@ def split_cmd(
         ),
     ] = "drop",
     to: _To = None,
+    compression: _Compression = None,
     shard_format: _ShardFormat = None,
     overwrite: _Overwrite = False,
 ) -> None:
@@ -97,6 +111,7 @@ def split_cmd(
             seed=seed,
             incomplete=incomplete,
             to=to,
+            compression=compression,
             shard_format=shard_format,
             overwrite=overwrite,
             progress=None if bar is None else _split_phases_on(bar, len(outputs)),
@@ -138,6 +153,7 @@ def filter_cmd(
         typer.Option("--incomplete", help="Episodes cut short: drop, or keep (marked as cut)."),
     ] = "drop",
     to: _To = None,
+    compression: _Compression = None,
     shard_format: _ShardFormat = None,
     overwrite: _Overwrite = False,
 ) -> None:
@@ -161,6 +177,7 @@ def filter_cmd(
             drop=_listed(drop),
             incomplete=incomplete,
             to=to,
+            compression=compression,
             shard_format=shard_format,
             overwrite=overwrite,
             progress=None if bar is None else _phases_on(bar),

@@ -105,3 +105,17 @@ def test_an_output_that_is_a_source_is_refused(runs) -> None:
     result = run("merge", a, b, "-o", b, "--overwrite")
     assert result.exit_code == 2 and "the output is also a source" in result.stderr
     assert a.read_bytes() == before
+
+
+def test_compression_reaches_the_output(runs, tmp_path: Path) -> None:
+    import h5py
+
+    a, _ = runs
+    result = run("filter", a, "-o", tmp_path / "top.h5", "--top", "3", "--compression", "lzf")
+    assert result.exit_code == 0, result.output
+    with h5py.File(tmp_path / "top.h5") as f:
+        assert {f[name].compression for name in f} == {"lzf"}
+    result = run("split", a, "-o", tmp_path / "x.npz", "-o", tmp_path / "y.npz",
+                 "--compression", "gzip")  # fmt: skip
+    assert result.exit_code == 2 and "npz files cannot be compressed" in result.stderr
+    assert not list(tmp_path.glob("*.npz"))
