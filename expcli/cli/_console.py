@@ -81,6 +81,18 @@ def file_progress(
         yield update
 
 
+def phases_on(bar: BarUpdate) -> Callable[[str, float], None]:
+    """A library's progress (a phase, its fraction done) on a bar of total 2.
+
+    The read phase fills the first half; any other (write, verify, a split's parts) the second.
+    """
+
+    def progress(phase: str, done: float) -> None:
+        bar((0.0 if phase == "read" else 1.0) + done, phase)
+
+    return progress
+
+
 def dataset_bytes(path: Path) -> int:
     """Size of a dataset file, or of every file in a dataset folder; 0 for what is not there."""
     try:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from expcli.cli._console import BarUpdate, file_progress, out_console
+from expcli.cli._console import file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
 from expcli.cli._read_options import NumEnvs, parse_compression, typed_choice, warn_unrecorded_envs
 from expcli.errors import ConfigError, printable
@@ -69,7 +68,7 @@ def convert_cmd(
         _to_stdout(src, to, compression, layout, verify, num_envs)
         return
     with file_progress(src, "converting", min_bytes=PROGRESS_MIN_BYTES, total=2.0) as bar:
-        progress = None if bar is None else _phases_on(bar)
+        progress = None if bar is None else phases_on(bar)
         result = convert(
             src,
             dst,
@@ -92,16 +91,6 @@ def convert_cmd(
         soft_wrap=True,
         highlight=False,
     )
-
-
-def _phases_on(bar: BarUpdate) -> Callable[[str, float], None]:
-    """Convert's progress (a phase and its fraction done) on a bar of total 2: read, write."""
-    starts = {"read": 0.0, "write": 1.0, "verify": 1.0}
-
-    def progress(phase: str, done: float) -> None:
-        bar(starts[phase] + done, phase)
-
-    return progress
 
 
 def _to_stdout(

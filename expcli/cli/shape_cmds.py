@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from expcli.cli._console import BarUpdate, file_progress, out_console
+from expcli.cli._console import BarUpdate, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
 from expcli.cli._read_options import parse_compression, typed_choice
 from expcli.errors import ConfigError, printable
@@ -70,7 +70,7 @@ def merge_cmd(
             compression=compression,
             shard_format=shard_format,
             overwrite=overwrite,
-            progress=None if bar is None else _phases_on(bar),
+            progress=None if bar is None else phases_on(bar),
         )
     _report("merged", [result])
 
@@ -180,7 +180,7 @@ def filter_cmd(
             compression=compression,
             shard_format=shard_format,
             overwrite=overwrite,
-            progress=None if bar is None else _phases_on(bar),
+            progress=None if bar is None else phases_on(bar),
         )
     _report("filtered", [result])
 
@@ -190,15 +190,6 @@ def _listed(given: list[str] | None) -> list[str] | None:
     if not given:
         return None
     return [name.strip() for item in given for name in item.split(",") if name.strip()]
-
-
-def _phases_on(bar: BarUpdate) -> Callable[[str, float], None]:
-    starts = {"read": 0.0, "write": 1.0}
-
-    def progress(phase: str, done: float) -> None:
-        bar(starts.get(phase, 1.0) + done, phase)
-
-    return progress
 
 
 def _split_phases_on(bar: BarUpdate, parts: int) -> Callable[[str, float], None]:

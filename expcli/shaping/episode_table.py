@@ -26,6 +26,7 @@ from expcli.formats.dataset import Dataset
 from expcli.formats.layouts.kinds import SEAMS_KEY, STARTS_CUT_KEY
 from expcli.spec import overwritten_columns
 from expcli.summary.chronology import Segment, chunks, segments
+from expcli.summary.episodes import chunk_flags
 
 __all__ = ["EpisodeRecords", "column_runs", "scan_episodes"]
 
@@ -118,8 +119,7 @@ def scan_episodes(dataset: Dataset, infos: Collection[str] = ()) -> EpisodeRecor
     scan = _Scan(envs, overwritten, list(infos), dataset.memory_size)
     for chunk in chunks(tensors, names, _segments(dataset)) if names else ():
         rows, width = chunk.stop - chunk.start, chunk.last - chunk.first
-        term = _flag(chunk.arrays.get("terminated"), (rows, width))
-        trunc = _flag(chunk.arrays.get("truncated"), (rows, width))
+        term, trunc = chunk_flags(chunk)
         values = np.empty((1 + len(infos), rows, width), dtype=np.float64)
         rewards = chunk.arrays.get("rewards")
         if rewards is None:
@@ -140,12 +140,6 @@ def scan_episodes(dataset: Dataset, infos: Collection[str] = ()) -> EpisodeRecor
 
 def _segments(dataset: Dataset) -> list[Segment]:
     return segments(dataset.state, dataset.memory_size, dataset.num_envs)
-
-
-def _flag(array: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
-    if array is None:
-        return np.zeros(shape, dtype=bool)
-    return np.asarray(np.asarray(array).reshape(*shape, -1).any(axis=2))
 
 
 def _rows_listed(metadata: Mapping[str, Any], key: str, envs: int) -> set[int]:

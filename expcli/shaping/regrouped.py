@@ -81,11 +81,12 @@ def regroup(picks: Sequence[Pick], metadata: Mapping[str, Any]) -> Dataset:
     total = int(pieces.offset[-1])
     first = picks[0].dataset
     cache = _BlockCache(_cache_bytes())
+    releases = [pick.release for pick in picks if pick.release is not None]
     tensors: dict[str, Any] = {}
     for name, array in first.tensors.items():
         sources = [pick.dataset.tensors[name] for pick in picks]
-        reader = _Gather(name, sources, pieces, cache, forced if name == "truncated" else None)
-        reader.releases = [pick.release for pick in picks if pick.release is not None]
+        marks = forced if name == "truncated" else None
+        reader = _Gather(name, sources, pieces, cache, marks, releases)
         tensors[name] = LazyRows((total, 1, *array.shape[2:]), np.dtype(array.dtype), reader)
     meta = {k: v for k, v in metadata.items() if k not in (SEAMS_KEY, STARTS_CUT_KEY)}
     if seams:
@@ -183,13 +184,14 @@ class _Gather:
         pieces: _Pieces,
         cache: _BlockCache,
         forced: np.ndarray | None,
+        releases: Sequence[Callable[[], None]] = (),
     ) -> None:
         self.name = name
         self.sources = sources
         self.pieces = pieces
         self.cache = cache
         self.forced = forced
-        self.releases: list[Callable[[], None]] = []  # of mapped sources: after each read
+        self.releases = releases  # of mapped sources: let go of pages after each read
         first = sources[0]
         self.feature = tuple(int(d) for d in first.shape[2:])
         self.dtype = np.dtype(first.dtype)
