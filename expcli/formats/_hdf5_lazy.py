@@ -34,19 +34,42 @@ def read_dataset_rows(dataset: Any, path: Path, key: str, start: int, stop: int)
         FormatError: The data cannot be read (corrupt file, unavailable filter).
     """
     out = np.empty((stop - start, *dataset.shape[1:]), dtype=native_dtype(dataset))
-    if out.size:
-        try:
-            dataset.read_direct(out, source_sel=np.s_[start:stop])
-        except MemoryError:
-            raise
-        except Exception as e:  # h5py raises OSError, ValueError, ... for damaged data
-            raise FormatError(
-                f"cannot read rows {start}..{stop} ({error_summary(e)}); the file is corrupt "
-                "or truncated",
-                path=path,
-                key=key,
-            ) from e
+    _read_into(dataset, path, key, out, np.s_[start:stop], f"rows {start}..{stop}")
     return out
+
+
+def read_dataset_column(
+    dataset: Any, path: Path, key: str, start: int, stop: int, env: int
+) -> np.ndarray:
+    """Rows ``start`` to ``stop`` of env column ``env``, shaped ``(stop - start, *feature)``.
+
+    Raises:
+        FormatError: The data cannot be read (corrupt file, unavailable filter).
+    """
+    # The selection keeps its column axis: h5py copies element by element when the shapes
+    # of the selection and of the output differ.
+    out = np.empty((stop - start, 1, *dataset.shape[2:]), dtype=native_dtype(dataset))
+    where = f"rows {start}..{stop} of column {env}"
+    _read_into(dataset, path, key, out, np.s_[start:stop, env : env + 1], where)
+    return out.reshape(stop - start, *dataset.shape[2:])
+
+
+def _read_into(
+    dataset: Any, path: Path, key: str, out: np.ndarray, selection: Any, where: str
+) -> None:
+    """Fill ``out`` from ``selection`` of ``dataset``; a damaged file is a ``FormatError``."""
+    if not out.size:
+        return
+    try:
+        dataset.read_direct(out, source_sel=selection)
+    except MemoryError:
+        raise
+    except Exception as e:  # h5py raises OSError, ValueError, ... for damaged data
+        raise FormatError(
+            f"cannot read {where} ({error_summary(e)}); the file is corrupt or truncated",
+            path=path,
+            key=key,
+        ) from e
 
 
 def lazy_dataset(
@@ -59,7 +82,8 @@ def lazy_dataset(
     """An ``h5py.Dataset`` of at least one dimension as ``LazyRows``.
 
     The file must stay open while they are read; ``read`` replaces the plain row reader when
-    given. With ``cache``, a chunked dataset's rows are read a chunk's rows at a time through it.
+    given. With ``cache``, a chunked dataset's rows are read a chunk's rows at a time through it
+    (one env column at a time when its chunks hold one column).
     """
     reader = read if read is not None else partial(read_dataset_rows, dataset, path, key)
     shape, dtype, chunks = tuple(dataset.shape), native_dtype(dataset), dataset.chunks
@@ -68,7 +92,9 @@ def lazy_dataset(
         bounds = [*range(0, shape[0], int(chunks[0])), shape[0]]
         stat = os.stat(path)
         identity = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        blocks = CachedBlocks(reader, bounds, cache, (identity, key), shape, dtype)
+        by_column = len(shape) > 2 and shape[1] > 1 and chunks[1] == 1
+        column = partial(read_dataset_column, dataset, path, key) if by_column else None
+        blocks = CachedBlocks(reader, bounds, cache, (identity, key), shape, dtype, column)
         reader = blocks.read
     return LazyRows(
         shape,

@@ -225,6 +225,10 @@ class BlockCache:
 class CachedBlocks:
     """One tensor's rows, read a block at a time through a ``BlockCache``.
 
+    A block is a range of rows (a Parquet row group, an HDF5 chunk's rows), or, with
+    ``read_column``, a range of rows of one env column (an HDF5 file chunked by column):
+    a draw of a few cells then decodes their columns only, not the other ``N - 1``.
+
     Args:
         read: Rows ``start`` to ``stop`` of the tensor, as a numpy array (a block's, on a miss).
         bounds: The first row of each block, then the row count (increasing, from 0).
@@ -232,6 +236,8 @@ class CachedBlocks:
         key: Tells this tensor's blocks from others' in the cache (a file and a name).
         shape: The tensor's shape, ``(T, N, *feature)``.
         dtype: The dtype ``read`` gives.
+        read_column: ``(start, stop, env)``: rows ``start`` to ``stop`` of env column ``env``,
+            shaped ``(stop - start, *feature)``; given, blocks hold one column each.
     """
 
     def __init__(
@@ -242,21 +248,34 @@ class CachedBlocks:
         key: Hashable,
         shape: tuple[int, ...],
         dtype: np.dtype[Any],
+        read_column: Callable[[int, int, int], np.ndarray] | None = None,
     ) -> None:
         self._read = read
+        self._read_column = read_column if len(shape) >= 2 else None
         self.bounds = np.asarray(bounds, dtype=np.int64)
         self.cache = cache
         self.key = key
         self.shape, self.dtype = shape, np.dtype(dtype)
         cache.expect(key, math.prod(shape) * self.dtype.itemsize)
 
-    def block(self, number: int) -> np.ndarray:
-        """Block ``number``'s rows, decoded once while the cache holds them."""
+    @property
+    def by_column(self) -> bool:
+        """Whether a block holds one env column's rows (else whole rows)."""
+        return self._read_column is not None
+
+    def block(self, number: int, env: int | None = None) -> np.ndarray:
+        """Block ``number``'s rows (column ``env``'s if blocks are columns), decoded once."""
         start, stop = int(self.bounds[number]), int(self.bounds[number + 1])
-        return self.cache.get((self.key, number), lambda: self._read(start, stop))
+        if self._read_column is None:
+            return self.cache.get((self.key, number), lambda: self._read(start, stop))
+        column = int(env if env is not None else 0)
+        read = self._read_column
+        return self.cache.get((self.key, number, column), lambda: read(start, stop, column))
 
     def read(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start`` to ``stop`` (a new array), from the blocks holding them."""
+        if self._read_column is not None:
+            return self.take(np.arange(start, stop))
         first = int(np.searchsorted(self.bounds, start, side="right")) - 1
         pieces = []
         while start < stop:
@@ -278,8 +297,13 @@ class CachedBlocks:
         """
         feature = self.shape[1:]
         wanted, rows = flat_rows(index, self.shape[0])
+        if self._read_column is not None:
+            envs = self.shape[1]
+            cells = (rows[:, None] * envs + np.arange(envs)).reshape(-1)
+            return self.take_cells(cells).reshape(*wanted.shape, *feature)
         out = np.empty((rows.size, *feature), self.dtype)
-        self._gather(rows, out, lambda block, local, _: block[local])
+        numbers = np.searchsorted(self.bounds, rows, side="right") - 1
+        self._gather(numbers, out, lambda block, at: block[rows[at] - self.bounds[numbers[at]]])
         return out.reshape(*wanted.shape, *feature)
 
     def take_cells(self, index: Any) -> np.ndarray:
@@ -294,37 +318,45 @@ class CachedBlocks:
         wanted, cells = flat_rows(index, count * envs)
         rows, columns = np.divmod(cells, envs)
         out = np.empty((cells.size, *feature), self.dtype)
-        self._gather(rows, out, lambda block, local, at: block[local, columns[at]])
+        numbers = np.searchsorted(self.bounds, rows, side="right") - 1
+        local = rows - self.bounds[numbers]
+        if self._read_column is not None:
+            self._gather(numbers * envs + columns, out, lambda block, at: block[local[at]])
+        else:
+            self._gather(numbers, out, lambda block, at: block[local[at], columns[at]])
         return out.reshape(*wanted.shape, *feature)
 
     def _gather(
         self,
-        rows: np.ndarray,
+        blocks: np.ndarray,
         out: np.ndarray,
-        pick: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+        pick: Callable[[np.ndarray, np.ndarray], np.ndarray],
     ) -> None:
-        """Fill ``out[i]`` from row ``rows[i]``, one lookup per block touched.
+        """Fill ``out[i]`` from block ``blocks[i]``, one lookup per block touched.
 
-        ``pick(block, local, at)`` gives the values at positions ``at`` of ``out`` from
-        their rows ``local`` of the block. The blocks held are read first, then the others
-        decoded: a draw's decoding never pushes out a block that it wants itself (in
-        order, a draw wanting more blocks than the cache holds would find none of them).
+        A block is named by its number, or ``number * N + env`` when blocks are columns.
+        ``pick(block, at)`` gives the values at positions ``at`` of ``out`` from the block.
+        The blocks held are read first, then the others decoded: a draw's decoding never
+        pushes out a block that it wants itself (in order, a draw wanting more blocks than
+        the cache holds would find none of them).
         """
-        if not rows.size:
+        if not blocks.size:
             return
-        order = np.argsort(rows, kind="stable")
-        ordered = rows[order]
-        which = np.searchsorted(self.bounds, ordered, side="right") - 1
-        edges = [0, *(np.flatnonzero(np.diff(which)) + 1).tolist(), len(ordered)]
+        order = np.argsort(blocks, kind="stable")
+        ordered = blocks[order]
+        edges = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), len(ordered)]
+        envs = self.shape[1] if self._read_column is not None else 0
         missed = []
         for lo, hi in zip(edges[:-1], edges[1:], strict=True):
-            number = int(which[lo])
-            block = self.cache.held((self.key, number))
+            name = int(ordered[lo])
+            key = (self.key, *divmod(name, envs)) if envs else (self.key, name)
+            block = self.cache.held(key)
             if block is None:
-                missed.append((lo, hi, number))
+                missed.append((lo, hi, name))
                 continue
             at = order[lo:hi]
-            out[at] = pick(block, ordered[lo:hi] - self.bounds[number], at)
-        for lo, hi, number in missed:
+            out[at] = pick(block, at)
+        for lo, hi, name in missed:
             at = order[lo:hi]
-            out[at] = pick(self.block(number), ordered[lo:hi] - self.bounds[number], at)
+            block = self.block(*divmod(name, envs)) if envs else self.block(name)
+            out[at] = pick(block, at)

@@ -54,6 +54,8 @@ from expcli.spec import COMPRESSIONS, Compression, TensorSpec
 __all__ = [
     "ATTRIBUTE",
     "CHUNK_BYTES",
+    "COLUMN_CELL_BYTES",
+    "COLUMN_CHUNK_BYTES",
     "COMPRESSIONS",
     "Hdf5Reader",
     "Hdf5Writer",
@@ -71,6 +73,12 @@ _HDF5_COMPRESSIONS: tuple[str, ...] = tuple(
 CHUNK_BYTES = 1 << 20
 """Target size of one HDF5 chunk as stored in the file (what a read moves: ``SLICE_BYTES``)."""
 
+COLUMN_CELL_BYTES = 1 << 10
+"""Cells this large (frames) are chunked one env column at a time (``chunk_shape``)."""
+
+COLUMN_CHUNK_BYTES = 128 << 10
+"""Target size of a chunk of one env column: 18 steps of 84x84 frames, about a sampled slice."""
+
 _CACHE_BYTES = 4 << 20  # chunk cache per dataset: a few chunks, for unaligned row slices
 _GZIP_LEVEL = 4
 
@@ -87,12 +95,26 @@ class ForeignLayouts(NamedTuple):
 
 
 def chunk_shape(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...] | None:
-    """Chunks of about ``CHUNK_BYTES``: whole rows if a row fits, else fewer columns, and so on.
+    """The chunks of a ``(T, N, *feature)`` tensor's dataset.
 
-    Returns None for an empty shape (HDF5 chunks cannot be empty: store it contiguous).
+    A tensor of cells of ``COLUMN_CELL_BYTES`` or more (frames) is chunked by env column,
+    about ``COLUMN_CHUNK_BYTES`` a chunk: a sampled slice of one env's steps then decodes
+    that column's few chunks, not whole rows of ``N`` envs (lzf, 84x84 frames of 8 envs,
+    32 slices of 16 steps: 18 ms instead of 111 ms). Other tensors get chunks of about
+    ``CHUNK_BYTES``: whole rows if a row fits, else fewer columns, and so on. Returns None
+    for an empty shape (HDF5 chunks cannot be empty: store it contiguous).
     """
     if 0 in shape:
         return None
+    cell = math.prod(shape[2:]) * itemsize
+    if len(shape) > 2 and cell >= COLUMN_CELL_BYTES:
+        rows = max(1, min(shape[0], COLUMN_CHUNK_BYTES // cell))
+        return (rows, 1, *_fitted(shape[2:], itemsize))
+    return _fitted(shape, itemsize)
+
+
+def _fitted(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Chunks of about ``CHUNK_BYTES`` of ``shape``, cut along its first axes first."""
     chunk = list(shape)
     for axis in range(len(shape)):
         inner = math.prod(shape[axis + 1 :]) * itemsize

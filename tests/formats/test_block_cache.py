@@ -17,7 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from expcli.errors import ConfigError
-from expcli.formats import Dataset, open_lazy, parquet_format, sharded, write_dataset
+from expcli.formats import (
+    Dataset,
+    hdf5_format,
+    open_lazy,
+    parquet_format,
+    sharded,
+    write_dataset,
+)
 from expcli.formats.block_cache import BlockCache, CachedBlocks, CacheStats
 from expcli.formats.row_gather import gather_flat
 from expcli.spec import CircularState
@@ -207,6 +214,11 @@ def test_two_threads_sampling_through_a_small_cache_get_their_own_rows() -> None
 
 
 def written(dataset: Dataset, folder: Path, kind: str, shard_bytes: int = 200) -> Path:
+    if kind == "hdf5 columns":  # tensors of cells chunked by env column, 24 bytes a chunk
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(hdf5_format, "COLUMN_CELL_BYTES", 1)
+            patch.setattr(hdf5_format, "COLUMN_CHUNK_BYTES", 24)
+            return write_dataset(dataset, folder / "data.h5", compression="lzf")
     if kind == "hdf5":
         return write_dataset(dataset, folder / "data.h5", compression="lzf")
     if kind == "parquet":
@@ -216,7 +228,7 @@ def written(dataset: Dataset, folder: Path, kind: str, shard_bytes: int = 200) -
     return target
 
 
-@pytest.mark.parametrize("kind", ["hdf5", "parquet", "folder"])
+@pytest.mark.parametrize("kind", ["hdf5", "hdf5 columns", "parquet", "folder"])
 @settings(max_examples=15, deadline=None)
 @given(dataset=datasets(), seed=st.integers(0, 2**16))
 def test_draws_through_the_cache_equal_numpy_fancy_indexing(
@@ -260,7 +272,7 @@ def wrapped_frames(rows: int = 40, envs: int = 4) -> Dataset:
     return Dataset(tensors, CircularState(17, 2, True))
 
 
-@pytest.mark.parametrize("kind", ["hdf5", "parquet", "folder"])
+@pytest.mark.parametrize("kind", ["hdf5", "hdf5 columns", "parquet", "folder"])
 def test_a_second_draw_of_the_same_cells_decodes_nothing(
     tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -316,5 +328,39 @@ def test_a_parquet_draw_reads_each_row_group_it_touches_once(
             assert np.array_equal(got, dataset.tensors["observations"].reshape(160, 6, 7)[index])
         assert sorted(read) == [(g, ("observations",)) for g in groups]
         assert (cache.stats().hits, cache.stats().misses) == (2 * len(groups), len(groups))
+    finally:
+        close()
+
+
+def test_a_draw_from_a_file_chunked_by_column_decodes_only_the_columns_it_touches(
+    tmp_path: Path,
+) -> None:
+    """Frames of 4 envs in chunks of 5 rows of one column: a draw's cells lie in 3 of them."""
+    import h5py
+
+    dataset = wrapped_frames()  # 40 rows x 4 envs of 6x7 uint8 frames (42 bytes a cell)
+    path = write_dataset(dataset, tmp_path / "frames.h5", compression="lzf")
+    with pytest.MonkeyPatch.context() as patch:  # cells of 42 B count as frames here
+        patch.setattr(hdf5_format, "COLUMN_CELL_BYTES", 42)
+        patch.setattr(hdf5_format, "COLUMN_CHUNK_BYTES", 5 * 42)
+        path = write_dataset(dataset, tmp_path / "frames.h5", compression="lzf", overwrite=True)
+    with h5py.File(path) as f:
+        assert f["observations"].chunks == (5, 1, 6, 7) and f["actions"].chunks == (40, 4)
+    cache = BlockCache()
+    lazy, close = open_lazy(path, cache=cache)
+    try:
+        want = dataset.tensors["observations"].reshape(160, 6, 7)
+        index = np.array(
+            [1, 5, 13, 17, 21, 150, 13]
+        )  # rows 0, 1, 3, 4, 5, 37; envs 1, 1, 1, 1, 1, 2
+        got = gather_flat(lazy.tensors["observations"], index, 4)
+        assert np.array_equal(got, want[index])
+        stats = cache.stats()  # rows 0-4 of env 1, rows 5-9 of env 1, rows 35-39 of env 2
+        assert (stats.misses, stats.blocks_decoded, stats.bytes_decoded) == (3, 3, 3 * 5 * 42)
+        rows = lazy.tensors["observations"].take(np.array([38, 2]))  # whole rows, all 4 envs
+        assert np.array_equal(rows, dataset.tensors["observations"][[38, 2]])
+        assert np.array_equal(
+            lazy.tensors["observations"][3:12], dataset.tensors["observations"][3:12]
+        )
     finally:
         close()

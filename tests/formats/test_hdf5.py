@@ -116,7 +116,11 @@ def test_layout_chunks_groups_bool_and_root_attribute(tmp_path: Path) -> None:
     [
         ((3, 2), 8, (3, 2)),  # small: one chunk
         ((10**6, 4, 3), 4, (21845, 4, 3)),  # whole rows of about 1 MiB
-        ((100, 64, 84, 84, 3), 1, (1, 49, 84, 84, 3)),  # a row beyond 1 MiB: fewer columns
+        ((100, 64, 84, 84, 3), 1, (6, 1, 84, 84, 3)),  # frames: one env column, ~128 KiB
+        ((10**4, 8, 84, 84), 1, (18, 1, 84, 84)),
+        ((1000, 8, 256), 4, (128, 1, 256)),  # cells of 1 KiB: by column
+        ((1000, 8, 1023), 1, (128, 8, 1023)),  # smaller cells: whole rows of about 1 MiB
+        ((1000, 100, 200), 4, (13, 100, 200)),  # cells of 800 B
         ((10, 1, 2048, 1024), 1, (1, 1, 1024, 1024)),  # one item beyond 1 MiB
         ((0, 3), 4, None),  # empty: contiguous
         ((5, 0, 2), 4, None),

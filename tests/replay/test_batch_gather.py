@@ -2,8 +2,9 @@
 
 The reference (``episode_data.Reference``) walks each env column by its write clock, never
 using the circular state; the storages are the memory itself, and the same data as a
-mapped ``.npz`` (small tensors packed in records), a chunked ``.h5`` read by slices, and
-folders of npz and Parquet shards of a few rows each.
+mapped ``.npz`` (small tensors packed in records), a chunked ``.h5`` read by slices (or
+chunked by env column, through the block cache), and folders of npz and Parquet shards of
+a few rows each.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from hypothesis import strategies as st
 
 from expcli import RandomMemory, ReplayBuffer, save
 from expcli.errors import ConfigError
+from expcli.formats import hdf5_format
 from expcli.formats.dataset import Dataset
 from expcli.formats.sharded import write as write_folder
 from expcli.replay.storages import DatasetStorage, MemoryStorage, Storage
 from expcli.spec import CircularState
 from tests.replay.episode_data import Reference, memories
 
-SOURCES = ("memory", ".npz", ".h5", "npz shards", "parquet shards")
+SOURCES = ("memory", ".npz", ".h5", ".h5 by column", "npz shards", "parquet shards")
 
 
 def with_next(memory: RandomMemory) -> Dataset:
@@ -54,6 +56,11 @@ def storage_of(source: str, memory: RandomMemory, dataset: Dataset, folder: Path
             shard_bytes=2 * row_bytes,  # a shard of two or three rows: many shards
             shard_format=source.split()[0],
         )
+    elif source == ".h5 by column":  # every tensor with features in chunks of 2 rows a column
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(hdf5_format, "COLUMN_CELL_BYTES", 1)
+            patch.setattr(hdf5_format, "COLUMN_CHUNK_BYTES", 16)
+            path = save(dataset, folder / "columns.h5")
     else:
         path = save(dataset, folder / f"data{source}")
     return DatasetStorage.open(path)
