@@ -5,7 +5,8 @@
   numpy's fancy-index gather of the same bytes from the ``.npz`` loaded in memory (the
   floor: the stacks of observations and of next observations, no episode starts looked
   at; numpy maps no ``.npz`` member, whatever ``mmap_mode`` says, so every page is
-  resident, where expcli's mapping lets go of its pages after each batch). Targets: <= 2x the floor; the folder <= 1.2x the file.
+  resident, where expcli's mapping lets go of its pages after each batch). Targets: <= 2x
+  the floor; the folder <= 1.2x the file.
 * prefetch: the wait per batch of a loop that spends 10 ms per step on its own (a sleep,
   and torch matrix products on one thread), with and without ``prefetch=2``. Target:
   <= 1 ms of waiting per batch.
