@@ -30,6 +30,7 @@ from expcli.formats.table import (
     format_row,
     format_rows,
     layout_row,
+    layout_rows,
     sniff_format,
 )
 from expcli.spec import METADATA_KEY
@@ -147,7 +148,7 @@ def read_dataset(
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
     fmt = source_format(path, format)
     if fmt == MINARI_FOLDER:
-        dataset = _folder_layout().read_folder(Path(path))  # or says why it is no Minari dataset
+        dataset = _folder_layout(Path(path)).read_folder(Path(path))  # or says why it is none
     else:
         dataset = _row(fmt).read(Path(path), num_envs=num_envs)
     dataset.validate(path)
@@ -270,7 +271,7 @@ def open_lazy(
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
     fmt = source_format(path, format)
     if fmt == MINARI_FOLDER:
-        dataset, close = _folder_layout().open_folder(Path(path))
+        dataset, close = _folder_layout(Path(path)).open_folder(Path(path))
     else:
         row = _row(fmt)
         if row.open_lazy is None:
@@ -307,9 +308,10 @@ class _FolderLayout(NamedTuple):
     open_folder: Callable[[Path], tuple[Dataset, Callable[[], None]]]
 
 
-def _folder_layout() -> _FolderLayout:
-    """How the layout kept in folders (``MINARI_FOLDER``) is read, from its table row."""
-    row = layout_row(Layout(MINARI_FOLDER))
+def _folder_layout(path: Path) -> _FolderLayout:
+    """How a folder (``MINARI_FOLDER``) is read: the first layout row claiming it, else Minari's."""
+    rows = [r for r in layout_rows() if r.claims is not None and r.claims(path)]
+    row = rows[0] if rows else layout_row(Layout(MINARI_FOLDER))
     if row.read_folder is None or row.open_folder is None:
         raise FormatError(f"the {row.name} layout reads no folders")
     return _FolderLayout(row.read_folder, row.open_folder)
