@@ -262,13 +262,15 @@ class FeatureStats:
         if not len(rows):
             return
         values = self._values(rows)
-        low, high = values.min(axis=0), values.max(axis=0)
+        with np.errstate(all="ignore"):  # inf and NaN are data too: they end in the sums
+            low, high = values.min(axis=0), values.max(axis=0)
+            total, squares = values.sum(axis=0), np.square(values).sum(axis=0)
         if self._sum is None or self._squares is None or self._min is None or self._max is None:
-            self._sum, self._squares = values.sum(axis=0), np.square(values).sum(axis=0)
-            self._min, self._max = low, high
+            self._sum, self._squares, self._min, self._max = total, squares, low, high
         else:
-            self._sum += values.sum(axis=0)
-            self._squares += np.square(values).sum(axis=0)
+            with np.errstate(all="ignore"):
+                self._sum += total
+                self._squares += squares
             self._min, self._max = np.fmin(self._min, low), np.fmax(self._max, high)
         self._count += len(rows)
 
@@ -276,8 +278,9 @@ class FeatureStats:
         """The feature's entry in ``stats.json`` (None before any frame)."""
         if self._sum is None or self._squares is None or self._min is None or self._max is None:
             return None
-        mean = self._sum / self._count
-        std = np.sqrt(np.maximum(self._squares / self._count - np.square(mean), 0.0))
+        with np.errstate(all="ignore"):
+            mean = self._sum / self._count
+            std = np.sqrt(np.maximum(self._squares / self._count - np.square(mean), 0.0))
         out = {"min": self._min, "max": self._max, "mean": mean, "std": std}
         shape = (-1, 1, 1) if self._image else (-1,)
         stats: dict[str, Any] = {

@@ -81,9 +81,8 @@ _log = logging.getLogger(__name__)
 
 
 def is_lerobot_folder(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a folder with a LeRobot ``meta/info.json`` (any v3 version)."""
-    version = json_object(Path(path) / INFO).get("codebase_version")
-    return isinstance(version, str) and version.startswith("v3")
+    """Whether ``path`` is a folder with a LeRobot ``meta/info.json`` (of any version)."""
+    return "codebase_version" in json_object(Path(path) / INFO)
 
 
 def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
@@ -149,10 +148,13 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
                 ):
                     episodes[key].append(value)
                 index += len(picked)
+        if not data.files:  # no frame: an empty file says what the frames would be
+            data.start_episode()
         data.close()
         meta = tmp / "meta"
         (meta / "episodes" / "chunk-000").mkdir(parents=True)
-        pq.write_table(pa.table(episodes), tmp / EPISODES)
+        kinds = {k: pa.list_(pa.string()) if k == "tasks" else pa.int64() for k in episodes}
+        pq.write_table(pa.table(episodes, schema=pa.schema(kinds.items())), tmp / EPISODES)
         _write_tasks(tmp / TASKS, [_task(dataset)], pa, pq)
         entries = {name: s.to_json() for name, s in stats.items()}
         _write_json(tmp / STATS, {name: entry for name, entry in entries.items() if entry})
