@@ -412,7 +412,7 @@ def _foreign(
     lerobot = {"fps": info.get("fps"), "codebase_version": info.get("codebase_version")}
     if unknown:
         lerobot["unknown"] = unknown
-        _log.warning("%s: a LeRobot dataset does not say %s", root, "; nor ".join(unknown))
+        _log.warning("warning: %s: a LeRobot dataset does not say %s", root, "; nor ".join(unknown))
     metadata: dict[str, Any] = {"layout": "lerobot", "lerobot": lerobot}
     if len(seams):
         metadata[SEAMS_KEY] = seams.tolist()
