@@ -1,8 +1,12 @@
-"""Reading the frames of a LeRobot v3 folder: its features checked, its data files read.
+"""Reading the frames of a LeRobot v3 folder: its features checked, its rows read when asked.
 
 The features come from ``meta/info.json`` (or, for a folder expcli wrote, the tensors its
 sidecar ``meta/expcli.json`` names); every data file's columns must be of the declared
-types, with no nulls. The frames are put in ``index`` order. A folder expcli wrote is then
+types, with no nulls. Frames are numbered in file order, which must be ``index`` order.
+Only the bookkeeping (``episode_index``, ``frame_index``: 16 bytes a frame) is read at
+once; a tensor is ``LazyRows`` whose rows are gathered from the row groups they lie in, a
+few decoded row groups kept (``_GroupCache``), so that ``convert``, ``inspect`` and
+``sample`` hold a bounded amount whatever the folder's size. A folder expcli wrote is
 scattered back into its ``(T, N)`` cells by each episode's ``expcli/env`` and
 ``expcli/first_row``.
 """
@@ -10,31 +14,41 @@ scattered back into its ``(T, N)`` cells by each episode's ``expcli/env`` and
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
-from expcli.formats._guards import brief, check_read_whole
+from expcli.formats._guards import brief
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, header_specs
 from expcli.formats.layouts._lerobot_features import AUTO_FEATURES, Feature
 from expcli.formats.layouts._lerobot_features import from_arrow as column_values
+from expcli.formats.lazy import LazyRows
 from expcli.spec import SUPPORTED_DTYPES, TensorSpec
 
 __all__ = ["Frames", "read_frames"]
 
 _BOOK = ("index", "episode_index", "frame_index")
+_CACHE_BYTES = 64 << 20
 
 
-@dataclass
 class Frames:
-    """Every frame of a folder: each feature's values ``(F, *shape)``, in ``index`` order."""
+    """The frames of a folder's data files, numbered in file order, read when asked.
 
-    columns: dict[str, np.ndarray]
-    book: dict[str, np.ndarray]
+    Attributes:
+        features: Each feature to read, by name.
+        book: ``episode_index`` and ``frame_index`` of every frame.
+    """
+
+    def __init__(
+        self, features: list[Feature], book: dict[str, np.ndarray], groups: _GroupCache
+    ) -> None:
+        self.features = {f.name: f for f in features}
+        self.book = book
+        self._groups = groups
 
     def episode_ends(self) -> np.ndarray:
         """Whether each frame is the last one of its episode."""
@@ -43,8 +57,34 @@ class Frames:
         ends[:-1] = episodes[1:] != episodes[:-1]
         return ends
 
+    def column(self, name: str) -> np.ndarray:
+        """A feature's values of every frame ``(F, *shape)``, read whole (the flags)."""
+        return self._groups.take(self.features[name], np.arange(len(self.book["frame_index"])))
+
+    def lazy(self, name: str, cells: np.ndarray, spec: TensorSpec | None = None) -> LazyRows:
+        """A tensor ``(T, N, *shape)`` whose cell ``(t, n)`` is frame ``cells[t, n]``.
+
+        A cell of -1 holds no frame: zeros. ``spec``: the tensor's own (default the feature's).
+        """
+        feature = self.features[name]
+        shape = (spec or feature.spec).shape or (1,)
+        groups = self._groups
+
+        def read(start: int, stop: int) -> np.ndarray:
+            part = cells[start:stop]
+            out = np.zeros((*part.shape, *shape), feature.spec.dtype)
+            held = part >= 0
+            out[held] = groups.take(feature, part[held]).reshape(-1, *shape)
+            return out
+
+        return LazyRows((*cells.shape, *shape), np.dtype(feature.spec.dtype), read)
+
+    def close(self) -> None:
+        """Let go of the decoded row groups kept."""
+        self._groups.clear()
+
     def scatter(self, root: Path, sidecar: dict[str, Any]) -> Dataset:
-        """The frames of a folder expcli wrote back in their ``(T, N)`` cells.
+        """The frames of a folder expcli wrote back in their ``(T, N)`` cells (lazily).
 
         Raises:
             FormatError, SchemaError: The sidecar, the episodes or the frames disagree.
@@ -58,57 +98,121 @@ class Frames:
             raise FormatError(
                 "lacks the features, memory_size or num_envs", path=root / EXPCLI, key="features"
             )
+        if size < 0 or envs < 0 or size * envs > 1 << 40:
+            raise FormatError(f"memory_size {size} x num_envs {envs}", path=root / EXPCLI)
         env, first = _episode_places(root, self.book["episode_index"], envs)
         rows = (first + self.book["frame_index"]) % max(size, 1)
-        arrays = {}
+        cells = np.full((size, envs), -1, np.int64)
+        cells[rows, env] = np.arange(len(rows))
+        if np.count_nonzero(cells >= 0) != len(rows):
+            raise FormatError("two frames of the episodes fall in one (t, n) cell", path=root)
+        arrays: dict[str, Any] = {}
         for spec in header_specs(header, root / EXPCLI):
-            values = self.columns.get(str(names.get(spec.name)))
-            if values is None:
+            name = str(names.get(spec.name))
+            if name not in self.features:
                 raise SchemaError("has no feature in the folder", path=root / EXPCLI, key=spec.name)
-            array = np.zeros((size, envs, *spec.shape), values.dtype)
-            array[rows, env] = values.reshape(len(values), *spec.shape)
-            arrays[spec.name] = array
+            arrays[spec.name] = self.lazy(name, cells, spec)
         dataset = dataset_from_header(arrays, header, root)
         dataset.metadata["layout"] = "lerobot"
         return dataset
 
 
-def read_frames(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None) -> Frames:
-    """Read every data file's frames.
+class _GroupCache:
+    """The data files' row groups, a few decoded ones kept (about ``_CACHE_BYTES``)."""
 
-    Raises:
-        FormatError: A malformed feature, a video feature, a missing or damaged data file,
-            or a column of another type than declared.
-        ConfigError: The frames do not fit in the memory available.
-    """
-    import pyarrow.parquet as pq
+    def __init__(self, files: list[Any], paths: list[Path]) -> None:
+        self._files, self._paths = files, paths
+        self._where: list[tuple[int, int]] = []
+        starts = [0]
+        for number, parquet in enumerate(files):
+            for group in range(parquet.metadata.num_row_groups):
+                self._where.append((number, group))
+                starts.append(starts[-1] + parquet.metadata.row_group(group).num_rows)
+        self.starts = np.asarray(starts, np.int64)
+        self._kept: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        self._bytes = 0
 
-    features = _features(root, info, sidecar)
-    files = sorted((root / "data").glob("*/*.parquet"))
-    if not files:
-        raise FormatError("holds no data/*/*.parquet files", path=root)
-    total = info.get("total_frames")
-    frame_bytes = sum(math.prod(f.spec.shape) * np.dtype(f.spec.dtype).itemsize for f in features)
-    check_read_whole((total if type(total) is int else 0) * (frame_bytes + 24), root)
-    parts: dict[str, list[np.ndarray]] = {n: [] for n in (*_BOOK, *(f.name for f in features))}
-    for path in files:
+    def take(self, feature: Feature, frames: np.ndarray) -> np.ndarray:
+        """Values ``(len(frames), *shape)`` of the frames numbered ``frames``."""
+        out = np.empty((len(frames), *feature.spec.shape), feature.spec.dtype)
+        groups = np.searchsorted(self.starts, frames, side="right") - 1
+        for group in np.unique(groups).tolist():
+            mask = groups == group
+            out[mask] = self._group(feature, group)[frames[mask] - self.starts[group]]
+        return out
+
+    def clear(self) -> None:
+        """Drop the decoded row groups."""
+        self._kept.clear()
+        self._bytes = 0
+
+    def _group(self, feature: Feature, group: int) -> np.ndarray:
+        key = (feature.name, group)
+        found = self._kept.get(key)
+        if found is not None:
+            self._kept.move_to_end(key)
+            return found
+        number, index = self._where[group]
+        path = self._paths[number]
         try:
-            table = pq.read_table(path, columns=list(parts))
+            table = self._files[number].read_row_group(index, columns=[feature.name])
         except (OSError, ValueError, KeyError) as e:  # pyarrow's errors derive from these
             raise FormatError(
                 f"cannot read its frames ({type(e).__name__}: {brief(str(e))})", path=path
             ) from e
+        values = _values(feature, table.column(0), path)
+        expected = self.starts[group + 1] - self.starts[group]
+        if len(values) != expected:
+            raise FormatError(
+                f"row group {index} holds {len(values)} rows; expected {expected}", path=path
+            )
+        self._kept[key] = values
+        self._bytes += values.nbytes
+        while self._bytes > _CACHE_BYTES and len(self._kept) > 1:
+            _, dropped = self._kept.popitem(last=False)
+            self._bytes -= dropped.nbytes
+        return values
+
+
+def read_frames(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None) -> Frames:
+    """Open every data file and read the frames' bookkeeping.
+
+    Raises:
+        FormatError: A malformed feature, a video feature, a missing or damaged data file,
+            a column of another type than declared, or frames out of ``index`` order.
+    """
+    import pyarrow.parquet as pq
+
+    features = _features(root, info, sidecar)
+    paths = sorted((root / "data").glob("*/*.parquet"))
+    if not paths:
+        raise FormatError("holds no data/*/*.parquet files", path=root)
+    files: list[Any] = []
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in _BOOK}
+    for path in paths:
+        try:
+            parquet = pq.ParquetFile(path)
+            names = set(parquet.schema_arrow.names)
+            table = parquet.read(columns=list(_BOOK))
+        except (OSError, ValueError, KeyError) as e:  # pyarrow's errors derive from these
+            raise FormatError(
+                f"cannot read its frames ({type(e).__name__}: {brief(str(e))})", path=path
+            ) from e
+        for feature in features:
+            if feature.name not in names:
+                raise FormatError(
+                    "cannot read its frames: a declared feature is missing",
+                    path=path,
+                    key=feature.name,
+                )
+        files.append(parquet)
         for name in _BOOK:
             counter = Feature(name, TensorSpec(name, "int64", (1,)), image=False)
             parts[name].append(_values(counter, table.column(name), path).reshape(-1))
-        for feature in features:
-            parts[feature.name].append(_values(feature, table.column(feature.name), path))
-    joined = {name: np.concatenate(p) for name, p in parts.items()}
-    order = np.argsort(joined["index"], kind="stable")
-    if not np.array_equal(order, np.arange(len(order))):
-        joined = {name: values[order] for name, values in joined.items()}
-    book = {name: joined.pop(name) for name in _BOOK}
-    return Frames(joined, book)
+    book = {name: np.concatenate(p) for name, p in parts.items()}
+    if not np.array_equal(book.pop("index"), np.arange(len(book["frame_index"]))):
+        raise FormatError("the frames' index is not 0, 1, 2, ... in file order", path=root / "data")
+    return Frames(features, book, _GroupCache(files, paths))
 
 
 def _values(feature: Feature, column: Any, path: Path) -> np.ndarray:
@@ -145,6 +249,12 @@ def _features(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None) 
             raise FormatError(
                 f"malformed feature {brief(entry)}; expected "
                 '{"dtype": str, "shape": [positive sizes], "names": ...}',
+                path=root / INFO,
+                key=f"features/{name}",
+            )
+        if math.prod(shape) > 1 << 28:
+            raise FormatError(
+                f"has shape {shape}: more than {1 << 28:,} values a frame",
                 path=root / INFO,
                 key=f"features/{name}",
             )

@@ -37,7 +37,7 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,7 +49,6 @@ from expcli.formats.layouts._episodes import (
     column_rows,
     done_flags,
     episode_bounds,
-    next_in_episode,
     user_metadata,
 )
 from expcli.formats.layouts._lerobot_features import (
@@ -64,6 +63,9 @@ from expcli.formats.layouts._row_streams import rows_of
 from expcli.formats.layouts._write import atomic_folder
 from expcli.formats.lazy import SLICE_BYTES
 from expcli.spec import CircularState, TensorSpec
+
+if TYPE_CHECKING:
+    from expcli.formats.layouts._lerobot_read import Frames
 
 __all__ = ["CODEBASE_VERSION", "is_lerobot_folder", "open_folder", "read_folder", "write"]
 
@@ -337,20 +339,34 @@ def read_folder(path: Path) -> Dataset:
         SchemaError: The files disagree with ``info.json`` or with expcli's sidecar.
         ConfigError: The memory available cannot hold the data (said before reading any).
     """
-    from expcli.formats.layouts._lerobot_read import read_frames
+    from expcli.formats._guards import check_read_whole
 
-    root = path
-    info = _info_file(root)
-    sidecar = metadata_file(root / EXPCLI) if os.path.lexists(root / EXPCLI) else None
-    frames = read_frames(root, info, sidecar)
-    if sidecar is not None:
-        return frames.scatter(root, sidecar)
-    return _foreign(root, info, frames.columns, frames.episode_ends())
+    dataset, close = open_folder(path)
+    try:
+        check_read_whole(sum(a.nbytes for a in dataset.tensors.values()), path)
+        tensors = {name: np.asarray(array) for name, array in dataset.tensors.items()}
+    finally:
+        close()
+    return Dataset(tensors, dataset.state, dataset.metadata)
 
 
 def open_folder(path: Path) -> tuple[Dataset, Callable[[], None]]:
-    """As ``read_folder`` (the frames are read whole), with a closer that does nothing."""
-    return read_folder(path), lambda: None
+    """Open a LeRobot v3 dataset folder, its frames read from the files when asked for.
+
+    As ``read_folder``; call the closer once done.
+    """
+    from expcli.formats.layouts._lerobot_read import read_frames
+
+    info = _info_file(path)
+    sidecar = metadata_file(path / EXPCLI) if os.path.lexists(path / EXPCLI) else None
+    frames = read_frames(path, info, sidecar)
+    try:
+        if sidecar is not None:
+            return frames.scatter(path, sidecar), frames.close
+        return _foreign(path, info, frames), frames.close
+    except BaseException:
+        frames.close()
+        raise
 
 
 def _info_file(root: Path) -> dict[str, Any]:
@@ -367,48 +383,53 @@ def _info_file(root: Path) -> dict[str, Any]:
     return info
 
 
-def _foreign(
-    root: Path, info: dict[str, Any], columns: dict[str, np.ndarray], ends: np.ndarray
-) -> Dataset:
+def _foreign(root: Path, info: dict[str, Any], frames: Frames) -> Dataset:
     """One env column of a folder LeRobot wrote, with what it cannot say stated."""
     unknown: list[str] = []
-    observations = sorted(n for n in columns if n.startswith("observation."))
-    tensors: dict[str, np.ndarray] = {}
-    nexts = {n for n in columns if n.startswith("next.observation.")}
-    for name in sorted(columns):
-        values = columns[name]
+    names = frames.features
+    ends = frames.episode_ends()
+    count = len(ends)
+    cells = np.arange(count, dtype=np.int64).reshape(count, 1)
+    following = np.where(ends, np.arange(count), np.arange(1, count + 1)).reshape(count, 1)
+    observations = sorted(n for n in names if n.startswith("observation."))
+    nexts = {n for n in names if n.startswith("next.observation.")}
+    flags = {"next.done", "next.terminated", "next.truncated"}
+    tensors: dict[str, Any] = {}
+    for name in sorted(names):
         if name in observations:
             rest = name.removeprefix("observation.")
             tensor = "observations" if len(observations) == 1 else f"observations/{rest}"
-            tensors[tensor] = values
-            stored = "next." + name
-            if stored in nexts:
-                tensors["next_" + tensor] = columns[stored]
+            tensors[tensor] = frames.lazy(name, cells)
+            if "next." + name in nexts:
+                tensors["next_" + tensor] = frames.lazy("next." + name, cells)
             else:
-                tensors["next_" + tensor] = next_in_episode(values, ends)
-                if "next observation" not in " ".join(unknown):
+                tensors["next_" + tensor] = frames.lazy(name, following)
+                if not unknown:
                     unknown.append(
                         "the next observation after each episode's last frame (its own "
                         "observation repeated)"
                     )
         elif name == "action" or name.startswith("action."):
-            tensors["actions" + name.removeprefix("action").replace(".", "/", 1)] = values
+            tensors["actions" + name.removeprefix("action").replace(".", "/", 1)] = frames.lazy(
+                name, cells
+            )
         elif name == "next.reward":
-            tensors["rewards"] = values
-        elif name not in nexts and name not in ("next.done", "next.terminated", "next.truncated"):
-            tensors[name] = values
-    terminated = _flag(columns.get("next.terminated"), ends)
-    truncated = _flag(columns.get("next.truncated"), ends)
-    if "next.terminated" not in columns or "next.truncated" not in columns:
-        split = columns.get("next.done")
+            tensors["rewards"] = frames.lazy(name, cells)
+        elif name not in nexts and name not in flags:
+            tensors[name] = frames.lazy(name, cells)
+    read = {flag: frames.column(flag) for flag in flags if flag in names}
+    terminated = _flag(read.get("next.terminated"), ends)
+    truncated = _flag(read.get("next.truncated"), ends)
+    if "next.terminated" not in read or "next.truncated" not in read:
+        split = read.get("next.done")
         if split is not None:
             unknown.append("whether each next.done is a termination or a truncation (truncated)")
-            truncated |= split.reshape(len(ends), -1).any(axis=1)
+            truncated |= _flag(split, ends)
             terminated[:] = False
     seams = np.flatnonzero(ends & ~(terminated | truncated))
     truncated |= ends
-    tensors["terminated"], tensors["truncated"] = terminated, truncated
-    shaped = {name: v.reshape(len(ends), 1, *(v.shape[1:] or (1,))) for name, v in tensors.items()}
+    tensors["terminated"] = terminated.reshape(count, 1, 1)
+    tensors["truncated"] = truncated.reshape(count, 1, 1)
     lerobot = {"fps": info.get("fps"), "codebase_version": info.get("codebase_version")}
     if unknown:
         lerobot["unknown"] = unknown
@@ -416,8 +437,8 @@ def _foreign(
     metadata: dict[str, Any] = {"layout": "lerobot", "lerobot": lerobot}
     if len(seams):
         metadata[SEAMS_KEY] = seams.tolist()
-    state = CircularState(0, 0, filled=True) if len(ends) else CircularState()
-    dataset = Dataset(shaped, state, metadata)
+    state = CircularState(0, 0, filled=True) if count else CircularState()
+    dataset = Dataset(tensors, state, metadata)
     dataset.validate(root)
     return dataset
 
