@@ -14,6 +14,7 @@ scattered back into its ``(T, N)`` cells by each episode's ``expcli/env`` and
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -131,20 +132,23 @@ class _GroupCache:
         self.starts = np.asarray(starts, np.int64)
         self._kept: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
         self._bytes = 0
+        self._lock = threading.Lock()  # readers ahead share the files and the kept groups
 
     def take(self, feature: Feature, frames: np.ndarray) -> np.ndarray:
         """Values ``(len(frames), *shape)`` of the frames numbered ``frames``."""
         out = np.empty((len(frames), *feature.spec.shape), feature.spec.dtype)
         groups = np.searchsorted(self.starts, frames, side="right") - 1
-        for group in np.unique(groups).tolist():
-            mask = groups == group
-            out[mask] = self._group(feature, group)[frames[mask] - self.starts[group]]
+        with self._lock:
+            for group in np.unique(groups).tolist():
+                mask = groups == group
+                out[mask] = self._group(feature, group)[frames[mask] - self.starts[group]]
         return out
 
     def clear(self) -> None:
         """Drop the decoded row groups."""
-        self._kept.clear()
-        self._bytes = 0
+        with self._lock:
+            self._kept.clear()
+            self._bytes = 0
 
     def _group(self, feature: Feature, group: int) -> np.ndarray:
         key = (feature.name, group)
