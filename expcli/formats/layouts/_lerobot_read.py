@@ -2,13 +2,13 @@
 
 The features come from ``meta/info.json`` (or, for a folder expcli wrote, the tensors its
 sidecar ``meta/expcli.json`` names); every data file's columns must be of the declared
-types, with no nulls. Frames are numbered in file order, which must be ``index`` order.
-Only the bookkeeping (``episode_index``, ``frame_index``: 16 bytes a frame) is read at
-once; a tensor is ``LazyRows`` whose rows are gathered from the row groups they lie in, a
-few decoded row groups kept (``_GroupCache``), so that ``convert``, ``inspect`` and
-``sample`` hold a bounded amount whatever the folder's size. A folder expcli wrote is
-scattered back into its ``(T, N)`` cells by each episode's ``expcli/env`` and
-``expcli/first_row``.
+types, with no nulls. Frames are numbered in file order (LeRobot's ``index`` order). A
+tensor is ``LazyRows`` whose rows are gathered from the row groups they lie in, a few
+decoded row groups kept (``_GroupCache``), so that ``convert``, ``inspect`` and ``sample``
+hold a bounded amount whatever the folder's size. A folder expcli wrote is placed in its
+``(T, N)`` cells from ``meta/episodes`` (``expcli/env``, ``expcli/first_row``: a row per
+episode); of one LeRobot wrote, the ``episode_index`` of every frame is read (8 bytes a
+frame) to tell its episodes apart.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from expcli.spec import SUPPORTED_DTYPES, TensorSpec
 
 __all__ = ["Frames", "read_frames"]
 
-_BOOK = ("index", "episode_index", "frame_index")
 _CACHE_BYTES = 64 << 20
 
 
@@ -41,26 +40,28 @@ class Frames:
 
     Attributes:
         features: Each feature to read, by name.
-        book: ``episode_index`` and ``frame_index`` of every frame.
+        count: The number of frames.
     """
 
-    def __init__(
-        self, features: list[Feature], book: dict[str, np.ndarray], groups: _GroupCache
-    ) -> None:
+    def __init__(self, features: list[Feature], groups: _GroupCache) -> None:
         self.features = {f.name: f for f in features}
-        self.book = book
+        self.count = int(groups.starts[-1])
         self._groups = groups
 
     def episode_ends(self) -> np.ndarray:
-        """Whether each frame is the last one of its episode."""
-        episodes = self.book["episode_index"]
+        """Whether each frame is the last one of its episode (``episode_index`` read whole)."""
+        episodes = self._book("episode_index")
         ends = np.ones(len(episodes), bool)
         ends[:-1] = episodes[1:] != episodes[:-1]
         return ends
 
     def column(self, name: str) -> np.ndarray:
         """A feature's values of every frame ``(F, *shape)``, read whole (the flags)."""
-        return self._groups.take(self.features[name], np.arange(len(self.book["frame_index"])))
+        return self._groups.take(self.features[name], np.arange(self.count))
+
+    def _book(self, name: str) -> np.ndarray:
+        counter = Feature(name, TensorSpec(name, "int64", (1,)), image=False)
+        return self._groups.take(counter, np.arange(self.count)).reshape(-1)
 
     def lazy(self, name: str, cells: np.ndarray, spec: TensorSpec | None = None) -> LazyRows:
         """A tensor ``(T, N, *shape)`` whose cell ``(t, n)`` is frame ``cells[t, n]``.
@@ -101,12 +102,7 @@ class Frames:
             )
         if size < 0 or envs < 0 or size * envs > 1 << 40:
             raise FormatError(f"memory_size {size} x num_envs {envs}", path=root / EXPCLI)
-        env, first = _episode_places(root, self.book["episode_index"], envs)
-        rows = (first + self.book["frame_index"]) % max(size, 1)
-        cells = np.full((size, envs), -1, np.int64)
-        cells[rows, env] = np.arange(len(rows))
-        if np.count_nonzero(cells >= 0) != len(rows):
-            raise FormatError("two frames of the episodes fall in one (t, n) cell", path=root)
+        cells = _episode_cells(root, self.count, size, envs)
         arrays: dict[str, Any] = {}
         for spec in header_specs(header, root / EXPCLI):
             name = str(names.get(spec.name))
@@ -179,7 +175,7 @@ class _GroupCache:
 
 
 def read_frames(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None) -> Frames:
-    """Open every data file and read the frames' bookkeeping.
+    """Open every data file (its footer read).
 
     Raises:
         FormatError: A malformed feature, a video feature, a missing or damaged data file,
@@ -192,12 +188,10 @@ def read_frames(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None
     if not paths:
         raise FormatError("holds no data/*/*.parquet files", path=root)
     files: list[Any] = []
-    parts: dict[str, list[np.ndarray]] = {name: [] for name in _BOOK}
     for path in paths:
         try:
             parquet = pq.ParquetFile(path)
             names = set(parquet.schema_arrow.names)
-            table = parquet.read(columns=list(_BOOK))
         except (OSError, ValueError, KeyError) as e:  # pyarrow's errors derive from these
             raise FormatError(
                 f"cannot read its frames ({type(e).__name__}: {brief(str(e))})", path=path
@@ -210,13 +204,7 @@ def read_frames(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None
                     key=feature.name,
                 )
         files.append(parquet)
-        for name in _BOOK:
-            counter = Feature(name, TensorSpec(name, "int64", (1,)), image=False)
-            parts[name].append(_values(counter, table.column(name), path).reshape(-1))
-    book = {name: np.concatenate(p) for name, p in parts.items()}
-    if not np.array_equal(book.pop("index"), np.arange(len(book["frame_index"]))):
-        raise FormatError("the frames' index is not 0, 1, 2, ... in file order", path=root / "data")
-    return Frames(features, book, _GroupCache(files, paths))
+    return Frames(features, _GroupCache(files, paths))
 
 
 def _values(feature: Feature, column: Any, path: Path) -> np.ndarray:
@@ -296,12 +284,22 @@ def _spec(root: Path, name: str, dtype: str, shape: list[int], names: Any) -> Te
     return TensorSpec(name, dtype, tuple(shape))
 
 
-def _episode_places(root: Path, episodes: np.ndarray, envs: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each frame's env column and its episode's first row, from ``meta/episodes``."""
+def _episode_cells(root: Path, count: int, size: int, envs: int) -> np.ndarray:
+    """The frame in each ``(t, n)`` cell (-1: none), from ``meta/episodes``, an episode at a time.
+
+    Each episode holds frames ``[dataset_from_index, dataset_to_index)``, its frame ``k`` in
+    row ``(expcli/first_row + k) % T`` of env column ``expcli/env``.
+
+    Raises:
+        FormatError: The episodes are unreadable, leave frames out, overlap, or fall outside
+            the ``(T, N)`` cells.
+    """
     import pyarrow.parquet as pq
 
     files = sorted((root / "meta" / "episodes").glob("*/*.parquet"))
-    wanted = ["episode_index", "expcli/env", "expcli/first_row"]
+    if not files:
+        raise FormatError("holds no meta/episodes/*/*.parquet files", path=root)
+    wanted = ["dataset_from_index", "dataset_to_index", "expcli/env", "expcli/first_row"]
     found: dict[str, list[np.ndarray]] = {name: [] for name in wanted}
     for path in files:
         try:
@@ -313,19 +311,24 @@ def _episode_places(root: Path, episodes: np.ndarray, envs: int) -> tuple[np.nda
         for name in wanted:
             counter = Feature(name, TensorSpec(name, "int64", (1,)), image=False)
             found[name].append(_values(counter, table.column(name), path).reshape(-1))
-    if not files:
-        raise FormatError("holds no meta/episodes/*/*.parquet files", path=root)
-    number, env, first = (np.concatenate(found[name]) for name in wanted)
-    places = np.full((2, int(number.max(initial=-1)) + 1), -1, np.int64)
-    if len(number) and number.min() < 0:
-        raise FormatError("a negative episode_index", path=files[0], key="episode_index")
-    places[0, number], places[1, number] = env, first
-    if len(episodes) and (episodes.min() < 0 or episodes.max() >= places.shape[1]):
-        raise FormatError("a frame's episode_index has no episode row", path=root / "data")
-    env_of, first_of = places[0, episodes], places[1, episodes]
-    if len(episodes) and (env_of.min() < 0 or env_of.max() >= envs or first_of.min() < 0):
+    starts, stops, env, first = (np.concatenate(found[name]) for name in wanted)
+    order = np.argsort(starts, kind="stable")
+    starts, stops, env, first = starts[order], stops[order], env[order], first[order]
+    bounds = np.append(starts, count)
+    if (
+        (len(starts) and starts[0] != 0)
+        or not np.array_equal(stops, bounds[1:])
+        or (len(env) and (env.min() < 0 or env.max() >= envs or first.min() < 0))
+    ):
         raise FormatError(
-            f"an episode's expcli/env or expcli/first_row is outside {envs} env columns",
+            f"the episodes do not cover the {count} frames in order, each in one of {envs} env "
+            "columns",
             path=files[0],
         )
-    return env_of, first_of
+    cells = np.full((size, envs), -1, np.int64)
+    for start, stop, column, row in zip(starts, stops, env, first, strict=True):
+        rows = (int(row) + np.arange(stop - start)) % max(size, 1)
+        if (cells[rows, column] >= 0).any() or len(np.unique(rows)) != len(rows):
+            raise FormatError("two frames of the episodes fall in one (t, n) cell", path=root)
+        cells[rows, column] = np.arange(start, stop)
+    return cells
