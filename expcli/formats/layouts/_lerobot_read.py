@@ -32,7 +32,7 @@ from expcli.spec import SUPPORTED_DTYPES, TensorSpec
 
 __all__ = ["Frames", "read_frames"]
 
-_CACHE_BYTES = 64 << 20
+_CACHE_BYTES = 16 << 20
 
 
 class Frames:
@@ -41,10 +41,12 @@ class Frames:
     Attributes:
         features: Each feature to read, by name.
         count: The number of frames.
+        skipped: The string features left out (text has no tensor).
     """
 
-    def __init__(self, features: list[Feature], groups: _GroupCache) -> None:
+    def __init__(self, features: list[Feature], groups: _GroupCache, skipped: list[str]) -> None:
         self.features = {f.name: f for f in features}
+        self.skipped = skipped
         self.count = int(groups.starts[-1])
         self._groups = groups
 
@@ -160,7 +162,7 @@ class _GroupCache:
             raise FormatError(
                 f"cannot read its frames ({type(e).__name__}: {brief(str(e))})", path=path
             ) from e
-        values = _values(feature, table.column(0), path)
+        values = _values(feature, table.column(0), path).copy()  # not a view holding the table
         expected = self.starts[group + 1] - self.starts[group]
         if len(values) != expected:
             raise FormatError(
@@ -183,7 +185,7 @@ def read_frames(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None
     """
     import pyarrow.parquet as pq
 
-    features = _features(root, info, sidecar)
+    features, skipped = _features(root, info, sidecar)
     paths = sorted((root / "data").glob("*/*.parquet"))
     if not paths:
         raise FormatError("holds no data/*/*.parquet files", path=root)
@@ -204,7 +206,7 @@ def read_frames(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None
                     key=feature.name,
                 )
         files.append(parquet)
-    return Frames(features, _GroupCache(files, paths))
+    return Frames(features, _GroupCache(files, paths), skipped)
 
 
 def _values(feature: Feature, column: Any, path: Path) -> np.ndarray:
@@ -214,8 +216,13 @@ def _values(feature: Feature, column: Any, path: Path) -> np.ndarray:
         raise FormatError(e.message, path=path, key=e.key) from e
 
 
-def _features(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None) -> list[Feature]:
-    """The features to read: all declared but LeRobot's bookkeeping and ``next.done``."""
+def _features(
+    root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None
+) -> tuple[list[Feature], list[str]]:
+    """The features to read (all declared but the bookkeeping), and the string ones left out.
+
+    ``next.done`` is read only from a folder LeRobot wrote (expcli's keeps both flags).
+    """
     from expcli.formats.layouts.lerobot_layout import EXPCLI, INFO, sidecar_header
 
     declared = info.get("features")
@@ -229,7 +236,8 @@ def _features(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None) 
             raise FormatError("lacks a 'features' object", path=root / EXPCLI, key="features")
         specs = {str(names.get(s.name)): s for s in header_specs(header, root / EXPCLI)}
     derived = {*AUTO_FEATURES, *(("next.done",) if sidecar is not None else ())}
-    features = []
+    features: list[Feature] = []
+    skipped: list[str] = []
     for name, entry in declared.items():
         if name in derived and name not in specs:
             continue
@@ -257,9 +265,12 @@ def _features(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None) 
                 path=root / INFO,
                 key=f"features/{name}",
             )
+        if dtype == "string" and name not in specs:  # text has no tensor: left out, and said
+            skipped.append(name)
+            continue
         spec = specs.get(name) or _spec(root, name, dtype, shape, entry.get("names"))
         features.append(Feature(name, spec, image=dtype == "image"))
-    return features
+    return features, skipped
 
 
 def _spec(root: Path, name: str, dtype: str, shape: list[int], names: Any) -> TensorSpec:

@@ -431,6 +431,9 @@ def _foreign(root: Path, info: dict[str, Any], frames: Frames) -> Dataset:
     tensors["terminated"] = terminated.reshape(count, 1, 1)
     tensors["truncated"] = truncated.reshape(count, 1, 1)
     lerobot = {"fps": info.get("fps"), "codebase_version": info.get("codebase_version")}
+    if frames.skipped:
+        lerobot["skipped"] = frames.skipped
+        unknown.append("its string features " + ", ".join(frames.skipped) + " (left out)")
     if unknown:
         lerobot["unknown"] = unknown
         _log.warning("warning: %s: a LeRobot dataset does not say %s", root, "; nor ".join(unknown))

@@ -304,3 +304,15 @@ def test_open_lazy_gives_the_same_dataset(dataset: Dataset, tmp_path: Path) -> N
         assert _same(opened.tensors["observations"], dataset.tensors["observations"])
     finally:
         close()
+
+
+def test_string_features_are_left_out_and_said(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    _edit_info(
+        root, lambda i: i["features"].update({"language": {"dtype": "string", "shape": [1]}})
+    )
+    dataset = read_dataset(root)
+    assert dataset.metadata["lerobot"]["skipped"] == ["language"]
+    assert "language" not in dataset.tensors and "string features language" in str(
+        dataset.metadata["lerobot"]["unknown"]
+    )
