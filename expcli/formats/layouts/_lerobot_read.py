@@ -32,7 +32,7 @@ from expcli.spec import SUPPORTED_DTYPES, TensorSpec
 
 __all__ = ["Frames", "read_frames"]
 
-_CACHE_BYTES = 16 << 20
+_CACHE_BYTES = 8 << 20
 
 
 class Frames:
@@ -157,7 +157,9 @@ class _GroupCache:
         number, index = self._where[group]
         path = self._paths[number]
         try:
-            table = self._files[number].read_row_group(index, columns=[feature.name])
+            table = self._files[number].read_row_group(
+                index, columns=[feature.name], use_threads=False
+            )
         except (OSError, ValueError, KeyError) as e:  # pyarrow's errors derive from these
             raise FormatError(
                 f"cannot read its frames ({type(e).__name__}: {brief(str(e))})", path=path

@@ -1,7 +1,6 @@
-"""Converting from and to the foreign layouts streams: a tianshou file, a Minari folder,
-a LeRobot folder and a D4RL file read as several env columns, converted to expcli's
-``.h5``, and an expcli ``.h5`` written with ``--layout d4rl``, ``tianshou`` or ``skrl`` (``.pt``
-and ``.npz``; ``lerobot``'s flat peak is measured by ``benchmarks/lerobot_layout.py``),
+"""Converting from and to the foreign layouts streams: a tianshou file, a Minari folder
+and a D4RL file read as several env columns, converted to expcli's ``.h5``, and an expcli
+``.h5`` written with ``--layout d4rl``, ``tianshou`` or ``skrl`` (``.pt`` and ``.npz``),
 take about the same peak memory for a small and a five times larger file
 (``tests.memory_probe``)."""
 
@@ -30,8 +29,7 @@ def frames(mib: float) -> Dataset:
 
 def convert_from(folder: Path, layout: str, mib: float, num_envs: int = 0) -> Run:
     """Write ``frames(mib)`` in ``layout``, convert it to expcli's ``.h5``, remove it."""
-    folders = ("minari", "lerobot")
-    source = folder / f"{layout}-{mib:.0f}{'' if layout in folders else '.h5'}"
+    source = folder / f"{layout}-{mib:.0f}{'' if layout == 'minari' else '.h5'}"
     write_layout(frames(mib), source, layout, overwrite=True)
     run = convert_run(source, folder / "out.h5", num_envs=num_envs)
     shutil.rmtree(source) if source.is_dir() else source.unlink()
@@ -41,12 +39,7 @@ def convert_from(folder: Path, layout: str, mib: float, num_envs: int = 0) -> Ru
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("layout", "target"),
-    [
-        ("d4rl", "d4rl.h5"),
-        ("tianshou", "tianshou.h5"),
-        ("skrl", "skrl.pt"),
-        ("skrl", "skrl.npz"),
-    ],
+    [("d4rl", "d4rl.h5"), ("tianshou", "tianshou.h5"), ("skrl", "skrl.pt"), ("skrl", "skrl.npz")],
 )
 def test_writing_a_foreign_layout_streams(tmp_path: Path, layout: str, target: str) -> None:
     imports = ("torch",) if target.endswith(".pt") else ()
@@ -75,8 +68,3 @@ def test_converting_a_minari_folder_streams(tmp_path: Path) -> None:
     # a slice, the one read ahead, the episodes' rows and the writer's fill ~100 MB: the
     # small folder must go beyond it for a flat peak to show
     assert_flat(lambda mib: convert_from(tmp_path, "minari", mib), 96, 480)
-
-
-@pytest.mark.slow
-def test_converting_a_lerobot_folder_streams(tmp_path: Path) -> None:
-    assert_flat(lambda mib: convert_from(tmp_path, "lerobot", mib))
