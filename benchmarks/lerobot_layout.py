@@ -158,7 +158,7 @@ def main() -> None:
         "| back / read_table |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    with tempfile.TemporaryDirectory(dir=ROOT) as scratch:
+    with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         for size in (large / 4, large):
             rows = max(EPISODE, int(size * 1e9 / ROW_BYTES) // EPISODE * EPISODE)
