@@ -349,13 +349,13 @@ def _write_lerobot(dataset: Dataset, path: Path, overwrite: bool) -> None:
 def _read_lerobot_folder(path: Path) -> Dataset:
     from expcli.formats.layouts import lerobot_layout
 
-    return lerobot_layout.read_folder(path)
+    return lerobot_layout.read_lerobot(path)
 
 
 def _open_lerobot_folder(path: Path) -> tuple[Dataset, Closer]:
     from expcli.formats.layouts import lerobot_layout
 
-    return lerobot_layout.open_folder(path)
+    return lerobot_layout.open_lerobot(path)
 
 
 def _is_lerobot_folder(path: Path) -> bool:

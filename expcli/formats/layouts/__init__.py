@@ -144,7 +144,8 @@ def write_layout(
     """Write a dataset in a layout of ``LAYOUTS``, atomically.
 
     ``d4rl`` and ``tianshou`` write one HDF5 file, ``minari`` a dataset folder
-    (``path/data/...``), ``lerobot`` a LeRobot v3.0 folder (``path/meta``, ``path/data``), ``skrl`` a ``.pt`` file (``.npz`` or ``.csv`` by suffix) and
+    (``path/data/...``), ``lerobot`` a LeRobot v3.0 folder (``path/meta``, ``path/data``),
+    ``skrl`` a ``.pt`` file (``.npz`` or ``.csv`` by suffix) and
     ``expcli`` expcli's own format by suffix; another suffix is refused. Layouts with one
     row per transition (d4rl, tianshou with several env columns) lay the valid rows out env
     column by env column, oldest first.

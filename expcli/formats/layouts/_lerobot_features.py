@@ -28,11 +28,11 @@ __all__ = [
     "FeatureStats",
     "decode_images",
     "encode_images",
+    "feature_column",
     "feature_for",
-    "from_arrow",
+    "feature_values",
     "is_image",
     "lerobot_name",
-    "to_arrow",
 ]
 
 AUTO_FEATURES: dict[str, dict[str, Any]] = {
@@ -138,7 +138,7 @@ def feature_for(spec: TensorSpec, single: bool) -> Feature:
     return Feature(name, spec, image)
 
 
-def to_arrow(feature: Feature, rows: np.ndarray) -> Any:
+def feature_column(feature: Feature, rows: np.ndarray) -> Any:
     """Frames ``(n, *feature)`` as an Arrow array of the feature's type (values untouched)."""
     import pyarrow as pa
 
@@ -153,7 +153,7 @@ def to_arrow(feature: Feature, rows: np.ndarray) -> Any:
     return array
 
 
-def from_arrow(feature: Feature, array: Any, where: str) -> np.ndarray:
+def feature_values(feature: Feature, array: Any, where: str) -> np.ndarray:
     """An Arrow column as frames ``(n, *feature)`` of the feature's dtype.
 
     Raises:

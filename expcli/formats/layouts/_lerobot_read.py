@@ -13,6 +13,7 @@ frame) to tell its episodes apart.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections import OrderedDict
@@ -24,13 +25,16 @@ import numpy as np
 from expcli.errors import FormatError, SchemaError
 from expcli.formats._guards import brief
 from expcli.formats.dataset import Dataset
-from expcli.formats.header import dataset_from_header, header_specs
+from expcli.formats.header import dataset_from_header, header_specs, parse_header
 from expcli.formats.layouts._lerobot_features import AUTO_FEATURES, Feature
-from expcli.formats.layouts._lerobot_features import from_arrow as column_values
+from expcli.formats.layouts._lerobot_features import feature_values as column_values
 from expcli.formats.lazy import LazyRows
 from expcli.spec import SUPPORTED_DTYPES, TensorSpec
 
-__all__ = ["Frames", "read_frames"]
+__all__ = ["EXPCLI", "INFO", "Frames", "read_frames", "sidecar_header"]
+
+INFO = "meta/info.json"
+EXPCLI = "meta/expcli.json"
 
 _CACHE_BYTES = 8 << 20
 
@@ -93,8 +97,6 @@ class Frames:
         Raises:
             FormatError, SchemaError: The sidecar, the episodes or the frames disagree.
         """
-        from expcli.formats.layouts.lerobot_layout import EXPCLI, sidecar_header
-
         header = sidecar_header(root, sidecar)
         names = sidecar.get("features")
         size, envs = header.get("memory_size"), header.get("num_envs")
@@ -225,8 +227,6 @@ def _features(
 
     ``next.done`` is read only from a folder LeRobot wrote (expcli's keeps both flags).
     """
-    from expcli.formats.layouts.lerobot_layout import EXPCLI, INFO, sidecar_header
-
     declared = info.get("features")
     if not isinstance(declared, dict):
         raise FormatError("lacks a 'features' object", path=root / INFO, key="features")
@@ -276,8 +276,6 @@ def _features(
 
 
 def _spec(root: Path, name: str, dtype: str, shape: list[int], names: Any) -> TensorSpec:
-    from expcli.formats.layouts.lerobot_layout import INFO
-
     if dtype == "image":
         if len(shape) != 3:
             raise FormatError(
@@ -345,3 +343,15 @@ def _episode_cells(root: Path, count: int, size: int, envs: int) -> np.ndarray:
             raise FormatError("two frames of the episodes fall in one (t, n) cell", path=root)
         cells[rows, column] = np.arange(start, stop)
     return cells
+
+
+def sidecar_header(root: Path, sidecar: dict[str, Any]) -> dict[str, Any]:
+    """The expcli header kept in ``meta/expcli.json``.
+
+    Raises:
+        FormatError: The sidecar lacks it.
+    """
+    header = sidecar.get("expcli")
+    if not isinstance(header, dict):
+        raise FormatError("lacks the 'expcli' header object", path=root / EXPCLI, key="expcli")
+    return parse_header(json.dumps(header), root / EXPCLI, "expcli")

@@ -37,13 +37,13 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
 from expcli.formats.dataset import Dataset
-from expcli.formats.header import encode_header, parse_header
+from expcli.formats.header import encode_header
 from expcli.formats.layouts._episodes import (
     SEAMS_KEY,
     column_rows,
@@ -55,23 +55,19 @@ from expcli.formats.layouts._lerobot_features import (
     AUTO_FEATURES,
     Feature,
     FeatureStats,
+    feature_column,
     feature_for,
-    to_arrow,
 )
+from expcli.formats.layouts._lerobot_read import EXPCLI, INFO, Frames, read_frames
 from expcli.formats.layouts._minari_meta import json_object, metadata_file
 from expcli.formats.layouts._row_streams import rows_of
 from expcli.formats.layouts._write import atomic_folder
 from expcli.formats.lazy import SLICE_BYTES
 from expcli.spec import CircularState, TensorSpec
 
-if TYPE_CHECKING:
-    from expcli.formats.layouts._lerobot_read import Frames
-
-__all__ = ["CODEBASE_VERSION", "is_lerobot_folder", "open_folder", "read_folder", "write"]
+__all__ = ["CODEBASE_VERSION", "is_lerobot_folder", "open_lerobot", "read_lerobot", "write"]
 
 CODEBASE_VERSION = "v3.0"
-INFO = "meta/info.json"
-EXPCLI = "meta/expcli.json"
 TASKS = "meta/tasks.parquet"
 STATS = "meta/stats.json"
 EPISODES = "meta/episodes/chunk-000/file-000.parquet"
@@ -137,9 +133,9 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
                         values = rows_of(tensors[feature.spec.name], part)[:, j]
                         values = values.reshape(len(part), *feature.spec.shape)
                         stats[feature.name].add(values)
-                        columns.append(to_arrow(feature, values))
+                        columns.append(feature_column(feature, values))
                     frames = np.arange(at, at + len(part), dtype=np.int64)
-                    columns.append(to_arrow(done_feature, done[part, j]))
+                    columns.append(feature_column(done_feature, done[part, j]))
                     columns += _bookkeeping(frames, number, index + at, fps)
                     data.write(pa.Table.from_arrays(columns, schema=schema))
                 for key, value in zip(
@@ -331,7 +327,7 @@ def _write_json(path: Path, value: Any) -> None:
         json.dump(value, f, indent=2)
 
 
-def read_folder(path: Path) -> Dataset:
+def read_lerobot(path: Path) -> Dataset:
     """Read a LeRobot v3 dataset folder into memory.
 
     Raises:
@@ -341,7 +337,7 @@ def read_folder(path: Path) -> Dataset:
     """
     from expcli.formats._guards import check_read_whole
 
-    dataset, close = open_folder(path)
+    dataset, close = open_lerobot(path)
     try:
         check_read_whole(sum(a.nbytes for a in dataset.tensors.values()), path)
         tensors = {name: np.asarray(array) for name, array in dataset.tensors.items()}
@@ -350,13 +346,11 @@ def read_folder(path: Path) -> Dataset:
     return Dataset(tensors, dataset.state, dataset.metadata)
 
 
-def open_folder(path: Path) -> tuple[Dataset, Callable[[], None]]:
+def open_lerobot(path: Path) -> tuple[Dataset, Callable[[], None]]:
     """Open a LeRobot v3 dataset folder, its frames read from the files when asked for.
 
-    As ``read_folder``; call the closer once done.
+    As ``read_lerobot``; call the closer once done.
     """
-    from expcli.formats.layouts._lerobot_read import read_frames
-
     info = _info_file(path)
     sidecar = metadata_file(path / EXPCLI) if os.path.lexists(path / EXPCLI) else None
     frames = read_frames(path, info, sidecar)
@@ -450,15 +444,3 @@ def _flag(values: np.ndarray | None, ends: np.ndarray) -> np.ndarray:
     if values is None:
         return np.zeros(len(ends), bool)
     return np.asarray(values.reshape(len(ends), -1).astype(bool).any(axis=1))
-
-
-def sidecar_header(root: Path, sidecar: dict[str, Any]) -> dict[str, Any]:
-    """The expcli header kept in ``meta/expcli.json``.
-
-    Raises:
-        FormatError: The sidecar lacks it.
-    """
-    header = sidecar.get("expcli")
-    if not isinstance(header, dict):
-        raise FormatError("lacks the 'expcli' header object", path=root / EXPCLI, key="expcli")
-    return parse_header(json.dumps(header), root / EXPCLI, "expcli")
