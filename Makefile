@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint clean lerobot-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,18 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/convert.py
 	$(BIN)/python benchmarks/inspect_dataset.py
 	$(BIN)/python benchmarks/sampling.py
+
+# LeRobot's own environment for tests/lerobot_env (LeRobot pins an older torch and datasets<5,
+# so it cannot share .venv): about 80 s and 6 GB here; `make test` runs its check once built.
+LEROBOT_VENV ?= .venv-lerobot
+
+lerobot-env: $(LEROBOT_VENV)/.built
+
+$(LEROBOT_VENV)/.built: tests/lerobot_env/requirements.txt
+	python3.11 -m venv $(LEROBOT_VENV)
+	$(LEROBOT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $<
+	$(LEROBOT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps lerobot==0.4.4
+	touch $@
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check expcli tests benchmarks examples

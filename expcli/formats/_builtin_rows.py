@@ -340,6 +340,30 @@ def _open_minari_folder(path: Path) -> tuple[Dataset, Closer]:
     return minari_layout.open_folder(path)
 
 
+def _write_lerobot(dataset: Dataset, path: Path, overwrite: bool) -> None:
+    from expcli.formats.layouts import lerobot_layout
+
+    lerobot_layout.write(dataset, path, overwrite=overwrite)
+
+
+def _read_lerobot_folder(path: Path) -> Dataset:
+    from expcli.formats.layouts import lerobot_layout
+
+    return lerobot_layout.read_lerobot(path)
+
+
+def _open_lerobot_folder(path: Path) -> tuple[Dataset, Closer]:
+    from expcli.formats.layouts import lerobot_layout
+
+    return lerobot_layout.open_lerobot(path)
+
+
+def _is_lerobot_folder(path: Path) -> bool:
+    from expcli.formats.layouts import lerobot_layout
+
+    return lerobot_layout.is_lerobot_folder(path)
+
+
 def _write_d4rl(dataset: Dataset, path: Path, overwrite: bool) -> None:
     from expcli.formats.layouts import d4rl_layout
 
@@ -369,6 +393,16 @@ LAYOUT_ROWS: tuple[LayoutRow, ...] = (
         storage="hdf5",
     ),
     LayoutRow(Layout.D4RL, ("hdf5",), _write_d4rl, read_hdf5=_read_d4rl, title="D4RL"),
+    LayoutRow(
+        Layout.LEROBOT,
+        (),
+        _write_lerobot,
+        read_folder=_read_lerobot_folder,
+        open_folder=_open_lerobot_folder,
+        title="LeRobot",
+        storage="parquet",
+        claims=_is_lerobot_folder,
+    ),
 )
 """The layouts, in ``Layout``'s order; HDF5 files are offered to them in this order."""
 

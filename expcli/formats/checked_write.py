@@ -38,7 +38,7 @@ from expcli.formats.layouts.kinds import Layout
 from expcli.formats.lazy import row_chunks
 from expcli.formats.output_lock import OutputLock
 from expcli.formats.registry import open_lazy, output_files, write_dataset
-from expcli.formats.table import MINARI_FOLDER, format_row
+from expcli.formats.table import format_row
 
 __all__ = [
     "check_can_write",
@@ -61,7 +61,7 @@ def check_target(target: Path, fmt: str, layout: Layout, overwrite: bool) -> Non
     for path in output_files(target, fmt) if layout is Layout.EXPCLI else (target,):
         check_writable(path, overwrite=overwrite)
     row = format_row(fmt)
-    check_can_write(target, folder=fmt == MINARI_FOLDER or (row is not None and row.folder))
+    check_can_write(target, folder=row is None or row.folder)  # None: a folder layout
 
 
 def write_checked(

@@ -30,6 +30,7 @@ from expcli.formats.table import (
     format_row,
     format_rows,
     layout_row,
+    layout_rows,
     sniff_format,
 )
 from expcli.spec import METADATA_KEY
@@ -99,7 +100,8 @@ def source_format(path: str | os.PathLike[str], format: str | None = None) -> st
     """The format of a dataset to read.
 
     ``SHARDED_FOLDER`` for a sharded dataset folder (one holding a ``manifest.json``, which
-    reading it then checks), ``MINARI_FOLDER`` for another folder, else ``format`` (checked)
+    reading it then checks), the layout of another folder (``lerobot`` when it claims it,
+    else ``MINARI_FOLDER``), else ``format`` (checked)
     or what ``detect_format`` tells.
     "File or folder?" is decided here only.
 
@@ -113,7 +115,7 @@ def source_format(path: str | os.PathLike[str], format: str | None = None) -> st
     if not os.path.exists(path):
         raise SourceNotFoundError(path)
     if os.path.isdir(path):
-        return SHARDED_FOLDER if has_manifest(path) else MINARI_FOLDER
+        return SHARDED_FOLDER if has_manifest(path) else _folder_layout(Path(path)).name
     return _normalise(format, path) if format is not None else detect_format(path)
 
 
@@ -146,8 +148,8 @@ def read_dataset(
     if num_envs is not None and num_envs < 1:
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
     fmt = source_format(path, format)
-    if fmt == MINARI_FOLDER:
-        dataset = _folder_layout().read_folder(Path(path))  # or says why it is no Minari dataset
+    if _is_folder_layout(fmt):
+        dataset = _folder_layout(Path(path)).read_folder(Path(path))  # or says why it is none
     else:
         dataset = _row(fmt).read(Path(path), num_envs=num_envs)
     dataset.validate(path)
@@ -269,8 +271,8 @@ def open_lazy(
     if num_envs is not None and num_envs < 1:
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
     fmt = source_format(path, format)
-    if fmt == MINARI_FOLDER:
-        dataset, close = _folder_layout().open_folder(Path(path))
+    if _is_folder_layout(fmt):
+        dataset, close = _folder_layout(Path(path)).open_folder(Path(path))
     else:
         row = _row(fmt)
         if row.open_lazy is None:
@@ -303,16 +305,23 @@ def _row(fmt: str) -> FormatRow:
 
 
 class _FolderLayout(NamedTuple):
+    name: str
     read_folder: Callable[[Path], Dataset]
     open_folder: Callable[[Path], tuple[Dataset, Callable[[], None]]]
 
 
-def _folder_layout() -> _FolderLayout:
-    """How the layout kept in folders (``MINARI_FOLDER``) is read, from its table row."""
-    row = layout_row(Layout(MINARI_FOLDER))
+def _folder_layout(path: Path) -> _FolderLayout:
+    """How a folder (``MINARI_FOLDER``) is read: the first layout row claiming it, else Minari's."""
+    rows = [r for r in layout_rows() if r.claims is not None and r.claims(path)]
+    row = rows[0] if rows else layout_row(Layout(MINARI_FOLDER))
     if row.read_folder is None or row.open_folder is None:
         raise FormatError(f"the {row.name} layout reads no folders")
-    return _FolderLayout(row.read_folder, row.open_folder)
+    return _FolderLayout(row.name.value, row.read_folder, row.open_folder)
+
+
+def _is_folder_layout(fmt: str) -> bool:
+    """Whether ``source_format`` named a layout kept in folders (Minari, LeRobot)."""
+    return any(row.read_folder is not None and row.name.value == fmt for row in layout_rows())
 
 
 def _write_shards(

@@ -186,6 +186,8 @@ class LayoutRow:
         open_folder: Opens such a folder with its rows left on disk.
         title: How prose names it ("Minari").
         storage: The format a folder of the layout keeps its data in (Minari: hdf5).
+        claims: Whether a folder is of the layout (checked before a folder is taken for the
+            default folder layout, Minari).
     """
 
     name: Layout
@@ -196,3 +198,4 @@ class LayoutRow:
     open_folder: Callable[[Path], tuple[Dataset, Closer]] | None = None
     title: str = ""
     storage: str | None = None
+    claims: Callable[[Path], bool] | None = None

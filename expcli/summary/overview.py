@@ -22,7 +22,7 @@ import numpy as np
 from expcli.errors import FormatError, SchemaError
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import Layout
-from expcli.formats.table import format_row, layout_row
+from expcli.formats.table import format_row, layout_rows
 from expcli.spec import overwritten_columns
 from expcli.summary.checks import FAILED, Finding, RowFinder
 from expcli.summary.chronology import Chunk, chunks, segments
@@ -152,7 +152,7 @@ def summarize(
             of a file ``against``, always).
         OSError: The file cannot be read.
     """
-    from expcli.formats import MINARI_FOLDER, SHARDED_FOLDER, open_lazy, source_format
+    from expcli.formats import SHARDED_FOLDER, open_lazy, source_format
 
     source = Path(path)
     found = source_format(source)
@@ -163,7 +163,8 @@ def summarize(
     shares, whole = _shares([source, *others]), progress
     if progress is not None and others:  # each file its share of the bar, by size
         progress = _scaled(progress, 0, shares[0])
-    storage = layout_row(Layout.MINARI).storage if found == MINARI_FOLDER else None
+    folder = next((r for r in layout_rows() if r.read_folder and r.name.value == found), None)
+    storage = folder.storage if folder is not None else None
     fmt = storage or found  # a Minari folder's: the format of its files
     minari = minari_episode_findings(source) if check and _carries(fmt, Layout.MINARI) else None
     shards = None

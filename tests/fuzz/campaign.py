@@ -67,6 +67,7 @@ _TARGETS = (  # convert's output, by mutant number: every format, then every lay
     ("out-tianshou.h5", ["--layout", "tianshou"]),
     ("out-d4rl.h5", ["--layout", "d4rl"]),
     ("out-minari", ["--layout", "minari"]),
+    ("out-lerobot", ["--layout", "lerobot"]),
 )
 _BAD = ("escape", "messy", "hang", "blowup", "crash")
 _FOLDER_BAD = ("changed", "read_outside", "code_run", "refused_valid")

@@ -18,6 +18,8 @@ from pathlib import Path
 from tests.fuzz.structure import (
     csv_edit,
     h5_edit,
+    lerobot_json,
+    lerobot_parquet,
     metadata_edit,
     minari_json,
     npz_edit,
@@ -43,9 +45,9 @@ _INTERESTING = [
 
 
 def kind(seed: Path) -> str:
-    """``pt``, ``npz``, ``csv``, ``h5``, ``parquet`` or ``minari`` (a folder)."""
+    """``pt``, ``npz``, ``csv``, ``h5``, ``parquet``, ``minari`` or ``lerobot`` (folders)."""
     if seed.is_dir():
-        return "minari"
+        return "lerobot" if (seed / "meta" / "info.json").is_file() else "minari"
     return {".hdf5": "h5"}.get(seed.suffix, seed.suffix.lstrip("."))
 
 
@@ -70,6 +72,7 @@ def make_mutant(seed: Path, folder: Path, number: int, campaign: int) -> tuple[P
         "h5": [(3.0, h5_edit)],
         "parquet": [(3.0, parquet_edit)],
         "minari": [(2.0, h5_edit), (1.0, minari_json)],
+        "lerobot": [(2.0, lerobot_json), (2.0, lerobot_parquet)],
     }[what]
     weights = [w for w, _ in strategies]
     [mutation] = rng.choices([m for _, m in strategies], weights)

@@ -179,6 +179,9 @@ def build(folder: Path) -> list[Path]:
         write_layout(cartpole, folder / f"{layout}.h5", layout, overwrite=True)
     write_layout(pixels, folder / "d4rl-pixels.h5", "d4rl", overwrite=True)
     write_layout(cartpole, folder / "minari", "minari", overwrite=True)
+    write_layout(pixels, folder / "lerobot", "lerobot", overwrite=True)
+    made = Path(__file__).parents[1] / "data" / "lerobot_made"  # written by LeRobot itself
+    shutil.copytree(made, folder / "lerobot-made")
     _skrl_partial(folder)
     _tianshou_vector(folder)
     _d4rl_plain(folder)

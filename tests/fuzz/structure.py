@@ -42,6 +42,8 @@ def _json_text(before: Any, rng: random.Random) -> tuple[str, str]:
 def metadata_edit(target: Path, rng: random.Random) -> str:
     """Hostile metadata wherever the format keeps it (added where there is none)."""
     if target.is_dir():
+        if (target / "meta" / "info.json").is_file():
+            return lerobot_json(target, rng)
         return minari_json(target, rng)
     suffix = target.suffix
     if suffix == ".csv":
@@ -159,6 +161,77 @@ def minari_json(target: Path, rng: random.Random) -> str:
     text, what = _json_text(json.loads(path.read_text()), rng)
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
     return f"metadata.json {what}"
+
+
+def lerobot_json(target: Path, rng: random.Random) -> str:
+    """A hostile change to a LeRobot folder's ``meta/info.json`` or ``meta/expcli.json``."""
+    names = ["info.json", "info.json", "expcli.json", "stats.json"]
+    path = target / "meta" / rng.choice(names)
+    if not path.is_file():
+        path = target / "meta" / "info.json"
+    if rng.random() < 0.1:
+        path.write_text(hostile.deep_json(rng.choice([900, 100_000])))
+        return f"{path.name} nested deep"
+    before = json.loads(path.read_text())
+    if path.name == "info.json" and rng.random() < 0.5:  # one feature at a time
+        name = rng.choice(sorted(before["features"]))
+        text, what = _json_text(before["features"][name], rng)
+        before["features"][name] = json.loads(text)
+        path.write_text(json.dumps(before))
+        return f"info.json feature {name}: {what}"
+    text, what = _json_text(before, rng)
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    return f"{path.name} {what}"
+
+
+def lerobot_parquet(target: Path, rng: random.Random) -> str:
+    """A LeRobot folder's data or episodes file with hostile columns or rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = sorted((target / "data").glob("*/*.parquet"))
+    files += sorted((target / "meta" / "episodes").glob("*/*.parquet"))
+    path = rng.choice(files)
+    table = pq.read_table(path)
+    how = rng.choice(["drop", "retype", "null", "huge", "rows", "image"])
+    column = rng.randrange(table.num_columns)
+    name = table.column_names[column]
+    if how == "drop":
+        table = table.remove_column(column)
+    elif how == "retype":
+        table = table.set_column(column, name, pa.array([1.5] * table.num_rows))
+    elif how == "null":
+        table = table.set_column(column, name, pa.nulls(table.num_rows, table.schema[column].type))
+    elif how == "huge" and pa.types.is_integer(table.schema[column].type):
+        value = rng.choice([-1, 2**62, -(2**63)])
+        table = table.set_column(column, name, pa.array([value] * table.num_rows, pa.int64()))
+    elif how == "rows":
+        table = table.slice(0, rng.randrange(table.num_rows + 1))
+    elif how == "image" and "bytes" in str(table.schema[column].type):
+        blob = rng.choice([b"", b"\x89PNG\r\n\x1a\n", bomb_png()])
+        paths = pa.nulls(table.num_rows, pa.string())
+        data = pa.array([blob] * table.num_rows, pa.binary())
+        table = table.set_column(
+            column, name, pa.StructArray.from_arrays([data, paths], ["bytes", "path"])
+        )
+    pq.write_table(table, path)
+    return f"{path.relative_to(target)} {how} {name}"
+
+
+def bomb_png() -> bytes:
+    """A PNG that claims 60000 x 60000 pixels in a few hundred bytes."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 60000, 60000, 8, 0, 0, 0, 0)
+    rows = zlib.compress(b"\x00" * 60001 * 4)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", rows) + chunk(b"IEND", b"")
+    )
 
 
 # ------------------------------------------------------------------------------ npz

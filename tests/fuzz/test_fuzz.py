@@ -29,7 +29,15 @@ FILES = 600  # about 30 s on two cores; every seed file gets its share
 
 def test_the_seed_corpus_covers_every_format_and_layout_and_is_small() -> None:
     corpus = seeds(CORPUS)
-    assert {kind(seed) for seed in corpus} == {"pt", "npz", "csv", "h5", "parquet", "minari"}
+    assert {kind(seed) for seed in corpus} == {
+        "pt",
+        "npz",
+        "csv",
+        "h5",
+        "parquet",
+        "minari",
+        "lerobot",
+    }
     layouts = set()
     for seed in corpus:
         dataset = load(seed)
@@ -38,7 +46,7 @@ def test_the_seed_corpus_covers_every_format_and_layout_and_is_small() -> None:
         layouts.add(
             layout if isinstance(layout, str) else ("expcli" if dataset.metadata else "skrl")
         )
-    assert layouts == {"expcli", "skrl", "tianshou", "minari", "d4rl"}
+    assert layouts == {"expcli", "skrl", "tianshou", "minari", "d4rl", "lerobot"}
     size = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())
     assert size < 512 * 1024
 

@@ -7,6 +7,8 @@
   and ``data/metadata.json``), or its ``main_data.hdf5`` alone.
 * ``d4rl``: D4RL HDF5 files (``observations``, ``actions``, ``rewards``, ``terminals``,
   ``timeouts`` at the root).
+* ``lerobot``: a LeRobot v3.0 dataset folder (``meta/info.json``, ``data/chunk-*/*.parquet``),
+  which ``LeRobotDataset(repo_id, root=DIR)`` loads (``lerobot_layout``).
 
 Every layout is read into expcli's schema: ``(T, N, *feature)`` tensors named
 ``observations``, ``next_observations``, ``actions``, ``rewards``, ``terminated``,
@@ -142,7 +144,8 @@ def write_layout(
     """Write a dataset in a layout of ``LAYOUTS``, atomically.
 
     ``d4rl`` and ``tianshou`` write one HDF5 file, ``minari`` a dataset folder
-    (``path/data/...``), ``skrl`` a ``.pt`` file (``.npz`` or ``.csv`` by suffix) and
+    (``path/data/...``), ``lerobot`` a LeRobot v3.0 folder (``path/meta``, ``path/data``),
+    ``skrl`` a ``.pt`` file (``.npz`` or ``.csv`` by suffix) and
     ``expcli`` expcli's own format by suffix; another suffix is refused. Layouts with one
     row per transition (d4rl, tianshou with several env columns) lay the valid rows out env
     column by env column, oldest first.

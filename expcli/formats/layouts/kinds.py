@@ -28,6 +28,7 @@ class Layout(StrEnum):
     TIANSHOU = "tianshou"
     MINARI = "minari"
     D4RL = "d4rl"
+    LEROBOT = "lerobot"
 
     @classmethod
     def parse(cls, name: str, *, foreign: bool = False, any_case: bool = False) -> Layout:

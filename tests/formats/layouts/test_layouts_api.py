@@ -16,7 +16,7 @@ from expcli.formats.layouts import LAYOUTS, read_foreign_hdf5, write_layout
 
 
 def test_layout_names() -> None:
-    assert LAYOUTS == ("expcli", "skrl", "tianshou", "minari", "d4rl")
+    assert LAYOUTS == ("expcli", "skrl", "tianshou", "minari", "d4rl", "lerobot")
 
 
 def test_importing_layouts_loads_neither_h5py_nor_torch() -> None:

@@ -1,0 +1,357 @@
+"""Reading the frames of a LeRobot v3 folder: its features checked, its rows read when asked.
+
+The features come from ``meta/info.json`` (or, for a folder expcli wrote, the tensors its
+sidecar ``meta/expcli.json`` names); every data file's columns must be of the declared
+types, with no nulls. Frames are numbered in file order (LeRobot's ``index`` order). A
+tensor is ``LazyRows`` whose rows are gathered from the row groups they lie in, a few
+decoded row groups kept (``_GroupCache``), so that ``convert``, ``inspect`` and ``sample``
+hold a bounded amount whatever the folder's size. A folder expcli wrote is placed in its
+``(T, N)`` cells from ``meta/episodes`` (``expcli/env``, ``expcli/first_row``: a row per
+episode); of one LeRobot wrote, the ``episode_index`` of every frame is read (8 bytes a
+frame) to tell its episodes apart.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.errors import FormatError, SchemaError
+from expcli.formats._guards import brief
+from expcli.formats.dataset import Dataset
+from expcli.formats.header import dataset_from_header, header_specs, parse_header
+from expcli.formats.layouts._lerobot_features import AUTO_FEATURES, Feature
+from expcli.formats.layouts._lerobot_features import feature_values as column_values
+from expcli.formats.lazy import LazyRows
+from expcli.spec import SUPPORTED_DTYPES, TensorSpec
+
+__all__ = ["EXPCLI", "INFO", "Frames", "read_frames", "sidecar_header"]
+
+INFO = "meta/info.json"
+EXPCLI = "meta/expcli.json"
+
+_CACHE_BYTES = 8 << 20
+
+
+class Frames:
+    """The frames of a folder's data files, numbered in file order, read when asked.
+
+    Attributes:
+        features: Each feature to read, by name.
+        count: The number of frames.
+        skipped: The string features left out (text has no tensor).
+    """
+
+    def __init__(self, features: list[Feature], groups: _GroupCache, skipped: list[str]) -> None:
+        self.features = {f.name: f for f in features}
+        self.skipped = skipped
+        self.count = int(groups.starts[-1])
+        self._groups = groups
+
+    def episode_ends(self) -> np.ndarray:
+        """Whether each frame is the last one of its episode (``episode_index`` read whole)."""
+        episodes = self._book("episode_index")
+        ends = np.ones(len(episodes), bool)
+        ends[:-1] = episodes[1:] != episodes[:-1]
+        return ends
+
+    def column(self, name: str) -> np.ndarray:
+        """A feature's values of every frame ``(F, *shape)``, read whole (the flags)."""
+        return self._groups.take(self.features[name], np.arange(self.count))
+
+    def _book(self, name: str) -> np.ndarray:
+        counter = Feature(name, TensorSpec(name, "int64", (1,)), image=False)
+        return self._groups.take(counter, np.arange(self.count)).reshape(-1)
+
+    def lazy(self, name: str, cells: np.ndarray, spec: TensorSpec | None = None) -> LazyRows:
+        """A tensor ``(T, N, *shape)`` whose cell ``(t, n)`` is frame ``cells[t, n]``.
+
+        A cell of -1 holds no frame: zeros. ``spec``: the tensor's own (default the feature's).
+        """
+        feature = self.features[name]
+        shape = (spec or feature.spec).shape or (1,)
+        groups = self._groups
+
+        def read(start: int, stop: int) -> np.ndarray:
+            part = cells[start:stop]
+            out = np.zeros((*part.shape, *shape), feature.spec.dtype)
+            held = part >= 0
+            out[held] = groups.take(feature, part[held]).reshape(-1, *shape)
+            return out
+
+        return LazyRows((*cells.shape, *shape), np.dtype(feature.spec.dtype), read)
+
+    def close(self) -> None:
+        """Let go of the decoded row groups kept."""
+        self._groups.clear()
+
+    def scatter(self, root: Path, sidecar: dict[str, Any]) -> Dataset:
+        """The frames of a folder expcli wrote back in their ``(T, N)`` cells (lazily).
+
+        Raises:
+            FormatError, SchemaError: The sidecar, the episodes or the frames disagree.
+        """
+        header = sidecar_header(root, sidecar)
+        names = sidecar.get("features")
+        size, envs = header.get("memory_size"), header.get("num_envs")
+        if not isinstance(names, dict) or type(size) is not int or type(envs) is not int:
+            raise FormatError(
+                "lacks the features, memory_size or num_envs", path=root / EXPCLI, key="features"
+            )
+        if size < 0 or envs < 0 or size * envs > 1 << 40:
+            raise FormatError(f"memory_size {size} x num_envs {envs}", path=root / EXPCLI)
+        cells = _episode_cells(root, self.count, size, envs)
+        arrays: dict[str, Any] = {}
+        for spec in header_specs(header, root / EXPCLI):
+            name = str(names.get(spec.name))
+            if name not in self.features:
+                raise SchemaError("has no feature in the folder", path=root / EXPCLI, key=spec.name)
+            arrays[spec.name] = self.lazy(name, cells, spec)
+        dataset = dataset_from_header(arrays, header, root)
+        dataset.metadata["layout"] = "lerobot"
+        return dataset
+
+
+class _GroupCache:
+    """The data files' row groups, a few decoded ones kept (about ``_CACHE_BYTES``)."""
+
+    def __init__(self, files: list[Any], paths: list[Path]) -> None:
+        self._files, self._paths = files, paths
+        self._where: list[tuple[int, int]] = []
+        starts = [0]
+        for number, parquet in enumerate(files):
+            for group in range(parquet.metadata.num_row_groups):
+                self._where.append((number, group))
+                starts.append(starts[-1] + parquet.metadata.row_group(group).num_rows)
+        self.starts = np.asarray(starts, np.int64)
+        self._kept: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()  # readers ahead share the files and the kept groups
+
+    def take(self, feature: Feature, frames: np.ndarray) -> np.ndarray:
+        """Values ``(len(frames), *shape)`` of the frames numbered ``frames``."""
+        out = np.empty((len(frames), *feature.spec.shape), feature.spec.dtype)
+        groups = np.searchsorted(self.starts, frames, side="right") - 1
+        with self._lock:
+            for group in np.unique(groups).tolist():
+                mask = groups == group
+                out[mask] = self._group(feature, group)[frames[mask] - self.starts[group]]
+        return out
+
+    def clear(self) -> None:
+        """Drop the decoded row groups."""
+        with self._lock:
+            self._kept.clear()
+            self._bytes = 0
+
+    def _group(self, feature: Feature, group: int) -> np.ndarray:
+        key = (feature.name, group)
+        found = self._kept.get(key)
+        if found is not None:
+            self._kept.move_to_end(key)
+            return found
+        number, index = self._where[group]
+        path = self._paths[number]
+        try:
+            table = self._files[number].read_row_group(
+                index, columns=[feature.name], use_threads=False
+            )
+        except (OSError, ValueError, KeyError) as e:  # pyarrow's errors derive from these
+            raise FormatError(
+                f"cannot read its frames ({type(e).__name__}: {brief(str(e))})", path=path
+            ) from e
+        values = _values(feature, table.column(0), path).copy()  # not a view holding the table
+        expected = self.starts[group + 1] - self.starts[group]
+        if len(values) != expected:
+            raise FormatError(
+                f"row group {index} holds {len(values)} rows; expected {expected}", path=path
+            )
+        self._kept[key] = values
+        self._bytes += values.nbytes
+        while self._bytes > _CACHE_BYTES and len(self._kept) > 1:
+            _, dropped = self._kept.popitem(last=False)
+            self._bytes -= dropped.nbytes
+        return values
+
+
+def read_frames(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None) -> Frames:
+    """Open every data file (its footer read).
+
+    Raises:
+        FormatError: A malformed feature, a video feature, a missing or damaged data file,
+            a column of another type than declared, or frames out of ``index`` order.
+    """
+    import pyarrow.parquet as pq
+
+    features, skipped = _features(root, info, sidecar)
+    paths = sorted((root / "data").glob("*/*.parquet"))
+    if not paths:
+        raise FormatError("holds no data/*/*.parquet files", path=root)
+    files: list[Any] = []
+    for path in paths:
+        try:
+            parquet = pq.ParquetFile(path)
+            names = set(parquet.schema_arrow.names)
+        except (OSError, ValueError, KeyError) as e:  # pyarrow's errors derive from these
+            raise FormatError(
+                f"cannot read its frames ({type(e).__name__}: {brief(str(e))})", path=path
+            ) from e
+        for feature in features:
+            if feature.name not in names:
+                raise FormatError(
+                    "cannot read its frames: a declared feature is missing",
+                    path=path,
+                    key=feature.name,
+                )
+        files.append(parquet)
+    return Frames(features, _GroupCache(files, paths), skipped)
+
+
+def _values(feature: Feature, column: Any, path: Path) -> np.ndarray:
+    try:
+        return column_values(feature, column, feature.name)
+    except FormatError as e:
+        raise FormatError(e.message, path=path, key=e.key) from e
+
+
+def _features(
+    root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None
+) -> tuple[list[Feature], list[str]]:
+    """The features to read (all declared but the bookkeeping), and the string ones left out.
+
+    ``next.done`` is read only from a folder LeRobot wrote (expcli's keeps both flags).
+    """
+    declared = info.get("features")
+    if not isinstance(declared, dict):
+        raise FormatError("lacks a 'features' object", path=root / INFO, key="features")
+    specs: dict[str, TensorSpec] = {}
+    if sidecar is not None:
+        names = sidecar.get("features")
+        header = sidecar_header(root, sidecar)
+        if not isinstance(names, dict):
+            raise FormatError("lacks a 'features' object", path=root / EXPCLI, key="features")
+        specs = {str(names.get(s.name)): s for s in header_specs(header, root / EXPCLI)}
+    derived = {*AUTO_FEATURES, *(("next.done",) if sidecar is not None else ())}
+    features: list[Feature] = []
+    skipped: list[str] = []
+    for name, entry in declared.items():
+        if name in derived and name not in specs:
+            continue
+        dtype = entry.get("dtype") if isinstance(entry, dict) else None
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if not isinstance(dtype, str) or not (
+            isinstance(shape, list) and shape and all(type(d) is int and d > 0 for d in shape)
+        ):
+            raise FormatError(
+                f"malformed feature {brief(entry)}; expected "
+                '{"dtype": str, "shape": [positive sizes], "names": ...}',
+                path=root / INFO,
+                key=f"features/{name}",
+            )
+        if math.prod(shape) > 1 << 28:
+            raise FormatError(
+                f"has shape {shape}: more than {1 << 28:,} values a frame",
+                path=root / INFO,
+                key=f"features/{name}",
+            )
+        if dtype == "video":
+            raise FormatError(
+                "is a video feature (frames in MP4 files); decoding LeRobot videos is not "
+                "supported: convert it to an image feature with LeRobot first",
+                path=root / INFO,
+                key=f"features/{name}",
+            )
+        if dtype == "string" and name not in specs:  # text has no tensor: left out, and said
+            skipped.append(name)
+            continue
+        spec = specs.get(name) or _spec(root, name, dtype, shape, entry.get("names"))
+        features.append(Feature(name, spec, image=dtype == "image"))
+    return features, skipped
+
+
+def _spec(root: Path, name: str, dtype: str, shape: list[int], names: Any) -> TensorSpec:
+    if dtype == "image":
+        if len(shape) != 3:
+            raise FormatError(
+                f"is an image of shape {shape}; expected [height, width, channels]",
+                path=root / INFO,
+                key=f"features/{name}",
+            )
+        if isinstance(names, list) and names and names[0] == "channels":
+            shape = [shape[1], shape[2], shape[0]]  # PNG frames decode height first
+        return TensorSpec(name, "uint8", tuple(shape))
+    if dtype not in SUPPORTED_DTYPES:
+        raise FormatError(
+            f"has dtype {dtype!r}; expected one of {sorted(SUPPORTED_DTYPES)} or image",
+            path=root / INFO,
+            key=f"features/{name}",
+        )
+    return TensorSpec(name, dtype, tuple(shape))
+
+
+def _episode_cells(root: Path, count: int, size: int, envs: int) -> np.ndarray:
+    """The frame in each ``(t, n)`` cell (-1: none), from ``meta/episodes``, an episode at a time.
+
+    Each episode holds frames ``[dataset_from_index, dataset_to_index)``, its frame ``k`` in
+    row ``(expcli/first_row + k) % T`` of env column ``expcli/env``.
+
+    Raises:
+        FormatError: The episodes are unreadable, leave frames out, overlap, or fall outside
+            the ``(T, N)`` cells.
+    """
+    import pyarrow.parquet as pq
+
+    files = sorted((root / "meta" / "episodes").glob("*/*.parquet"))
+    if not files:
+        raise FormatError("holds no meta/episodes/*/*.parquet files", path=root)
+    wanted = ["dataset_from_index", "dataset_to_index", "expcli/env", "expcli/first_row"]
+    found: dict[str, list[np.ndarray]] = {name: [] for name in wanted}
+    for path in files:
+        try:
+            table = pq.read_table(path, columns=wanted)
+        except (OSError, ValueError, KeyError) as e:
+            raise FormatError(
+                f"cannot read the episodes ({type(e).__name__}: {brief(str(e))})", path=path
+            ) from e
+        for name in wanted:
+            counter = Feature(name, TensorSpec(name, "int64", (1,)), image=False)
+            found[name].append(_values(counter, table.column(name), path).reshape(-1))
+    starts, stops, env, first = (np.concatenate(found[name]) for name in wanted)
+    order = np.argsort(starts, kind="stable")
+    starts, stops, env, first = starts[order], stops[order], env[order], first[order]
+    bounds = np.append(starts, count)
+    if (
+        (len(starts) and starts[0] != 0)
+        or not np.array_equal(stops, bounds[1:])
+        or (len(env) and (env.min() < 0 or env.max() >= envs or first.min() < 0))
+    ):
+        raise FormatError(
+            f"the episodes do not cover the {count} frames in order, each in one of {envs} env "
+            "columns",
+            path=files[0],
+        )
+    cells = np.full((size, envs), -1, np.int64)
+    for start, stop, column, row in zip(starts, stops, env, first, strict=True):
+        rows = (int(row) + np.arange(stop - start)) % max(size, 1)
+        if (cells[rows, column] >= 0).any() or len(np.unique(rows)) != len(rows):
+            raise FormatError("two frames of the episodes fall in one (t, n) cell", path=root)
+        cells[rows, column] = np.arange(start, stop)
+    return cells
+
+
+def sidecar_header(root: Path, sidecar: dict[str, Any]) -> dict[str, Any]:
+    """The expcli header kept in ``meta/expcli.json``.
+
+    Raises:
+        FormatError: The sidecar lacks it.
+    """
+    header = sidecar.get("expcli")
+    if not isinstance(header, dict):
+        raise FormatError("lacks the 'expcli' header object", path=root / EXPCLI, key="expcli")
+    return parse_header(json.dumps(header), root / EXPCLI, "expcli")

@@ -1,0 +1,99 @@
+"""LeRobot itself loads what expcli writes, and expcli reads what LeRobot's writer makes.
+
+Runs ``lerobot_side.py`` in ``.venv-lerobot`` (``make lerobot-env``: LeRobot 0.4.4 pins an
+older torch and ``datasets<5``, so it has its own environment); skipped, saying how to build
+it, when that environment is not built. About 10 s once built.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from expcli.formats import Dataset
+from expcli.formats.layouts import write_layout
+from expcli.formats.layouts._episodes import column_rows
+from expcli.formats.registry import read_dataset
+from expcli.spec import CircularState
+
+ROOT = Path(__file__).parents[2]
+PYTHON = ROOT / ".venv-lerobot" / "bin" / "python"
+SIDE = Path(__file__).with_name("lerobot_side.py")
+
+pytestmark = pytest.mark.skipif(
+    not PYTHON.is_file(), reason="LeRobot's environment is not built: run `make lerobot-env`"
+)
+
+
+def _lerobot(*args: str | Path) -> str:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    done = subprocess.run(
+        [str(PYTHON), str(SIDE), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
+
+
+def _dataset() -> Dataset:
+    rng = np.random.default_rng(7)
+    T, N = 9, 3
+    tensors = {
+        "observations/state": rng.normal(size=(T, N, 4)).astype(np.float32),
+        "observations/pixels": rng.integers(0, 256, (T, N, 8, 6, 3), dtype=np.uint8),
+        "next_observations/state": rng.normal(size=(T, N, 4)).astype(np.float32),
+        "next_observations/pixels": rng.integers(0, 256, (T, N, 8, 6, 3), dtype=np.uint8),
+        "actions": rng.normal(size=(T, N, 2)).astype(np.float32),
+        "rewards": rng.normal(size=(T, N, 1)).astype(np.float32),
+        "terminated": rng.random((T, N, 1)) < 0.2,
+        "truncated": rng.random((T, N, 1)) < 0.1,
+    }
+    return Dataset(tensors, CircularState(4, 2, True), {"env_id": "Check-v0"})
+
+
+def test_lerobot_loads_what_expcli_writes(tmp_path: Path) -> None:
+    dataset = _dataset()
+    write_layout(dataset, tmp_path / "lr", "lerobot", overwrite=False)
+    rows = column_rows(dataset)
+    named = {
+        "observation.state": "observations/state",
+        "observation.images.pixels": "observations/pixels",
+        "next.observation.state": "next_observations/state",
+        "next.observation.images.pixels": "next_observations/pixels",
+        "action": "actions",
+        "next.reward": "rewards",
+        "next.terminated": "terminated",
+        "next.truncated": "truncated",
+    }
+    expected = {
+        feature: np.concatenate([dataset.tensors[name][r, j] for j, r in enumerate(rows)])
+        for feature, name in named.items()
+    }
+    expected["index"] = np.arange(sum(len(r) for r in rows))
+    flags = dataset.tensors["terminated"] | dataset.tensors["truncated"]
+    ends = np.concatenate([flags[r, j, 0] for j, r in enumerate(rows)])
+    ends[np.cumsum([len(r) for r in rows]) - 1] = True  # a column's last episode ends there
+    expected["episode_index"] = np.concatenate([[0], np.cumsum(ends)[:-1]])
+    np.savez(tmp_path / "expected.npz", **expected)
+    assert "features equal" in _lerobot("load", tmp_path / "lr", tmp_path / "expected.npz")
+
+
+def test_expcli_reads_what_lerobots_writer_makes(tmp_path: Path) -> None:
+    _lerobot("create", tmp_path / "made", tmp_path / "frames.npz")
+    frames = np.load(tmp_path / "frames.npz")
+    dataset = read_dataset(tmp_path / "made")
+    assert np.array_equal(dataset.tensors["observations/state"][:, 0], frames["observation.state"])
+    assert np.array_equal(dataset.tensors["observations/image"][:, 0], frames["observation.image"])
+    assert np.array_equal(dataset.tensors["actions"][:, 0], frames["action"])
+    assert np.array_equal(dataset.tensors["rewards"][:, 0], frames["next.reward"])
+    done = frames["next.done"].reshape(-1)
+    assert np.array_equal(dataset.tensors["truncated"][:, 0, 0] & done, done)
+    assert len(dataset.metadata["lerobot"]["unknown"]) == 2
