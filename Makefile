@@ -31,7 +31,12 @@ demo: $(VENV)/.core
 
 # A worker per core (at most 4), each running whole test files (module fixtures, such as a
 # Ray cluster, are set up once): 9.5 min on 2 cores where one process took 14.
+# LeRobot's environment is built first when it can be (tests/lerobot_env runs its check
+# there); when it cannot, the build's output is kept in .venv-lerobot.log and the check is
+# skipped with its last line as the reason.
 test: $(VENV)/.dev
+	@$(MAKE) --no-print-directory lerobot-env > $(LEROBOT_VENV).log 2>&1 \
+		|| echo "make test: LeRobot's environment could not be built (see $(LEROBOT_VENV).log)"
 	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadfile
 
 bench: $(VENV)/.bench
@@ -43,7 +48,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/sampling.py
 
 # LeRobot's own environment for tests/lerobot_env (LeRobot pins an older torch and datasets<5,
-# so it cannot share .venv): about 80 s and 6 GB here; `make test` runs its check once built.
+# so it cannot share .venv): about 100 s and 6 GB here, once.
 LEROBOT_VENV ?= .venv-lerobot
 
 lerobot-env: $(LEROBOT_VENV)/.built

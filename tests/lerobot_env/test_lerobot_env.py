@@ -2,7 +2,8 @@
 
 Runs ``lerobot_side.py`` in ``.venv-lerobot`` (``make lerobot-env``: LeRobot 0.4.4 pins an
 older torch and ``datasets<5``, so it has its own environment); skipped, saying how to build
-it, when that environment is not built. About 10 s once built.
+it (or why ``make test`` could not), when that environment is not built. About 10 s once
+built.
 """
 
 from __future__ import annotations
@@ -24,9 +25,19 @@ ROOT = Path(__file__).parents[2]
 PYTHON = ROOT / ".venv-lerobot" / "bin" / "python"
 SIDE = Path(__file__).with_name("lerobot_side.py")
 
-pytestmark = pytest.mark.skipif(
-    not PYTHON.is_file(), reason="LeRobot's environment is not built: run `make lerobot-env`"
-)
+BUILT = ROOT / ".venv-lerobot" / ".built"  # make lerobot-env's stamp, once every step passed
+BUILD_LOG = ROOT / ".venv-lerobot.log"  # what `make test`'s attempt to build it printed
+
+
+def _not_built() -> str:
+    """Why the environment is missing: the last line its build printed, or how to build it."""
+    lines = BUILD_LOG.read_text(errors="replace").split("\n") if BUILD_LOG.is_file() else []
+    last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+    reason = f"its build failed: {last[:300]}" if last else "run `make lerobot-env`"
+    return f"LeRobot's environment is not built ({reason})"
+
+
+pytestmark = pytest.mark.skipif(not BUILT.is_file(), reason=_not_built())
 
 
 def _lerobot(*args: str | Path) -> str:
