@@ -7,8 +7,9 @@ tensor is ``LazyRows`` whose rows are gathered from the row groups they lie in, 
 decoded row groups kept (``_GroupCache``), so that ``convert``, ``inspect`` and ``sample``
 hold a bounded amount whatever the folder's size. A folder expcli wrote is placed in its
 ``(T, N)`` cells from ``meta/episodes`` (``expcli/env``, ``expcli/first_row``: a row per
-episode); of one LeRobot wrote, the ``episode_index`` of every frame is read (8 bytes a
-frame) to tell its episodes apart.
+episode), one range of rows at a time (``Cells``); of one LeRobot wrote, the
+``episode_index`` of every frame is read, a block at a time, to tell where its episodes
+end (a byte a frame kept).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +33,13 @@ from expcli.formats.layouts._lerobot_features import feature_values as column_va
 from expcli.formats.lazy import LazyRows
 from expcli.spec import SUPPORTED_DTYPES, TensorSpec
 
-__all__ = ["EXPCLI", "INFO", "Frames", "read_frames", "sidecar_header"]
+__all__ = ["EXPCLI", "INFO", "Cells", "Frames", "read_frames", "sidecar_header"]
 
 INFO = "meta/info.json"
 EXPCLI = "meta/expcli.json"
 
 _CACHE_BYTES = 8 << 20
+_BLOCK_FRAMES = 1 << 20  # frames whose episode index or flags one read takes
 
 
 class Frames:
@@ -55,21 +58,28 @@ class Frames:
         self._groups = groups
 
     def episode_ends(self) -> np.ndarray:
-        """Whether each frame is the last one of its episode (``episode_index`` read whole)."""
-        episodes = self._book("episode_index")
-        ends = np.ones(len(episodes), bool)
-        ends[:-1] = episodes[1:] != episodes[:-1]
+        """Whether each frame is the last one of its episode (a byte a frame).
+
+        ``episode_index`` is read ``_BLOCK_FRAMES`` frames at a time.
+        """
+        counter = Feature("episode_index", TensorSpec("episode_index", "int64", (1,)), False)
+        ends = np.ones(self.count, bool)
+        for start in range(0, self.count, _BLOCK_FRAMES):
+            frames = np.arange(start, min(self.count, start + _BLOCK_FRAMES + 1))
+            episodes = self._groups.take(counter, frames).reshape(-1)
+            ends[start : start + len(episodes) - 1] = episodes[1:] != episodes[:-1]
         return ends
 
     def column(self, name: str) -> np.ndarray:
         """A feature's values of every frame ``(F, *shape)``, read whole (the flags)."""
-        return self._groups.take(self.features[name], np.arange(self.count))
+        feature = self.features[name]
+        out = np.empty((self.count, *feature.spec.shape), feature.spec.dtype)
+        for start in range(0, self.count, _BLOCK_FRAMES):
+            frames = np.arange(start, min(self.count, start + _BLOCK_FRAMES))
+            out[start : start + len(frames)] = self._groups.take(feature, frames)
+        return out
 
-    def _book(self, name: str) -> np.ndarray:
-        counter = Feature(name, TensorSpec(name, "int64", (1,)), image=False)
-        return self._groups.take(counter, np.arange(self.count)).reshape(-1)
-
-    def lazy(self, name: str, cells: np.ndarray, spec: TensorSpec | None = None) -> LazyRows:
+    def lazy(self, name: str, cells: Cells, spec: TensorSpec | None = None) -> LazyRows:
         """A tensor ``(T, N, *shape)`` whose cell ``(t, n)`` is frame ``cells[t, n]``.
 
         A cell of -1 holds no frame: zeros. ``spec``: the tensor's own (default the feature's).
@@ -116,6 +126,96 @@ class Frames:
         dataset = dataset_from_header(arrays, header, root)
         dataset.metadata["layout"] = "lerobot"
         return dataset
+
+
+class Cells:
+    """The frame in each ``(t, n)`` cell of a ``(T, N)`` grid, worked out a row range at a time.
+
+    ``cells[start:stop]`` is an int64 array ``(stop - start, N)``; -1 where no frame lies.
+    What is held is the rule, not the grid: a run per episode (a folder expcli wrote), or
+    nothing but the frame count (one LeRobot wrote), so that a folder of any size opens in
+    memory that grows with its episodes at most, not with its frames.
+    """
+
+    def __init__(self, rows: int, columns: int, rows_of: Callable[[int, int], np.ndarray]):
+        self.shape = (rows, columns)
+        self._rows_of = rows_of
+
+    @classmethod
+    def consecutive(cls, count: int) -> Cells:
+        """Frame ``t`` in cell ``(t, 0)``: one env column, in file order."""
+        return cls(count, 1, lambda start, stop: np.arange(start, stop, dtype=np.int64)[:, None])
+
+    @classmethod
+    def of_runs(
+        cls,
+        root: Path,
+        size: int,
+        envs: int,
+        starts: np.ndarray,
+        stops: np.ndarray,
+        env: np.ndarray,
+        first: np.ndarray,
+    ) -> Cells:
+        """Episodes of frames ``[starts, stops)``, frame ``k`` in row ``(first + k) % T``.
+
+        Each episode lies in its own env column ``env``.
+
+        Raises:
+            FormatError: Two frames fall in one cell, or an episode is longer than ``T``.
+        """
+        lengths = stops - starts
+        first = first % max(size, 1)
+        if len(lengths) and int(lengths.max()) > size:
+            raise FormatError("an episode is longer than the memory's rows", path=root)
+        wraps = first + lengths > size  # an episode past row T - 1 goes on at row 0
+        piece_env = np.concatenate([env, env[wraps]])
+        piece_row = np.concatenate([first, np.zeros(int(wraps.sum()), np.int64)])
+        piece_end = np.concatenate(
+            [np.minimum(first + lengths, size), (first + lengths - size)[wraps]]
+        )
+        piece_frame = np.concatenate([starts, (starts + size - first)[wraps]])
+        order = np.lexsort((piece_row, piece_env))
+        piece_env, piece_row, piece_end, piece_frame = (
+            a[order] for a in (piece_env, piece_row, piece_end, piece_frame)
+        )
+        same = piece_env[1:] == piece_env[:-1]
+        if (same & (piece_row[1:] < piece_end[:-1])).any():
+            raise FormatError("two frames of the episodes fall in one (t, n) cell", path=root)
+        bounds = np.searchsorted(piece_env, np.arange(envs + 1))
+
+        def rows_of(start: int, stop: int) -> np.ndarray:
+            out = np.full((stop - start, envs), -1, np.int64)
+            for column in range(envs):
+                lo, hi = int(bounds[column]), int(bounds[column + 1])
+                row, end = piece_row[lo:hi], piece_end[lo:hi]
+                a = int(np.searchsorted(end, start, side="right"))
+                b = int(np.searchsorted(row, stop, side="left"))
+                for k in range(lo + a, lo + b):
+                    low, high = max(start, int(piece_row[k])), min(stop, int(piece_end[k]))
+                    base = int(piece_frame[k]) - int(piece_row[k])
+                    out[low - start : high - start, column] = np.arange(low, high) + base
+            return out
+
+        return cls(size, envs, rows_of)
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        start, stop, _ = rows.indices(self.shape[0])
+        return self._rows_of(start, max(start, stop))
+
+    @classmethod
+    def following(cls, ends: np.ndarray) -> Cells:
+        """One env column in file order, each cell the frame after its own.
+
+        That is ``t + 1``, or ``t`` itself at an episode's end (``ends[t]``).
+        """
+
+        def rows_of(start: int, stop: int) -> np.ndarray:
+            frames = np.arange(start, stop, dtype=np.int64)
+            following: np.ndarray = frames + ~ends[start:stop]
+            return following[:, None]
+
+        return cls(len(ends), 1, rows_of)
 
 
 class _GroupCache:
@@ -295,7 +395,7 @@ def _spec(root: Path, name: str, dtype: str, shape: list[int], names: Any) -> Te
     return TensorSpec(name, dtype, tuple(shape))
 
 
-def _episode_cells(root: Path, count: int, size: int, envs: int) -> np.ndarray:
+def _episode_cells(root: Path, count: int, size: int, envs: int) -> Cells:
     """The frame in each ``(t, n)`` cell (-1: none), from ``meta/episodes``, an episode at a time.
 
     Each episode holds frames ``[dataset_from_index, dataset_to_index)``, its frame ``k`` in
@@ -336,13 +436,7 @@ def _episode_cells(root: Path, count: int, size: int, envs: int) -> np.ndarray:
             "columns",
             path=files[0],
         )
-    cells = np.full((size, envs), -1, np.int64)
-    for start, stop, column, row in zip(starts, stops, env, first, strict=True):
-        rows = (int(row) + np.arange(stop - start)) % max(size, 1)
-        if (cells[rows, column] >= 0).any() or len(np.unique(rows)) != len(rows):
-            raise FormatError("two frames of the episodes fall in one (t, n) cell", path=root)
-        cells[rows, column] = np.arange(start, stop)
-    return cells
+    return Cells.of_runs(root, size, envs, starts, stops, env, first)
 
 
 def sidecar_header(root: Path, sidecar: dict[str, Any]) -> dict[str, Any]:

@@ -58,7 +58,7 @@ from expcli.formats.layouts._lerobot_features import (
     feature_column,
     feature_for,
 )
-from expcli.formats.layouts._lerobot_read import EXPCLI, INFO, Frames, read_frames
+from expcli.formats.layouts._lerobot_read import EXPCLI, INFO, Cells, Frames, read_frames
 from expcli.formats.layouts._minari_meta import json_object, metadata_file
 from expcli.formats.layouts._row_streams import rows_of
 from expcli.formats.layouts._write import atomic_folder
@@ -383,8 +383,7 @@ def _foreign(root: Path, info: dict[str, Any], frames: Frames) -> Dataset:
     names = frames.features
     ends = frames.episode_ends()
     count = len(ends)
-    cells = np.arange(count, dtype=np.int64).reshape(count, 1)
-    following = np.where(ends, np.arange(count), np.arange(1, count + 1)).reshape(count, 1)
+    cells, following = Cells.consecutive(count), Cells.following(ends)
     observations = sorted(n for n in names if n.startswith("observation."))
     nexts = {n for n in names if n.startswith("next.observation.")}
     flags = {"next.done", "next.terminated", "next.truncated"}

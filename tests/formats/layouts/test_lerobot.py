@@ -316,3 +316,59 @@ def test_string_features_are_left_out_and_said(tmp_path: Path) -> None:
     assert "language" not in dataset.tensors and "string features language" in str(
         dataset.metadata["lerobot"]["unknown"]
     )
+
+
+@st.composite
+def episode_runs(draw: st.DrawFn) -> tuple[int, int, list[tuple[int, int, int]]]:
+    """A (T, N) grid and non-overlapping episodes in it: (env, first row, length) each,
+    wrapping past row T - 1 as a circular memory's do."""
+    size, envs = draw(st.integers(1, 12)), draw(st.integers(1, 4))
+    runs = []
+    for column in range(envs):
+        row = draw(st.integers(0, size - 1))
+        room = size
+        while room and draw(st.booleans()):
+            length = draw(st.integers(1, room))
+            runs.append((column, row, length))
+            row, room = (row + length + draw(st.integers(0, 2))) % size, room - length
+            room = min(room, size - 1) if room else 0
+    return size, envs, runs
+
+
+@given(grid=episode_runs(), cuts=st.lists(st.integers(0, 12), min_size=2, max_size=2))
+def test_the_cells_of_episode_runs_equal_the_grid_filled_frame_by_frame(
+    grid: tuple[int, int, list[tuple[int, int, int]]], cuts: list[int]
+) -> None:
+    """What ``Cells`` works out a row range at a time is the dense grid of the episodes."""
+    from expcli.formats.layouts._lerobot_read import Cells
+
+    size, envs, runs = grid
+    dense = np.full((size, envs), -1, np.int64)
+    starts, frame = [], 0
+    for column, row, length in runs:
+        rows = (row + np.arange(length)) % size
+        if (dense[rows, column] >= 0).any():
+            return  # the drawn runs overlap: not a layout expcli writes
+        dense[rows, column] = np.arange(frame, frame + length)
+        starts.append(frame)
+        frame += length
+    columns = (
+        [np.asarray(v, np.int64) for v in zip(*runs, strict=True)]
+        if runs
+        else [np.zeros(0, np.int64)] * 3
+    )
+    env, first, lengths = columns
+    begin = np.asarray(starts, np.int64)
+    cells = Cells.of_runs(Path("x"), size, envs, begin, begin + lengths, env, first)
+    low, high = sorted(min(c, size) for c in cuts)
+    assert cells.shape == (size, envs)
+    assert np.array_equal(cells[low:high], dense[low:high])
+    assert np.array_equal(cells[0:size], dense)
+
+
+def test_episodes_sharing_a_cell_are_refused() -> None:
+    from expcli.formats.layouts._lerobot_read import Cells
+
+    starts, stops = np.array([0, 3]), np.array([3, 5])
+    with pytest.raises(FormatError, match="two frames of the episodes fall in one"):
+        Cells.of_runs(Path("x"), 6, 1, starts, stops, np.array([0, 0]), np.array([0, 2]))
