@@ -186,6 +186,9 @@ class LayoutRow:
         open_folder: Opens such a folder with its rows left on disk.
         title: How prose names it ("Minari").
         storage: The format a folder of the layout keeps its data in (Minari: hdf5).
+        storages: The formats a folder layout may keep its data in, ``storage`` first
+            (``--to`` picks one; Minari: hdf5, parquet, arrow).
+        write_in: Writes a folder layout in one of ``storages``.
     """
 
     name: Layout
@@ -196,3 +199,5 @@ class LayoutRow:
     open_folder: Callable[[Path], tuple[Dataset, Closer]] | None = None
     title: str = ""
     storage: str | None = None
+    storages: tuple[str, ...] = ()
+    write_in: Callable[[Dataset, Path, bool, str], None] | None = None

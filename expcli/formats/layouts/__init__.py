@@ -4,7 +4,8 @@
   (a file without expcli's metadata is a full skrl memory); written by ``skrl_layout``.
 * ``tianshou``: ``ReplayBuffer.save_hdf5`` of a ReplayBuffer or a VectorReplayBuffer.
 * ``minari``: a Minari dataset folder (``data/main_data.hdf5`` with ``episode_*`` groups
-  and ``data/metadata.json``), or its ``main_data.hdf5`` alone.
+  and ``data/metadata.json``), or its ``main_data.hdf5`` alone; or in parquet or arrow
+  storage (``data/<id>/part-0.parquet`` per episode: ``minari_arrow``).
 * ``d4rl``: D4RL HDF5 files (``observations``, ``actions``, ``rewards``, ``terminals``,
   ``timeouts`` at the root).
 
@@ -69,13 +70,17 @@ def layout_format(
     named = format_from_suffix(target)
     chosen = format.lower().lstrip(".") if format is not None else named
     allowed = layout_row(name).formats
-    if not allowed:  # a layout kept in a folder
-        if chosen is not None:
-            raise ConfigError(
-                f"{target}: the {name} layout writes a dataset folder (DIR/data/...), not a "
-                f"{chosen} file; name a folder without a file suffix"
-            )
-        return name.value
+    if not allowed:  # a layout kept in a folder, in one of its storages
+        storages = layout_row(name).storages
+        if named is None and chosen in (None, name.value):
+            return name.value
+        if named is None and chosen in storages:
+            return str(chosen)
+        picks = f" (--to picks its storage: {', '.join(storages)})" if storages else ""
+        raise ConfigError(
+            f"{target}: the {name} layout writes a dataset folder (DIR/data/...), not a "
+            f"{chosen} file; name a folder without a file suffix{picks}"
+        )
     suffixes = " or ".join(_named_suffixes(format_row(f)) for f in allowed)
     if chosen is not None and chosen not in allowed:
         raise ConfigError(
@@ -137,13 +142,20 @@ def open_minari_folder(path: str | os.PathLike[str]) -> tuple[Dataset, Callable[
 
 
 def write_layout(
-    dataset: Dataset, path: str | os.PathLike[str], layout: str | Layout, *, overwrite: bool
+    dataset: Dataset,
+    path: str | os.PathLike[str],
+    layout: str | Layout,
+    *,
+    overwrite: bool,
+    format: str | None = None,
 ) -> Path:
     """Write a dataset in a layout of ``LAYOUTS``, atomically.
 
     ``d4rl`` and ``tianshou`` write one HDF5 file, ``minari`` a dataset folder
     (``path/data/...``), ``skrl`` a ``.pt`` file (``.npz`` or ``.csv`` by suffix) and
-    ``expcli`` expcli's own format by suffix; another suffix is refused. Layouts with one
+    ``expcli`` expcli's own format by suffix; another suffix is refused. ``format`` picks a
+    folder layout's storage (``minari``: ``hdf5``, the default, ``parquet`` or ``arrow``;
+    see ``minari_arrow``) or a file layout's format. Layouts with one
     row per transition (d4rl, tianshou with several env columns) lay the valid rows out env
     column by env column, oldest first.
 
@@ -165,9 +177,12 @@ def write_layout(
         from expcli.formats.registry import write_dataset
 
         return write_dataset(dataset, target, overwrite=overwrite)
-    layout_format(name, target)
+    chosen = layout_format(name, target, format)
     dataset.validate(target)
-    row.write(dataset, target, overwrite)
+    if row.write_in is not None and chosen in row.storages:
+        row.write_in(dataset, target, overwrite, chosen)
+    else:
+        row.write(dataset, target, overwrite)
     return target
 
 

@@ -45,6 +45,7 @@ from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._guards import check_read_whole
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts._episodes import SEAMS_KEY
+from expcli.formats.layouts._minari_columns import mark_seams
 from expcli.formats.layouts._minari_episodes import EpisodeScan
 from expcli.formats.layouts._minari_meta import (
     expcli_metadata,
@@ -167,7 +168,8 @@ def open_folder(path: Path) -> tuple[Dataset, Callable[[], None]]:
     As ``read`` with ``lazy``; call the closer once done.
 
     Raises:
-        FormatError: Not a Minari folder, a storage other than hdf5, or a corrupt file.
+        FormatError: Not a Minari folder, a storage other than hdf5, parquet and arrow, or
+            a corrupt file.
         SchemaError: An episode's arrays disagree in length or shape.
     """
     from expcli.formats._hdf5_checks import as_format_errors, check_all_stored, open_file
@@ -183,9 +185,13 @@ def open_folder(path: Path) -> tuple[Dataset, Callable[[], None]]:
         )
     meta = metadata_file(data / METADATA_FILE)
     storage = meta.get("data_format")
+    if storage in ("parquet", "arrow"):
+        from expcli.formats.layouts import minari_arrow
+
+        return minari_arrow.open_folder(data, meta)
     if storage != "hdf5":
         raise FormatError(
-            f"Minari {storage} storage is not supported; expected hdf5",
+            f"Minari {storage} storage is not supported; expected hdf5, parquet or arrow",
             path=data / METADATA_FILE,
             key="data_format",
         )
@@ -232,17 +238,7 @@ def read(
     for space_key, prefix in (("observation_space", "observations"), ("action_space", "actions")):
         texts.update(text_leaves(metadata.get(space_key), prefix))
     scan = EpisodeScan(h5, path, [key for _, key in episodes], jpeg_image_shape(meta), texts)
-    seams: list[int] = []
-    total = 0
-    truncated = scan.flags["truncated"]
-    for number, (steps, ended, cut) in enumerate(
-        zip(scan.lengths, scan.flags["terminated"], truncated, strict=True)
-    ):
-        total += steps
-        if number < len(episodes) - 1 and steps and not (ended[-1] or cut[-1]):
-            truncated[number] = cut.copy()
-            truncated[number][-1] = True
-            seams.append(total - 1)
+    seams = mark_seams(scan.lengths, scan.flags["terminated"], scan.flags["truncated"])
     tensors = scan.tensors()
     if not lazy:
         tensors = {name: np.asarray(array) for name, array in tensors.items()}
