@@ -179,9 +179,10 @@ def _episode_files(data: Path, meta: dict[str, Any], storage: str) -> list[Path]
     ids = sorted(int(name) for name in names if _EPISODE.fullmatch(name))
     total = meta.get("total_episodes")
     if ids != list(range(len(ids))) or (type(total) is int and total != len(ids)):
+        wanted = f"0 to {total - 1}" if type(total) is int else "0, 1, ... without a gap"
         raise FormatError(
-            f"holds episode folders {_span(ids)}; expected 0 to {total!r} - 1 "
-            "(total_episodes of metadata.json)",
+            f"holds episode folders {_span(ids)}; expected {wanted} (total_episodes of "
+            "metadata.json)",
             path=data,
         )
     files = []

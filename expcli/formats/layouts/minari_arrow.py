@@ -19,7 +19,7 @@ observations: within every episode ``next_observations[t]`` must equal
 (env columns and circular state, extras' names) is named in ``metadata.json`` (``expcli``
 ``lost_in_minari``) and in one warning.
 
-``open_folder`` reads such a folder as ``minari_layout`` reads the hdf5 storage: one env
+``minari_layout.open_folder`` reads such a folder as it reads the hdf5 storage: one env
 column, a step's next observation the episode's row ``t + 1``, a step's infos its row
 ``t + 1``; the rows of every tensor are decoded an episode at a time (``_minari_columns``).
 """
@@ -30,7 +30,6 @@ import json
 import math
 import os
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,36 +43,21 @@ from expcli.formats.layouts._minari_columns import (
     DATA_FILE,
     MAX_EPISODE_ROWS,
     flat_array,
-    scan_folder,
 )
 from expcli.formats.layouts._minari_meta import minari_metadata
 from expcli.formats.layouts._minari_plan import MinariPlan, write_plan
 from expcli.formats.layouts._minari_spaces import StoredLeaf, expcli_leaf, minari_space
 from expcli.formats.layouts._write import atomic_folder
+from expcli.formats.layouts.minari_layout import METADATA_FILE, is_minari_folder
 from expcli.space_json import SEPARATOR
 
-__all__ = ["ARROW_STORAGES", "LOSSES_KEY", "open_folder", "write"]
+__all__ = ["ARROW_STORAGES", "LOSSES_KEY", "write"]
 
 LOSSES_KEY = "lost_in_minari"
 """expcli metadata key listing what a write to the minari layout could not keep."""
 
 _VERSION = "0.5.3"
 """The Minari dataset version written: the first with parquet and arrow storage."""
-
-
-def open_folder(data: Path, meta: dict[str, Any]) -> tuple[Dataset, Callable[[], None]]:
-    """Open the ``data`` folder of a Minari dataset in parquet or arrow storage.
-
-    The rows stay in the episode files, decoded an episode at a time; call the closer once
-    done.
-
-    Raises:
-        FormatError: An episode file is missing, damaged, of another type or layout, or
-            holds JPEG-encoded images or data that is not numbers.
-        SchemaError: Episodes disagree in their columns, or an episode has no rows.
-        MissingDependencyError: pyarrow is not installed.
-    """
-    return scan_folder(data, meta)
 
 
 def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str) -> None:
@@ -87,7 +71,6 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str) -> Non
         ConfigError: ``path`` is a file or a folder that is not a Minari dataset.
         MissingDependencyError: pyarrow is not installed.
     """
-    from expcli.formats.layouts.minari_layout import METADATA_FILE, is_minari_folder
     from expcli.formats.parquet_format import pyarrow_parquet
 
     pq = pyarrow_parquet()
@@ -159,7 +142,7 @@ def _losses(plan: MinariPlan) -> list[str]:
         f for f in plan.flags if f in dataset.tensors and dataset.tensors[f].shape[2:] != (1,)
     ]
     if flags:
-        losses.append(f"the shape of {', '.join(flags)} (one flag a step; absent: false)")
+        losses.append(f"{', '.join(flags)} as they are (one flag a step; absent: false)")
     return losses
 
 

@@ -45,7 +45,7 @@ from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._guards import check_read_whole
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts._episodes import SEAMS_KEY
-from expcli.formats.layouts._minari_columns import mark_seams
+from expcli.formats.layouts._minari_columns import mark_seams, scan_folder
 from expcli.formats.layouts._minari_episodes import EpisodeScan
 from expcli.formats.layouts._minari_meta import (
     expcli_metadata,
@@ -186,9 +186,7 @@ def open_folder(path: Path) -> tuple[Dataset, Callable[[], None]]:
     meta = metadata_file(data / METADATA_FILE)
     storage = meta.get("data_format")
     if storage in ("parquet", "arrow"):
-        from expcli.formats.layouts import minari_arrow
-
-        return minari_arrow.open_folder(data, meta)
+        return scan_folder(data, meta)  # parquet or arrow storage: minari_arrow
     if storage != "hdf5":
         raise FormatError(
             f"Minari {storage} storage is not supported; expected hdf5, parquet or arrow",
