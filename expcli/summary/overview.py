@@ -163,7 +163,11 @@ def summarize(
     shares, whole = _shares([source, *others]), progress
     if progress is not None and others:  # each file its share of the bar, by size
         progress = _scaled(progress, 0, shares[0])
-    storage = layout_row(Layout.MINARI).storage if found == MINARI_FOLDER else None
+    storage = None
+    if found == MINARI_FOLDER:  # hdf5, parquet or arrow
+        from expcli.formats.layouts import minari_storage
+
+        storage = minari_storage(source) or layout_row(Layout.MINARI).storage
     fmt = storage or found  # a Minari folder's: the format of its files
     minari = minari_episode_findings(source) if check and _carries(fmt, Layout.MINARI) else None
     shards = None

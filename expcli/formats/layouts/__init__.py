@@ -40,6 +40,7 @@ __all__ = [
     "Layout",
     "layout_format",
     "minari_episode_mismatches",
+    "minari_storage",
     "open_minari_folder",
     "read_foreign_hdf5",
     "read_minari_folder",
@@ -115,8 +116,15 @@ def minari_episode_mismatches(path: str | os.PathLike[str]) -> list[int] | None:
     return minari_layout.mismatched_episodes(Path(path))
 
 
+def minari_storage(path: str | os.PathLike[str]) -> str | None:
+    """The storage of a Minari dataset folder (``hdf5``, ``parquet``, ``arrow``), or None."""
+    from expcli.formats.layouts import minari_layout
+
+    return minari_layout.folder_storage(Path(path))
+
+
 def read_minari_folder(path: str | os.PathLike[str]) -> Dataset:
-    """Read a Minari dataset folder (hdf5 storage) into one env column.
+    """Read a Minari dataset folder (hdf5, parquet or arrow storage) into one env column.
 
     Raises:
         FormatError: Not a Minari folder, another storage than hdf5, or a corrupt file.
@@ -129,7 +137,7 @@ def read_minari_folder(path: str | os.PathLike[str]) -> Dataset:
 
 
 def open_minari_folder(path: str | os.PathLike[str]) -> tuple[Dataset, Callable[[], None]]:
-    """Open a Minari dataset folder (hdf5 storage) as one env column left in the file.
+    """Open a Minari dataset folder (any storage) as one env column left in its files.
 
     Rows are read a slice at a time; call the closer once done with them.
 

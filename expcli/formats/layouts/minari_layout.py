@@ -61,6 +61,7 @@ from expcli.spec import CircularState
 
 __all__ = [
     "MAIN_FILE",
+    "folder_storage",
     "is_minari_file",
     "is_minari_folder",
     "mismatched_episodes",
@@ -96,6 +97,13 @@ def is_minari_file(h5: Any, path: Path) -> bool:
 def is_minari_folder(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a Minari dataset folder (or its ``data`` folder)."""
     return _data_folder(Path(path)) is not None
+
+
+def folder_storage(path: Path) -> str | None:
+    """The ``data_format`` of a Minari folder (hdf5, parquet, arrow), or None: no such folder."""
+    data = _data_folder(path)
+    storage = None if data is None else json_object(data / METADATA_FILE).get("data_format")
+    return storage if isinstance(storage, str) else None
 
 
 def mismatched_episodes(path: Path) -> list[int] | None:
