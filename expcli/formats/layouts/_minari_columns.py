@@ -56,6 +56,7 @@ _IGNORED = ("_", ".")  # with metadata.json: what Minari's reader leaves out of 
 _PARQUET_MAGIC, _IPC_MAGIC = b"PAR1", b"ARROW1"
 _EXTENSION_KEY = b"ARROW:extension:name"
 _FLAGS = (("terminations", "terminated"), ("truncations", "truncated"))
+_RELEASE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -459,6 +460,7 @@ class _TensorReader:
         self._kept = None  # let go of the last one first
         rows = self._decode(number)
         self._kept = (number, rows)
+        _release_unused(rows.nbytes)
         return rows
 
     def _decode(self, number: int) -> np.ndarray:
@@ -491,3 +493,22 @@ class _TensorReader:
                     raise FormatError(e.message, path=path, key=key) from e
                 rows = native(flat.reshape(steps, *leaf.feature), path, key)
         return one_column(rows).astype(self.dtype, copy=False)
+
+
+_decoded = [0]  # bytes decoded since the pool last gave back what it kept
+
+
+def _release_unused(decoded: int) -> None:
+    """Give back what pyarrow's pool keeps of freed columns, every ``_RELEASE_BYTES`` decoded.
+
+    mimalloc keeps the pages of freed arrays: about 150 MiB more at peak reading a 240 MiB
+    folder; giving them back after every episode (of 50 steps) doubles the time to read,
+    after every MiB adds about 15 %.
+    """
+    _decoded[0] += decoded
+    if _decoded[0] < _RELEASE_BYTES:
+        return
+    _decoded[0] = 0
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
