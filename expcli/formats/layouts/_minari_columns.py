@@ -133,8 +133,9 @@ def scan_folder(data: Path, meta: dict[str, Any]) -> tuple[Dataset, Callable[[],
             raise SchemaError("has no rows; expected the reset observation at least", path=path)
         lengths.append(steps)
     tensors: dict[str, Any] = {}
+    columns = _Columns(files, storage)
     for leaf in leaves or []:
-        reader = _TensorReader(files, storage, leaf, lengths)
+        reader = _TensorReader(columns, leaf, lengths)
         tensors[leaf.name] = ConcatRows(
             reader.episode, lengths, (1, *(leaf.feature or (1,))), reader.dtype
         )
@@ -445,12 +446,34 @@ def _shape(field: Any, space: Any, size: int) -> tuple[int, ...]:
     return (size,)
 
 
+class _Columns:
+    """The top-level columns of the episode files, each read whole; the last episode kept.
+
+    Shared by the tensors: observations and next observations read their column once.
+    """
+
+    def __init__(self, files: list[Path], storage: str) -> None:
+        self.files, self.storage = files, storage
+        self._kept: dict[str, tuple[int, Any]] = {}
+
+    def get(self, number: int, name: str) -> Any:
+        kept = self._kept.pop(name, None)
+        if kept is not None and kept[0] == number:
+            self._kept[name] = kept
+            return kept[1]
+        episode = _EpisodeFile.__new__(_EpisodeFile)  # checked by the scan
+        episode.path, episode.storage = self.files[number], self.storage
+        array = episode.column(name)
+        self._kept[name] = (number, array)
+        return array
+
+
 class _TensorReader:
     """One tensor's rows of each episode, decoded when asked; the last episode kept."""
 
-    def __init__(self, files: list[Path], storage: str, leaf: _Leaf, lengths: list[int]) -> None:
-        self.files, self.storage, self.leaf, self.lengths = files, storage, leaf, lengths
-        self.dtype = leaf.dtype(files[0] if files else Path())
+    def __init__(self, columns: _Columns, leaf: _Leaf, lengths: list[int]) -> None:
+        self.columns, self.files, self.leaf, self.lengths = columns, columns.files, leaf, lengths
+        self.dtype = leaf.dtype(self.files[0] if self.files else Path())
         self._kept: tuple[int, np.ndarray] | None = None
 
     def episode(self, number: int) -> np.ndarray:
@@ -465,9 +488,7 @@ class _TensorReader:
 
     def _decode(self, number: int) -> np.ndarray:
         leaf, path, steps = self.leaf, self.files[number], self.lengths[number]
-        episode = _EpisodeFile.__new__(_EpisodeFile)
-        episode.path, episode.storage = path, self.storage
-        array = episode.column(leaf.column)
+        array = self.columns.get(number, leaf.column)
         key = leaf.key()
         with _as_format_errors(path, key):
             for name in leaf.fields:
