@@ -21,12 +21,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 import warnings
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,6 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _report import fmt_ratio, load_average, peak_rss_kib, version
+from parquet import timed
 
 FEATURE = 4096
 EPISODE = 1000
@@ -50,7 +48,7 @@ def dataset(mib: int) -> Any:
     frames[:, :, ::16] = rng.integers(0, 255, (rows + 1, 1, FEATURE // 16), dtype=np.uint8)
     ends = np.zeros((rows, 1, 1), bool)
     ends[EPISODE - 1 :: EPISODE] = True
-    tensors = {
+    tensors: dict[str, np.ndarray] = {
         "observations": frames[:-1],
         "next_observations": frames[1:],
         "actions": rng.integers(0, 18, (rows, 1, 1)),
@@ -59,15 +57,6 @@ def dataset(mib: int) -> Any:
         "truncated": np.zeros((rows, 1, 1), bool),
     }
     return Dataset(tensors, CircularState(0, 0, True), {"env_id": "Frames-v0"})
-
-
-def timed(call: Callable[[], Any], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def episode_tables(folder: Path, storage: str) -> list[Any]:

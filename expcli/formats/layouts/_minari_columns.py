@@ -264,7 +264,7 @@ class _EpisodeFile:
     def _parquet(self) -> Any:
         import pyarrow.parquet as pq
 
-        return pq.ParquetFile(str(self.path), page_checksum_verification=True)
+        return pq.ParquetFile(str(self.path), page_checksum_verification=True, pre_buffer=False)
 
     def _ipc(self, options: Any = None) -> Any:
         import pyarrow as pa

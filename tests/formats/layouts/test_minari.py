@@ -41,14 +41,6 @@ def observations(episode: int, steps: int) -> np.ndarray:
 
 
 @pytest.fixture
-def datasets_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "minari_datasets"
-    root.mkdir()
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
-    return root
-
-
-@pytest.fixture
 def made(datasets_path: Path) -> Path:
     """A dataset made with ``minari.create_dataset_from_buffers``; its folder."""
     buffers = [

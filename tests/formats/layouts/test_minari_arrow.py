@@ -25,14 +25,6 @@ EpisodeBuffer = pytest.importorskip("minari.data_collector").EpisodeBuffer
 STORAGES = ("parquet", "arrow")
 
 
-@pytest.fixture
-def datasets_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "minari_datasets"
-    root.mkdir()
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
-    return root
-
-
 def chain(observations: np.ndarray, ends: list[int], **tensors: Any) -> Dataset:
     """One env column whose next observations are the next rows (``observations`` has T+1)."""
     steps = len(observations) - 1
