@@ -57,8 +57,9 @@ def layout_format(
     """The format a foreign layout writes to ``path`` (``minari``: a dataset folder).
 
     It is told by ``format``, else by the suffix of ``path``, else it is the layout's own
-    (the first of its row's formats: skrl pt, tianshou and d4rl hdf5). Checked before
-    anything is read or written.
+    (the first of its row's formats: skrl pt, tianshou and d4rl hdf5). A folder layout
+    gives its name, or the storage ``format`` names (``minari``: hdf5, parquet, arrow).
+    Checked before anything is read or written.
 
     Raises:
         ConfigError: An unknown layout, or a format or suffix the layout cannot write (skrl
