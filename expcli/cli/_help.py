@@ -42,7 +42,7 @@ def table_words() -> dict[str, str]:
 
     ``formats``: the file formats (``pt, npz, csv or hdf5``); ``titles``: the same as prose
     names them (``pt, npz, csv and HDF5``); ``sources``: what a command reads (``.pt, .npz,
-    .csv, .h5, or a Minari folder``); ``suffixes``: the file formats' usual suffixes
+    .csv, .h5, or a Minari or LeRobot folder``); ``suffixes``: the file formats' usual suffixes
     (``.pt, .npz, .csv, .h5``); ``streams``: what ``-`` writes, with what a stream
     leaves out (``npz, pt or csv (rows only)``); ``stream_names``: the same, names only;
     ``compressing``: the formats that compress (``HDF5``); ``compressions`` and

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from expcli.cli._console import file_progress, out_console, phases_on
+from expcli.cli._console import err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
 from expcli.cli._read_options import NumEnvs, parse_compression, typed_choice, warn_unrecorded_envs
 from expcli.errors import ConfigError, printable
@@ -67,7 +68,11 @@ def convert_cmd(
             raise ConfigError("writing to stdout (-): --shard-format is for a folder DST")
         _to_stdout(src, to, compression, layout, verify, num_envs)
         return
-    with file_progress(src, "converting", min_bytes=PROGRESS_MIN_BYTES, total=2.0) as bar:
+    with (
+        file_progress(src, "converting", min_bytes=PROGRESS_MIN_BYTES, total=2.0) as bar,
+        warnings.catch_warnings(record=True) as losses,  # a layout's losses: one line each
+    ):
+        warnings.simplefilter("always", UserWarning)
         progress = None if bar is None else phases_on(bar)
         result = convert(
             src,
@@ -80,6 +85,12 @@ def convert_cmd(
             progress=progress,
             num_envs=num_envs,
             shard_format=shard_format,
+        )
+    for loss in losses:
+        err_console().print(
+            f"[yellow]warning:[/yellow] {escape(printable(str(loss.message)))}",
+            soft_wrap=True,
+            highlight=False,
         )
     read, written = (escape(printable(str(p))) for p in (result.src, result.dst))
     out_console().print(

@@ -320,6 +320,15 @@ def _write_minari(dataset: Dataset, path: Path, overwrite: bool) -> None:
     minari_layout.write(dataset, path, overwrite=overwrite)
 
 
+def _write_minari_in(dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
+    if storage == "hdf5":
+        _write_minari(dataset, path, overwrite)
+        return
+    from expcli.formats.layouts import minari_arrow
+
+    minari_arrow.write(dataset, path, overwrite=overwrite, storage=storage)
+
+
 def _read_minari(h5: Any, path: Path, num_envs: int | None, lazy: bool) -> Dataset | None:
     from expcli.formats.layouts import minari_layout
 
@@ -391,6 +400,8 @@ LAYOUT_ROWS: tuple[LayoutRow, ...] = (
         open_folder=_open_minari_folder,
         title="Minari",
         storage="hdf5",
+        storages=("hdf5", "parquet", "arrow"),
+        write_in=_write_minari_in,
     ),
     LayoutRow(Layout.D4RL, ("hdf5",), _write_d4rl, read_hdf5=_read_d4rl, title="D4RL"),
     LayoutRow(

@@ -38,7 +38,7 @@ from expcli.formats.layouts.kinds import Layout
 from expcli.formats.lazy import row_chunks
 from expcli.formats.output_lock import OutputLock
 from expcli.formats.registry import open_lazy, output_files, write_dataset
-from expcli.formats.table import format_row
+from expcli.formats.table import format_row, layout_row
 
 __all__ = [
     "check_can_write",
@@ -61,7 +61,8 @@ def check_target(target: Path, fmt: str, layout: Layout, overwrite: bool) -> Non
     for path in output_files(target, fmt) if layout is Layout.EXPCLI else (target,):
         check_writable(path, overwrite=overwrite)
     row = format_row(fmt)
-    check_can_write(target, folder=row is None or row.folder)  # None: a folder layout
+    kept = layout is not Layout.EXPCLI and fmt in layout_row(layout).storages  # Minari parquet
+    check_can_write(target, folder=row is None or row.folder or kept)  # None: a folder layout
 
 
 def write_checked(
@@ -113,7 +114,7 @@ def _write_checked(
         if layout is not Layout.EXPCLI:
             from expcli.formats.layouts import write_layout
 
-            write_layout(dataset, target, layout, overwrite=overwrite)  # it reads by slices
+            write_layout(dataset, target, layout, overwrite=overwrite, format=fmt)  # by slices
             return
         verifying: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if checksums is not None:

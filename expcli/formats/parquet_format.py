@@ -75,6 +75,7 @@ __all__ = [
     "PARQUET_COMPRESSIONS",
     "open_lazy",
     "read",
+    "refuse_extension_types",
     "shard_carry",
     "write",
     "write_shard",
@@ -357,7 +358,7 @@ def open_lazy(
             "not a Parquet file (no PAR1 at both ends); expected a Parquet file, complete",
             path=path,
         )
-    _refuse_extension_types(path, size)
+    refuse_extension_types(path, size)
     pq = pyarrow_parquet()
     try:
         parquet = pq.ParquetFile(str(path), page_checksum_verification=True)
@@ -372,7 +373,7 @@ def open_lazy(
         raise _damaged(path, e) from e
 
 
-def _refuse_extension_types(path: Path, size: int) -> None:
+def refuse_extension_types(path: Path, size: int) -> None:
     """Refuse a file whose stored Arrow schema names an extension type, before pyarrow reads it.
 
     pyarrow builds the stored schema's extension types as it opens a file, running the

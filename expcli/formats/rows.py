@@ -188,6 +188,9 @@ class LayoutRow:
         storage: The format a folder of the layout keeps its data in (Minari: hdf5).
         claims: Whether a folder is of the layout (checked before a folder is taken for the
             default folder layout, Minari).
+        storages: The formats a folder layout may keep its data in, ``storage`` first
+            (``--to`` picks one; Minari: hdf5, parquet, arrow).
+        write_in: Writes a folder layout in one of ``storages``.
     """
 
     name: Layout
@@ -199,3 +202,5 @@ class LayoutRow:
     title: str = ""
     storage: str | None = None
     claims: Callable[[Path], bool] | None = None
+    storages: tuple[str, ...] = ()
+    write_in: Callable[[Dataset, Path, bool, str], None] | None = None

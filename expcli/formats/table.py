@@ -145,6 +145,6 @@ def suffix_help() -> str:
 
 
 def source_help() -> str:
-    """``.pt, .npz, .csv, .h5, or a Minari folder``: what a command may read."""
-    folders = [f"a {r.title} folder" for r in layout_rows() if r.read_folder is not None]
-    return ", or ".join([suffix_help(), *folders])
+    """``.pt, .npz, .csv, .h5, or a Minari or LeRobot folder``: what a command may read."""
+    titles = [r.title for r in layout_rows() if r.read_folder is not None]
+    return f"{suffix_help()}, or a {' or '.join(titles)} folder" if titles else suffix_help()

@@ -22,7 +22,7 @@ import numpy as np
 from expcli.errors import FormatError, SchemaError
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import Layout
-from expcli.formats.table import format_row, layout_rows
+from expcli.formats.table import MINARI_FOLDER, format_row, layout_rows
 from expcli.spec import overwritten_columns
 from expcli.summary.checks import FAILED, Finding, RowFinder
 from expcli.summary.chronology import Chunk, chunks, segments
@@ -165,6 +165,10 @@ def summarize(
         progress = _scaled(progress, 0, shares[0])
     folder = next((r for r in layout_rows() if r.read_folder and r.name.value == found), None)
     storage = folder.storage if folder is not None else None
+    if found == MINARI_FOLDER:  # hdf5, parquet or arrow
+        from expcli.formats.layouts import minari_storage
+
+        storage = minari_storage(source) or storage
     fmt = storage or found  # a Minari folder's: the format of its files
     minari = minari_episode_findings(source) if check and _carries(fmt, Layout.MINARI) else None
     shards = None

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.fuzz.structure import (
+    arrow_edit,
     csv_edit,
     h5_edit,
     lerobot_json,
@@ -71,7 +72,7 @@ def make_mutant(seed: Path, folder: Path, number: int, campaign: int) -> tuple[P
         "csv": [(3.0, csv_edit)],
         "h5": [(3.0, h5_edit)],
         "parquet": [(3.0, parquet_edit)],
-        "minari": [(2.0, h5_edit), (1.0, minari_json)],
+        "minari": [(2.0, _minari_data), (1.0, minari_json)],
         "lerobot": [(2.0, lerobot_json), (2.0, lerobot_parquet)],
     }[what]
     weights = [w for w, _ in strategies]
@@ -81,6 +82,16 @@ def make_mutant(seed: Path, folder: Path, number: int, campaign: int) -> tuple[P
     except Exception as e:  # a mutation that cannot apply falls back to byte damage
         done = f"{mutation.__name__} failed ({type(e).__name__}); " + _bytes(target, rng)
     return target, f"{seed.name}: {done}"
+
+
+def _minari_data(target: Path, rng: random.Random) -> str:
+    """A hostile edit of a Minari folder's data: its HDF5 file, or one episode's file."""
+    episodes = sorted(target.glob("data/*/part-0.*"))
+    if not episodes:
+        return h5_edit(target, rng)
+    path = rng.choice(episodes)
+    edit = parquet_edit if path.suffix == ".parquet" else arrow_edit
+    return f"episode {path.parent.name}: {edit(path, rng)}"
 
 
 def _bytes(target: Path, rng: random.Random) -> str:

@@ -2,17 +2,18 @@
 
 Run ``python -m tests.fuzz.seeds [FOLDER]`` to rebuild ``tests/fuzz/corpus`` (the default
 folder). Every format (pt, npz, csv, h5, parquet) is written in expcli's own layout, and
-every foreign layout (skrl, tianshou, minari, d4rl) as its writer lays it out; a partly
-filled skrl export and a tianshou VectorReplayBuffer come from the real libraries. The
-datasets are tiny (a few rows, a few envs), so that the whole corpus stays far below a
-megabyte, yet they carry what the readers look at: spaces, circular state, episode ends,
-infos and layout metadata.
+every foreign layout (skrl, tianshou, minari in hdf5, parquet and arrow storage, d4rl) as
+its writer lays it out; a partly filled skrl export and a tianshou VectorReplayBuffer come
+from the real libraries. The datasets are tiny (a few rows, a few envs), so that the whole
+corpus stays far below a megabyte, yet they carry what the readers look at: spaces,
+circular state, episode ends, infos and layout metadata.
 """
 
 from __future__ import annotations
 
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -182,6 +183,12 @@ def build(folder: Path) -> list[Path]:
     write_layout(pixels, folder / "lerobot", "lerobot", overwrite=True)
     made = Path(__file__).parents[1] / "data" / "lerobot_made"  # written by LeRobot itself
     shutil.copytree(made, folder / "lerobot-made")
+    for storage in ("parquet", "arrow"):  # two env columns: the loss warning is expected
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            write_layout(
+                cartpole, folder / f"minari-{storage}", "minari", overwrite=True, format=storage
+            )
     _skrl_partial(folder)
     _tianshou_vector(folder)
     _d4rl_plain(folder)

@@ -90,11 +90,31 @@ def _write_parquet(target: Path, table: Any, kv: dict[bytes, bytes]) -> None:
 
 def parquet_edit(target: Path, rng: random.Random) -> str:
     """Columns of other types, nulls, dropped or extra columns, or an extension type."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = pq.read_table(target)
     kv = dict(pq.ParquetFile(target).metadata.metadata or {})
+    table, kv, what = _table_edit(table, kv, rng)
+    _write_parquet(target, table, kv)
+    return f"parquet {what}"
+
+
+def arrow_edit(target: Path, rng: random.Random) -> str:
+    """``parquet_edit`` of an Arrow IPC file (an episode of Minari's arrow storage)."""
+    import pyarrow as pa
+
+    with pa.ipc.open_file(pa.OSFile(str(target))) as reader:
+        table = reader.read_all()
+    table, kv, what = _table_edit(table, dict(table.schema.metadata or {}), rng)
+    table = table.replace_schema_metadata(kv)
+    with pa.OSFile(str(target), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+        out.write_table(table, max_chunksize=rng.choice([3, 1 << 20]))
+    return f"arrow {what}"
+
+
+def _table_edit(table: Any, kv: dict[bytes, bytes], rng: random.Random) -> tuple[Any, Any, str]:
+    import pyarrow as pa
+
     names = [n for n in table.column_names if n not in ("index", "env", "row")]
     name = rng.choice(names)
     at = table.schema.get_field_index(name)
@@ -125,8 +145,7 @@ def parquet_edit(target: Path, rng: random.Random) -> str:
         table = table.cast(pa.schema(fields))
     else:
         kv[b"pandas"] = b'{"columns": [{"name": "__import__(\'os\')", "pandas_type": "object"}]}'
-    _write_parquet(target, table, kv)
-    return f"parquet {how} {name}"
+    return table, kv, f"{how} {name}"
 
 
 def _h5_metadata(target: Path, rng: random.Random) -> str:

@@ -4,7 +4,8 @@
   (a file without expcli's metadata is a full skrl memory); written by ``skrl_layout``.
 * ``tianshou``: ``ReplayBuffer.save_hdf5`` of a ReplayBuffer or a VectorReplayBuffer.
 * ``minari``: a Minari dataset folder (``data/main_data.hdf5`` with ``episode_*`` groups
-  and ``data/metadata.json``), or its ``main_data.hdf5`` alone.
+  and ``data/metadata.json``), or its ``main_data.hdf5`` alone; or in parquet or arrow
+  storage (``data/<id>/part-0.parquet`` per episode: ``minari_arrow``).
 * ``d4rl``: D4RL HDF5 files (``observations``, ``actions``, ``rewards``, ``terminals``,
   ``timeouts`` at the root).
 * ``lerobot``: a LeRobot v3.0 dataset folder (``meta/info.json``, ``data/chunk-*/*.parquet``),
@@ -41,6 +42,7 @@ __all__ = [
     "Layout",
     "layout_format",
     "minari_episode_mismatches",
+    "minari_storage",
     "open_minari_folder",
     "read_foreign_hdf5",
     "read_minari_folder",
@@ -57,8 +59,9 @@ def layout_format(
     """The format a foreign layout writes to ``path`` (``minari``: a dataset folder).
 
     It is told by ``format``, else by the suffix of ``path``, else it is the layout's own
-    (the first of its row's formats: skrl pt, tianshou and d4rl hdf5). Checked before
-    anything is read or written.
+    (the first of its row's formats: skrl pt, tianshou and d4rl hdf5). A folder layout
+    gives its name, or the storage ``format`` names (``minari``: hdf5, parquet, arrow).
+    Checked before anything is read or written.
 
     Raises:
         ConfigError: An unknown layout, or a format or suffix the layout cannot write (skrl
@@ -71,13 +74,17 @@ def layout_format(
     named = format_from_suffix(target)
     chosen = format.lower().lstrip(".") if format is not None else named
     allowed = layout_row(name).formats
-    if not allowed:  # a layout kept in a folder
-        if chosen is not None:
-            raise ConfigError(
-                f"{target}: the {name} layout writes a dataset folder (DIR/data/...), not a "
-                f"{chosen} file; name a folder without a file suffix"
-            )
-        return name.value
+    if not allowed:  # a layout kept in a folder, in one of its storages
+        storages = layout_row(name).storages
+        if named is None and chosen in (None, name.value):
+            return name.value
+        if named is None and chosen in storages:
+            return str(chosen)
+        picks = f" (--to picks its storage: {', '.join(storages)})" if storages else ""
+        raise ConfigError(
+            f"{target}: the {name} layout writes a dataset folder (DIR/data/...), not a "
+            f"{chosen} file; name a folder without a file suffix{picks}"
+        )
     suffixes = " or ".join(_named_suffixes(format_row(f)) for f in allowed)
     if chosen is not None and chosen not in allowed:
         raise ConfigError(
@@ -112,8 +119,15 @@ def minari_episode_mismatches(path: str | os.PathLike[str]) -> list[int] | None:
     return minari_layout.mismatched_episodes(Path(path))
 
 
+def minari_storage(path: str | os.PathLike[str]) -> str | None:
+    """The storage of a Minari dataset folder (``hdf5``, ``parquet``, ``arrow``), or None."""
+    from expcli.formats.layouts import minari_layout
+
+    return minari_layout.folder_storage(Path(path))
+
+
 def read_minari_folder(path: str | os.PathLike[str]) -> Dataset:
-    """Read a Minari dataset folder (hdf5 storage) into one env column.
+    """Read a Minari dataset folder (hdf5, parquet or arrow storage) into one env column.
 
     Raises:
         FormatError: Not a Minari folder, another storage than hdf5, or a corrupt file.
@@ -126,7 +140,7 @@ def read_minari_folder(path: str | os.PathLike[str]) -> Dataset:
 
 
 def open_minari_folder(path: str | os.PathLike[str]) -> tuple[Dataset, Callable[[], None]]:
-    """Open a Minari dataset folder (hdf5 storage) as one env column left in the file.
+    """Open a Minari dataset folder (any storage) as one env column left in its files.
 
     Rows are read a slice at a time; call the closer once done with them.
 
@@ -139,14 +153,21 @@ def open_minari_folder(path: str | os.PathLike[str]) -> tuple[Dataset, Callable[
 
 
 def write_layout(
-    dataset: Dataset, path: str | os.PathLike[str], layout: str | Layout, *, overwrite: bool
+    dataset: Dataset,
+    path: str | os.PathLike[str],
+    layout: str | Layout,
+    *,
+    overwrite: bool,
+    format: str | None = None,
 ) -> Path:
     """Write a dataset in a layout of ``LAYOUTS``, atomically.
 
     ``d4rl`` and ``tianshou`` write one HDF5 file, ``minari`` a dataset folder
     (``path/data/...``), ``lerobot`` a LeRobot v3.0 folder (``path/meta``, ``path/data``),
     ``skrl`` a ``.pt`` file (``.npz`` or ``.csv`` by suffix) and
-    ``expcli`` expcli's own format by suffix; another suffix is refused. Layouts with one
+    ``expcli`` expcli's own format by suffix; another suffix is refused. ``format`` picks a
+    folder layout's storage (``minari``: ``hdf5``, the default, ``parquet`` or ``arrow``;
+    see ``minari_arrow``) or a file layout's format. Layouts with one
     row per transition (d4rl, tianshou with several env columns) lay the valid rows out env
     column by env column, oldest first.
 
@@ -168,9 +189,12 @@ def write_layout(
         from expcli.formats.registry import write_dataset
 
         return write_dataset(dataset, target, overwrite=overwrite)
-    layout_format(name, target)
+    chosen = layout_format(name, target, format)
     dataset.validate(target)
-    row.write(dataset, target, overwrite)
+    if row.write_in is not None and chosen in row.storages:
+        row.write_in(dataset, target, overwrite, chosen)
+    else:
+        row.write(dataset, target, overwrite)
     return target
 
 

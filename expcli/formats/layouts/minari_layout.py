@@ -34,27 +34,18 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
-from functools import partial
-from itertools import chain
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from expcli.errors import FormatError, SchemaError
+from expcli.errors import FormatError
 from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._guards import check_read_whole
 from expcli.formats.dataset import Dataset
-from expcli.formats.header import encode_header
-from expcli.formats.layouts._episodes import (
-    SEAMS_KEY,
-    column_rows,
-    done_flags,
-    episode_bounds,
-    foreign_rows,
-    user_metadata,
-)
+from expcli.formats.layouts._episodes import SEAMS_KEY
+from expcli.formats.layouts._minari_columns import mark_seams, scan_folder
 from expcli.formats.layouts._minari_episodes import EpisodeScan
 from expcli.formats.layouts._minari_meta import (
     expcli_metadata,
@@ -63,18 +54,14 @@ from expcli.formats.layouts._minari_meta import (
     metadata_file,
     minari_metadata,
 )
-from expcli.formats.layouts._minari_spaces import (
-    step_data,
-    step_rows,
-    stored_leaves,
-    text_leaves,
-)
-from expcli.formats.layouts._row_streams import picked_rows, rows_of
+from expcli.formats.layouts._minari_plan import FLAG_KEYS, write_plan
+from expcli.formats.layouts._minari_spaces import step_data, step_rows, text_leaves
 from expcli.formats.layouts._write import atomic_folder
 from expcli.spec import CircularState
 
 __all__ = [
     "MAIN_FILE",
+    "folder_storage",
     "is_minari_file",
     "is_minari_folder",
     "mismatched_episodes",
@@ -88,10 +75,6 @@ MAIN_FILE = "main_data.hdf5"
 METADATA_FILE = "metadata.json"
 _EPISODE = re.compile(r"episode_(\d+)")
 _CACHE_BYTES = 4 << 20
-_STEP_KEYS = ("actions", "rewards", "terminations", "truncations")
-_STANDARD = frozenset(
-    {"observations", "next_observations", "actions", "rewards", "terminated", "truncated"}
-)
 
 
 def is_minari_file(h5: Any, path: Path) -> bool:
@@ -114,6 +97,13 @@ def is_minari_file(h5: Any, path: Path) -> bool:
 def is_minari_folder(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a Minari dataset folder (or its ``data`` folder)."""
     return _data_folder(Path(path)) is not None
+
+
+def folder_storage(path: Path) -> str | None:
+    """The ``data_format`` of a Minari folder (hdf5, parquet, arrow), or None: no such folder."""
+    data = _data_folder(path)
+    storage = None if data is None else json_object(data / METADATA_FILE).get("data_format")
+    return storage if isinstance(storage, str) else None
 
 
 def mismatched_episodes(path: Path) -> list[int] | None:
@@ -186,7 +176,8 @@ def open_folder(path: Path) -> tuple[Dataset, Callable[[], None]]:
     As ``read`` with ``lazy``; call the closer once done.
 
     Raises:
-        FormatError: Not a Minari folder, a storage other than hdf5, or a corrupt file.
+        FormatError: Not a Minari folder, a storage other than hdf5, parquet and arrow, or
+            a corrupt file.
         SchemaError: An episode's arrays disagree in length or shape.
     """
     from expcli.formats._hdf5_checks import as_format_errors, check_all_stored, open_file
@@ -202,9 +193,11 @@ def open_folder(path: Path) -> tuple[Dataset, Callable[[], None]]:
         )
     meta = metadata_file(data / METADATA_FILE)
     storage = meta.get("data_format")
+    if storage in ("parquet", "arrow"):
+        return scan_folder(data, meta)  # parquet or arrow storage: minari_arrow
     if storage != "hdf5":
         raise FormatError(
-            f"Minari {storage} storage is not supported; expected hdf5",
+            f"Minari {storage} storage is not supported; expected hdf5, parquet or arrow",
             path=data / METADATA_FILE,
             key="data_format",
         )
@@ -251,17 +244,7 @@ def read(
     for space_key, prefix in (("observation_space", "observations"), ("action_space", "actions")):
         texts.update(text_leaves(metadata.get(space_key), prefix))
     scan = EpisodeScan(h5, path, [key for _, key in episodes], jpeg_image_shape(meta), texts)
-    seams: list[int] = []
-    total = 0
-    truncated = scan.flags["truncated"]
-    for number, (steps, ended, cut) in enumerate(
-        zip(scan.lengths, scan.flags["terminated"], truncated, strict=True)
-    ):
-        total += steps
-        if number < len(episodes) - 1 and steps and not (ended[-1] or cut[-1]):
-            truncated[number] = cut.copy()
-            truncated[number][-1] = True
-            seams.append(total - 1)
+    seams = mark_seams(scan.lengths, scan.flags["terminated"], scan.flags["truncated"])
     tensors = scan.tensors()
     if not lazy:
         tensors = {name: np.asarray(array) for name, array in tensors.items()}
@@ -284,93 +267,34 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
         ConfigError: ``path`` is a file or a folder that is not a Minari dataset.
     """
-    tensors = dataset.tensors
-    if "rewards" not in tensors:
-        raise SchemaError("missing; the minari layout needs it", path=path, key="rewards")
-    try:
-        observations, actions = (stored_leaves(dataset, p) for p in ("observations", "actions"))
-    except SchemaError as e:
-        raise SchemaError(e.message, path=path, key=e.key) from e
-    leaves = {leaf.name for leaf in (*observations, *actions)}
-    leaves |= {"next_" + leaf.name for leaf in observations}
-    extras = sorted(name for name in tensors if name not in _STANDARD and name not in leaves)
-    infos = [name.removeprefix("infos/") for name in extras]
-    for name, info in zip(extras, infos, strict=True):
-        if infos.count(info) > 1:
-            raise SchemaError(
-                f"would be stored as the same Minari info {info!r} as another tensor",
-                path=path,
-                key=name,
-            )
-    finals = {leaf.name: tensors.get("next_" + leaf.name) for leaf in observations}
-    for name, final in finals.items():
-        feature = tensors[name].shape[2:]
-        if final is not None and final.shape[2:] != feature:  # Minari keeps both in one array
-            raise SchemaError(
-                f"has feature shape {final.shape[2:]} and {name} {feature}; the minari "
-                "layout stores both in one array, so they must agree",
-                path=path,
-                key="next_" + name,
-            )
-    done = done_flags(tensors, dataset.memory_size, dataset.num_envs)
-    flags: dict[str, np.ndarray] = {  # a byte a row, read whole
-        flag: np.asarray(np.asarray(tensors[flag]).reshape(*done.shape, -1).any(axis=2))
-        if flag in tensors
-        else np.zeros(done.shape, dtype=bool)
-        for flag in ("terminated", "truncated")
-    }
-    saved = user_metadata(dataset.metadata, "minari")
-    if any(final is None for final in finals.values()):
-        saved["final_observations"] = "repeated: the dataset had no next_observations"
-    encode_header(saved, path)
+    plan = write_plan(dataset, path)
     episode = steps = 0
     with atomic_folder(path, overwrite=overwrite, replaceable=is_minari_folder) as tmp:
         data = tmp / "data"
         data.mkdir()
         with Hdf5Output(data / MAIN_FILE, track_order=True) as h5:
-            for j, rows in enumerate(column_rows(dataset)):
-                for start, stop in episode_bounds(done[rows, j]):
-                    picked = rows[start:stop]
-                    group = h5.create_group(f"episode_{episode}")
-                    group.attrs["id"] = episode
-                    group.attrs["total_steps"] = len(picked)
-                    for leaf in observations:
-                        values = tensors[leaf.name]
-                        final = finals[leaf.name]
-                        last = rows_of(values if final is None else final, picked[-1:])[:, j]
-                        parts = _leaf_parts(leaf.rows, values, picked, j)
-                        tail = (len(picked), leaf.rows(last))
-                        step_rows(group, leaf.key, len(picked) + 1, chain(parts, [tail]))
-                    for leaf in actions:
-                        parts = _leaf_parts(leaf.rows, tensors[leaf.name], picked, j)
-                        step_rows(group, leaf.key, len(picked), parts)
-                    rewards = _leaf_parts(
-                        partial(foreign_rows, "rewards"), tensors["rewards"], picked, j
-                    )
-                    step_rows(group, "rewards", len(picked), rewards)
-                    for flag, key in (("terminated", "terminations"), ("truncated", "truncations")):
-                        step_data(group, key, flags[flag][picked, j])
-                    for name, info in zip(extras, infos, strict=True):
-                        convert = partial(foreign_rows, name)
-                        first = convert(rows_of(tensors[name], picked[:1])[:, j])  # as reset info
-                        parts = _leaf_parts(convert, tensors[name], picked, j)
-                        shifted = chain([(0, first)], ((1 + at, rows) for at, rows in parts))
-                        step_rows(group, f"infos/{info}", len(picked) + 1, shifted)
-                    episode += 1
-                    steps += len(picked)
-        meta = minari_metadata(dataset, path, saved)
+            for j, picked in plan.episodes():
+                group = h5.create_group(f"episode_{episode}")
+                group.attrs["id"] = episode
+                group.attrs["total_steps"] = len(picked)
+                for leaf in plan.observations:
+                    parts = plan.observation_parts(leaf, picked, j)
+                    step_rows(group, leaf.key, len(picked) + 1, parts)
+                for leaf in plan.actions:
+                    step_rows(group, leaf.key, len(picked), plan.action_parts(leaf, picked, j))
+                step_rows(group, "rewards", len(picked), plan.reward_parts(picked, j))
+                for flag, key in FLAG_KEYS:
+                    step_data(group, key, plan.flags[flag][picked, j])
+                for name, info in zip(plan.extras, plan.infos, strict=True):
+                    parts = plan.info_parts(name, picked, j)
+                    step_rows(group, f"infos/{info}", len(picked) + 1, parts)
+                episode += 1
+                steps += len(picked)
+        meta = minari_metadata(dataset, path, plan.saved)
         meta.update({"total_episodes": episode, "total_steps": steps})
         meta["dataset_size"] = round(os.path.getsize(data / MAIN_FILE) / 1e6, 1)
         with open(data / METADATA_FILE, "w", encoding="utf-8") as f:
             json.dump(meta, f)
-
-
-def _leaf_parts(
-    convert: Callable[[np.ndarray], np.ndarray], array: Any, picked: np.ndarray, column: int
-) -> Iterator[tuple[int, np.ndarray]]:
-    """An episode's rows of one tensor in one env column, a bounded slice at a time."""
-    for at, rows in picked_rows(array, picked, column):
-        yield at, convert(rows)
 
 
 def _main_file(path: Path) -> Path:

@@ -7,6 +7,7 @@ take about the same peak memory for a small and a five times larger file
 from __future__ import annotations
 
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,14 @@ from expcli import save
 from expcli.formats import Dataset
 from expcli.formats.layouts import write_layout
 from expcli.spec import CircularState
-from tests.memory_probe import Run, assert_flat, convert_run, frames_data
+from tests.memory_probe import (
+    CONVERT_IMPORTS,
+    Run,
+    assert_flat,
+    convert_run,
+    frames_data,
+    run_child,
+)
 
 
 def frames(mib: float) -> Dataset:
@@ -27,10 +35,14 @@ def frames(mib: float) -> Dataset:
     return Dataset(tensors, CircularState(0, 0, True))
 
 
-def convert_from(folder: Path, layout: str, mib: float, num_envs: int = 0) -> Run:
+def convert_from(
+    folder: Path, layout: str, mib: float, num_envs: int = 0, storage: str | None = None
+) -> Run:
     """Write ``frames(mib)`` in ``layout``, convert it to expcli's ``.h5``, remove it."""
     source = folder / f"{layout}-{mib:.0f}{'' if layout == 'minari' else '.h5'}"
-    write_layout(frames(mib), source, layout, overwrite=True)
+    with warnings.catch_warnings():  # minari: the env columns it does not keep
+        warnings.simplefilter("ignore", UserWarning)
+        write_layout(frames(mib), source, layout, overwrite=True, format=storage)
     run = convert_run(source, folder / "out.h5", num_envs=num_envs)
     shutil.rmtree(source) if source.is_dir() else source.unlink()
     return run
@@ -68,3 +80,34 @@ def test_converting_a_minari_folder_streams(tmp_path: Path) -> None:
     # a slice, the one read ahead, the episodes' rows and the writer's fill ~100 MB: the
     # small folder must go beyond it for a flat peak to show
     assert_flat(lambda mib: convert_from(tmp_path, "minari", mib), 96, 480)
+
+
+_TO_MINARI = """
+import sys, warnings
+from expcli.conversion import convert
+warnings.simplefilter("ignore", UserWarning)  # the env columns it does not keep
+convert(sys.argv[1], sys.argv[2], layout="minari", to=sys.argv[3])
+"""
+
+
+@pytest.mark.slow
+def test_writing_minari_parquet_streams(tmp_path: Path) -> None:
+    """Parquet: its writer holds more than arrow's (both write an episode at a time)."""
+    storage = "parquet"
+
+    def convert(mib: float) -> Run:
+        source = save(frames(mib), tmp_path / f"{mib:.0f}.h5")
+        target = tmp_path / "minari"
+        argv = [str(source), str(target), storage]
+        run = run_child(["-c", _TO_MINARI, *argv], 600, imports=(*CONVERT_IMPORTS, "pyarrow"))
+        assert run.returncode == 0, run.stderr
+        source.unlink()
+        return run
+
+    assert_flat(convert)
+
+
+@pytest.mark.slow
+def test_converting_a_minari_arrow_folder_streams(tmp_path: Path) -> None:
+    """Arrow: parquet's reader is the same but for opening files, and four times slower."""
+    assert_flat(lambda mib: convert_from(tmp_path, "minari", mib, storage="arrow"))
