@@ -226,3 +226,42 @@ def test_damaged_episode_files_are_one_line_errors(tmp_path: Path) -> None:
     (tmp_path / "m" / "data" / "1" / "stray.bin").write_bytes(b"x")
     with pytest.raises(FormatError, match="2 data files"):
         read_minari_folder(tmp_path / "m")
+
+
+# DataCollector.close removes its temporary folder by hand, so the TemporaryDirectory object
+# warns that it cleans up implicitly when collected (minari 0.5.4's, not expcli's).
+@pytest.mark.filterwarnings("ignore:Implicitly cleaning up:ResourceWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("storage", STORAGES)
+def test_reads_what_minaris_data_collector_records_as_minari_reads_it(
+    datasets_path: Path, storage: str
+) -> None:
+    """A CartPole run recorded by ``DataCollector``: expcli's tensors equal what
+    ``minari.load_dataset`` gives, episode by episode (the last one cut short, truncated)."""
+    pytest.importorskip("jax")  # DataCollector's episode buffers need it (minari[create])
+    env = minari.DataCollector(gym.make("CartPole-v1", max_episode_steps=12), data_format=storage)
+    rng = np.random.default_rng(0)
+    env.reset(seed=3)
+    for _ in range(40):
+        _, _, terminated, truncated, _ = env.step(int(rng.integers(2)))
+        if terminated or truncated:
+            env.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        made = env.create_dataset(f"toy/collected{storage}-v0", algorithm_name="random")
+    env.close()
+    whole = load(datasets_path / "toy" / f"collected{storage}-v0")
+    assert whole.metadata["minari"]["data_format"] == storage
+    at, episodes = 0, list(minari.load_dataset(made.spec.dataset_id).iterate_episodes())
+    assert len(episodes) >= 3 and any(e.truncations[-1] for e in episodes)
+    for episode in episodes:
+        steps = len(episode.actions)
+        rows = slice(at, at + steps)
+        assert same_bits(whole.tensors["observations"][rows, 0], episode.observations[:-1])
+        assert same_bits(whole.tensors["next_observations"][rows, 0], episode.observations[1:])
+        assert whole.tensors["actions"][rows, 0].reshape(-1).tolist() == episode.actions.tolist()
+        assert same_bits(whole.tensors["rewards"][rows, 0].reshape(-1), episode.rewards)
+        assert np.array_equal(whole.tensors["terminated"][rows, 0, 0], episode.terminations)
+        assert np.array_equal(whole.tensors["truncated"][rows, 0, 0], episode.truncations)
+        at += steps
+    assert at == len(whole.tensors["actions"]) == made.total_steps
