@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from expcli.cli._errors import _report, reports_errors
+from expcli.cli._read_options import typed_choice
 from expcli.collect.engines import CollectMode, mode_list
 from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, EnvError, OutputError
+from expcli.formats.layouts.kinds import Layout
 from expcli.spec import Compression
 
 if TYPE_CHECKING:
@@ -195,6 +197,15 @@ def collect_cmd(
             show_default="runs/ENV_ID-TIME.pt",
         ),
     ] = None,
+    layout: Annotated[
+        Layout,
+        typed_choice(
+            "--layout",
+            "Write for another library: {layouts} (the run goes to a folder OUTPUT-collecting "
+            "first, then is converted).",
+            Layout.parse,
+        ),
+    ] = Layout.EXPCLI,
     compression: Annotated[
         Compression | None,
         typer.Option(
@@ -292,6 +303,11 @@ def collect_cmd(
     )
     given = dict(_given_on_command_line(ctx, options))
     if resume is not None:
+        if layout is not Layout.EXPCLI:
+            raise ConfigError(
+                "--layout cannot be given with --resume: resume the folder, then "
+                "`expcli convert FOLDER TARGET --layout LAYOUT`"
+            )
         from expcli.collect.resume import resume_settings, resume_summary
         from expcli.formats.output_lock import OutputLock
 
@@ -312,7 +328,51 @@ def collect_cmd(
         options.env_id = options.env_id or ""
     if str(options.output) == "-":
         raise ConfigError("collect cannot write to stdout (-o -); name a file, then convert it")
-    _run(CollectJob(options))
+    if layout is Layout.EXPCLI:
+        _run(CollectJob(options))
+    else:
+        _collect_in_layout(options, layout)
+
+
+def _collect_in_layout(options: CollectSettings, layout: Layout) -> None:
+    """Collect into a folder of shards beside the target, then convert it to ``layout``.
+
+    The folder (``TARGET-collecting``, dots made dashes) is what a collect to a folder is:
+    bounded in memory, kept by a kill, resumable. It is removed once the layout is written;
+    when the run or the conversion fails, a line says where the rows are and how to finish.
+    """
+    import shutil
+
+    from expcli.cli._console import err_console
+    from expcli.cli.convert_cmd import convert_and_report
+    from expcli.collect.job import CollectJob
+    from expcli.formats.checked_write import check_target
+    from expcli.formats.layouts import layout_format
+
+    if options.output is None:
+        raise ConfigError(f"--layout {layout} needs --output, the dataset to write")
+    target = Path(options.output)
+    fmt = layout_format(layout, target)
+    check_target(target, fmt, layout, options.overwrite)  # refused before the envs start
+    staging = target.with_name(target.name.replace(".", "-") + "-collecting")  # no suffix
+    finish = (
+        f"`expcli collect --resume {staging}` finishes the run; "
+        f"`expcli convert {staging} {target} --layout {layout}` writes the layout"
+    )
+    if staging.exists():
+        raise ConfigError(f"{staging} holds an earlier run: {finish}; or remove it")
+    settings = dataclasses.replace(options, output=staging, spool=None, compression=None)
+    try:
+        _run(CollectJob(settings))
+        convert_and_report(
+            staging, target, layout=layout, to=fmt, overwrite=options.overwrite,
+            compression=options.compression,
+        )  # fmt: skip
+    except BaseException:
+        if staging.exists():
+            err_console().print(f"the rows collected are in {staging}: {finish}", soft_wrap=True)
+        raise
+    shutil.rmtree(staging)
 
 
 def _given_on_command_line(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -58,34 +58,42 @@ def convert_cmd(
     ] = None,
 ) -> None:
     """Convert a dataset between {titles} (and foreign layouts), losslessly."""
-    from rich.markup import escape
-
-    from expcli.conversion import convert
-
     warn_unrecorded_envs(src, num_envs)
     if str(dst) == "-":
         if shard_format is not None:
             raise ConfigError("writing to stdout (-): --shard-format is for a folder DST")
         _to_stdout(src, to, compression, layout, verify, num_envs)
         return
+    convert_and_report(
+        src,
+        dst,
+        to=to,
+        compression=compression,
+        layout=layout,
+        overwrite=overwrite,
+        verify=verify,
+        num_envs=num_envs,
+        shard_format=shard_format,
+    )
+
+
+def convert_and_report(src: Path, dst: Path, **options: Any) -> None:
+    """``expcli.convert`` with a progress bar on big sources, then its lines.
+
+    A layout's losses are a yellow ``warning:`` line each on stderr; the conversion is one
+    line on stdout. ``options`` go to ``convert``.
+    """
+    from rich.markup import escape
+
+    from expcli.conversion import convert
+
     with (
         file_progress(src, "converting", min_bytes=PROGRESS_MIN_BYTES, total=2.0) as bar,
         warnings.catch_warnings(record=True) as losses,  # a layout's losses: one line each
     ):
         warnings.simplefilter("always", UserWarning)
         progress = None if bar is None else phases_on(bar)
-        result = convert(
-            src,
-            dst,
-            to=to,
-            compression=compression,
-            layout=layout,
-            overwrite=overwrite,
-            verify=verify,
-            progress=progress,
-            num_envs=num_envs,
-            shard_format=shard_format,
-        )
+        result = convert(src, dst, progress=progress, **options)
     for loss in losses:
         err_console().print(
             f"[yellow]warning:[/yellow] {escape(printable(str(loss.message)))}",

@@ -218,13 +218,18 @@ def decode_images(data: list[Any], shape: tuple[int, ...], where: str) -> np.nda
     for i, blob in enumerate(data):
         try:
             with image.open(io.BytesIO(blob)) as opened:
-                if opened.width * opened.height > 2 * math.prod(shape):  # a bomb, before decoding
-                    raise ValueError(f"an image of {opened.width}x{opened.height}")
-                frame = np.asarray(opened)
+                size = (opened.width, opened.height)
+                frame = None if size[0] * size[1] > 2 * math.prod(shape) else np.asarray(opened)
         except Exception as e:  # PIL raises many kinds for damaged data
             raise FormatError(
                 f"frame {i}: not a readable image ({type(e).__name__}: {e})", key=where
             ) from e
+        if frame is None:  # a bomb: said before decoding it
+            raise FormatError(
+                f"frame {i}: not a readable image (an image of {size[0]}x{size[1]}; "
+                f"expected {shape})",
+                key=where,
+            )
         if frame.dtype != np.uint8 or frame.size != out[i].size:
             raise FormatError(
                 f"frame {i}: an image of shape {frame.shape} {frame.dtype}; expected uint8 {shape}",
