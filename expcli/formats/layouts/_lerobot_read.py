@@ -40,6 +40,7 @@ EXPCLI = "meta/expcli.json"
 
 _CACHE_BYTES = 8 << 20
 _BLOCK_FRAMES = 1 << 20  # frames whose episode index or flags one read takes
+_OPEN_FILES = 4  # data files kept open, their footers parsed
 
 
 class Frames:
@@ -219,17 +220,24 @@ class Cells:
 
 
 class _GroupCache:
-    """The data files' row groups, a few decoded ones kept (about ``_CACHE_BYTES``)."""
+    """The data files' row groups, a few decoded ones kept (about ``_CACHE_BYTES``).
 
-    def __init__(self, files: list[Any], paths: list[Path]) -> None:
-        self._files, self._paths = files, paths
+    Of each file only its row groups' row counts are held; at most ``_OPEN_FILES`` files
+    are open at once (each keeps its parsed footer: about 4 KB per row group, and LeRobot
+    writes a row group per episode), and one opened again must have the same row groups.
+    """
+
+    def __init__(self, groups: list[list[int]], paths: list[Path]) -> None:
+        self._paths = paths
         self._where: list[tuple[int, int]] = []
         starts = [0]
-        for number, parquet in enumerate(files):
-            for group in range(parquet.metadata.num_row_groups):
+        for number, rows in enumerate(groups):
+            for group, count in enumerate(rows):
                 self._where.append((number, group))
-                starts.append(starts[-1] + parquet.metadata.row_group(group).num_rows)
+                starts.append(starts[-1] + count)
         self.starts = np.asarray(starts, np.int64)
+        self._groups = [len(rows) for rows in groups]
+        self._open: OrderedDict[int, Any] = OrderedDict()
         self._kept: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()  # readers ahead share the files and the kept groups
@@ -245,10 +253,29 @@ class _GroupCache:
         return out
 
     def clear(self) -> None:
-        """Drop the decoded row groups."""
+        """Drop the decoded row groups and close the files."""
         with self._lock:
             self._kept.clear()
             self._bytes = 0
+            self._open.clear()
+
+    def _file(self, number: int) -> Any:
+        """Data file ``number``, open (the least recently read closed past ``_OPEN_FILES``)."""
+        found = self._open.get(number)
+        if found is not None:
+            self._open.move_to_end(number)
+            return found
+        parquet, _ = open_data_file(self._paths[number])
+        if parquet.metadata.num_row_groups != self._groups[number]:
+            raise FormatError(
+                f"holds {parquet.metadata.num_row_groups} row groups; it held "
+                f"{self._groups[number]} when the folder was opened",
+                path=self._paths[number],
+            )
+        self._open[number] = parquet
+        while len(self._open) > _OPEN_FILES:
+            self._open.popitem(last=False)
+        return parquet
 
     def _group(self, feature: Feature, group: int) -> np.ndarray:
         key = (feature.name, group)
@@ -259,7 +286,7 @@ class _GroupCache:
         number, index = self._where[group]
         path = self._paths[number]
         try:
-            table = self._files[number].read_row_group(
+            table = self._file(number).read_row_group(
                 index, columns=[feature.name], use_threads=False
             )
         except (OSError, ValueError, KeyError) as e:  # pyarrow's errors derive from these
@@ -287,21 +314,13 @@ def read_frames(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None
         FormatError: A malformed feature, a video feature, a missing or damaged data file,
             a column of another type than declared, or frames out of ``index`` order.
     """
-    import pyarrow.parquet as pq
-
     features, skipped = _features(root, info, sidecar)
     paths = sorted((root / "data").glob("*/*.parquet"))
     if not paths:
         raise FormatError("holds no data/*/*.parquet files", path=root)
-    files: list[Any] = []
+    groups: list[list[int]] = []
     for path in paths:
-        try:
-            parquet = pq.ParquetFile(path)
-            names = set(parquet.schema_arrow.names)
-        except (OSError, ValueError, KeyError) as e:  # pyarrow's errors derive from these
-            raise FormatError(
-                f"cannot read its frames ({type(e).__name__}: {brief(str(e))})", path=path
-            ) from e
+        parquet, names = open_data_file(path)
         for feature in features:
             if feature.name not in names:
                 raise FormatError(
@@ -309,8 +328,26 @@ def read_frames(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None
                     path=path,
                     key=feature.name,
                 )
-        files.append(parquet)
-    return Frames(features, _GroupCache(files, paths), skipped)
+        metadata = parquet.metadata
+        groups.append([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)])
+    return Frames(features, _GroupCache(groups, paths), skipped)
+
+
+def open_data_file(path: Path) -> tuple[Any, set[str]]:
+    """A data file as a ``pyarrow.parquet.ParquetFile`` (its footer read), and its columns.
+
+    Raises:
+        FormatError: The file is missing or no Parquet file.
+    """
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(path)
+        return parquet, set(parquet.schema_arrow.names)
+    except (OSError, ValueError, KeyError) as e:  # pyarrow's errors derive from these
+        raise FormatError(
+            f"cannot read its frames ({type(e).__name__}: {brief(str(e))})", path=path
+        ) from e
 
 
 def _values(feature: Feature, column: Any, path: Path) -> np.ndarray:

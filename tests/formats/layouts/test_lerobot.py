@@ -372,3 +372,35 @@ def test_episodes_sharing_a_cell_are_refused() -> None:
     starts, stops = np.array([0, 3]), np.array([3, 5])
     with pytest.raises(FormatError, match="two frames of the episodes fall in one"):
         Cells.of_runs(Path("x"), 6, 1, starts, stops, np.array([0, 0]), np.array([0, 2]))
+
+
+def test_a_folder_of_many_data_files_reads_back_with_one_file_open_at_a_time(
+    dataset: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Footers are parsed again for a file read again: only row counts stay held."""
+    from expcli.formats.layouts import _lerobot_read, lerobot_layout
+
+    monkeypatch.setattr(lerobot_layout, "DATA_FILE_MB", 0)  # a new data file per episode
+    monkeypatch.setattr(_lerobot_read, "_OPEN_FILES", 1)
+    target = tmp_path / "lr"
+    write_layout(dataset, target, "lerobot", overwrite=True)
+    files = sorted((target / "data").glob("*/*.parquet"))
+    assert len(files) > 2
+    lazy, close = open_lazy(target)
+    try:
+        for name, array in dataset.tensors.items():  # every row, files visited out of order
+            rows = np.arange(len(array))[::-1]
+            assert _same(lazy.tensors[name].take(rows), array[rows]), name
+    finally:
+        close()
+    lazy, close = open_lazy(target)  # no data file is open until a row is read
+    try:
+        longest = max(files, key=lambda f: pq.ParquetFile(f).metadata.num_rows)
+        table = pq.read_table(longest)
+        assert table.num_rows > 1
+        pq.write_table(table, longest, row_group_size=1)
+        rewards = lazy.tensors["rewards"]
+        with pytest.raises(FormatError, match="row groups; it held 1 when the folder was opened"):
+            rewards.take(np.arange(len(rewards)))
+    finally:
+        close()
