@@ -41,6 +41,7 @@ EXPCLI = "meta/expcli.json"
 _CACHE_BYTES = 8 << 20
 _BLOCK_FRAMES = 1 << 20  # frames whose episode index or flags one read takes
 _OPEN_FILES = 4  # data files kept open, their footers parsed
+_BOOK_CELLS = 1 << 16  # cells a read places at once (their frame numbers: 8 bytes each)
 
 
 class Frames:
@@ -89,11 +90,16 @@ class Frames:
         shape = (spec or feature.spec).shape or (1,)
         groups = self._groups
 
+        envs = max(1, cells.shape[1])
+        step = max(1, _BOOK_CELLS // envs)  # rows whose frame numbers are worked out at once
+
         def read(start: int, stop: int) -> np.ndarray:
-            part = cells[start:stop]
-            out = np.zeros((*part.shape, *shape), feature.spec.dtype)
-            held = part >= 0
-            out[held] = groups.take(feature, part[held]).reshape(-1, *shape)
+            out = np.zeros((stop - start, *cells.shape[1:], *shape), feature.spec.dtype)
+            for first in range(start, stop, step):
+                part = cells[first : min(stop, first + step)]
+                held = part >= 0
+                rows = out[first - start : first - start + len(part)]
+                rows[held] = groups.take(feature, part[held]).reshape(-1, *shape)
             return out
 
         return LazyRows((*cells.shape, *shape), np.dtype(feature.spec.dtype), read)
@@ -246,10 +252,12 @@ class _GroupCache:
         """Values ``(len(frames), *shape)`` of the frames numbered ``frames``."""
         out = np.empty((len(frames), *feature.spec.shape), feature.spec.dtype)
         groups = np.searchsorted(self.starts, frames, side="right") - 1
+        order = np.argsort(groups, kind="stable")
+        edges = np.flatnonzero(np.diff(groups[order])) + 1
         with self._lock:
-            for group in np.unique(groups).tolist():
-                mask = groups == group
-                out[mask] = self._group(feature, group)[frames[mask] - self.starts[group]]
+            for at in np.split(order, edges) if len(order) else []:
+                group = int(groups[at[0]])
+                out[at] = self._group(feature, group)[frames[at] - self.starts[group]]
         return out
 
     def clear(self) -> None:

@@ -377,11 +377,13 @@ def test_episodes_sharing_a_cell_are_refused() -> None:
 def test_a_folder_of_many_data_files_reads_back_with_one_file_open_at_a_time(
     dataset: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Footers are parsed again for a file read again: only row counts stay held."""
+    """Footers are parsed again for a file read again: only row counts stay held; a
+    slice's frames are placed a few rows at a time."""
     from expcli.formats.layouts import _lerobot_read, lerobot_layout
 
     monkeypatch.setattr(lerobot_layout, "DATA_FILE_MB", 0)  # a new data file per episode
     monkeypatch.setattr(_lerobot_read, "_OPEN_FILES", 1)
+    monkeypatch.setattr(_lerobot_read, "_BOOK_CELLS", 5)  # a slice placed a few rows at a time
     target = tmp_path / "lr"
     write_layout(dataset, target, "lerobot", overwrite=True)
     files = sorted((target / "data").glob("*/*.parquet"))
@@ -391,6 +393,7 @@ def test_a_folder_of_many_data_files_reads_back_with_one_file_open_at_a_time(
         for name, array in dataset.tensors.items():  # every row, files visited out of order
             rows = np.arange(len(array))[::-1]
             assert _same(lazy.tensors[name].take(rows), array[rows]), name
+            assert _same(lazy.tensors[name][1:], array[1:]), name
     finally:
         close()
     lazy, close = open_lazy(target)  # no data file is open until a row is read
