@@ -266,8 +266,8 @@ class FeatureStats:
         """Count frames ``(n, *feature)``."""
         if not len(rows):
             return
-        values = self._values(rows)
-        with np.errstate(all="ignore"):  # inf and NaN are data too: they end in the sums
+        with np.errstate(all="ignore"):  # inf and NaN are data too (signalling NaN payloads
+            values = self._values(rows)  # flag "invalid" once widened): they end in the sums
             low, high = values.min(axis=0), values.max(axis=0)
             total, squares = values.sum(axis=0), np.square(values).sum(axis=0)
         if self._sum is None or self._squares is None or self._min is None or self._max is None:
