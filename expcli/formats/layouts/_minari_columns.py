@@ -113,8 +113,8 @@ def scan_folder(data: Path, meta: dict[str, Any]) -> tuple[Dataset, Callable[[],
     skipped: list[str] = []
     lengths: list[int] = []
     flags: dict[str, list[np.ndarray]] = {"terminated": [], "truncated": []}
-    for path in files:
-        episode = _EpisodeFile(path, storage)
+    episodes = [_EpisodeFile(path, storage) for path in files]
+    for path, episode in zip(files, episodes, strict=True):
         found, missed = _leaves(episode.schema(), spaces, path, jpeg)
         if leaves is None:
             leaves, skipped = found, missed
@@ -133,7 +133,7 @@ def scan_folder(data: Path, meta: dict[str, Any]) -> tuple[Dataset, Callable[[],
             raise SchemaError("has no rows; expected the reset observation at least", path=path)
         lengths.append(steps)
     tensors: dict[str, Any] = {}
-    columns = _Columns(files, storage)
+    columns = _Columns(episodes)
     for leaf in leaves or []:
         reader = _TensorReader(columns, leaf, lengths)
         tensors[leaf.name] = ConcatRows(
@@ -214,18 +214,26 @@ def _span(ids: list[int]) -> str:
 
 
 class _EpisodeFile:
-    """One episode's data file, checked and opened for each read (then closed)."""
+    """One episode's data file, checked and opened for each read (then closed).
+
+    Its columns' positions are kept once its schema was read: an Arrow IPC file is then
+    opened once per column read, not a second time to find the column.
+    """
 
     def __init__(self, path: Path, storage: str) -> None:
         self.path, self.storage = path, storage
+        self._fields: dict[str, int] | None = None
         _check_plain(path, storage)
 
     def schema(self) -> Any:
         with self._errors("its schema"):
             if self.storage == "parquet":
-                return self._parquet().schema_arrow
-            with self._ipc() as reader:
-                return reader.schema
+                schema = self._parquet().schema_arrow
+            else:
+                with self._ipc() as reader:
+                    schema = reader.schema
+        self._fields = {name: i for i, name in enumerate(schema.names)}
+        return schema
 
     def flag(self, column: str) -> np.ndarray:
         """A flag column's values, a bool a row."""
@@ -252,14 +260,20 @@ class _EpisodeFile:
             else:
                 import pyarrow as pa
 
-                with self._ipc() as probe:
-                    index = probe.schema.get_field_index(name)
+                index = self._field_map().get(name, -1)
                 if index < 0:
                     raise FormatError("missing from the episode", path=self.path, key=name)
                 options = pa.ipc.IpcReadOptions(included_fields=[index], use_threads=False)
                 with self._ipc(options) as reader:
                     table = reader.read_all()
             return table.column(0).combine_chunks()
+
+    def _field_map(self) -> dict[str, int]:
+        """Each column's position, from the schema (read once)."""
+        if self._fields is None:
+            self.schema()
+        assert self._fields is not None
+        return self._fields
 
     def _parquet(self) -> Any:
         import pyarrow.parquet as pq
@@ -452,8 +466,9 @@ class _Columns:
     Shared by the tensors: observations and next observations read their column once.
     """
 
-    def __init__(self, files: list[Path], storage: str) -> None:
-        self.files, self.storage = files, storage
+    def __init__(self, episodes: list[_EpisodeFile]) -> None:
+        self.episodes = episodes  # checked by the scan, their schemas read
+        self.files = [episode.path for episode in episodes]
         self._kept: dict[str, tuple[int, Any]] = {}
 
     def get(self, number: int, name: str) -> Any:
@@ -461,9 +476,7 @@ class _Columns:
         if kept is not None and kept[0] == number:
             self._kept[name] = kept
             return kept[1]
-        episode = _EpisodeFile.__new__(_EpisodeFile)  # checked by the scan
-        episode.path, episode.storage = self.files[number], self.storage
-        array = episode.column(name)
+        array = self.episodes[number].column(name)
         self._kept[name] = (number, array)
         return array
 
