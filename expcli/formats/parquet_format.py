@@ -26,6 +26,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -108,6 +109,13 @@ def pyarrow_parquet() -> Any:
     Raises:
         MissingDependencyError: pyarrow is missing, or older than 14.0.1.
     """
+    if "pyarrow" not in sys.modules:
+        # pyarrow's default, mimalloc, keeps the pages of freed buffers in each thread's
+        # heap, and expcli frees each decoded row group once its rows are copied out, on a
+        # reader thread: reading a 1.2 GB LeRobot folder a slice at a time peaked at 276 MiB
+        # with mimalloc and 134 MiB with the system allocator, at the same speed. pyarrow
+        # reads the variable once, when imported; a user's own setting wins.
+        os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     try:
         import pyarrow
         import pyarrow.parquet as pq

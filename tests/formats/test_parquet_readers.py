@@ -4,6 +4,7 @@ each gives back the values expcli holds (episode returns included)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +131,22 @@ def test_hf_datasets_load_dataset(
     assert np.array_equal(numpy["observations"], at(dataset, "observations", rows, envs))
     assert np.array_equal(numpy["terminated"], at(dataset, "terminated", rows, envs))
     assert bytes(numpy["frames"][5]) == dataset.tensors["frames"][rows[5], envs[5]].tobytes()
+
+
+@pytest.mark.parametrize(("chosen", "expected"), [(None, "system"), ("mimalloc", "mimalloc")])
+def test_expcli_reads_arrow_data_with_the_system_allocator_unless_told(
+    chosen: str | None, expected: str
+) -> None:
+    """mimalloc keeps freed pages per thread; a user's ``ARROW_DEFAULT_MEMORY_POOL`` wins."""
+    code = (
+        "from expcli.formats.parquet_format import pyarrow_parquet; pyarrow_parquet(); "
+        "import pyarrow; print(pyarrow.default_memory_pool().backend_name)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if chosen is not None:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == expected

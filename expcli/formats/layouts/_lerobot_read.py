@@ -31,6 +31,7 @@ from expcli.formats.header import dataset_from_header, header_specs, parse_heade
 from expcli.formats.layouts._lerobot_features import AUTO_FEATURES, Feature
 from expcli.formats.layouts._lerobot_features import feature_values as column_values
 from expcli.formats.lazy import LazyRows
+from expcli.formats.parquet_format import pyarrow_parquet
 from expcli.spec import SUPPORTED_DTYPES, TensorSpec
 
 __all__ = ["EXPCLI", "INFO", "Cells", "Frames", "read_frames", "sidecar_header"]
@@ -40,7 +41,7 @@ EXPCLI = "meta/expcli.json"
 
 _CACHE_BYTES = 8 << 20
 _BLOCK_FRAMES = 1 << 20  # frames whose episode index or flags one read takes
-_OPEN_FILES = 4  # data files kept open, their footers parsed
+_OPEN_FILES = 2  # data files kept open, their footers parsed
 _BOOK_CELLS = 1 << 16  # cells a read places at once (their frame numbers: 8 bytes each)
 
 
@@ -229,7 +230,7 @@ class _GroupCache:
     """The data files' row groups, a few decoded ones kept (about ``_CACHE_BYTES``).
 
     Of each file only its row groups' row counts are held; at most ``_OPEN_FILES`` files
-    are open at once (each keeps its parsed footer: about 4 KB per row group, and LeRobot
+    are open at once (each keeps its parsed footer: about 8 KB per row group, and LeRobot
     writes a row group per episode), and one opened again must have the same row groups.
     """
 
@@ -347,7 +348,7 @@ def open_data_file(path: Path) -> tuple[Any, set[str]]:
     Raises:
         FormatError: The file is missing or no Parquet file.
     """
-    import pyarrow.parquet as pq
+    pq = pyarrow_parquet()
 
     try:
         parquet = pq.ParquetFile(path)
@@ -450,7 +451,7 @@ def _episode_cells(root: Path, count: int, size: int, envs: int) -> Cells:
         FormatError: The episodes are unreadable, leave frames out, overlap, or fall outside
             the ``(T, N)`` cells.
     """
-    import pyarrow.parquet as pq
+    pq = pyarrow_parquet()
 
     files = sorted((root / "meta" / "episodes").glob("*/*.parquet"))
     if not files:

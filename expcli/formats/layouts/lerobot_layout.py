@@ -5,7 +5,7 @@ the features), ``meta/tasks.parquet`` (the task strings as a pandas index named 
 ``meta/episodes/chunk-000/file-000.parquet`` (one row per episode: its frames'
 ``[dataset_from_index, dataset_to_index)`` and data file), ``meta/stats.json`` and
 ``data/chunk-CCC/file-FFF.parquet`` (one row per frame, one row group per episode, a new
-file past 100 MB, a new chunk folder every 1000 files).
+file past 100 MB or 250 episodes, a new chunk folder every 1000 files).
 
 ``write`` lays out each env column's valid rows (oldest first) as episodes ended by
 ``terminated | truncated``, a bounded slice of rows at a time. LeRobot keeps neither the
@@ -63,6 +63,7 @@ from expcli.formats.layouts._minari_meta import json_object, metadata_file
 from expcli.formats.layouts._row_streams import rows_of
 from expcli.formats.layouts._write import atomic_folder
 from expcli.formats.lazy import SLICE_BYTES
+from expcli.formats.parquet_format import pyarrow_parquet
 from expcli.spec import CircularState, TensorSpec
 
 __all__ = ["CODEBASE_VERSION", "is_lerobot_folder", "open_lerobot", "read_lerobot", "write"]
@@ -74,6 +75,10 @@ EPISODES = "meta/episodes/chunk-000/file-000.parquet"
 DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 CHUNKS_SIZE = 1000
 DATA_FILE_MB = 100
+FILE_EPISODES = 250
+"""Episodes a data file holds at most. A reader parses a file's footer whole, about 10 KB
+an episode (a row group) for a dozen features: reading 1.2 GB of 50-step episodes a slice
+at a time peaked at 149 MiB with 1,000 episodes a file and 100 MiB with 250."""
 _GROUPS = ("observations", "next_observations", "actions")
 _log = logging.getLogger(__name__)
 
@@ -92,8 +97,8 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
         ConfigError: ``path`` is a file or a folder that is not a LeRobot dataset.
     """
+    pq = pyarrow_parquet()  # first: it picks pyarrow's allocator before pyarrow is imported
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     features = _features(dataset, path)
     tensors = dataset.tensors
@@ -177,19 +182,23 @@ _EPISODE_COLUMNS = (
 
 
 class _DataFiles:
-    """The data files being written: one row group per write, a new file past the size."""
+    """The data files being written: a row group per episode, a new file when one is full."""
 
     def __init__(self, root: Path, schema: Any, pq: Any) -> None:
         self._root, self._schema, self._pq = root, schema, pq
         self._writer: Any = None
         self._path: Path | None = None
+        self._episodes = 0  # in the file being written
         self.files = 0
 
     def start_episode(self) -> tuple[int, int]:
         """``(chunk, file)`` of the file the next episode goes in (a new one past the size)."""
-        if self._path is not None and self._path.stat().st_size >= DATA_FILE_MB << 20:
+        if self._path is not None and (
+            self._path.stat().st_size >= DATA_FILE_MB << 20 or self._episodes >= FILE_EPISODES
+        ):
             self._writer.close()
             self._writer = None
+            self._episodes = 0
         if self._writer is None:
             chunk, number = divmod(self.files, CHUNKS_SIZE)
             self._path = self._root / DATA_PATH.format(chunk_index=chunk, file_index=number)
@@ -198,6 +207,7 @@ class _DataFiles:
                 self._path, self._schema, compression="snappy", use_dictionary=False
             )
             self.files += 1
+        self._episodes += 1
         return divmod(self.files - 1, CHUNKS_SIZE)
 
     def write(self, table: Any) -> None:

@@ -111,3 +111,39 @@ def test_writing_minari_parquet_streams(tmp_path: Path) -> None:
 def test_converting_a_minari_arrow_folder_streams(tmp_path: Path) -> None:
     """Arrow: parquet's reader is the same but for opening files, and four times slower."""
     assert_flat(lambda mib: convert_from(tmp_path, "minari", mib, storage="arrow"))
+
+
+def images(mib: float) -> Dataset:
+    """``frames(mib)`` with each 4096-byte frame a 64x64 image: PNG frames in LeRobot."""
+    dataset = frames(mib)
+    observations = dataset.tensors["observations"]
+    dataset.tensors["observations"] = observations.reshape(*observations.shape[:2], 64, 64)
+    return dataset
+
+
+@pytest.mark.slow
+def test_converting_a_lerobot_folder_of_images_streams(tmp_path: Path) -> None:
+    """Its data files' row groups are decoded a few at a time, PNG frames included."""
+
+    def convert(mib: float) -> Run:
+        source = tmp_path / f"lerobot-{mib:.0f}"
+        write_layout(images(mib), source, "lerobot", overwrite=True)
+        run = convert_run(source, tmp_path / "out.h5")
+        shutil.rmtree(source)
+        return run
+
+    assert_flat(convert)
+
+
+@pytest.mark.slow
+def test_writing_the_lerobot_layout_streams(tmp_path: Path) -> None:
+    """Episodes are regrouped per env column and written one at a time."""
+
+    def convert(mib: float) -> Run:
+        source = save(frames(mib), tmp_path / f"{mib:.0f}.h5")
+        run = convert_run(source, tmp_path / "lerobot", "lerobot")
+        source.unlink()
+        shutil.rmtree(tmp_path / "lerobot")
+        return run
+
+    assert_flat(convert)

@@ -407,3 +407,24 @@ def test_a_folder_of_many_data_files_reads_back_with_one_file_open_at_a_time(
             rewards.take(np.arange(len(rewards)))
     finally:
         close()
+
+
+def test_a_data_file_holds_at_most_file_episodes_row_groups(
+    dataset: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader parses a file's footer whole: many short episodes go in several files, and
+    each episode's row points at the file it is in."""
+    from expcli.formats.layouts import lerobot_layout
+
+    monkeypatch.setattr(lerobot_layout, "FILE_EPISODES", 2)
+    target = tmp_path / "lr"
+    write_layout(dataset, target, "lerobot", overwrite=True)
+    files = sorted((target / "data").glob("*/*.parquet"))
+    groups = [pq.ParquetFile(f).metadata.num_row_groups for f in files]
+    episodes = pq.read_table(next((target / "meta" / "episodes").glob("*/*.parquet")))
+    assert max(groups) == 2 and sum(groups) == episodes.num_rows > 4
+    where = episodes.column("data/file_index").to_pylist()
+    assert where == sorted(where) and [where.count(f) for f in sorted(set(where))] == groups
+    back = read_dataset(target)
+    for name, array in dataset.tensors.items():
+        assert _same(back.tensors[name], array), name
