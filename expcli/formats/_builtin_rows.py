@@ -355,6 +355,12 @@ def _write_lerobot(dataset: Dataset, path: Path, overwrite: bool) -> None:
     lerobot_layout.write(dataset, path, overwrite=overwrite)
 
 
+def _write_lerobot_in(dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
+    from expcli.formats.layouts import lerobot_layout
+
+    lerobot_layout.write(dataset, path, overwrite=overwrite, storage=storage)
+
+
 def _read_lerobot_folder(path: Path) -> Dataset:
     from expcli.formats.layouts import lerobot_layout
 
@@ -413,6 +419,8 @@ LAYOUT_ROWS: tuple[LayoutRow, ...] = (
         title="LeRobot",
         storage="parquet",
         claims=_is_lerobot_folder,
+        storages=("parquet", "video"),  # video: uint8 (H, W, 3) tensors as lossy MP4
+        write_in=_write_lerobot_in,
     ),
 )
 """The layouts, in ``Layout``'s order; HDF5 files are offered to them in this order."""

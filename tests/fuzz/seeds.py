@@ -183,6 +183,7 @@ def build(folder: Path) -> list[Path]:
     write_layout(pixels, folder / "lerobot", "lerobot", overwrite=True)
     made = Path(__file__).parents[1] / "data" / "lerobot_made"  # written by LeRobot itself
     shutil.copytree(made, folder / "lerobot-made")
+    shutil.copytree(made.with_name("lerobot_video"), folder / "lerobot-video")  # an AV1 MP4
     for storage in ("parquet", "arrow"):  # two env columns: the loss warning is expected
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)

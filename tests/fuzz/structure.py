@@ -212,7 +212,7 @@ def lerobot_parquet(target: Path, rng: random.Random) -> str:
     files += sorted((target / "meta" / "episodes").glob("*/*.parquet"))
     path = rng.choice(files)
     table = pq.read_table(path)
-    how = rng.choice(["drop", "retype", "null", "huge", "rows", "image"])
+    how = rng.choice(["drop", "retype", "null", "huge", "rows", "image", "time"])
     column = rng.randrange(table.num_columns)
     name = table.column_names[column]
     if how == "drop":
@@ -224,6 +224,9 @@ def lerobot_parquet(target: Path, rng: random.Random) -> str:
     elif how == "huge" and pa.types.is_integer(table.schema[column].type):
         value = rng.choice([-1, 2**62, -(2**63)])
         table = table.set_column(column, name, pa.array([value] * table.num_rows, pa.int64()))
+    elif how == "time" and pa.types.is_floating(table.schema[column].type):  # video times
+        value = rng.choice([float("nan"), -1.0, 1e300, 0.05, 2.0**62])
+        table = table.set_column(column, name, pa.array([value] * table.num_rows))
     elif how == "rows":
         table = table.slice(0, rng.randrange(table.num_rows + 1))
     elif how == "image" and "bytes" in str(table.schema[column].type):

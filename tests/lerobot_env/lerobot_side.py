@@ -6,9 +6,20 @@ array per feature, frames in ``index`` order; images ``(F, H, W, C)`` uint8).
 
 ``create ROOT FRAMES.npz``: LeRobot's own writer (``LeRobotDataset.create``, ``add_frame``,
 ``save_episode``) makes a v3.0 folder of numeric and image features; the frames it was given
-are saved to ``FRAMES.npz`` for expcli's side to compare with.
+are saved to ``FRAMES.npz`` for expcli's side to compare with. ``create-video`` does the
+same with a video feature (``use_videos=True``: AV1 MP4s, lossy).
 
-Prints one line ``ok ...`` and exits 0, or raises.
+``frames ROOT OUT.npz``: every frame ``LeRobotDataset("expcli/check", root=ROOT)`` gives,
+one array per feature in ``index`` order, its video features as uint8 ``(F, H, W, C)``
+(LeRobot's float frames times 255, rounded: they are the decoded bytes over 255).
+
+LeRobot decodes videos with torchcodec, or else with torchvision's ``VideoReader`` on PyAV;
+this environment has neither (torchvision 0.29 dropped ``VideoReader``), so
+``_pyav_video_reader`` gives torchvision the reader it had, on PyAV, and LeRobot's own
+``decode_video_frames_torchvision`` picks the frames (its seek, its tolerance).
+
+Several commands may follow one another (``COMMAND ROOT NPZ COMMAND ROOT NPZ ...``), so that
+LeRobot is imported once. Prints one line ``ok ...`` per command and exits 0, or raises.
 """
 
 from __future__ import annotations
@@ -45,7 +56,67 @@ def load(root: Path, expected_path: Path) -> None:
     print(f"ok load: {frames} frames, {dataset.meta.total_episodes} episodes, features equal")
 
 
-def create(root: Path, frames_path: Path) -> None:
+def _pyav_video_reader() -> None:
+    """Give torchvision back its PyAV ``VideoReader`` (removed in 0.29), which LeRobot calls."""
+    import av
+    import torch
+    import torchvision.io
+
+    if hasattr(torchvision.io, "VideoReader"):
+        return
+
+    class VideoReader:
+        """torchvision's ``VideoReader`` with its ``pyav`` backend: frames RGB, channel first."""
+
+        def __init__(self, path: str, stream: str = "video") -> None:
+            self.container = av.open(path, metadata_errors="ignore")
+            self._stream = self.container.streams.video[0]
+            self._frames = self.container.decode(self._stream)
+
+        def __iter__(self) -> VideoReader:
+            return self
+
+        def __next__(self) -> dict[str, object]:
+            try:
+                frame = next(self._frames)
+            except av.error.EOFError:
+                raise StopIteration from None
+            pixels = torch.tensor(frame.to_rgb().to_ndarray()).permute(2, 0, 1)
+            return {"data": pixels, "pts": float(frame.pts * frame.time_base)}
+
+        def seek(self, time_s: float, keyframes_only: bool = False) -> VideoReader:
+            offset = int(round(max(0.0, time_s) / self._stream.time_base))
+            self.container.seek(offset, backward=True, any_frame=False, stream=self._stream)
+            self._frames = self.container.decode(self._stream)
+            return self
+
+    torchvision.io.VideoReader = VideoReader
+
+
+def frames(root: Path, out_path: Path) -> None:
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    _pyav_video_reader()
+    dataset = LeRobotDataset("expcli/check", root=root, video_backend="pyav")
+    videos = set(dataset.meta.video_keys)
+    assert videos, "no video feature"
+    got: dict[str, list[np.ndarray]] = {}
+    for i in range(len(dataset)):
+        item = dataset[i]
+        for name, value in item.items():
+            if name == "task":
+                continue
+            array = value.numpy()
+            if name in videos:  # float (C, H, W) in [0, 1]: the decoded bytes over 255
+                scaled = np.moveaxis(array, 0, -1) * 255
+                assert np.abs(scaled - np.round(scaled)).max() < 1e-3, name
+                array = np.round(scaled).astype(np.uint8)
+            got.setdefault(name, []).append(array)
+    np.savez(out_path, **{name: np.stack(values) for name, values in got.items()})
+    print(f"ok frames: {len(dataset)} frames, videos {sorted(videos)}")
+
+
+def create(root: Path, frames_path: Path, video: bool = False) -> None:
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     features = {
@@ -55,12 +126,23 @@ def create(root: Path, frames_path: Path) -> None:
             "shape": (6, 5, 3),
             "names": ["height", "width", "channels"],
         },
+        **(
+            {
+                "observation.images.cam": {
+                    "dtype": "video",
+                    "shape": (24, 32, 3),
+                    "names": ["height", "width", "channels"],
+                }
+            }
+            if video
+            else {}
+        ),
         "action": {"dtype": "float32", "shape": (2,), "names": None},
         "next.reward": {"dtype": "float32", "shape": (1,), "names": None},
         "next.done": {"dtype": "bool", "shape": (1,), "names": None},
     }
     dataset = LeRobotDataset.create(
-        "expcli/made", fps=10, root=root, features=features, use_videos=False
+        "expcli/made", fps=10, root=root, features=features, use_videos=video
     )
     rng = np.random.default_rng(0)
     saved: dict[str, list[np.ndarray]] = {name: [] for name in features}
@@ -70,6 +152,7 @@ def create(root: Path, frames_path: Path) -> None:
             frame = {
                 "observation.state": rng.normal(size=3).astype(np.float32),
                 "observation.image": rng.integers(0, 256, (6, 5, 3), dtype=np.uint8),
+                **({"observation.images.cam": _camera(rng, step)} if video else {}),
                 "action": rng.normal(size=2).astype(np.float32),
                 "next.reward": rng.normal(size=1).astype(np.float32),
                 "next.done": np.array([step == length - 1 and episode != 1]),
@@ -84,6 +167,17 @@ def create(root: Path, frames_path: Path) -> None:
     print(f"ok create: {len(saved['action'])} frames in 3 episodes")
 
 
+def _camera(rng: np.random.Generator, step: int) -> np.ndarray:
+    """A smooth frame (a ramp that moves, plus a little noise), as a camera's would be."""
+    rows, columns = np.mgrid[0:24, 0:32]
+    ramp = (rows * 4 + columns * 3 + step * 9)[..., None] + np.array([0, 40, 80])
+    return ((ramp + rng.integers(0, 8, ramp.shape)) % 256).astype(np.uint8)
+
+
 if __name__ == "__main__":
-    command, root, arrays = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-    {"load": load, "create": create}[command](root, arrays)
+    words = sys.argv[1:]
+    for command, root, arrays in zip(words[::3], words[1::3], words[2::3], strict=True):
+        if command == "create-video":
+            create(Path(root), Path(arrays), video=True)
+        else:
+            {"load": load, "create": create, "frames": frames}[command](Path(root), Path(arrays))

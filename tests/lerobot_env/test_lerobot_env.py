@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -108,3 +109,37 @@ def test_expcli_reads_what_lerobots_writer_makes(tmp_path: Path) -> None:
     done = frames["next.done"].reshape(-1)
     assert np.array_equal(dataset.tensors["truncated"][:, 0, 0] & done, done)
     assert len(dataset.metadata["lerobot"]["unknown"]) == 2
+
+
+def test_lerobot_and_expcli_decode_the_same_video_frames(tmp_path: Path) -> None:
+    """Both ways: LeRobot's frames of expcli's video folder, expcli's of LeRobot's own."""
+    dataset = _dataset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the loss: lossy video
+        write_layout(dataset, tmp_path / "lr", "lerobot", overwrite=False, format="video")
+    _lerobot(
+        "frames", tmp_path / "lr", tmp_path / "lr.npz",
+        "create-video", tmp_path / "made", tmp_path / "given.npz",
+        "frames", tmp_path / "made", tmp_path / "made.npz",
+    )  # fmt: skip
+    lerobot, back, rows = (
+        np.load(tmp_path / "lr.npz"),
+        read_dataset(tmp_path / "lr"),
+        column_rows(dataset),
+    )
+    for feature, name in (
+        ("observation.images.pixels", "observations/pixels"),
+        ("next.observation.images.pixels", "next_observations/pixels"),
+        ("observation.state", "observations/state"),
+        ("action", "actions"),
+    ):
+        expcli = np.concatenate([back.tensors[name][r, j] for j, r in enumerate(rows)])
+        assert np.array_equal(lerobot[feature].reshape(expcli.shape), expcli), feature
+    source = np.concatenate([dataset.tensors["actions"][r, j] for j, r in enumerate(rows)])
+    assert np.array_equal(lerobot["action"], source)
+    made, given = np.load(tmp_path / "made.npz"), np.load(tmp_path / "given.npz")
+    read = read_dataset(tmp_path / "made")
+    assert np.array_equal(
+        read.tensors["observations/images.cam"][:, 0], made["observation.images.cam"]
+    )
+    assert np.array_equal(read.tensors["observations/state"][:, 0], given["observation.state"])

@@ -68,24 +68,27 @@ class Feature:
         name: The feature's (and column's) name.
         spec: The tensor it holds, with its own dtype and feature shape.
         image: Stored as PNG images (uint8 ``(H, W[, C])``).
+        video: Stored as video (uint8 ``(H, W, 3)``; in MP4 files, not in the data files).
     """
 
     name: str
     spec: TensorSpec
     image: bool
+    video: bool = False
 
     @property
     def shape(self) -> list[int]:
         """The shape ``info.json`` declares: ``[1]``, ``[n]`` or ``[H, W, C]``."""
         shape = self.spec.shape
-        if self.image:
+        if self.image or self.video:
             return [*shape, 1] if len(shape) == 2 else list(shape)
         return [max(1, math.prod(shape))] if len(shape) != 1 else list(shape)
 
     def info(self) -> dict[str, Any]:
         """The feature's entry in ``info.json``."""
-        if self.image:
-            return {"dtype": "image", "shape": self.shape, "names": ["height", "width", "channels"]}
+        if self.image or self.video:
+            kind = "video" if self.video else "image"
+            return {"dtype": kind, "shape": self.shape, "names": ["height", "width", "channels"]}
         return {"dtype": self.spec.dtype, "shape": self.shape, "names": None}
 
     def arrow_type(self) -> Any:
@@ -255,7 +258,7 @@ class FeatureStats:
     """
 
     def __init__(self, feature: Feature) -> None:
-        self._image = feature.image
+        self._image = feature.image or feature.video
         self._count = 0
         self._sum: np.ndarray | None = None
         self._squares: np.ndarray | None = None

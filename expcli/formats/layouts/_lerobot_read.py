@@ -9,7 +9,8 @@ hold a bounded amount whatever the folder's size. A folder expcli wrote is place
 ``(T, N)`` cells from ``meta/episodes`` (``expcli/env``, ``expcli/first_row``: a row per
 episode), one range of rows at a time (``Cells``); of one LeRobot wrote, the
 ``episode_index`` of every frame is read, a block at a time, to tell where its episodes
-end (a byte a frame kept).
+end (a byte a frame kept). Video features are no columns: ``_lerobot_video`` decodes their
+frames from the MP4 files (``Frames.videos``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, header_specs, parse_header
 from expcli.formats.layouts._lerobot_features import AUTO_FEATURES, Feature
 from expcli.formats.layouts._lerobot_features import feature_values as column_values
+from expcli.formats.layouts._lerobot_video import VideoFrames, require_decoder
 from expcli.formats.lazy import LazyRows
 from expcli.formats.parquet_format import pyarrow_parquet
 from expcli.spec import SUPPORTED_DTYPES, TensorSpec
@@ -52,13 +54,21 @@ class Frames:
         features: Each feature to read, by name.
         count: The number of frames.
         skipped: The string features left out (text has no tensor).
+        videos: The frames of the video features, decoded when read (None: there are none).
     """
 
-    def __init__(self, features: list[Feature], groups: _GroupCache, skipped: list[str]) -> None:
+    def __init__(
+        self,
+        features: list[Feature],
+        groups: _GroupCache,
+        skipped: list[str],
+        videos: VideoFrames | None = None,
+    ) -> None:
         self.features = {f.name: f for f in features}
         self.skipped = skipped
         self.count = int(groups.starts[-1])
         self._groups = groups
+        self.videos = videos
 
     def episode_ends(self) -> np.ndarray:
         """Whether each frame is the last one of its episode (a byte a frame).
@@ -89,7 +99,7 @@ class Frames:
         """
         feature = self.features[name]
         shape = (spec or feature.spec).shape or (1,)
-        groups = self._groups
+        groups = self.videos if feature.video and self.videos is not None else self._groups
 
         envs = max(1, cells.shape[1])
         step = max(1, _BOOK_CELLS // envs)  # rows whose frame numbers are worked out at once
@@ -106,8 +116,10 @@ class Frames:
         return LazyRows((*cells.shape, *shape), np.dtype(feature.spec.dtype), read)
 
     def close(self) -> None:
-        """Let go of the decoded row groups kept."""
+        """Let go of the decoded row groups kept (and close the video files)."""
         self._groups.clear()
+        if self.videos is not None:
+            self.videos.close()
 
     def scatter(self, root: Path, sidecar: dict[str, Any]) -> Dataset:
         """The frames of a folder expcli wrote back in their ``(T, N)`` cells (lazily).
@@ -320,26 +332,30 @@ def read_frames(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None
     """Open every data file (its footer read).
 
     Raises:
-        FormatError: A malformed feature, a video feature, a missing or damaged data file,
-            a column of another type than declared, or frames out of ``index`` order.
+        FormatError: A malformed feature, a video feature without PyAV or its files, a
+            missing or damaged data file, a column of another type than declared, or frames
+            out of ``index`` order.
     """
     features, skipped = _features(root, info, sidecar)
     paths = sorted((root / "data").glob("*/*.parquet"))
     if not paths:
         raise FormatError("holds no data/*/*.parquet files", path=root)
     groups: list[list[int]] = []
+    videos = [f for f in features if f.video]
+    read = {"episode_index", *(["timestamp"] if videos else [])}  # episodes' ends, video times
     for path in paths:
         parquet, names = open_data_file(path)
-        for feature in features:
-            if feature.name not in names:
+        for name in [f.name for f in features if not f.video] + sorted(read):  # videos: MP4s
+            if name not in names:
                 raise FormatError(
-                    "cannot read its frames: a declared feature is missing",
-                    path=path,
-                    key=feature.name,
+                    "cannot read its frames: a declared feature is missing", path=path, key=name
                 )
         metadata = parquet.metadata
         groups.append([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)])
-    return Frames(features, _GroupCache(groups, paths), skipped)
+    cache = _GroupCache(groups, paths)
+    return Frames(
+        features, cache, skipped, VideoFrames(root, info, videos, cache) if videos else None
+    )
 
 
 def open_data_file(path: Path) -> tuple[Any, set[str]]:
@@ -407,22 +423,17 @@ def _features(
                 key=f"features/{name}",
             )
         if dtype == "video":
-            raise FormatError(
-                "is a video feature (frames in MP4 files); decoding LeRobot videos is not "
-                "supported: convert it to an image feature with LeRobot first",
-                path=root / INFO,
-                key=f"features/{name}",
-            )
+            require_decoder(root / INFO, f"features/{name}")
         if dtype == "string" and name not in specs:  # text has no tensor: left out, and said
             skipped.append(name)
             continue
         spec = specs.get(name) or _spec(root, name, dtype, shape, entry.get("names"))
-        features.append(Feature(name, spec, image=dtype == "image"))
+        features.append(Feature(name, spec, image=dtype == "image", video=dtype == "video"))
     return features, skipped
 
 
 def _spec(root: Path, name: str, dtype: str, shape: list[int], names: Any) -> TensorSpec:
-    if dtype == "image":
+    if dtype in ("image", "video"):
         if len(shape) != 3:
             raise FormatError(
                 f"is an image of shape {shape}; expected [height, width, channels]",

@@ -11,12 +11,14 @@ file past 100 MB or 250 episodes, a new chunk folder every 1000 files).
 ``terminated | truncated``, a bounded slice of rows at a time. LeRobot keeps neither the
 next observation nor the two end flags apart, so, to lose nothing, the frames also carry
 ``next.observation.*``, ``next.terminated`` and ``next.truncated`` besides ``next.done``
-(which LeRobot's own code reads). Images (uint8 ``(H, W[, C])``) are PNG; other features
-as ``_lerobot_features`` says. ``meta/expcli.json`` holds expcli's header (``info.json``
-drops unknown keys) and each tensor's feature; each episode row also says its env column and
-first row (``expcli/env``, ``expcli/first_row``), so that ``read`` puts every value back in
-its ``(t, n)`` cell. What a LeRobot folder cannot hold: rows never written (read back as
-zeros) and the episodes' per-episode statistics (not written; LeRobot does not need them).
+(which LeRobot's own code reads). Images (uint8 ``(H, W[, C])``) are PNG, or, with
+storage ``"video"`` (``--to video``), those of ``(H, W, 3)`` are video features, lossy
+(``_lerobot_video``); other features as ``_lerobot_features`` says. ``meta/expcli.json``
+holds expcli's header (``info.json`` drops unknown keys) and each tensor's feature; each
+episode row also says its env column and first row (``expcli/env``, ``expcli/first_row``),
+so that ``read`` puts every value back in its ``(t, n)`` cell. What a LeRobot folder cannot
+hold: rows never written (read back as zeros) and the episodes' per-episode statistics (not
+written; LeRobot does not need them).
 
 ``read`` of a folder LeRobot wrote (no ``meta/expcli.json``) gives one env column of the
 frames in ``index`` order: ``observation.state`` (or the only ``observation.*``) is
@@ -25,16 +27,20 @@ frames in ``index`` order: ``observation.state`` (or the only ``observation.*``)
 is stated in the metadata under ``lerobot.unknown`` and in one warning line: without
 ``next.observation.*`` each episode's last next observation (its own observation repeated,
 as LeRobot's RL buffer does), and without ``next.terminated``/``next.truncated`` whether an
-episode ended by termination or truncation (marked ``truncated``). Video features (MP4
-frames) are refused.
+episode ended by termination or truncation (marked ``truncated``). Video features are
+decoded with PyAV (refused in one line without it), their frames stated as what the codec
+stored.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import math
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,6 +65,7 @@ from expcli.formats.layouts._lerobot_features import (
     feature_for,
 )
 from expcli.formats.layouts._lerobot_read import EXPCLI, INFO, Cells, Frames, read_frames
+from expcli.formats.layouts._lerobot_video import VIDEO_PATH, VideoWriter, can_encode
 from expcli.formats.layouts._minari_meta import json_object, metadata_file
 from expcli.formats.layouts._row_streams import rows_of
 from expcli.formats.layouts._write import atomic_folder
@@ -88,8 +95,12 @@ def is_lerobot_folder(path: str | os.PathLike[str]) -> bool:
     return "codebase_version" in json_object(Path(path) / INFO)
 
 
-def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
+def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str = "parquet") -> None:
     """Write a LeRobot v3.0 dataset folder.
+
+    ``storage`` ``"video"`` stores uint8 ``(H, W, 3)`` tensors as video features (lossy,
+    said in one warning and in ``meta/expcli.json``); ``"parquet"`` (the default) keeps every
+    tensor in the data files, images as PNG.
 
     Raises:
         SchemaError: Two tensors would be the same feature, a tensor has an empty feature,
@@ -100,30 +111,35 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     pq = pyarrow_parquet()  # first: it picks pyarrow's allocator before pyarrow is imported
     import pyarrow as pa
 
-    features = _features(dataset, path)
+    features = _features(dataset, path, video=storage == "video")
+    videos = [f for f in features if f.video]
     tensors = dataset.tensors
     done = done_flags(tensors, dataset.memory_size, dataset.num_envs)
     saved = user_metadata(dataset.metadata, "lerobot")
     header = dataset.header()
     header.update(saved)
     fps = _fps(dataset.metadata)
-    sidecar = {
-        "expcli": header,
-        "features": {f.spec.name: f.name for f in features},
-        "lost": ["rows never written (they read back as zeros)"],
-    }
+    lost = ["rows never written (they read back as zeros)"]
+    if videos:
+        lost.append(_VIDEO_LOSS.format(", ".join(f.spec.name for f in videos)))
+    sidecar = {"expcli": header, "features": {f.spec.name: f.name for f in features}, "lost": lost}
     encode_header(sidecar, path)
     stats = {f.name: FeatureStats(f) for f in features}
     done_feature = Feature("next.done", TensorSpec("next.done", "bool", ()), image=False)
     schema = pa.schema(
-        [(f.name, f.arrow_type()) for f in features]
+        [(f.name, f.arrow_type()) for f in features if not f.video]
         + [("next.done", pa.bool_())]
         + [(name, pa.from_numpy_dtype(np.dtype(f["dtype"]))) for name, f in AUTO_FEATURES.items()]
     )
     row_bytes = sum(math.prod(f.spec.shape) * np.dtype(f.spec.dtype).itemsize for f in features)
     step = max(1, SLICE_BYTES // max(1, row_bytes * dataset.num_envs))
     episodes: dict[str, list[Any]] = {key: [] for key in _EPISODE_COLUMNS}
-    with atomic_folder(path, overwrite=overwrite, replaceable=is_lerobot_folder) as tmp:
+    with (
+        atomic_folder(path, overwrite=overwrite, replaceable=is_lerobot_folder) as tmp,
+        VideoWriter(tmp, videos, fps, CHUNKS_SIZE)
+        if videos
+        else contextlib.nullcontext() as encoder,
+    ):
         data = _DataFiles(tmp, schema, pq)
         index = 0
         for j, rows in enumerate(column_rows(dataset)):
@@ -131,6 +147,8 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
                 picked = rows[start:stop]
                 number = len(episodes["episode_index"])
                 where = data.start_episode()
+                if encoder is not None:
+                    encoder.start_episode()
                 for at in range(0, len(picked), step):
                     part = picked[at : at + step]
                     columns = []
@@ -138,7 +156,10 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
                         values = rows_of(tensors[feature.spec.name], part)[:, j]
                         values = values.reshape(len(part), *feature.spec.shape)
                         stats[feature.name].add(values)
-                        columns.append(feature_column(feature, values))
+                        if encoder is not None and feature.video:
+                            encoder.write(feature, values)
+                        else:
+                            columns.append(feature_column(feature, values))
                     frames = np.arange(at, at + len(part), dtype=np.int64)
                     columns.append(feature_column(done_feature, done[part, j]))
                     columns += _bookkeeping(frames, number, index + at, fps)
@@ -150,20 +171,30 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
                     strict=True,
                 ):
                     episodes[key].append(value)
+                for key, value in (encoder.episode_columns() if encoder else {}).items():
+                    episodes.setdefault(key, []).append(value)
                 index += len(picked)
         if not data.files:  # no frame: an empty file says what the frames would be
             data.start_episode()
         data.close()
         meta = tmp / "meta"
         (meta / "episodes" / "chunk-000").mkdir(parents=True)
-        kinds = {k: pa.list_(pa.string()) if k == "tasks" else pa.int64() for k in episodes}
+        kinds = {k: _episode_type(k, pa) for k in episodes}
         pq.write_table(pa.table(episodes, schema=pa.schema(kinds.items())), tmp / EPISODES)
         _write_tasks(tmp / TASKS, [_task(dataset)], pa, pq)
         entries = {name: s.to_json() for name, s in stats.items()}
         _write_json(tmp / STATS, {name: entry for name, entry in entries.items() if entry})
         info = _info(features, fps, len(episodes["episode_index"]), index)
+        if encoder is not None:
+            info["video_path"] = VIDEO_PATH
+            for name, entry in encoder.infos().items():
+                info["features"][name]["info"] = entry
         _write_json(tmp / INFO, info)
         (tmp / EXPCLI).write_text(encode_header(sidecar, path), encoding="utf-8")
+    if videos:
+        warnings.warn(
+            f"{path}: the lerobot layout does not keep {lost[-1]}", UserWarning, stacklevel=2
+        )
 
 
 _EPISODE_COLUMNS = (
@@ -179,6 +210,19 @@ _EPISODE_COLUMNS = (
     "expcli/env",
     "expcli/first_row",
 )
+
+
+_VIDEO_LOSS = (
+    "the exact frames of {} (stored as lossy video: read back, they are what the codec "
+    "kept, not bit for bit)"
+)
+
+
+def _episode_type(column: str, pa: Any) -> Any:
+    """The Arrow type of a ``meta/episodes`` column: the tasks, a time, else an index."""
+    if column == "tasks":
+        return pa.list_(pa.string())
+    return pa.float64() if column.endswith("_timestamp") else pa.int64()
 
 
 class _DataFiles:
@@ -220,8 +264,11 @@ class _DataFiles:
             self._writer.close()
 
 
-def _features(dataset: Dataset, path: Path) -> list[Feature]:
-    """The feature of every tensor, checked to be distinct from each other and LeRobot's own."""
+def _features(dataset: Dataset, path: Path, video: bool = False) -> list[Feature]:
+    """The feature of every tensor, checked to be distinct from each other and LeRobot's own.
+
+    ``video``: images that video can hold (``can_encode``) are video features.
+    """
     names = list(dataset.tensors)
     counts = {g: sum(n == g or n.startswith(g + "/") for n in names) for g in _GROUPS}
     features: list[Feature] = []
@@ -232,6 +279,8 @@ def _features(dataset: Dataset, path: Path) -> list[Feature]:
             feature = feature_for(spec, counts.get(group, 0) == 1)
         except SchemaError as e:
             raise SchemaError(e.message, path=path, key=e.key) from e
+        if video and feature.image and can_encode(spec):
+            feature = dataclasses.replace(feature, image=False, video=True)
         if feature.name in taken:
             raise SchemaError(
                 f"would be the LeRobot feature {feature.name!r}, as {taken[feature.name]} is",
@@ -341,7 +390,8 @@ def read_lerobot(path: Path) -> Dataset:
     """Read a LeRobot v3 dataset folder into memory.
 
     Raises:
-        FormatError: Not a LeRobot v3 folder, a video feature, or a damaged file.
+        FormatError: Not a LeRobot v3 folder, a video feature without PyAV, or a damaged file
+            (a video one too).
         SchemaError: The files disagree with ``info.json`` or with expcli's sidecar.
         ConfigError: The memory available cannot hold the data (said before reading any).
     """
@@ -365,9 +415,14 @@ def open_lerobot(path: Path) -> tuple[Dataset, Callable[[], None]]:
     sidecar = metadata_file(path / EXPCLI) if os.path.lexists(path / EXPCLI) else None
     frames = read_frames(path, info, sidecar)
     try:
-        if sidecar is not None:
-            return frames.scatter(path, sidecar), frames.close
-        return _foreign(path, info, frames), frames.close
+        if sidecar is None:
+            return _foreign(path, info, frames), frames.close
+        dataset = frames.scatter(path, sidecar)
+        decoded = _decoded(frames)
+        if decoded:  # what the folder's own writer (expcli) could not keep is said again
+            dataset.metadata["lerobot"] = {"unknown": [decoded]}
+            _log.warning("warning: %s: a LeRobot dataset does not say %s", path, decoded)
+        return dataset, frames.close
     except BaseException:
         frames.close()
         raise
@@ -434,6 +489,9 @@ def _foreign(root: Path, info: dict[str, Any], frames: Frames) -> Dataset:
     tensors["terminated"] = terminated.reshape(count, 1, 1)
     tensors["truncated"] = truncated.reshape(count, 1, 1)
     lerobot = {"fps": info.get("fps"), "codebase_version": info.get("codebase_version")}
+    decoded = _decoded(frames)
+    if decoded:
+        unknown.append(decoded)
     if frames.skipped:
         lerobot["skipped"] = frames.skipped
         unknown.append("its string features " + ", ".join(frames.skipped) + " (left out)")
@@ -449,7 +507,18 @@ def _foreign(root: Path, info: dict[str, Any], frames: Frames) -> Dataset:
     return dataset
 
 
+def _decoded(frames: Frames) -> str:
+    """What reading video features cannot say ("" when there are none)."""
+    names = [name for name, feature in frames.features.items() if feature.video]
+    if not names:
+        return ""
+    return (
+        f"the exact frames of its video features {', '.join(names)} (decoded from MP4 as "
+        "the codec stored them, lossy when encoded lossy)"
+    )
+
+
 def _flag(values: np.ndarray | None, ends: np.ndarray) -> np.ndarray:
-    if values is None:
+    if values is None or not len(ends):  # no frame: nothing to reshape
         return np.zeros(len(ends), bool)
     return np.asarray(values.reshape(len(ends), -1).astype(bool).any(axis=1))
