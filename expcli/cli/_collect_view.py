@@ -83,9 +83,10 @@ class Signals:
 class CollectView:
     """Terminal output of one collect run."""
 
-    def __init__(self, job: CollectJob, *, quiet: bool) -> None:
+    def __init__(self, job: CollectJob, *, quiet: bool, staged: bool = False) -> None:
         self.job = job
         self.quiet = quiet
+        self.staged = staged  # the output is converted after: quiet prints its target only
         self.err = err_console()
         self.out = out_console()
 
@@ -281,7 +282,8 @@ class CollectView:
 
     def finished(self, stats: CollectStats, saved: SavedFile) -> None:
         if self.quiet:
-            self.out.print(str(saved.path), highlight=False, soft_wrap=True)
+            if not self.staged:
+                self.out.print(str(saved.path), highlight=False, soft_wrap=True)
             return
         from rich.table import Table
 

@@ -206,6 +206,14 @@ def collect_cmd(
             Layout.parse,
         ),
     ] = Layout.EXPCLI,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            help="With --layout: the layout's storage (minari: hdf5, parquet or arrow; "
+            "lerobot: parquet, or video for its images).",
+        ),
+    ] = None,
     compression: Annotated[
         Compression | None,
         typer.Option(
@@ -302,6 +310,8 @@ def collect_cmd(
         spool=spool,
     )
     given = dict(_given_on_command_line(ctx, options))
+    if to is not None and layout is Layout.EXPCLI:
+        raise ConfigError("--to picks a layout's storage: give it with --layout")
     if resume is not None:
         if layout is not Layout.EXPCLI:
             raise ConfigError(
@@ -331,10 +341,10 @@ def collect_cmd(
     if layout is Layout.EXPCLI:
         _run(CollectJob(options))
     else:
-        _collect_in_layout(options, layout)
+        _collect_in_layout(options, layout, to)
 
 
-def _collect_in_layout(options: CollectSettings, layout: Layout) -> None:
+def _collect_in_layout(options: CollectSettings, layout: Layout, to: str | None) -> None:
     """Collect into a folder of shards beside the target, then convert it to ``layout``.
 
     The folder (``TARGET-collecting``, dots made dashes) is what a collect to a folder is:
@@ -352,21 +362,22 @@ def _collect_in_layout(options: CollectSettings, layout: Layout) -> None:
     if options.output is None:
         raise ConfigError(f"--layout {layout} needs --output, the dataset to write")
     target = Path(options.output)
-    fmt = layout_format(layout, target)
+    fmt = layout_format(layout, target, to)
     check_target(target, fmt, layout, options.overwrite)  # refused before the envs start
     staging = target.with_name(target.name.replace(".", "-") + "-collecting")  # no suffix
     finish = (
         f"`expcli collect --resume {staging}` finishes the run; "
-        f"`expcli convert {staging} {target} --layout {layout}` writes the layout"
+        f"`expcli convert {staging} {target} --layout {layout}"
+        f"{'' if to is None else f' --to {to}'}` writes the layout"
     )
     if staging.exists():
         raise ConfigError(f"{staging} holds an earlier run: {finish}; or remove it")
     settings = dataclasses.replace(options, output=staging, spool=None, compression=None)
     try:
-        _run(CollectJob(settings))
+        _run(CollectJob(settings), staged=True)
         convert_and_report(
             staging, target, layout=layout, to=fmt, overwrite=options.overwrite,
-            compression=options.compression,
+            compression=options.compression, quiet=options.quiet,
         )  # fmt: skip
     except BaseException:
         if staging.exists():
@@ -384,11 +395,14 @@ def _given_on_command_line(
             yield field.name, getattr(options, field.name)
 
 
-def _run(job: CollectJob) -> None:
-    """Run a collect job with progress, signals and the summary; exit as the module says."""
+def _run(job: CollectJob, *, staged: bool = False) -> None:
+    """Run a collect job with progress, signals and the summary; exit as the module says.
+
+    ``staged``: its output is converted after (``--layout``).
+    """
     from expcli.cli._collect_view import CollectView
 
-    view = CollectView(job, quiet=job.settings.quiet)
+    view = CollectView(job, quiet=job.settings.quiet, staged=staged)
     try:
         with view.signals() as signals:
             with view.starting(), _env_prints_to_stderr():

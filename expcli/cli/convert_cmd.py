@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -77,18 +78,23 @@ def convert_cmd(
     )
 
 
-def convert_and_report(src: Path, dst: Path, **options: Any) -> None:
+def convert_and_report(src: Path, dst: Path, *, quiet: bool = False, **options: Any) -> None:
     """``expcli.convert`` with a progress bar on big sources, then its lines.
 
     A layout's losses are a yellow ``warning:`` line each on stderr; the conversion is one
-    line on stdout. ``options`` go to ``convert``.
+    line on stdout (``quiet``: no bar, and the target's path alone). ``options`` go to
+    ``convert``.
     """
     from rich.markup import escape
 
     from expcli.conversion import convert
 
     with (
-        file_progress(src, "converting", min_bytes=PROGRESS_MIN_BYTES, total=2.0) as bar,
+        (
+            nullcontext(None)
+            if quiet
+            else file_progress(src, "converting", min_bytes=PROGRESS_MIN_BYTES, total=2.0)
+        ) as bar,
         warnings.catch_warnings(record=True) as losses,  # a layout's losses: one line each
     ):
         warnings.simplefilter("always", UserWarning)
@@ -101,6 +107,9 @@ def convert_and_report(src: Path, dst: Path, **options: Any) -> None:
             highlight=False,
         )
     read, written = (escape(printable(str(p))) for p in (result.src, result.dst))
+    if quiet:
+        out_console().print(written, soft_wrap=True, highlight=False)
+        return
     out_console().print(
         f"converted {read} ({_mb(result.bytes_read)}, {result.src_format}) -> "
         f"{written} ({_mb(result.bytes_written)}, {result.dst_format}"

@@ -48,3 +48,18 @@ def test_an_earlier_run_left_collecting_is_named_with_how_to_finish_it(tmp_path:
     assert done.exit_code == 2
     assert "holds an earlier run" in done.stderr and "--resume" in done.stderr
     assert "expcli convert" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_to_picks_the_layouts_storage_and_quiet_prints_the_target_only(tmp_path: Path) -> None:
+    target = tmp_path / "cartpole-minari"
+    done = collect("--envs", "2", "--steps", "30", "--layout", "minari", "--to", "arrow",
+                   "-o", str(target), "-q")  # fmt: skip
+    assert done.exit_code == 0, done.stderr + done.stdout
+    assert done.stdout.strip() == str(target)
+    episodes = sorted((target / "data").glob("*/part-0.arrow"))
+    assert episodes and not list((target / "data").glob("*/*.parquet"))
+    assert load(target).tensors["observations"].shape[:2] == (30, 1)  # one env column
+    refused = collect("--steps", "5", "--to", "parquet", "-o", str(tmp_path / "x.pt"))
+    assert refused.exit_code == 2 and "--layout" in refused.stderr
+    wrong = collect("--steps", "5", "--layout", "minari", "--to", "csv", "-o", str(tmp_path / "y"))
+    assert wrong.exit_code == 2 and not (tmp_path / "y-collecting").exists()
