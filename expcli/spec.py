@@ -18,12 +18,14 @@ from expcli.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
     "COMPRESSIONS",
+    "FRAMES_SCHEMA",
     "INFO_PREFIX",
     "METADATA_KEY",
     "SCHEMA",
     "STANDARD_NAMES",
     "SUPPORTED_DTYPES",
     "CircularState",
+    "Frames",
     "TensorSpec",
     "chronological_rows",
     "done_flags",
@@ -32,7 +34,11 @@ __all__ = [
 ]
 
 SCHEMA = "expcli/1"
-"""Value of the ``schema`` key of every metadata object expcli writes."""
+"""Value of the ``schema`` key of the metadata objects expcli writes with every tensor whole."""
+
+FRAMES_SCHEMA = "expcli/2"
+"""The ``schema`` of a file that stores some next observations once (its ``frames`` key says
+which): a reader of ``expcli/1`` alone refuses it rather than miss ``next_observations``."""
 
 METADATA_KEY = "__expcli__"
 """Key under which ``.pt`` and ``.npz`` files keep the metadata JSON string."""
@@ -63,6 +69,18 @@ SUPPORTED_DTYPES = frozenset(
     }
 )
 """Dtypes that every format stores losslessly."""
+
+
+class Frames(StrEnum):
+    """How a writer stores next-observation tensors (``formats.frames``).
+
+    ONCE: a cell equal, byte for byte, to the next row's observation of its env column is
+    not stored again (the default, for cells of ``FRAMES_CELL_BYTES`` or more); FULL: every
+    cell is stored, as in schema ``expcli/1``.
+    """
+
+    FULL = "full"
+    ONCE = "once"
 
 
 class Compression(StrEnum):

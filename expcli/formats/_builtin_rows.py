@@ -19,6 +19,7 @@ from expcli.formats._sniffing import (
 )
 from expcli.formats.layouts.kinds import Layout
 from expcli.formats.rows import Closer, FormatRow, LayoutRow, SpaceEstimate, Streaming
+from expcli.spec import Frames
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
@@ -50,10 +51,17 @@ def _read_pt(path: Path, *, num_envs: int | None = None) -> Dataset:
     return pt_format.read(path, num_envs=num_envs)
 
 
-def _write_pt(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None) -> None:
+def _write_pt(
+    dataset: Dataset,
+    path: Path,
+    *,
+    overwrite: bool,
+    compression: str | None,
+    frames: Frames = Frames.FULL,
+) -> None:
     from expcli.formats import pt_format
 
-    pt_format.write(dataset, path, overwrite=overwrite)
+    pt_format.write(dataset, path, overwrite=overwrite, frames=frames)
 
 
 def _stream_pt(dataset: Dataset, out: IO[bytes], source: str | PathLike[str]) -> None:
@@ -78,10 +86,17 @@ def _open_npz(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Clos
     return npz_format.open_lazy(path, num_envs=num_envs)
 
 
-def _write_npz(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None) -> None:
+def _write_npz(
+    dataset: Dataset,
+    path: Path,
+    *,
+    overwrite: bool,
+    compression: str | None,
+    frames: Frames = Frames.FULL,
+) -> None:
     from expcli.formats import npz_format
 
-    npz_format.write(dataset, path, overwrite=overwrite)
+    npz_format.write(dataset, path, overwrite=overwrite, frames=frames)
 
 
 def _stream_npz(dataset: Dataset, out: IO[bytes], source: str | PathLike[str]) -> None:
@@ -147,10 +162,17 @@ def _open_hdf5(
     return hdf5_format.open_lazy(path, num_envs=num_envs, foreign=_foreign_hdf5(), cache=cache)
 
 
-def _write_hdf5(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None) -> None:
+def _write_hdf5(
+    dataset: Dataset,
+    path: Path,
+    *,
+    overwrite: bool,
+    compression: str | None,
+    frames: Frames = Frames.FULL,
+) -> None:
     from expcli.formats import hdf5_format
 
-    hdf5_format.write(dataset, path, overwrite=overwrite, compression=compression)
+    hdf5_format.write(dataset, path, overwrite=overwrite, compression=compression, frames=frames)
 
 
 # ------------------------------------------------------------------ parquet
@@ -224,6 +246,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         sniff=is_torch_file,
         streaming=Streaming(_stream_pt, rank=1),
         layouts=(Layout.EXPCLI, Layout.SKRL),
+        frames=True,
     ),
     FormatRow(
         "npz",
@@ -236,6 +259,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         streaming=Streaming(_stream_npz),
         layouts=(Layout.EXPCLI, Layout.SKRL),
         shard=True,
+        frames=True,
     ),
     FormatRow(
         "csv",
@@ -264,6 +288,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         layouts=(Layout.EXPCLI, Layout.TIANSHOU, Layout.MINARI, Layout.D4RL),
         title="HDF5",
         caches=True,
+        frames=True,
     ),
     FormatRow(
         "parquet",

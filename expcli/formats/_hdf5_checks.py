@@ -174,8 +174,16 @@ def check_names(names: list[str], path: Path) -> None:
                 )
 
 
-def check_datasets(file: Any, path: Path, specs: list[TensorSpec]) -> dict[str, Any]:
+def check_datasets(
+    file: Any,
+    path: Path,
+    specs: list[TensorSpec],
+    exact: Mapping[str, tuple[np.dtype[Any], tuple[int, ...]]] | None = None,
+) -> dict[str, Any]:
     """The datasets by name, each checked against its spec and against the file's size.
+
+    ``exact``: datasets of any shape besides the tensors (a next-observation tensor stored
+    once: ``frames.sparse_members``), each with its dtype and whole shape.
 
     Raises:
         SchemaError: A dataset is missing, unlisted, or of another dtype or shape.
@@ -184,9 +192,13 @@ def check_datasets(file: Any, path: Path, specs: list[TensorSpec]) -> dict[str, 
     """
     found = list_datasets(file, path)
     wanted = {spec.name: spec for spec in specs}
-    for name in sorted(wanted.keys() | found.keys()):
+    exact = exact or {}
+    for name in sorted(wanted.keys() | found.keys() | exact.keys()):
         if name not in found:
             raise SchemaError("listed in the metadata but missing", path=path, key=name)
+        if name in exact:
+            _check_exact(found[name], path, name, *exact[name])
+            continue
         if name not in wanted:
             raise SchemaError("present but not listed in the metadata", path=path, key=name)
         dataset, spec = found[name], wanted[name]
@@ -209,6 +221,26 @@ def check_datasets(file: Any, path: Path, specs: list[TensorSpec]) -> dict[str, 
             )
         check_stored(dataset, path, name)
     return found
+
+
+def _check_exact(
+    dataset: Any, path: Path, name: str, dtype: np.dtype[Any], shape: tuple[int, ...]
+) -> None:
+    """Check a dataset of ``check_datasets``'s ``exact``: its dtype, shape and storage."""
+    try:
+        stored = native_dtype(dataset)
+    except (TypeError, ValueError) as e:
+        raise SchemaError(
+            f"has an unsupported HDF5 type ({error_summary(e)})", path=path, key=name
+        ) from e
+    if stored != dtype or tuple(int(d) for d in dataset.shape) != shape:
+        raise SchemaError(
+            f"stored as {stored.name} shaped {tuple(dataset.shape)}; the metadata says "
+            f"{dtype.name} shaped {shape}",
+            path=path,
+            key=name,
+        )
+    check_stored(dataset, path, name)
 
 
 def check_size(

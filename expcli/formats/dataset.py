@@ -17,7 +17,7 @@ import numpy as np
 
 from expcli._version import __version__
 from expcli.errors import SchemaError
-from expcli.spec import SCHEMA, SUPPORTED_DTYPES, CircularState, TensorSpec
+from expcli.spec import FRAMES_SCHEMA, SCHEMA, SUPPORTED_DTYPES, CircularState, TensorSpec
 
 __all__ = ["Dataset"]
 
@@ -34,6 +34,7 @@ _OWN_KEYS = frozenset(
         "filled",
         "written",
         "tensors",
+        "frames",
     }
 )
 
@@ -154,8 +155,10 @@ class Dataset:
             SchemaError: The object is not expcli's schema or its circular state is malformed.
         """
         schema = header.get("schema")
-        if schema != SCHEMA:
-            raise SchemaError(f"unknown schema {schema!r}; expected {SCHEMA!r}", path=path)
+        if schema not in (SCHEMA, FRAMES_SCHEMA):
+            raise SchemaError(
+                f"unknown schema {schema!r}; expected {SCHEMA!r} or {FRAMES_SCHEMA!r}", path=path
+            )
         try:
             state = CircularState.from_json(header)
         except (KeyError, TypeError) as e:

@@ -47,9 +47,10 @@ from expcli.formats._hdf5_checks import (
 from expcli.formats._hdf5_lazy import lazy_dataset, read_dataset_rows
 from expcli.formats.block_cache import BlockCache
 from expcli.formats.dataset import Dataset
+from expcli.formats.frames import PREFIX, derive, encode, sparse_members
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES
-from expcli.spec import COMPRESSIONS, Compression, TensorSpec
+from expcli.spec import COMPRESSIONS, Compression, Frames, TensorSpec
 
 __all__ = [
     "ATTRIBUTE",
@@ -182,7 +183,9 @@ class Hdf5Writer:
 
         Args:
             header: A metadata object such as ``Dataset.header()``: its ``tensors``,
-                ``memory_size`` and ``num_envs`` give the datasets' dtypes and shapes.
+                ``memory_size`` and ``num_envs`` give the datasets' dtypes and shapes;
+                its ``frames`` the tensors stored once (``frames.encode``), whose two
+                members are created instead.
 
         Raises:
             SchemaError: The header is not JSON-serialisable or malformed, or a tensor name
@@ -194,21 +197,27 @@ class Hdf5Writer:
         for key, value in zip(("memory_size", "num_envs"), size, strict=True):
             if type(value) is not int or value < 0:
                 raise SchemaError(f"is {value!r}; expected a count", path=self.path, key=key)
-        check_names([spec.name for spec in specs], self.path)
-        for spec in specs:
-            dtype = np.dtype(spec.dtype)
+        sparse = sparse_members(header, self.path)
+        whole = [spec for spec in specs if spec.name not in header.get("frames", {})]
+        check_names([spec.name for spec in whole] + list(sparse), self.path)
+        for spec in whole:
             shape = (*cast(tuple[int, int], size), *spec.shape)
-            chunks = chunk_shape(shape, dtype.itemsize)
-            options: dict[str, Any] = {}
-            if chunks is not None and self.compression == "gzip":
-                options = {"compression": "gzip", "compression_opts": _GZIP_LEVEL}
-            elif chunks is not None and self.compression == "lzf":
-                options = {"compression": "lzf"}
-            self._datasets[spec.name] = self._file.create_dataset(
-                spec.name, shape=shape, dtype=dtype, chunks=chunks, track_times=False, **options
-            )
-            self._specs[spec.name] = spec
+            itemsize = np.dtype(spec.dtype).itemsize
+            self._create(spec.name, np.dtype(spec.dtype), shape, chunk_shape(shape, itemsize))
+        for name, (dtype, shape) in sparse.items():
+            self._create(name, dtype, shape, _fitted(shape, dtype.itemsize) if all(shape) else None)
         self._file.attrs[ATTRIBUTE] = text
+
+    def _create(self, name: str, dtype: np.dtype[Any], shape: tuple[int, ...], chunks: Any) -> None:
+        options: dict[str, Any] = {}
+        if chunks is not None and self.compression == "gzip":
+            options = {"compression": "gzip", "compression_opts": _GZIP_LEVEL}
+        elif chunks is not None and self.compression == "lzf":
+            options = {"compression": "lzf"}
+        self._datasets[name] = self._file.create_dataset(
+            name, shape=shape, dtype=dtype, chunks=chunks, track_times=False, **options
+        )
+        self._specs[name] = TensorSpec(name, dtype.name, shape[1:])
 
     def write_rows(self, name: str, start: int, rows: np.ndarray) -> None:
         """Write ``rows`` (shaped ``(k, N, *feature)``) at rows ``start`` to ``start + k``.
@@ -251,6 +260,8 @@ class Hdf5Reader:
         path: The file.
         header: Its metadata object.
         specs: Its tensors, in name order.
+        members: Its datasets, in name order: the tensors, but for those stored once
+            (``frames``), whose two members are there instead.
         state: The circular state of the memory that wrote it.
         memory_size: Rows (``T``) of every tensor.
         num_envs: Columns (``N``) of every tensor.
@@ -277,9 +288,12 @@ class Hdf5Reader:
             self.header = parse_header(text, self.path, ATTRIBUTE)
             self.state, _ = Dataset.split_header(self.header, self.path)
             self.specs = header_specs(self.header, self.path)
-            self._datasets = check_datasets(self._file, self.path, self.specs)
+            sparse = sparse_members(self.header, self.path)
+            whole = [s for s in self.specs if s.name not in self.header.get("frames", {})]
+            self._datasets = check_datasets(self._file, self.path, whole, sparse)
+            self.members = sorted(self._datasets)
             self.memory_size, self.num_envs = check_size(
-                self._datasets, self.header, self.state, self.path
+                {s.name: self._datasets[s.name] for s in whole}, self.header, self.state, self.path
             )
         except BaseException:
             self._file.close()
@@ -306,9 +320,9 @@ class Hdf5Reader:
         dataset = self._datasets.get(name)
         if dataset is None:
             raise SchemaError("no such tensor in the file", path=self.path, key=name)
-        if not 0 <= start <= stop <= self.memory_size:
+        if not 0 <= start <= stop <= dataset.shape[0]:
             raise InvalidValueError(
-                f"rows {start}..{stop} outside 0..{self.memory_size} of {name!r}"
+                f"rows {start}..{stop} outside 0..{dataset.shape[0]} of {name!r}"
             )
         return read_dataset_rows(dataset, self.path, name, start, stop)
 
@@ -328,18 +342,28 @@ class Hdf5Reader:
         return _slab_rows(self._datasets[name])
 
 
-def write(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None = None) -> None:
+def write(
+    dataset: Dataset,
+    path: Path,
+    *,
+    overwrite: bool,
+    compression: str | None = None,
+    frames: Frames | str = Frames.FULL,
+) -> None:
     """Write every tensor as a chunked dataset, and the metadata as the root attribute.
+
+    ``frames``: ``Frames.ONCE`` stores next observations once (``formats.frames``).
 
     Raises:
         ConfigError: ``compression`` is not one of ``COMPRESSIONS``.
         SchemaError: The metadata is not JSON-serialisable, or a tensor name cannot be an
             HDF5 path (empty parts, ``.`` parts, or a tensor named as another's group).
     """
+    members, header = encode(dataset.tensors, dataset.header(), frames, path)
     with Hdf5Writer(path, overwrite=overwrite, compression=compression) as writer:
-        writer.create(dataset.header())
-        for name in sorted(dataset.tensors):
-            array = dataset.tensors[name]
+        writer.create(header)
+        for name in sorted(members):
+            array = members[name]
             step = writer.slab_rows(name)
             for start in range(0, len(array), step):
                 writer.write_rows(name, start, array[start : start + step])
@@ -365,10 +389,17 @@ def read(
         if header_text(file, path) is None:
             return _read_foreign(file, path, num_envs, foreign)
     with Hdf5Reader(path) as reader:
-        check_read_whole(sum(reader.dataset(s.name).nbytes for s in reader.specs), path)
-        arrays = {s.name: reader.read_rows(s.name, 0, reader.memory_size) for s in reader.specs}
+        cells = reader.memory_size * reader.num_envs
+        whole = sum(cells * math.prod(s.shape) * np.dtype(s.dtype).itemsize for s in reader.specs)
+        sparse = sum(reader.dataset(n).nbytes for n in reader.members if n.startswith(PREFIX))
+        check_read_whole(whole + sparse, path)
+        arrays = {
+            name: reader.read_rows(name, 0, reader.dataset(name).shape[0])
+            for name in reader.members
+        }
         header = reader.header
-    return dataset_from_header(arrays, header, path)
+    tensors = {name: np.asarray(array) for name, array in derive(arrays, header, path).items()}
+    return dataset_from_header(tensors, header, path)
 
 
 def open_lazy(
@@ -396,12 +427,13 @@ def open_lazy(
     reader = Hdf5Reader(path)
     try:
         arrays: dict[str, Any] = {
-            s.name: lazy_dataset(
-                reader.dataset(s.name), path, s.name, partial(reader.read_rows, s.name), cache
+            name: lazy_dataset(
+                reader.dataset(name), path, name, partial(reader.read_rows, name), cache
             )
-            for s in reader.specs
+            for name in reader.members
         }
-        return dataset_from_header(arrays, reader.header, path), reader.close
+        tensors = derive(arrays, reader.header, path)
+        return dataset_from_header(tensors, reader.header, path), reader.close
     except BaseException:
         reader.close()
         raise

@@ -16,7 +16,8 @@ import struct
 import threading
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,9 +35,10 @@ from expcli.formats._guards import (
 )
 from expcli.formats._zip_stream import ZipStreamWriter
 from expcli.formats.dataset import Dataset
+from expcli.formats.frames import DerivedRows, derive, encode
 from expcli.formats.header import dataset_from_header, encode_header, foreign_dataset, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows, row_chunks
-from expcli.spec import METADATA_KEY
+from expcli.spec import METADATA_KEY, Frames
 
 __all__ = ["open_lazy", "read", "write", "write_to"]
 
@@ -46,15 +48,19 @@ _MAX_RATIO = 1100  # deflate expands at most ~1032:1; a larger claim is not real
 _SLACK = 1 << 16  # bytes any member may claim beyond the ratio (headers, tiny members)
 
 
-def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
+def write(
+    dataset: Dataset, path: Path, *, overwrite: bool, frames: Frames | str = Frames.FULL
+) -> None:
     """Write every tensor as a ``.npy`` member, plus the metadata member ``__expcli__``.
 
     Members are stored uncompressed and written slice of rows by slice of rows, so a
-    dataset read lazily from another file is never held in memory whole.
+    dataset read lazily from another file is never held in memory whole. ``frames``:
+    ``Frames.ONCE`` stores next observations once (``formats.frames``).
     """
-    text = encode_header(dataset.header(), path)
+    members, header = encode(dataset.tensors, dataset.header(), frames, path)
+    text = encode_header(header, path)
     with atomic_write(path, overwrite=overwrite) as f:
-        write_to(dataset, f, text)
+        _write_members(members, f, text)
 
 
 def write_to(dataset: Dataset, file: IO[bytes], header: str | None) -> tuple[int, int]:
@@ -66,9 +72,16 @@ def write_to(dataset: Dataset, file: IO[bytes], header: str | None) -> tuple[int
     Returns:
         The archive's size in bytes and its CRC-32, computed on the way.
     """
+    return _write_members(dataset.tensors, file, header)
+
+
+def _write_members(
+    members: Mapping[str, Any], file: IO[bytes], header: str | None
+) -> tuple[int, int]:
+    """``write_to`` of arrays of any shape: the tensors, or the members ``frames.encode`` made."""
     archive = ZipStreamWriter(file)
-    for name in sorted(dataset.tensors):
-        _write_member(archive, name, dataset.tensors[name])
+    for name in sorted(members):
+        _write_member(archive, name, members[name])
     if header is not None:
         _write_member(archive, METADATA_KEY, np.array(header))
     archive.close()
@@ -146,7 +159,8 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
         if not isinstance(meta, np.ndarray) or meta.ndim != 0 or meta.dtype.kind != "U":
             raise FormatError("expected a 0-d unicode string", path=path, key=METADATA_KEY)
         header = parse_header(str(meta[()]), path, METADATA_KEY)
-        return dataset_from_header(arrays, header, path), close
+        tensors = derive(arrays, header, path, partial(_mapped_source, path))
+        return dataset_from_header(tensors, header, path), close
     except BaseException as e:
         close()
         if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):
@@ -367,6 +381,17 @@ def _mapped(path: Path, array: Any) -> np.ndarray:
     if offset is None:
         return np.asarray(array)
     return np.asarray(np.memmap(path, array.dtype, "c", offset, array.shape))
+
+
+def _mapped_source(path: Path, array: Any) -> Any:
+    """A stored member that ``DerivedRows`` reads from, mapped read-only where it lies whole.
+
+    A gather then copies the cells asked for, not their whole rows.
+    """
+    offset = _map_offset(array) if isinstance(array, LazyRows) else None
+    if offset is None or isinstance(array, DerivedRows):
+        return array
+    return np.memmap(path, array.dtype, "r", offset, array.shape)
 
 
 def _what(head: bytes) -> str:

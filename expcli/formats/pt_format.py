@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -25,9 +25,10 @@ from expcli.formats._guards import check_read_whole
 from expcli.formats._pt_archive import PtArchiveWriter
 from expcli.formats._pt_pickle import StoredTensor, dict_pickle
 from expcli.formats.dataset import Dataset
+from expcli.formats.frames import derive, encode
 from expcli.formats.header import dataset_from_header, encode_header, foreign_dataset, parse_header
 from expcli.formats.lazy import row_chunks
-from expcli.spec import METADATA_KEY, SUPPORTED_DTYPES
+from expcli.spec import METADATA_KEY, SUPPORTED_DTYPES, Frames
 
 if TYPE_CHECKING:
     import torch
@@ -42,14 +43,18 @@ _UNMAPPED = (
 )
 
 
-def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
+def write(
+    dataset: Dataset, path: Path, *, overwrite: bool, frames: Frames | str = Frames.FULL
+) -> None:
     """Write the tensors, then the metadata string, as the one dict torch.save would write.
 
-    Tensors go in name order, each streamed slice of rows by slice of rows.
+    Tensors go in name order, each streamed slice of rows by slice of rows. ``frames``:
+    ``Frames.ONCE`` stores next observations once (``formats.frames``).
     """
-    text = encode_header(dataset.header(), path)
+    members, header = encode(dataset.tensors, dataset.header(), frames, path)
+    text = encode_header(header, path)
     with atomic_write(path, overwrite=overwrite) as f:
-        write_to(dataset, f, text)
+        _write_members(members, f, text)
 
 
 def write_to(dataset: Dataset, file: IO[bytes], header: str | None) -> None:
@@ -58,17 +63,22 @@ def write_to(dataset: Dataset, file: IO[bytes], header: str | None) -> None:
     With ``header`` (``encode_header``'s) as metadata; None writes the tensors alone (as
     skrl's ``Memory.save`` does).
     """
-    names = sorted(dataset.tensors)
+    _write_members(dataset.tensors, file, header)
+
+
+def _write_members(members: Mapping[str, Any], file: IO[bytes], header: str | None) -> None:
+    """``write_to`` of arrays of any shape: the tensors, or the members ``frames.encode`` made."""
+    names = sorted(members)
     items: list[tuple[str, StoredTensor | str]] = []
     for name in names:
-        array = dataset.tensors[name]
+        array = members[name]
         items.append((name, StoredTensor(np.dtype(array.dtype), tuple(array.shape))))
     if header is not None:
         items.append((METADATA_KEY, header))
     archive = PtArchiveWriter(file)
     archive.write_pickle(dict_pickle(items))
     for key, name in enumerate(names):  # storage i is the i-th tensor of the pickle
-        array = dataset.tensors[name]
+        array = members[name]
         with archive.storage(str(key), array.nbytes) as record:
             for part in _little_endian_bytes(array):
                 record.write(part)
@@ -134,7 +144,12 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
             )
     if text is None:
         return foreign_dataset(arrays, path)
-    return dataset_from_header(arrays, parse_header(text, path, METADATA_KEY), path)
+    header = parse_header(text, path, METADATA_KEY)
+    tensors = derive(arrays, header, path)
+    derived = [a for name, a in tensors.items() if name not in arrays]
+    check_read_whole(sum(a.nbytes for a in derived), path)
+    held = {name: np.asarray(array) for name, array in tensors.items()}
+    return dataset_from_header(held, header, path)
 
 
 def _load(path: Path) -> object:

@@ -33,11 +33,11 @@ from expcli.formats.table import (
     layout_rows,
     sniff_format,
 )
-from expcli.spec import METADATA_KEY
+from expcli.spec import METADATA_KEY, Frames
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
-    from expcli.formats.rows import CachingOpener
+    from expcli.formats.rows import CachingOpener, FramesWriter
 
 __all__ = [
     "FORMATS",
@@ -45,6 +45,7 @@ __all__ = [
     "SHARDED_FOLDER",
     "detect_format",
     "format_from_suffix",
+    "frames_form",
     "open_lazy",
     "output_files",
     "read_dataset",
@@ -164,6 +165,7 @@ def write_dataset(
     overwrite: bool = True,
     compression: str | None = None,
     shard_format: str | None = None,
+    frames: Frames | str = Frames.ONCE,
 ) -> Path:
     """Write a dataset atomically: the target is either the complete new file or untouched.
 
@@ -177,6 +179,9 @@ def write_dataset(
             A sharded folder of Parquet shards takes Parquet's.
         shard_format: A sharded folder's shards: a format of the table that can be a shard
             (``npz``, the default, or ``parquet``).
+        frames: ``once`` (the default) stores each next-observation cell that equals the
+            next row's observation only there (``formats.frames``), in a format that can
+            (``FormatRow.frames``: pt, npz, HDF5); ``full`` stores every cell.
 
     Returns:
         The path written.
@@ -186,9 +191,11 @@ def write_dataset(
         SchemaError: The dataset is inconsistent, uses a reserved name or its metadata is
             not JSON-serialisable.
         OutputExistsError: The file exists and ``overwrite`` is false.
-        ConfigError: An unknown compression, or one the format cannot take.
+        ConfigError: An unknown compression, or one the format cannot take, or an unknown
+            ``frames``.
         OSError: The folder does not exist or cannot be written.
     """
+    form = frames_form(frames)
     target = Path(path)
     if format is not None:
         fmt = _normalise(format, path)
@@ -217,10 +224,27 @@ def write_dataset(
     dataset.validate(path)
     if METADATA_KEY in dataset.tensors:
         raise SchemaError("this name is reserved for the metadata", path=path, key=METADATA_KEY)
-    row.write(
-        dataset, target, overwrite=overwrite, compression=compression if row.compresses else None
-    )
+    compression = compression if row.compresses else None
+    if row.frames:
+        writer = cast("FramesWriter", row.write)
+        writer(dataset, target, overwrite=overwrite, compression=compression, frames=form)
+    else:
+        row.write(dataset, target, overwrite=overwrite, compression=compression)
     return target
+
+
+def frames_form(frames: Frames | str) -> Frames:
+    """``frames`` as a ``Frames``.
+
+    Raises:
+        ConfigError: It is none of them.
+    """
+    try:
+        return Frames(str(frames).lower())
+    except ValueError:
+        raise ConfigError(
+            f"unknown frames {frames!r}; expected one of {', '.join(f.value for f in Frames)}"
+        ) from None
 
 
 def target_format(target: str | os.PathLike[str]) -> str | None:

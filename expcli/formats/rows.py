@@ -21,11 +21,13 @@ from expcli.formats.layouts.kinds import Layout
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
     from expcli.formats.dataset import Dataset
+    from expcli.spec import Frames
 
 __all__ = [
     "CachingOpener",
     "Closer",
     "FormatRow",
+    "FramesWriter",
     "LayoutRow",
     "LazyOpener",
     "Reader",
@@ -69,6 +71,22 @@ class Writer(Protocol):
 
     def __call__(
         self, dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None
+    ) -> None:
+        """Write ``dataset`` to ``path``."""
+        ...
+
+
+class FramesWriter(Protocol):
+    """A ``Writer`` that also takes ``frames``: how next observations are stored."""
+
+    def __call__(
+        self,
+        dataset: Dataset,
+        path: Path,
+        *,
+        overwrite: bool,
+        compression: str | None,
+        frames: Frames,
     ) -> None:
         """Write ``dataset`` to ``path``."""
         ...
@@ -141,6 +159,8 @@ class FormatRow:
         caches: Whether its lazy opener is a ``CachingOpener``: it keeps the blocks it
             decodes in a ``BlockCache`` given as ``cache`` (a compressed format sampled at
             random).
+        frames: Whether its writer is a ``FramesWriter``: it can store next observations
+            once (``formats.frames``).
     """
 
     name: str
@@ -160,6 +180,7 @@ class FormatRow:
     unrecorded_envs: Callable[[Path], str | None] | None = None
     shard: bool = False
     caches: bool = False
+    frames: bool = False
 
     @property
     def folder(self) -> bool:

@@ -1,0 +1,303 @@
+"""Frames once: a next observation stored only where it is not the next row's observation.
+
+Cell ``(t, n)`` of ``next_observations`` (or of a leaf ``next_observations/<key>``) is
+*derived* when its bytes equal those of ``observations[(t + 1) % T, n]``: inside an
+episode, that is every cell but the newest row. A writer compares the two byte for byte,
+so nothing is inferred that was not checked: the cells that differ (episode ends, the
+newest row, rows never written, an env that mutates its output buffer) are *kept*. The
+file then holds, instead of the tensor, its kept cells ``(K, *feature)`` as member
+``__next__/<name>/kept`` and their flat indexes ``t * N + n`` (sorted int64) as
+``__next__/<name>/cells``; the metadata's ``frames`` object names each such tensor
+(``{"next_observations": {"form": "sparse", "kept": K}}``) and its schema is
+``FRAMES_SCHEMA``, which older readers refuse. Readers give the whole tensor back as
+``DerivedRows``: observation rows one step on, with the kept cells written over them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from expcli.errors import SchemaError
+from expcli.formats.lazy import LazyRows, row_chunks
+from expcli.formats.row_gather import flat_rows, gather_flat
+from expcli.spec import FRAMES_SCHEMA, Frames
+
+__all__ = [
+    "FRAMES_CELL_BYTES",
+    "PREFIX",
+    "DerivedRows",
+    "derive",
+    "encode",
+    "frame_pairs",
+    "kept_cells",
+    "saved_bytes",
+    "sparse_members",
+]
+
+FRAMES_CELL_BYTES = 64
+"""Next-observation cells of at least this many bytes are stored once by default.
+
+A kept cell costs an 8-byte index entry, and a derived read a gather from the observations;
+below 64 bytes (CartPole's cells are 16) the saving is small and the full form, read as it
+lies, stays simplest.
+"""
+
+PREFIX = "__next__/"
+"""Members of the sparse form are named ``__next__/<tensor>/kept`` and ``.../cells``."""
+
+_SPARSE = "sparse"
+
+
+def frame_pairs(tensors: Mapping[str, Any]) -> dict[str, str]:
+    """Next-observation tensors that may be stored once, each with its observation tensor.
+
+    ``next_observations`` goes with ``observations``, ``next_observations/<leaf>`` with
+    ``observations/<leaf>``, when both are there with one dtype and shape, not empty, and
+    cells of at least ``FRAMES_CELL_BYTES``.
+    """
+    pairs = {}
+    for name, array in tensors.items():
+        if name != "next_observations" and not name.startswith("next_observations/"):
+            continue
+        source = tensors.get(name.removeprefix("next_"))
+        if source is None or np.dtype(source.dtype) != np.dtype(array.dtype):
+            continue
+        if tuple(source.shape) != tuple(array.shape) or not array.size:
+            continue
+        if math.prod(array.shape[2:]) * np.dtype(array.dtype).itemsize >= FRAMES_CELL_BYTES:
+            pairs[name] = name.removeprefix("next_")
+    return pairs
+
+
+def kept_cells(following: Any, observations: Any) -> np.ndarray:
+    """Flat indexes (``t * N + n``, sorted int64) of the cells of ``following`` to keep.
+
+    Those whose bytes differ from ``observations[(t + 1) % T, n]``. Read slice of rows by
+    slice of rows: each slice compared with the observations one row on (the next slice's
+    first row, or row 0 after the last), so memory holds two slices.
+    """
+    size, envs = int(following.shape[0]), int(following.shape[1])
+    found = []
+    chunks = row_chunks(following)
+    for start in chunks:
+        stop = min(size, start + chunks.step)
+        rows = np.asarray(following[start:stop])
+        ahead = np.asarray(observations[start + 1 : stop + 1])
+        if stop == size:
+            ahead = np.concatenate([ahead, np.asarray(observations[0:1])])
+        differ = (_cell_bytes(rows, envs) != _cell_bytes(ahead, envs)).any(axis=2)
+        found.append(np.flatnonzero(differ) + start * envs)
+    return np.concatenate(found).astype(np.int64) if found else np.empty(0, np.int64)
+
+
+def _cell_bytes(rows: np.ndarray, envs: int) -> np.ndarray:
+    """Rows ``(k, N, *feature)`` as their bytes, ``(k, N, cell_bytes)`` uint8."""
+    native = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder("="))
+    return native.reshape(len(rows), envs, -1).view(np.uint8)
+
+
+def encode(
+    tensors: Mapping[str, Any],
+    header: Mapping[str, Any],
+    frames: Frames | str,
+    path: str | os.PathLike[str],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The members a file stores and its metadata object, in the form ``frames`` asks.
+
+    With ``Frames.ONCE``, each tensor of ``frame_pairs`` whose kept cells take fewer bytes
+    than the whole tensor is replaced by its two sparse members, and ``header`` gains
+    ``frames`` and ``FRAMES_SCHEMA``; else the tensors and header are as given.
+
+    Raises:
+        SchemaError: A tensor's name starts with ``PREFIX``, which the sparse form owns.
+    """
+    members, out = dict(tensors), dict(header)
+    for name in members:
+        if name.startswith(PREFIX):
+            raise SchemaError(f"names starting {PREFIX!r} are reserved", path=path, key=name)
+    if Frames(frames) is Frames.FULL:
+        return members, out
+    forms = {}
+    for name, source in frame_pairs(tensors).items():
+        following = tensors[name]
+        cells = kept_cells(following, tensors[source])
+        cell = math.prod(following.shape[2:]) * np.dtype(following.dtype).itemsize
+        if len(cells) * (cell + 8) >= following.shape[0] * following.shape[1] * cell:
+            continue  # no saving: leave it whole
+        del members[name]
+        members[f"{PREFIX}{name}/kept"] = _kept_rows(following, cells)
+        members[f"{PREFIX}{name}/cells"] = cells
+        forms[name] = {"form": _SPARSE, "kept": len(cells)}
+    if forms:
+        out["schema"] = FRAMES_SCHEMA
+        out["frames"] = forms
+    return members, out
+
+
+def _kept_rows(following: Any, cells: np.ndarray) -> LazyRows:
+    """The cells ``cells`` of ``following`` as a lazy ``(K, *feature)`` tensor, read when sliced."""
+    envs, feature = int(following.shape[1]), tuple(following.shape[2:])
+
+    def read(start: int, stop: int) -> np.ndarray:
+        return gather_flat(following, cells[start:stop], envs)
+
+    return LazyRows((len(cells), *feature), np.dtype(following.dtype), read)
+
+
+def sparse_members(
+    header: Mapping[str, Any], path: str | os.PathLike[str]
+) -> dict[str, tuple[np.dtype[Any], tuple[int, ...]]]:
+    """The members that the metadata's ``frames`` object says the file stores, with dtype and shape.
+
+    Raises:
+        SchemaError: ``frames`` is malformed or names a tensor the metadata does not list.
+    """
+    forms = header.get("frames", {})
+    tensors = header.get("tensors")
+    if not isinstance(forms, dict) or not isinstance(tensors, dict):
+        raise SchemaError("malformed 'frames' object in metadata", path=path, key="frames")
+    size, envs = header.get("memory_size"), header.get("num_envs")
+    out: dict[str, tuple[np.dtype[Any], tuple[int, ...]]] = {}
+    for name, form in forms.items():
+        spec = tensors.get(name)
+        kept = form.get("kept") if isinstance(form, dict) else None
+        if (
+            not isinstance(form, dict)
+            or form.get("form") != _SPARSE
+            or type(kept) is not int
+            or not isinstance(spec, dict)
+            or type(size) is not int
+            or type(envs) is not int
+            or not 0 <= kept <= size * envs
+            or name.removeprefix("next_") not in tensors
+        ):
+            raise SchemaError(
+                f'expected {{"form": "{_SPARSE}", "kept": a count of cells}} for a tensor '
+                "listed with its observations",
+                path=path,
+                key=f"frames.{name}",
+            )
+        feature = tuple(spec.get("shape", ()))
+        out[f"{PREFIX}{name}/kept"] = (np.dtype(spec.get("dtype")), (kept, *feature))
+        out[f"{PREFIX}{name}/cells"] = (np.dtype(np.int64), (kept,))
+    return out
+
+
+def derive(
+    members: dict[str, Any],
+    header: Mapping[str, Any],
+    path: str | os.PathLike[str],
+    source: Callable[[Any], Any] | None = None,
+) -> dict[str, Any]:
+    """The tensors of a file from its members: each sparse tensor rebuilt as ``DerivedRows``.
+
+    ``source``: what an observation tensor is read through by the tensors derived from it
+    (a map of the file, where the format allows); by default the tensor itself.
+
+    Raises:
+        SchemaError: A sparse member is missing, of another dtype or shape, or its cells
+            are not sorted distinct indexes of the tensor.
+    """
+    expected = sparse_members(header, path)
+    tensors = {k: v for k, v in members.items() if k not in expected}
+    for key, (dtype, shape) in expected.items():
+        got = members.get(key)
+        if got is None:
+            raise SchemaError("listed in the metadata's frames but missing", path=path, key=key)
+        if np.dtype(got.dtype) != dtype or tuple(got.shape) != shape:
+            raise SchemaError(
+                f"stored as {np.dtype(got.dtype).name} shaped {tuple(got.shape)}; expected "
+                f"{dtype.name} shaped {shape}",
+                path=path,
+                key=key,
+            )
+    for name in header.get("frames", {}):
+        observations = tensors.get(name.removeprefix("next_"))
+        if observations is None:
+            raise SchemaError("its observations are missing", path=path, key=name)
+        cells = np.asarray(members[f"{PREFIX}{name}/cells"][:], np.int64)
+        capacity = int(observations.shape[0]) * int(observations.shape[1])
+        if len(cells) and (
+            cells[0] < 0 or cells[-1] >= capacity or bool((np.diff(cells) <= 0).any())
+        ):
+            raise SchemaError(
+                f"expected sorted distinct cell indexes below {capacity}",
+                path=path,
+                key=f"{PREFIX}{name}/cells",
+            )
+        if source is not None:
+            observations = source(observations)
+        tensors[name] = DerivedRows(observations, members[f"{PREFIX}{name}/kept"], cells)
+    return tensors
+
+
+def saved_bytes(header: Mapping[str, Any]) -> int:
+    """Bytes that the sparse form of a file's next observations saves, index included."""
+    forms, tensors = header.get("frames", {}), header.get("tensors", {})
+    cells = int(header.get("memory_size", 0)) * int(header.get("num_envs", 0))
+    saved = 0
+    for name, form in forms.items():
+        spec = tensors[name]
+        cell = math.prod(spec["shape"]) * np.dtype(spec["dtype"]).itemsize
+        saved += cells * cell - int(form["kept"]) * (cell + 8)
+    return saved
+
+
+class DerivedRows(LazyRows):
+    """A next-observation tensor rebuilt from the observations and its kept cells.
+
+    Row ``t`` is ``observations[(t + 1) % T]`` with the kept cells of that row written over
+    it; the observations are read through their own reader (a map, ``LazyRows``), never
+    whole. It has no ``file_offset``: gathers go through ``take_cells``, which reads the
+    observation cells one step on and the kept cells asked for.
+    """
+
+    def __init__(self, observations: Any, kept: Any, cells: np.ndarray) -> None:
+        """``kept``: ``(K, *feature)``, the cells at flat indexes ``cells`` (sorted)."""
+        super().__init__(tuple(observations.shape), np.dtype(observations.dtype), self._rows)
+        self.observations, self.kept, self.cells = observations, kept, cells
+
+    def _rows(self, start: int, stop: int) -> np.ndarray:
+        size, envs = self.shape[0], self.shape[1]
+        out = np.empty((stop - start, *self.shape[1:]), self.dtype)
+        inside = min(stop + 1, size) - (start + 1)
+        if inside > 0:
+            out[:inside] = self.observations[start + 1 : start + 1 + inside]
+        if stop == size and stop > start:
+            out[-1] = np.asarray(self.observations[0:1])[0]
+        lo, hi = np.searchsorted(self.cells, [start * envs, stop * envs])
+        if hi > lo:
+            flat = out.reshape(-1, *self.shape[2:])
+            flat[self.cells[lo:hi] - start * envs] = np.asarray(self.kept[int(lo) : int(hi)])
+        return out
+
+    def take(self, index: np.ndarray) -> np.ndarray:
+        """Rows ``index`` (any shape), as ``LazyRows.take``: their cells through ``take_cells``."""
+        wanted, rows = flat_rows(index, self.shape[0])
+        envs = self.shape[1]
+        cells = rows[:, None] * envs + np.arange(envs, dtype=np.int64)
+        return self.take_cells(cells).reshape(*wanted.shape, *self.shape[1:])
+
+    def take_cells(self, index: np.ndarray) -> np.ndarray:
+        """The cells at flat ``index``: observation cells one step on, kept cells over them."""
+        size, envs = self.shape[0], self.shape[1]
+        wanted, flat = flat_rows(index, size * envs)
+        rows, columns = np.divmod(flat, envs)
+        out = gather_flat(self.observations, (rows + 1) % size * envs + columns, envs)
+        at = np.minimum(np.searchsorted(self.cells, flat), max(0, len(self.cells) - 1))
+        hit = self.cells[at] == flat if len(self.cells) else np.zeros(len(flat), bool)
+        if hit.any():
+            out[hit] = _take(self.kept, at[hit])
+        return out.reshape(*wanted.shape, *self.shape[2:])
+
+
+def _take(array: Any, index: np.ndarray) -> np.ndarray:
+    """Rows ``index`` of an array or a lazy tensor."""
+    if isinstance(array, np.ndarray):
+        return np.asarray(array[index])
+    return np.asarray(array.take(index))
