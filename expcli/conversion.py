@@ -23,9 +23,9 @@ from expcli.formats.checked_write import check_target, checksums, write_checked
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import LAYOUTS, Layout
 from expcli.formats.lazy import LazyRows
-from expcli.formats.registry import target_format
+from expcli.formats.registry import frames_form, target_format
 from expcli.formats.table import format_row, stream_formats, suffix_help
-from expcli.spec import COMPRESSIONS
+from expcli.spec import COMPRESSIONS, Frames
 
 __all__ = [
     "COMPRESSIONS",
@@ -99,6 +99,7 @@ def save(
     compression: str | None = None,
     layout: str | Layout = Layout.EXPCLI,
     verify: bool = False,
+    frames: Frames | str = Frames.ONCE,
 ) -> Path:
     """Write a ``Dataset`` or a ``Memory`` (anything with ``to_dataset()``) atomically.
 
@@ -111,6 +112,8 @@ def save(
         layout: expcli's own schema, or a foreign layout for other libraries to read.
         verify: Read the written file back and compare every tensor before renaming it
             into place.
+        frames: ``once`` stores each next observation equal to the next row's observation
+            once (pt, npz, HDF5: ``formats.frames``); ``full`` stores every one.
 
     Raises:
         ConfigError: An unknown layout or compression, or one the format cannot take.
@@ -122,10 +125,11 @@ def save(
         raise ConfigError(f"expected a Dataset or a Memory, got {type(data).__name__}")
     target = Path(path)
     layout = _check_options(layout, compression)
+    form = frames_form(frames)
     fmt = _target_format(target, format, layout)
     check_target(target, fmt, layout, overwrite)
     sums = checksums(dataset) if verify else None
-    write_checked(dataset, target, fmt, layout, compression, sums, overwrite)
+    write_checked(dataset, target, fmt, layout, compression, sums, overwrite, frames=form)
     return target
 
 
@@ -141,12 +145,13 @@ def convert(
     progress: Progress | None = None,
     num_envs: int | None = None,
     shard_format: str | None = None,
+    frames: Frames | str = Frames.ONCE,
 ) -> ConvertResult:
     """Convert a dataset file to another format or layout, losslessly.
 
     ``num_envs``: env columns of a source that does not record them (a CSV without
     sidecar, a D4RL file), as ``load`` takes it. ``shard_format``: a sharded folder
-    target's shards (``npz``, the default, or ``parquet``).
+    target's shards (``npz``, the default, or ``parquet``). ``frames``: as ``save`` takes it.
 
     ``overwrite`` defaults to True, as for ``save`` (and ``np.save``, ``torch.save``): the
     Python API replaces an existing target, atomically, unless told ``overwrite=False``.
@@ -160,6 +165,7 @@ def convert(
     started = time.perf_counter()
     source, target = Path(src), Path(dst)
     layout = _check_options(layout, compression)
+    form = frames_form(frames)
     fmt = _target_format(target, to, layout)
     check_target(target, fmt, layout, overwrite)
     if source.resolve() == target.resolve():
@@ -173,7 +179,9 @@ def convert(
         report("write", 0.0)
         if progress is not None and layout is Layout.EXPCLI:
             dataset = reporting_reads(dataset, lambda done: report("write", done))
-        write_checked(dataset, target, fmt, layout, compression, sums, overwrite, shard_format)
+        write_checked(
+            dataset, target, fmt, layout, compression, sums, overwrite, shard_format, form
+        )
         report("write", 1.0)
     finally:
         close()

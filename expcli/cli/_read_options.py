@@ -18,9 +18,16 @@ import typer
 from expcli.cli._console import err_console
 from expcli.cli._errors import reports_errors
 from expcli.errors import ConfigError, ExpcliError, printable
-from expcli.spec import COMPRESSIONS, Compression
+from expcli.spec import COMPRESSIONS, Compression, Frames
 
-__all__ = ["NumEnvs", "parse_compression", "typed_choice", "warn_unrecorded_envs"]
+__all__ = [
+    "FramesOption",
+    "NumEnvs",
+    "parse_compression",
+    "parse_frames",
+    "typed_choice",
+    "warn_unrecorded_envs",
+]
 
 NumEnvs = Annotated[
     int | None,
@@ -55,6 +62,31 @@ def parse_compression(value: str) -> Compression:
         if value == choice.value:
             return choice
     raise ConfigError(f"unknown compression {value!r}; expected one of {', '.join(COMPRESSIONS)}")
+
+
+def parse_frames(value: str) -> Frames:
+    """The ``Frames`` spelled ``value`` exactly.
+
+    Raises:
+        ConfigError: No such form, naming the ones there are.
+    """
+    for choice in Frames:
+        if value == choice.value:
+            return choice
+    raise ConfigError(
+        f"unknown --frames {value!r}; expected one of {', '.join(f.value for f in Frames)}"
+    )
+
+
+FramesOption = Annotated[
+    Frames,
+    typed_choice(
+        "--frames",
+        "How pt, npz and HDF5 files store next observations: once (each frame of 64 bytes or "
+        "more that equals the next row's observation is stored there only) or full.",
+        parse_frames,
+    ),
+]
 
 
 def warn_unrecorded_envs(path: Path, num_envs: int | None) -> None:

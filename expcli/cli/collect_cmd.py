@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from expcli.cli._errors import _report, reports_errors
-from expcli.cli._read_options import typed_choice
+from expcli.cli._read_options import FramesOption, typed_choice
 from expcli.collect.engines import CollectMode, mode_list
 from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, EnvError, OutputError
 from expcli.formats.layouts.kinds import Layout
-from expcli.spec import Compression
+from expcli.spec import Compression, Frames
 
 if TYPE_CHECKING:
     from expcli.cli._collect_view import CollectView, Signals
@@ -267,6 +267,7 @@ def collect_cmd(
             help="Continue the run stored in a folder output (after a kill or Ctrl-C).",
         ),
     ] = None,
+    frames: FramesOption = Frames.ONCE,
     trust_settings: Annotated[
         bool,
         typer.Option(
@@ -308,6 +309,7 @@ def collect_cmd(
         shard_size=shard_size,
         shard_format=shard_format,
         spool=spool,
+        frames=frames,
     )
     given = dict(_given_on_command_line(ctx, options))
     if to is not None and layout is Layout.EXPCLI:
@@ -377,7 +379,7 @@ def _collect_in_layout(options: CollectSettings, layout: Layout, to: str | None)
         _run(CollectJob(settings), staged=True)
         convert_and_report(
             staging, target, layout=layout, to=fmt, overwrite=options.overwrite,
-            compression=options.compression, quiet=options.quiet,
+            compression=options.compression, quiet=options.quiet, frames=options.frames,
         )  # fmt: skip
     except BaseException:
         if staging.exists():

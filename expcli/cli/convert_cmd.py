@@ -11,10 +11,16 @@ import typer
 
 from expcli.cli._console import err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
-from expcli.cli._read_options import NumEnvs, parse_compression, typed_choice, warn_unrecorded_envs
+from expcli.cli._read_options import (
+    FramesOption,
+    NumEnvs,
+    parse_compression,
+    typed_choice,
+    warn_unrecorded_envs,
+)
 from expcli.errors import ConfigError, printable
 from expcli.formats.layouts.kinds import Layout
-from expcli.spec import Compression
+from expcli.spec import Compression, Frames
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
@@ -57,6 +63,7 @@ def convert_cmd(
             show_default="npz",
         ),
     ] = None,
+    frames: FramesOption = Frames.ONCE,
 ) -> None:
     """Convert a dataset between {titles} (and foreign layouts), losslessly."""
     warn_unrecorded_envs(src, num_envs)
@@ -75,6 +82,7 @@ def convert_cmd(
         verify=verify,
         num_envs=num_envs,
         shard_format=shard_format,
+        frames=frames,
     )
 
 

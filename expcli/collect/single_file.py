@@ -25,7 +25,13 @@ def save_file(dataset: Dataset, output: Path, settings: CollectSettings) -> Save
         return None
     compression = None if settings.compression is None else str(settings.compression)
     try:
-        path = save(dataset, output, overwrite=settings.overwrite, compression=compression)
+        path = save(
+            dataset,
+            output,
+            overwrite=settings.overwrite,
+            compression=compression,
+            frames=settings.frames,
+        )
     except OutputError as error:
         if isinstance(error, OutputExistsError):
             raise

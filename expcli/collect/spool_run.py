@@ -144,7 +144,12 @@ class SpooledFile:
         compression = None if s.compression is None else str(s.compression)
         try:
             convert(
-                spool, output, compression=compression, overwrite=s.overwrite, progress=progress
+                spool,
+                output,
+                compression=compression,
+                overwrite=s.overwrite,
+                progress=progress,
+                frames=s.frames,
             )
         except BaseException as error:
             _stopped(error, spool, output, folded.transitions)

@@ -39,6 +39,7 @@ from expcli.formats.lazy import row_chunks
 from expcli.formats.output_lock import OutputLock
 from expcli.formats.registry import open_lazy, output_files, write_dataset
 from expcli.formats.table import format_row, layout_row
+from expcli.spec import Frames
 
 __all__ = [
     "check_can_write",
@@ -74,17 +75,26 @@ def write_checked(
     checksums: dict[str, str] | None,
     overwrite: bool,
     shard_format: str | None = None,
+    frames: Frames | str = Frames.ONCE,
 ) -> None:
     """Write beside the target under a temporary name, check, then rename into place.
 
     Refuse at once what cannot fit in the target's folder, or what another process writes
     (``OutputLockedError``: the target's lock is held while writing). ``shard_format``: a
-    sharded folder's shards (None: npz).
+    sharded folder's shards (None: npz). ``frames``: as ``write_dataset`` takes it.
     """
     try:
         with OutputLock(target):
             _write_checked(
-                dataset, target, fmt, layout, compression, checksums, overwrite, shard_format
+                dataset,
+                target,
+                fmt,
+                layout,
+                compression,
+                checksums,
+                overwrite,
+                shard_format,
+                frames,
             )
     except OutputError as e:
         fresh = recount_free(e, target)  # the lock file let go of its bytes too
@@ -102,6 +112,7 @@ def _write_checked(
     checksums: dict[str, str] | None,
     overwrite: bool,
     shard_format: str | None = None,
+    frames: Frames | str = Frames.ONCE,
 ) -> None:
     with output_errors(target, every=True):
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -127,6 +138,7 @@ def _write_checked(
                 overwrite=overwrite,
                 compression=compression,
                 shard_format=shard_format,
+                frames=frames,
             )
     except OutputError as e:
         if e.errno not in DISK_FULL or e.needed is not None or needed is None:
