@@ -51,6 +51,12 @@ def _read_pt(path: Path, *, num_envs: int | None = None) -> Dataset:
     return pt_format.read(path, num_envs=num_envs)
 
 
+def _open_pt(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Closer]:
+    from expcli.formats import pt_format
+
+    return pt_format.open_lazy(path, num_envs=num_envs)
+
+
 def _write_pt(
     dataset: Dataset,
     path: Path,
@@ -243,6 +249,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         "a torch.save zip archive",
         _read_pt,
         _write_pt,
+        _open_pt,
         sniff=is_torch_file,
         streaming=Streaming(_stream_pt, rank=1),
         layouts=(Layout.EXPCLI, Layout.SKRL),

@@ -35,8 +35,8 @@ __all__ = [
     "encode",
     "frame_pairs",
     "kept_cells",
-    "saved_bytes",
     "sparse_members",
+    "stored_once",
 ]
 
 FRAMES_CELL_BYTES = 64
@@ -236,16 +236,21 @@ def derive(
     return tensors
 
 
-def saved_bytes(header: Mapping[str, Any]) -> int:
-    """Bytes that the sparse form of a file's next observations saves, index included."""
-    forms, tensors = header.get("frames", {}), header.get("tensors", {})
-    cells = int(header.get("memory_size", 0)) * int(header.get("num_envs", 0))
-    saved = 0
-    for name, form in forms.items():
-        spec = tensors[name]
-        cell = math.prod(spec["shape"]) * np.dtype(spec["dtype"]).itemsize
-        saved += cells * cell - int(form["kept"]) * (cell + 8)
-    return saved
+def stored_once(tensors: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The tensors read from the sparse form, each with its form, cells kept and bytes saved.
+
+    What ``inspect`` reports: ``{"next_observations": {"form": "sparse", "kept": K,
+    "cells": T * N, "saved_bytes": ...}}``; the bytes saved count the index against them.
+    """
+    out = {}
+    for name, array in sorted(tensors.items()):
+        if isinstance(array, DerivedRows):
+            cells = array.shape[0] * array.shape[1]
+            cell = math.prod(array.shape[2:]) * array.dtype.itemsize
+            kept = len(array.cells)
+            saved = cells * cell - kept * (cell + 8)
+            out[name] = {"form": _SPARSE, "kept": kept, "cells": cells, "saved_bytes": saved}
+    return out
 
 
 class DerivedRows(LazyRows):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -33,7 +33,7 @@ from expcli.spec import METADATA_KEY, SUPPORTED_DTYPES, Frames
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["read", "write", "write_to"]
+__all__ = ["open_lazy", "read", "write", "write_to"]
 
 _ZIP_MAGIC = b"PK"
 _LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
@@ -114,6 +114,21 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
         ConfigError: A file that cannot be mapped (torch's legacy format) is larger than
             the memory available (said before reading it).
     """
+    dataset, close = open_lazy(path)
+    derived = [a for a in dataset.tensors.values() if not isinstance(a, np.ndarray)]
+    check_read_whole(sum(a.nbytes for a in derived), path)
+    held = {name: np.asarray(array) for name, array in dataset.tensors.items()}
+    return Dataset(held, dataset.state, dataset.metadata)
+
+
+def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
+    """Like ``read``, but next observations stored once stay ``DerivedRows``.
+
+    The other tensors are mapped (or read) as ``read`` does; nothing is left to close.
+
+    Raises:
+        FormatError, SchemaError, ConfigError: As ``read``.
+    """
     del num_envs
     import torch
 
@@ -143,13 +158,13 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
                 f"holds a {type(value).__name__}; expected a tensor", path=path, key=key
             )
     if text is None:
-        return foreign_dataset(arrays, path)
+        return foreign_dataset(arrays, path), _nothing
     header = parse_header(text, path, METADATA_KEY)
-    tensors = derive(arrays, header, path)
-    derived = [a for name, a in tensors.items() if name not in arrays]
-    check_read_whole(sum(a.nbytes for a in derived), path)
-    held = {name: np.asarray(array) for name, array in tensors.items()}
-    return dataset_from_header(held, header, path)
+    return dataset_from_header(derive(arrays, header, path), header, path), _nothing
+
+
+def _nothing() -> None:
+    """The closer of a ``.pt`` file: its maps go when their arrays do."""
 
 
 def _load(path: Path) -> object:

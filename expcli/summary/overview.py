@@ -21,6 +21,7 @@ import numpy as np
 
 from expcli.errors import FormatError, SchemaError
 from expcli.formats.dataset import Dataset
+from expcli.formats.frames import stored_once
 from expcli.formats.layouts import Layout
 from expcli.formats.table import MINARI_FOLDER, format_row, layout_rows
 from expcli.spec import overwritten_columns
@@ -67,6 +68,8 @@ class Summary:
         error: Why the data could not be read (only with checks, which report it).
         leftovers: Temporary files in a dataset folder, left by a write that was killed
             (removed by the next ``collect --resume``).
+        frames: The next-observation tensors stored once, each with its cells kept and
+            bytes saved (``formats.frames.stored_once``); empty when every cell is stored.
     """
 
     path: str
@@ -85,6 +88,7 @@ class Summary:
     checks: tuple[Finding, ...] | None = None
     error: str | None = None
     leftovers: int = 0
+    frames: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -109,6 +113,8 @@ class Summary:
         }
         if self.leftovers:
             out["leftover_temporary_files"] = self.leftovers
+        if self.frames:
+            out["frames"] = self.frames
         if self.head:
             out["head"] = list(self.head)
         if self.checks is not None:
@@ -350,6 +356,7 @@ def _summarize(
         unwritten=unwritten,
         head=tuple(first),
         checks=checks,
+        frames=stored_once(tensors),
     )
     return summary, records
 
