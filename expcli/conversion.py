@@ -25,7 +25,7 @@ from expcli.formats.layouts import LAYOUTS, Layout
 from expcli.formats.lazy import LazyRows
 from expcli.formats.registry import frames_form, target_format
 from expcli.formats.table import format_row, stream_formats, suffix_help
-from expcli.spec import COMPRESSIONS, Frames
+from expcli.spec import COMPRESSIONS, FramesForm
 
 __all__ = [
     "COMPRESSIONS",
@@ -99,7 +99,7 @@ def save(
     compression: str | None = None,
     layout: str | Layout = Layout.EXPCLI,
     verify: bool = False,
-    frames: Frames | str = Frames.ONCE,
+    frames: FramesForm | str = FramesForm.ONCE,
 ) -> Path:
     """Write a ``Dataset`` or a ``Memory`` (anything with ``to_dataset()``) atomically.
 
@@ -145,7 +145,7 @@ def convert(
     progress: Progress | None = None,
     num_envs: int | None = None,
     shard_format: str | None = None,
-    frames: Frames | str = Frames.ONCE,
+    frames: FramesForm | str = FramesForm.ONCE,
 ) -> ConvertResult:
     """Convert a dataset file to another format or layout, losslessly.
 

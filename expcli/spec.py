@@ -25,7 +25,7 @@ __all__ = [
     "STANDARD_NAMES",
     "SUPPORTED_DTYPES",
     "CircularState",
-    "Frames",
+    "FramesForm",
     "TensorSpec",
     "chronological_rows",
     "done_flags",
@@ -71,7 +71,7 @@ SUPPORTED_DTYPES = frozenset(
 """Dtypes that every format stores losslessly."""
 
 
-class Frames(StrEnum):
+class FramesForm(StrEnum):
     """How a writer stores next-observation tensors (``formats.frames``).
 
     ONCE: a cell equal, byte for byte, to the next row's observation of its env column is

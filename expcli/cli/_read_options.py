@@ -18,7 +18,7 @@ import typer
 from expcli.cli._console import err_console
 from expcli.cli._errors import reports_errors
 from expcli.errors import ConfigError, ExpcliError, printable
-from expcli.spec import COMPRESSIONS, Compression, Frames
+from expcli.spec import COMPRESSIONS, Compression, FramesForm
 
 __all__ = [
     "FramesOption",
@@ -64,22 +64,22 @@ def parse_compression(value: str) -> Compression:
     raise ConfigError(f"unknown compression {value!r}; expected one of {', '.join(COMPRESSIONS)}")
 
 
-def parse_frames(value: str) -> Frames:
-    """The ``Frames`` spelled ``value`` exactly.
+def parse_frames(value: str) -> FramesForm:
+    """The ``FramesForm`` spelled ``value`` exactly.
 
     Raises:
         ConfigError: No such form, naming the ones there are.
     """
-    for choice in Frames:
+    for choice in FramesForm:
         if value == choice.value:
             return choice
     raise ConfigError(
-        f"unknown --frames {value!r}; expected one of {', '.join(f.value for f in Frames)}"
+        f"unknown --frames {value!r}; expected one of {', '.join(f.value for f in FramesForm)}"
     )
 
 
 FramesOption = Annotated[
-    Frames,
+    FramesForm,
     typed_choice(
         "--frames",
         "How pt, npz and HDF5 files store next observations: once (each frame of 64 bytes or "

@@ -26,7 +26,7 @@ from expcli.collect.engines import CollectMode, mode_list
 from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, EnvError, OutputError
 from expcli.formats.layouts.kinds import Layout
-from expcli.spec import Compression, Frames
+from expcli.spec import Compression, FramesForm
 
 if TYPE_CHECKING:
     from expcli.cli._collect_view import CollectView, Signals
@@ -267,7 +267,7 @@ def collect_cmd(
             help="Continue the run stored in a folder output (after a kill or Ctrl-C).",
         ),
     ] = None,
-    frames: FramesOption = Frames.ONCE,
+    frames: FramesOption = FramesForm.ONCE,
     trust_settings: Annotated[
         bool,
         typer.Option(

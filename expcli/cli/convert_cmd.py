@@ -20,7 +20,7 @@ from expcli.cli._read_options import (
 )
 from expcli.errors import ConfigError, printable
 from expcli.formats.layouts.kinds import Layout
-from expcli.spec import Compression, Frames
+from expcli.spec import Compression, FramesForm
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
@@ -63,7 +63,7 @@ def convert_cmd(
             show_default="npz",
         ),
     ] = None,
-    frames: FramesOption = Frames.ONCE,
+    frames: FramesOption = FramesForm.ONCE,
 ) -> None:
     """Convert a dataset between {titles} (and foreign layouts), losslessly."""
     warn_unrecorded_envs(src, num_envs)

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from expcli.collect.engines import ENGINES, CollectMode
 from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError
-from expcli.spec import Compression, Frames
+from expcli.spec import Compression, FramesForm
 
 __all__ = ["MAX_ENVS", "MAX_SEED", "CollectSettings", "choose", "read_config", "typed_value"]
 
@@ -62,7 +62,7 @@ class CollectSettings:
     resuming: bool = False  # set by ``--resume``: the folder output exists and goes on
     spool: bool | None = None  # a file output through shards beside it; None: when large
     shard_format: str | None = None  # a folder output's shards (``shard_formats``); None: npz
-    frames: Frames = Frames.ONCE  # how a file output stores next observations (``Frames``)
+    frames: FramesForm = FramesForm.ONCE  # how a file output stores next observations
 
     @property
     def step_timeout_seconds(self) -> float | None:
@@ -100,7 +100,7 @@ class CollectSettings:
         self.asynchronous = choose("--async", str(self.asynchronous).lower(), AsyncMode)
         if self.compression is not None:
             self.compression = choose("--compression", self.compression, Compression)
-        self.frames = choose("--frames", self.frames, Frames)
+        self.frames = choose("--frames", self.frames, FramesForm)
         if self.shard_format is not None:
             from expcli.formats.table import shard_formats
 

@@ -19,7 +19,7 @@ from expcli.formats._sniffing import (
 )
 from expcli.formats.layouts.kinds import Layout
 from expcli.formats.rows import Closer, FormatRow, LayoutRow, SpaceEstimate, Streaming
-from expcli.spec import Frames
+from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
@@ -63,7 +63,7 @@ def _write_pt(
     *,
     overwrite: bool,
     compression: str | None,
-    frames: Frames = Frames.FULL,
+    frames: FramesForm = FramesForm.FULL,
 ) -> None:
     from expcli.formats import pt_format
 
@@ -98,7 +98,7 @@ def _write_npz(
     *,
     overwrite: bool,
     compression: str | None,
-    frames: Frames = Frames.FULL,
+    frames: FramesForm = FramesForm.FULL,
 ) -> None:
     from expcli.formats import npz_format
 
@@ -174,7 +174,7 @@ def _write_hdf5(
     *,
     overwrite: bool,
     compression: str | None,
-    frames: Frames = Frames.FULL,
+    frames: FramesForm = FramesForm.FULL,
 ) -> None:
     from expcli.formats import hdf5_format
 

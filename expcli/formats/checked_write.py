@@ -39,7 +39,7 @@ from expcli.formats.lazy import row_chunks
 from expcli.formats.output_lock import OutputLock
 from expcli.formats.registry import open_lazy, output_files, write_dataset
 from expcli.formats.table import format_row, layout_row
-from expcli.spec import Frames
+from expcli.spec import FramesForm
 
 __all__ = [
     "check_can_write",
@@ -75,7 +75,7 @@ def write_checked(
     checksums: dict[str, str] | None,
     overwrite: bool,
     shard_format: str | None = None,
-    frames: Frames | str = Frames.ONCE,
+    frames: FramesForm | str = FramesForm.ONCE,
 ) -> None:
     """Write beside the target under a temporary name, check, then rename into place.
 
@@ -112,7 +112,7 @@ def _write_checked(
     checksums: dict[str, str] | None,
     overwrite: bool,
     shard_format: str | None = None,
-    frames: Frames | str = Frames.ONCE,
+    frames: FramesForm | str = FramesForm.ONCE,
 ) -> None:
     with output_errors(target, every=True):
         target.parent.mkdir(parents=True, exist_ok=True)

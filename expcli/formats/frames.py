@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,12 +26,13 @@ import numpy as np
 from expcli.errors import SchemaError
 from expcli.formats.lazy import LazyRows, row_chunks
 from expcli.formats.row_gather import flat_rows, gather_flat
-from expcli.spec import FRAMES_SCHEMA, Frames
+from expcli.spec import FRAMES_SCHEMA, FramesForm
 
 __all__ = [
     "FRAMES_CELL_BYTES",
     "PREFIX",
     "DerivedRows",
+    "StoredOnce",
     "derive",
     "encode",
     "frame_pairs",
@@ -104,12 +106,12 @@ def _cell_bytes(rows: np.ndarray, envs: int) -> np.ndarray:
 def encode(
     tensors: Mapping[str, Any],
     header: Mapping[str, Any],
-    frames: Frames | str,
+    frames: FramesForm | str,
     path: str | os.PathLike[str],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The members a file stores and its metadata object, in the form ``frames`` asks.
 
-    With ``Frames.ONCE``, each tensor of ``frame_pairs`` whose kept cells take fewer bytes
+    With ``FramesForm.ONCE``, each tensor of ``frame_pairs`` whose kept cells take fewer bytes
     than the whole tensor is replaced by its two sparse members, and ``header`` gains
     ``frames`` and ``FRAMES_SCHEMA``; else the tensors and header are as given.
 
@@ -120,7 +122,7 @@ def encode(
     for name in members:
         if name.startswith(PREFIX):
             raise SchemaError(f"names starting {PREFIX!r} are reserved", path=path, key=name)
-    if Frames(frames) is Frames.FULL:
+    if FramesForm(frames) is FramesForm.FULL:
         return members, out
     forms = {}
     for name, source in frame_pairs(tensors).items():
@@ -157,8 +159,9 @@ def sparse_members(
     Raises:
         SchemaError: ``frames`` is malformed or names a tensor the metadata does not list.
     """
-    forms = header.get("frames", {})
-    tensors = header.get("tensors")
+    if "frames" not in header:
+        return {}
+    forms, tensors = header["frames"], header.get("tensors")
     if not isinstance(forms, dict) or not isinstance(tensors, dict):
         raise SchemaError("malformed 'frames' object in metadata", path=path, key="frames")
     size, envs = header.get("memory_size"), header.get("num_envs")
@@ -236,20 +239,36 @@ def derive(
     return tensors
 
 
-def stored_once(tensors: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The tensors read from the sparse form, each with its form, cells kept and bytes saved.
+@dataclass(frozen=True, slots=True)
+class StoredOnce:
+    """A tensor read from the sparse form: its cells kept of all, and the bytes saved.
 
-    What ``inspect`` reports: ``{"next_observations": {"form": "sparse", "kept": K,
-    "cells": T * N, "saved_bytes": ...}}``; the bytes saved count the index against them.
+    The bytes saved count the index of the kept cells against them.
     """
+
+    kept: int
+    cells: int
+    saved_bytes: int
+
+    def to_json(self) -> dict[str, int | str]:
+        """What ``inspect --json`` prints under ``frames``."""
+        return {
+            "form": _SPARSE,
+            "kept": self.kept,
+            "cells": self.cells,
+            "saved_bytes": self.saved_bytes,
+        }
+
+
+def stored_once(tensors: Mapping[str, object]) -> dict[str, StoredOnce]:
+    """The tensors read from the sparse form (``DerivedRows``), in name order."""
     out = {}
     for name, array in sorted(tensors.items()):
         if isinstance(array, DerivedRows):
             cells = array.shape[0] * array.shape[1]
             cell = math.prod(array.shape[2:]) * array.dtype.itemsize
             kept = len(array.cells)
-            saved = cells * cell - kept * (cell + 8)
-            out[name] = {"form": _SPARSE, "kept": kept, "cells": cells, "saved_bytes": saved}
+            out[name] = StoredOnce(kept, cells, cells * cell - kept * (cell + 8))
     return out
 
 

@@ -50,7 +50,7 @@ from expcli.formats.dataset import Dataset
 from expcli.formats.frames import PREFIX, derive, encode, sparse_members
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES
-from expcli.spec import COMPRESSIONS, Compression, Frames, TensorSpec
+from expcli.spec import COMPRESSIONS, Compression, FramesForm, TensorSpec
 
 __all__ = [
     "ATTRIBUTE",
@@ -348,11 +348,11 @@ def write(
     *,
     overwrite: bool,
     compression: str | None = None,
-    frames: Frames | str = Frames.FULL,
+    frames: FramesForm | str = FramesForm.FULL,
 ) -> None:
     """Write every tensor as a chunked dataset, and the metadata as the root attribute.
 
-    ``frames``: ``Frames.ONCE`` stores next observations once (``formats.frames``).
+    ``frames``: ``FramesForm.ONCE`` stores next observations once (``formats.frames``).
 
     Raises:
         ConfigError: ``compression`` is not one of ``COMPRESSIONS``.

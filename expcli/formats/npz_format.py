@@ -38,7 +38,7 @@ from expcli.formats.dataset import Dataset
 from expcli.formats.frames import DerivedRows, derive, encode
 from expcli.formats.header import dataset_from_header, encode_header, foreign_dataset, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows, row_chunks
-from expcli.spec import METADATA_KEY, Frames
+from expcli.spec import METADATA_KEY, FramesForm
 
 __all__ = ["open_lazy", "read", "write", "write_to"]
 
@@ -49,13 +49,13 @@ _SLACK = 1 << 16  # bytes any member may claim beyond the ratio (headers, tiny m
 
 
 def write(
-    dataset: Dataset, path: Path, *, overwrite: bool, frames: Frames | str = Frames.FULL
+    dataset: Dataset, path: Path, *, overwrite: bool, frames: FramesForm | str = FramesForm.FULL
 ) -> None:
     """Write every tensor as a ``.npy`` member, plus the metadata member ``__expcli__``.
 
     Members are stored uncompressed and written slice of rows by slice of rows, so a
     dataset read lazily from another file is never held in memory whole. ``frames``:
-    ``Frames.ONCE`` stores next observations once (``formats.frames``).
+    ``FramesForm.ONCE`` stores next observations once (``formats.frames``).
     """
     members, header = encode(dataset.tensors, dataset.header(), frames, path)
     text = encode_header(header, path)

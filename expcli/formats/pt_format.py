@@ -28,7 +28,7 @@ from expcli.formats.dataset import Dataset
 from expcli.formats.frames import derive, encode
 from expcli.formats.header import dataset_from_header, encode_header, foreign_dataset, parse_header
 from expcli.formats.lazy import row_chunks
-from expcli.spec import METADATA_KEY, SUPPORTED_DTYPES, Frames
+from expcli.spec import METADATA_KEY, SUPPORTED_DTYPES, FramesForm
 
 if TYPE_CHECKING:
     import torch
@@ -44,12 +44,12 @@ _UNMAPPED = (
 
 
 def write(
-    dataset: Dataset, path: Path, *, overwrite: bool, frames: Frames | str = Frames.FULL
+    dataset: Dataset, path: Path, *, overwrite: bool, frames: FramesForm | str = FramesForm.FULL
 ) -> None:
     """Write the tensors, then the metadata string, as the one dict torch.save would write.
 
     Tensors go in name order, each streamed slice of rows by slice of rows. ``frames``:
-    ``Frames.ONCE`` stores next observations once (``formats.frames``).
+    ``FramesForm.ONCE`` stores next observations once (``formats.frames``).
     """
     members, header = encode(dataset.tensors, dataset.header(), frames, path)
     text = encode_header(header, path)

@@ -33,7 +33,7 @@ from expcli.formats.table import (
     layout_rows,
     sniff_format,
 )
-from expcli.spec import METADATA_KEY, Frames
+from expcli.spec import METADATA_KEY, FramesForm
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
@@ -165,7 +165,7 @@ def write_dataset(
     overwrite: bool = True,
     compression: str | None = None,
     shard_format: str | None = None,
-    frames: Frames | str = Frames.ONCE,
+    frames: FramesForm | str = FramesForm.ONCE,
 ) -> Path:
     """Write a dataset atomically: the target is either the complete new file or untouched.
 
@@ -233,17 +233,17 @@ def write_dataset(
     return target
 
 
-def frames_form(frames: Frames | str) -> Frames:
-    """``frames`` as a ``Frames``.
+def frames_form(frames: FramesForm | str) -> FramesForm:
+    """``frames`` as a ``FramesForm``.
 
     Raises:
         ConfigError: It is none of them.
     """
     try:
-        return Frames(str(frames).lower())
+        return FramesForm(str(frames).lower())
     except ValueError:
         raise ConfigError(
-            f"unknown frames {frames!r}; expected one of {', '.join(f.value for f in Frames)}"
+            f"unknown frames {frames!r}; expected one of {', '.join(f.value for f in FramesForm)}"
         ) from None
 
 

@@ -21,7 +21,7 @@ from expcli.formats.layouts.kinds import Layout
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
     from expcli.formats.dataset import Dataset
-    from expcli.spec import Frames
+    from expcli.spec import FramesForm
 
 __all__ = [
     "CachingOpener",
@@ -86,7 +86,7 @@ class FramesWriter(Protocol):
         *,
         overwrite: bool,
         compression: str | None,
-        frames: Frames,
+        frames: FramesForm,
     ) -> None:
         """Write ``dataset`` to ``path``."""
         ...

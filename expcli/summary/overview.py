@@ -21,7 +21,7 @@ import numpy as np
 
 from expcli.errors import FormatError, SchemaError
 from expcli.formats.dataset import Dataset
-from expcli.formats.frames import stored_once
+from expcli.formats.frames import StoredOnce, stored_once
 from expcli.formats.layouts import Layout
 from expcli.formats.table import MINARI_FOLDER, format_row, layout_rows
 from expcli.spec import overwritten_columns
@@ -88,7 +88,7 @@ class Summary:
     checks: tuple[Finding, ...] | None = None
     error: str | None = None
     leftovers: int = 0
-    frames: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    frames: dict[str, StoredOnce] = dataclasses.field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -114,7 +114,7 @@ class Summary:
         if self.leftovers:
             out["leftover_temporary_files"] = self.leftovers
         if self.frames:
-            out["frames"] = self.frames
+            out["frames"] = {name: form.to_json() for name, form in self.frames.items()}
         if self.head:
             out["head"] = list(self.head)
         if self.checks is not None:
