@@ -74,6 +74,29 @@ def test_golden_file_reads_back_exactly(name: str) -> None:
     }
 
 
+def _frames(first: int) -> np.ndarray:
+    """Cells ``first, first + 1, ...`` of the golden frames: 64 bytes each, counting mod 251."""
+    return (np.arange(first * 64, (first + 1) * 64) % 251).astype(np.uint8).reshape(8, 8)
+
+
+@pytest.mark.parametrize("name", ["golden_frames.pt", "golden_frames.npz", "golden_frames.h5"])
+def test_golden_file_of_the_once_form_reads_back_exactly(name: str) -> None:
+    """Schema ``expcli/2`` (``tests/data/make_golden_frames.py``): next observations once."""
+    dataset = load(DATA / name)
+    observations = np.stack([np.stack([_frames(2 * t + n) for n in range(2)]) for t in range(4)])
+    following = np.stack([observations[1], observations[2], observations[3], observations[0]])
+    following[1, 0] = 255 - observations[2, 0]
+    following[3] = observations[0] + 7
+    assert dataset.tensors["observations"].tobytes() == observations.tobytes()
+    assert dataset.tensors["next_observations"].dtype == np.uint8
+    assert dataset.tensors["next_observations"].shape == (4, 2, 8, 8)
+    assert dataset.tensors["next_observations"].tobytes() == following.tobytes()
+    assert dataset.tensors["actions"].reshape(-1).tolist() == [0, 1, 2, 3, 1, 0, 3, 2]
+    assert np.flatnonzero(dataset.tensors["terminated"]).tolist() == [2]
+    assert dataset.state == CircularState(memory_index=0, env_index=0, filled=True)
+    assert dataset.metadata == {"env_id": "GoldenFrames-v0", "created": "2026-11-27T00:00:00+00:00"}
+
+
 def test_golden_csv_without_its_sidecar_is_rows_only(tmp_path: Path) -> None:
     """The CSV rows alone (as skrl reads them): row ``t * num_envs + env``, no metadata."""
     rows = tmp_path / "rows.csv"
