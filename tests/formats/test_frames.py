@@ -256,3 +256,22 @@ def test_a_user_tensor_may_not_take_the_reserved_prefix(tmp_path: Path) -> None:
     dataset.tensors[f"{PREFIX}mine"] = dataset.tensors["rewards"]
     with pytest.raises(SchemaError, match="reserved"):
         write_dataset(dataset, tmp_path / "x.npz")
+
+
+@pytest.mark.parametrize(
+    ("layout", "suffix"), [("skrl", ".pt"), ("skrl", ".csv"), ("tianshou", ".h5"), ("d4rl", ".h5")]
+)
+def test_layouts_write_the_same_from_either_form(tmp_path: Path, layout: str, suffix: str) -> None:
+    """A foreign layout written from a once file reads back as the one written from a full file."""
+    dataset = frame_dataset(np.random.default_rng(11), 10, 2, 0.2)
+    dataset.tensors["truncated"] = np.zeros((10, 2), bool)
+    dataset.tensors["actions"] = np.arange(20, dtype=np.int64).reshape(10, 2, 1)
+    outputs = []
+    for frames in ("once", "full"):
+        target = tmp_path / f"{layout}-{frames}{suffix}"
+        convert(written(dataset, tmp_path, ".npz", frames), target, layout=layout)
+        outputs.append(load(target))
+    once, full = outputs
+    assert sorted(once.tensors) == sorted(full.tensors)
+    for name, expected in full.tensors.items():
+        assert same_bytes(once.tensors[name], np.asarray(expected)), name

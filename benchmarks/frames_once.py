@@ -1,0 +1,124 @@
+"""Frames once (issue 27): bytes on disk and sampling time, next observations full vs once.
+
+The data: ``NoisyFrames-v0`` (``frame_env``: 84x84x4 uint8 frames that compress as Atari's
+roughly do), ``--envs`` envs stepped ``--steps`` times each with episodes of ``--length``
+steps, recorded as the Collector does (each next observation is the env's, the true final
+frame at an episode end). Written as npz and HDF5 (lzf) in both forms; then 256 transitions
+with their next observations drawn from the npz file opened as a mapped ``ReplayBuffer``
+storage, ``--draws`` times, median reported.
+
+    .venv/bin/python benchmarks/frames_once.py --envs 8 --steps 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _report import fmt_ratio, load_average
+from frame_env import NoisyFrames
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from expcli import save
+from expcli.formats.dataset import Dataset
+from expcli.formats.row_gather import gather_flat
+from expcli.replay.storages import DatasetStorage
+from expcli.spec import CircularState
+
+
+def recorded(envs: int, steps: int, length: int) -> Dataset:
+    """Steps of ``envs`` NoisyFrames envs, as a memory of ``steps`` rows holds them."""
+    shape = (steps, envs, 84, 84, 4)
+    observations, following = np.empty(shape, np.uint8), np.empty(shape, np.uint8)
+    terminated = np.zeros((steps, envs, 1), bool)
+    truncated = np.zeros((steps, envs, 1), bool)
+    for n in range(envs):
+        env = NoisyFrames(length=length)
+        seed = n
+        frame, _ = env.reset(seed=seed)
+        for t in range(steps):
+            observations[t, n] = frame
+            frame, _, term, trunc, _ = env.step(0)
+            following[t, n] = frame
+            terminated[t, n], truncated[t, n] = term, trunc
+            if term or trunc:
+                seed += envs
+                frame, _ = env.reset(seed=seed)
+    tensors = {
+        "observations": observations,
+        "next_observations": following,
+        "actions": np.zeros((steps, envs, 1), np.int64),
+        "rewards": np.ones((steps, envs, 1), np.float32),
+        "terminated": terminated,
+        "truncated": truncated,
+    }
+    return Dataset(tensors, CircularState(0, 0, filled=True), {"env_id": "NoisyFrames-v0"})
+
+
+def sample_seconds(path: Path, draws: int, batch: int = 256) -> float:
+    """Median seconds of drawing ``batch`` transitions' observations and next observations."""
+    storage = DatasetStorage.open(path)
+    arrays = storage.arrays()
+    capacity = storage.capacity
+    envs = int(arrays["observations"].shape[1])
+    rng = np.random.default_rng(0)
+    times = []
+    for _ in range(draws):
+        index = rng.integers(0, capacity, batch)
+        started = time.perf_counter()
+        gather_flat(arrays["observations"], index, envs)
+        gather_flat(arrays["next_observations"], index, envs)
+        times.append(time.perf_counter() - started)
+    storage.close()
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--length", type=int, default=100)
+    parser.add_argument("--draws", type=int, default=200)
+    args = parser.parse_args()
+    dataset = recorded(args.envs, args.steps, args.length)
+    print(f"# frames once: {args.envs} envs x {args.steps} steps, episodes of {args.length}")
+    print(f"# {load_average()}")
+    rows = []
+    with tempfile.TemporaryDirectory(dir=".") as folder:
+        sizes: dict[tuple[str, str], int] = {}
+        samples: dict[str, float] = {}
+        for suffix, compression in ((".npz", None), (".h5", "lzf")):
+            for frames in ("full", "once"):
+                path = Path(folder) / f"data-{frames}{suffix}"
+                started = time.perf_counter()
+                save(dataset, path, compression=compression, frames=frames)
+                seconds = time.perf_counter() - started
+                sizes[(suffix, frames)] = path.stat().st_size
+                rows.append((f"{suffix} {compression or 'stored'} {frames}", path, seconds))
+                if suffix == ".npz":
+                    sample_seconds(path, 5)  # warm the page cache
+                    samples[frames] = sample_seconds(path, args.draws)
+        print("| file | form | bytes | vs full | write s |")
+        print("| --- | --- | ---: | ---: | ---: |")
+        for label, _, seconds in rows:
+            suffix, _, frames = label.split()
+            size = sizes[(suffix, frames)]
+            ratio = fmt_ratio(size / sizes[(suffix, "full")])
+            print(
+                f"| {suffix} {label.split()[1]} | {frames} | {size:,} | {ratio} | {seconds:.2f} |"
+            )
+        print()
+        print("| 256 transitions + next obs, mapped npz | median ms | vs full |")
+        print("| --- | ---: | ---: |")
+        for frames in ("full", "once"):
+            ms = samples[frames] * 1e3
+            print(f"| {frames} | {ms:.2f} | {fmt_ratio(samples[frames] / samples['full'])} |")
+
+
+if __name__ == "__main__":
+    main()
