@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from expcli.cli._console import err_console
 from expcli.cli._errors import reports_errors
 from expcli.errors import ConfigError, ExpcliError, printable
-from expcli.spec import COMPRESSIONS, Compression, FramesForm
+from expcli.spec import Compression, FramesForm
 
 __all__ = [
     "FramesOption",
@@ -58,10 +58,7 @@ def parse_compression(value: str) -> Compression:
     Raises:
         ConfigError: No such compression, naming the ones there are.
     """
-    for choice in Compression:
-        if value == choice.value:
-            return choice
-    raise ConfigError(f"unknown compression {value!r}; expected one of {', '.join(COMPRESSIONS)}")
+    return _spelled(value, Compression, "compression")
 
 
 def parse_frames(value: str) -> FramesForm:
@@ -70,12 +67,23 @@ def parse_frames(value: str) -> FramesForm:
     Raises:
         ConfigError: No such form, naming the ones there are.
     """
-    for choice in FramesForm:
+    return _spelled(value, FramesForm, "--frames")
+
+
+_Choice = TypeVar("_Choice", bound=StrEnum)
+
+
+def _spelled(value: str, choices: type[_Choice], what: str) -> _Choice:
+    """The member of ``choices`` spelled ``value`` exactly.
+
+    Raises:
+        ConfigError: None is, naming ``what`` and the spellings there are.
+    """
+    for choice in choices:
         if value == choice.value:
             return choice
-    raise ConfigError(
-        f"unknown --frames {value!r}; expected one of {', '.join(f.value for f in FramesForm)}"
-    )
+    names = ", ".join(c.value for c in choices)
+    raise ConfigError(f"unknown {what} {value!r}; expected one of {names}")
 
 
 FramesOption = Annotated[

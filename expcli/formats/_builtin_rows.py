@@ -18,7 +18,7 @@ from expcli.formats._sniffing import (
     looks_like_csv,
 )
 from expcli.formats.layouts.kinds import Layout
-from expcli.formats.rows import Closer, FormatRow, LayoutRow, SpaceEstimate, Streaming
+from expcli.formats.rows import Closer, FormatRow, LayoutRow, SpaceEstimate, Streaming, Writer
 from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
@@ -57,17 +57,33 @@ def _open_pt(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Close
     return pt_format.open_lazy(path, num_envs=num_envs)
 
 
-def _write_pt(
-    dataset: Dataset,
-    path: Path,
-    *,
-    overwrite: bool,
-    compression: str | None,
-    frames: FramesForm = FramesForm.FULL,
-) -> None:
-    from expcli.formats import pt_format
+def _native_writer(fmt: str) -> Writer:
+    """The writer of pt, npz or HDF5 files: it takes ``frames`` (``FormatRow.frames``)."""
 
-    pt_format.write(dataset, path, overwrite=overwrite, frames=frames)
+    def write(
+        dataset: Dataset,
+        path: Path,
+        *,
+        overwrite: bool,
+        compression: str | None,
+        frames: FramesForm = FramesForm.FULL,
+    ) -> None:
+        if fmt == "pt":
+            from expcli.formats import pt_format
+
+            pt_format.write(dataset, path, overwrite=overwrite, frames=frames)
+        elif fmt == "npz":
+            from expcli.formats import npz_format
+
+            npz_format.write(dataset, path, overwrite=overwrite, frames=frames)
+        else:
+            from expcli.formats import hdf5_format
+
+            hdf5_format.write(
+                dataset, path, overwrite=overwrite, compression=compression, frames=frames
+            )
+
+    return write
 
 
 def _stream_pt(dataset: Dataset, out: IO[bytes], source: str | PathLike[str]) -> None:
@@ -90,19 +106,6 @@ def _open_npz(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Clos
     from expcli.formats import npz_format
 
     return npz_format.open_lazy(path, num_envs=num_envs)
-
-
-def _write_npz(
-    dataset: Dataset,
-    path: Path,
-    *,
-    overwrite: bool,
-    compression: str | None,
-    frames: FramesForm = FramesForm.FULL,
-) -> None:
-    from expcli.formats import npz_format
-
-    npz_format.write(dataset, path, overwrite=overwrite, frames=frames)
 
 
 def _stream_npz(dataset: Dataset, out: IO[bytes], source: str | PathLike[str]) -> None:
@@ -166,19 +169,6 @@ def _open_hdf5(
     from expcli.formats import hdf5_format
 
     return hdf5_format.open_lazy(path, num_envs=num_envs, foreign=_foreign_hdf5(), cache=cache)
-
-
-def _write_hdf5(
-    dataset: Dataset,
-    path: Path,
-    *,
-    overwrite: bool,
-    compression: str | None,
-    frames: FramesForm = FramesForm.FULL,
-) -> None:
-    from expcli.formats import hdf5_format
-
-    hdf5_format.write(dataset, path, overwrite=overwrite, compression=compression, frames=frames)
 
 
 # ------------------------------------------------------------------ parquet
@@ -248,7 +238,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         (".pt", ".pth"),
         "a torch.save zip archive",
         _read_pt,
-        _write_pt,
+        _native_writer("pt"),
         _open_pt,
         sniff=is_torch_file,
         streaming=Streaming(_stream_pt, rank=1),
@@ -260,7 +250,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         (".npz",),
         "a zip archive of .npy members",
         _read_npz,
-        _write_npz,
+        _native_writer("npz"),
         _open_npz,
         sniff=is_npy_zip,
         streaming=Streaming(_stream_npz),
@@ -287,7 +277,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         (".h5", ".hdf5"),
         "an HDF5 file",
         _read_hdf5,
-        _write_hdf5,
+        _native_writer("hdf5"),
         _open_hdf5,
         sniff=is_hdf5,
         compresses=True,

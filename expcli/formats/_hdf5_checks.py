@@ -196,26 +196,21 @@ def check_datasets(
     for name in sorted(wanted.keys() | found.keys() | exact.keys()):
         if name not in found:
             raise SchemaError("listed in the metadata but missing", path=path, key=name)
-        if name in exact:
-            _check_exact(found[name], path, name, *exact[name])
-            continue
-        if name not in wanted:
+        if name not in wanted and name not in exact:
             raise SchemaError("present but not listed in the metadata", path=path, key=name)
-        dataset, spec = found[name], wanted[name]
-        try:
-            dtype, shape = native_dtype(dataset), tuple(int(d) for d in dataset.shape)
-        except (TypeError, ValueError) as e:  # an HDF5 type numpy has no match for
+        dataset = found[name]
+        dtype, shape = _stored_type(dataset, path, name)
+        if name in exact:
+            matches = (dtype, shape) == exact[name]
+            declared = f"{exact[name][0].name} shaped {exact[name][1]}"
+        else:
+            spec = wanted[name]
+            matches = len(shape) >= 2 and (dtype.name, shape[2:]) == (spec.dtype, spec.shape)
+            sizes = ", ".join(map(str, ("memory_size", "num_envs", *spec.shape)))
+            declared = f"{spec.dtype} shaped ({sizes})"
+        if not matches:
             raise SchemaError(
-                f"has an unsupported HDF5 type ({error_summary(e)}); expected one of "
-                f"{', '.join(sorted(SUPPORTED_DTYPES))}",
-                path=path,
-                key=name,
-            ) from e
-        if len(shape) < 2 or (dtype.name, shape[2:]) != (spec.dtype, spec.shape):
-            declared = ", ".join(map(str, ("memory_size", "num_envs", *spec.shape)))
-            raise SchemaError(
-                f"stored as {dtype.name} shaped {shape}; the metadata says {spec.dtype} "
-                f"shaped ({declared})",
+                f"stored as {dtype.name} shaped {shape}; the metadata says {declared}",
                 path=path,
                 key=name,
             )
@@ -223,24 +218,21 @@ def check_datasets(
     return found
 
 
-def _check_exact(
-    dataset: Any, path: Path, name: str, dtype: np.dtype[Any], shape: tuple[int, ...]
-) -> None:
-    """Check a dataset of ``check_datasets``'s ``exact``: its dtype, shape and storage."""
+def _stored_type(dataset: Any, path: Path, name: str) -> tuple[np.dtype[Any], tuple[int, ...]]:
+    """A dataset's dtype (native byte order) and shape.
+
+    Raises:
+        SchemaError: Its HDF5 type has no numpy match.
+    """
     try:
-        stored = native_dtype(dataset)
-    except (TypeError, ValueError) as e:
+        return native_dtype(dataset), tuple(int(d) for d in dataset.shape)
+    except (TypeError, ValueError) as e:  # an HDF5 type numpy has no match for
         raise SchemaError(
-            f"has an unsupported HDF5 type ({error_summary(e)})", path=path, key=name
-        ) from e
-    if stored != dtype or tuple(int(d) for d in dataset.shape) != shape:
-        raise SchemaError(
-            f"stored as {stored.name} shaped {tuple(dataset.shape)}; the metadata says "
-            f"{dtype.name} shaped {shape}",
+            f"has an unsupported HDF5 type ({error_summary(e)}); expected one of "
+            f"{', '.join(sorted(SUPPORTED_DTYPES))}",
             path=path,
             key=name,
-        )
-    check_stored(dataset, path, name)
+        ) from e
 
 
 def check_size(
