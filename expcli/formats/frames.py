@@ -19,13 +19,14 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from expcli.errors import SchemaError
 from expcli.formats.lazy import LazyRows, row_chunks
-from expcli.formats.row_gather import flat_rows, gather_flat
+from expcli.formats.row_gather import cells_by_rows, flat_rows, gather_flat, take_rows
 from expcli.spec import FRAMES_SCHEMA, FramesForm
 
 __all__ = [
@@ -142,13 +143,27 @@ def encode(
 
 
 def _kept_rows(following: Any, cells: np.ndarray) -> LazyRows:
-    """The cells ``cells`` of ``following`` as a lazy ``(K, *feature)`` tensor, read when sliced."""
-    envs, feature = int(following.shape[1]), tuple(following.shape[2:])
+    """The cells ``cells`` of ``following`` as a lazy ``(K, *feature)`` tensor, read when sliced.
 
-    def read(start: int, stop: int) -> np.ndarray:
-        return gather_flat(following, cells[start:stop], envs)
+    A tensor left on disk is read by slices of the rows that hold those cells (every lazy
+    tensor reads slices; not every one gathers cells), an array or a derived tensor gathered.
+    """
+    shape, dtype = tuple(int(d) for d in following.shape), np.dtype(following.dtype)
+    if isinstance(following, LazyRows) and not isinstance(following, DerivedRows):
 
-    return LazyRows((len(cells), *feature), np.dtype(following.dtype), read)
+        def rows(first: int, stop: int) -> np.ndarray:
+            return np.asarray(following.window(first, stop)[0 : stop - first])
+
+        take = partial(take_rows, rows, shape, dtype)
+
+        def read(start: int, stop: int) -> np.ndarray:
+            return cells_by_rows(take, shape, dtype, cells[start:stop])
+    else:
+
+        def read(start: int, stop: int) -> np.ndarray:
+            return gather_flat(following, cells[start:stop], shape[1])
+
+    return LazyRows((len(cells), *shape[2:]), dtype, read)
 
 
 def sparse_members(
