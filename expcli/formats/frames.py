@@ -27,7 +27,7 @@ import numpy as np
 from expcli.errors import SchemaError
 from expcli.formats.lazy import LazyRows, row_chunks
 from expcli.formats.row_gather import cells_by_rows, flat_rows, gather_flat, take_rows
-from expcli.spec import FRAMES_SCHEMA, FramesForm
+from expcli.spec import FRAMES_SCHEMA, SUPPORTED_DTYPES, FramesForm
 
 __all__ = [
     "FRAMES_CELL_BYTES",
@@ -186,9 +186,13 @@ def sparse_members(
         kept = form.get("kept") if isinstance(form, dict) else None
         if (
             not isinstance(form, dict)
+            or name.partition("/")[0] != "next_observations"
             or form.get("form") != _SPARSE
             or type(kept) is not int
             or not isinstance(spec, dict)
+            or spec.get("dtype") not in SUPPORTED_DTYPES
+            or not isinstance(spec.get("shape"), list)
+            or not all(type(d) is int and d >= 0 for d in spec["shape"])
             or type(size) is not int
             or type(envs) is not int
             or not 0 <= kept <= size * envs
@@ -200,8 +204,8 @@ def sparse_members(
                 path=path,
                 key=f"frames.{name}",
             )
-        feature = tuple(spec.get("shape", ()))
-        out[f"{PREFIX}{name}/kept"] = (np.dtype(spec.get("dtype")), (kept, *feature))
+        feature = tuple(spec["shape"])
+        out[f"{PREFIX}{name}/kept"] = (np.dtype(spec["dtype"]), (kept, *feature))
         out[f"{PREFIX}{name}/cells"] = (np.dtype(np.int64), (kept,))
     return out
 

@@ -9,6 +9,7 @@ replay storage, conversions) must give the same bytes as the full form.
 
 from __future__ import annotations
 
+import json
 import tempfile
 import zipfile
 from pathlib import Path
@@ -275,3 +276,26 @@ def test_layouts_write_the_same_from_either_form(tmp_path: Path, layout: str, su
     assert sorted(once.tensors) == sorted(full.tensors)
     for name, expected in full.tensors.items():
         assert same_bytes(once.tensors[name], np.asarray(expected)), name
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        {"next_observations": {"form": "dense", "kept": 1}},
+        {"next_observations": {"form": "sparse", "kept": -1}},
+        {"next_observations": {"form": "sparse", "kept": 10**9}},
+        {"rewards": {"form": "sparse", "kept": 0}},
+        ["next_observations"],
+    ],
+)
+def test_malformed_frames_metadata_is_refused(tmp_path: Path, frames: object) -> None:
+    import torch
+
+    dataset = frame_dataset(np.random.default_rng(12), 6, 2, 0.0)
+    path = written(dataset, tmp_path, ".pt", "once")
+    stored = torch.load(path, weights_only=True)
+    header = json.loads(stored["__expcli__"])
+    stored["__expcli__"] = json.dumps({**header, "frames": frames})
+    torch.save(stored, path)
+    with pytest.raises(SchemaError, match="frames"):
+        load(path)
