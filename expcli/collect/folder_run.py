@@ -136,6 +136,7 @@ class FolderOutput:
             manifest,
             shard_format=settings.shard_format,
             compression=compression,
+            frames=settings.frames,
         )
 
     def metadata(self, in_file: tuple[int, int] | None = None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import numpy as np
 from expcli.errors import ConfigError
 from expcli.formats.dataset import Dataset
 from expcli.formats.sharded import Manifest, ShardWriter, new_manifest
+from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
     from expcli.memory import Memory
@@ -65,6 +66,7 @@ class ShardSink:
         manifest: A folder's manifest to go on from (``--resume``; its shard format kept).
         shard_format: A new folder's shards' format (None: npz).
         compression: A new folder's Parquet shards' compression (None: zstd).
+        frames: How its npz shards store next observations (``formats.frames``).
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class ShardSink:
         *,
         shard_format: str | None = None,
         compression: str | None = None,
+        frames: FramesForm = FramesForm.ONCE,
     ) -> None:
         self.memory = memory
         self._metadata = metadata
@@ -84,10 +87,10 @@ class ShardSink:
             empty = {name: tensors[name][:0] for name in sorted(tensors)}
             header = Dataset(empty, metadata=metadata()).header()
             manifest = new_manifest(header, shard_format, compression)
-            self.writer = ShardWriter(folder, manifest)
+            self.writer = ShardWriter(folder, manifest, frames=frames)
             self.writer.replace_metadata(metadata())
         else:
-            self.writer = ShardWriter(folder, manifest)
+            self.writer = ShardWriter(folder, manifest, frames=frames)
         self._spare: dict[str, Any] = {}  # name -> the tensor (or array) not in the memory
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="expcli-shards")
         self._pending: Future[Any] | None = None

@@ -214,21 +214,37 @@ def _open_folder(
 
 
 def _write_folder(
-    dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None
+    dataset: Dataset,
+    path: Path,
+    *,
+    overwrite: bool,
+    compression: str | None,
+    frames: FramesForm = FramesForm.FULL,
 ) -> None:
     from expcli.formats import sharded
 
-    sharded.write(dataset, path, overwrite=overwrite)
+    sharded.write(dataset, path, overwrite=overwrite, frames=frames)
 
 
 def write_shards(
-    dataset: Dataset, path: Path, shard_format: str, *, overwrite: bool, compression: str | None
+    dataset: Dataset,
+    path: Path,
+    shard_format: str,
+    *,
+    overwrite: bool,
+    compression: str | None,
+    frames: FramesForm = FramesForm.FULL,
 ) -> None:
     """Write a sharded folder whose shards are ``shard_format`` files (``compression``-ed)."""
     from expcli.formats import sharded
 
     sharded.write(
-        dataset, path, overwrite=overwrite, shard_format=shard_format, compression=compression
+        dataset,
+        path,
+        overwrite=overwrite,
+        shard_format=shard_format,
+        compression=compression,
+        frames=frames,
     )
 
 
@@ -310,6 +326,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         _write_folder,
         _open_folder,
         caches=True,
+        frames=True,
     ),
 )
 """expcli's formats, in the order messages list them (and sniffing tries them)."""

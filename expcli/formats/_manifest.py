@@ -1,7 +1,8 @@
 """The manifest of a sharded dataset folder: what the folder holds, replaced atomically.
 
 ``manifest.json`` is the dataset's metadata object (``Dataset.header()``: schema
-``expcli/1``, tensor specs, ``num_envs``, ``memory_size`` = rows of all shards together,
+``expcli/1``, or ``expcli/2`` once a shard stores next observations once; tensor specs,
+``num_envs``, ``memory_size`` = rows of all shards together,
 the circular state and the user metadata) plus ``shards``: one entry per shard file, in
 row order, ``{"file", "rows", "bytes", "crc32"}``, plus ``"missing"``: the float tensors the
 shard lacks because they were created after it was written (``collect --infos`` meets an
@@ -37,7 +38,7 @@ from expcli.formats._atomic import atomic_write
 from expcli.formats._guards import MAX_METADATA_BYTES, brief, open_inside
 from expcli.formats.header import encode_header, parse_header
 from expcli.formats.lazy import SLICE_BYTES
-from expcli.spec import SCHEMA
+from expcli.spec import FRAMES_SCHEMA, SCHEMA
 
 __all__ = [
     "DEFAULT_SHARD_FORMAT",
@@ -63,6 +64,7 @@ _CRC = re.compile(r"[0-9a-f]{8}")
 FORMAT_KEY = "shard_format"
 """The manifest's key naming its shards' format (absent: ``npz``)."""
 DEFAULT_SHARD_FORMAT = "npz"
+_SCHEMAS = (SCHEMA, FRAMES_SCHEMA)  # the second: some shard stores next observations once
 
 
 def shard_name(index: int, shard_format: str = DEFAULT_SHARD_FORMAT) -> str:
@@ -76,7 +78,7 @@ def is_folder_target(path: str | os.PathLike[str]) -> bool:
 
 
 def is_sharded_folder(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a folder holding a ``manifest.json`` of schema ``expcli/1``.
+    """Whether ``path`` is a folder holding a ``manifest.json`` of schema ``expcli/1`` or ``/2``.
 
     The manifest is parsed (a regular file of the folder, within the metadata limit); any
     layout of the JSON text counts.
@@ -88,7 +90,7 @@ def is_sharded_folder(path: str | os.PathLike[str]) -> bool:
         header = parse_header(text, Path(path) / MANIFEST, MANIFEST)
     except (OSError, FormatError):
         return False
-    return header.get("schema") == SCHEMA
+    return header.get("schema") in _SCHEMAS
 
 
 def has_manifest(path: str | os.PathLike[str]) -> bool:
@@ -182,9 +184,10 @@ class Manifest:
                 f"no {MANIFEST}; expected a sharded dataset folder", path=folder
             ) from None
         header = parse_header(text, path, MANIFEST)
-        if header.get("schema") != SCHEMA:
+        if header.get("schema") not in _SCHEMAS:
             raise FormatError(
-                f"schema is {brief(header.get('schema'))}; expected {SCHEMA!r}",
+                f"schema is {brief(header.get('schema'))}; expected {SCHEMA!r} or "
+                f"{FRAMES_SCHEMA!r}",
                 path=path,
                 key="schema",
             )

@@ -11,6 +11,11 @@ file then holds, instead of the tensor, its kept cells ``(K, *feature)`` as memb
 (``{"next_observations": {"form": "sparse", "kept": K}}``) and its schema is
 ``FRAMES_SCHEMA``, which older readers refuse. Readers give the whole tensor back as
 ``DerivedRows``: observation rows one step on, with the kept cells written over them.
+
+A shard of a folder holds a run of rows, not a whole circular memory: its last row's
+successor is the next shard's first row, which it does not hold. Such a file is encoded
+without the wrap (``wrap=False``: its last row's cells are all kept, whatever they hold),
+and its ``frames`` object says ``"wrap": false``, which a reader checks against the cells.
 """
 
 from __future__ import annotations
@@ -77,12 +82,13 @@ def frame_pairs(tensors: Mapping[str, Any]) -> dict[str, str]:
     return pairs
 
 
-def kept_cells(following: Any, observations: Any) -> np.ndarray:
+def kept_cells(following: Any, observations: Any, wrap: bool = True) -> np.ndarray:
     """Flat indexes (``t * N + n``, sorted int64) of the cells of ``following`` to keep.
 
-    Those whose bytes differ from ``observations[(t + 1) % T, n]``. Read slice of rows by
-    slice of rows: each slice compared with the observations one row on (the next slice's
-    first row, or row 0 after the last), so memory holds two slices.
+    Those whose bytes differ from ``observations[(t + 1) % T, n]``; without ``wrap``, the
+    cells of the last row too (their successors lie outside the rows). Read slice of rows
+    by slice of rows: each slice compared with the observations one row on (the next
+    slice's first row, or row 0 after the last), so memory holds two slices.
     """
     size, envs = int(following.shape[0]), int(following.shape[1])
     found = []
@@ -94,6 +100,8 @@ def kept_cells(following: Any, observations: Any) -> np.ndarray:
         if stop == size:
             ahead = np.concatenate([ahead, np.asarray(observations[0:1])])
         differ = (_cell_bytes(rows, envs) != _cell_bytes(ahead, envs)).any(axis=2)
+        if stop == size and not wrap:
+            differ[-1] = True
         found.append(np.flatnonzero(differ) + start * envs)
     return np.concatenate(found).astype(np.int64) if found else np.empty(0, np.int64)
 
@@ -109,12 +117,14 @@ def encode(
     header: Mapping[str, Any],
     frames: FramesForm | str,
     path: str | os.PathLike[str],
+    wrap: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The members a file stores and its metadata object, in the form ``frames`` asks.
 
     With ``FramesForm.ONCE``, each tensor of ``frame_pairs`` whose kept cells take fewer bytes
     than the whole tensor is replaced by its two sparse members, and ``header`` gains
-    ``frames`` and ``FRAMES_SCHEMA``; else the tensors and header are as given.
+    ``frames`` and ``FRAMES_SCHEMA``; else the tensors and header are as given. ``wrap``:
+    whether the last row's successor is row 0 (a whole memory) or unknown (a shard).
 
     Raises:
         SchemaError: A tensor's name starts with ``PREFIX``, which the sparse form owns.
@@ -128,14 +138,14 @@ def encode(
     forms = {}
     for name, source in frame_pairs(tensors).items():
         following = tensors[name]
-        cells = kept_cells(following, tensors[source])
+        cells = kept_cells(following, tensors[source], wrap)
         cell = math.prod(following.shape[2:]) * np.dtype(following.dtype).itemsize
         if len(cells) * (cell + 8) >= following.shape[0] * following.shape[1] * cell:
             continue  # no saving: leave it whole
         del members[name]
         members[f"{PREFIX}{name}/kept"] = _kept_rows(following, cells)
         members[f"{PREFIX}{name}/cells"] = cells
-        forms[name] = {"form": _SPARSE, "kept": len(cells)}
+        forms[name] = {"form": _SPARSE, "kept": len(cells)} | ({} if wrap else {"wrap": False})
     if forms:
         out["schema"] = FRAMES_SCHEMA
         out["frames"] = forms
@@ -189,6 +199,7 @@ def sparse_members(
             or name.partition("/")[0] != "next_observations"
             or form.get("form") != _SPARSE
             or type(kept) is not int
+            or type(form.get("wrap", True)) is not bool
             or not isinstance(spec, dict)
             or spec.get("dtype") not in SUPPORTED_DTYPES
             or not isinstance(spec.get("shape"), list)
@@ -199,8 +210,8 @@ def sparse_members(
             or name.removeprefix("next_") not in tensors
         ):
             raise SchemaError(
-                f'expected {{"form": "{_SPARSE}", "kept": a count of cells}} for a tensor '
-                "listed with its observations",
+                f'expected {{"form": "{_SPARSE}", "kept": a count of cells, optionally "wrap": '
+                "a bool} for a tensor listed with its observations",
                 path=path,
                 key=f"frames.{name}",
             )
@@ -238,7 +249,7 @@ def derive(
                 path=path,
                 key=key,
             )
-    for name in header.get("frames", {}):
+    for name, form in header.get("frames", {}).items():
         observations = tensors.get(name.removeprefix("next_"))
         if observations is None:
             raise SchemaError("its observations are missing", path=path, key=name)
@@ -252,9 +263,17 @@ def derive(
                 path=path,
                 key=f"{PREFIX}{name}/cells",
             )
+        last = capacity - int(observations.shape[1])
+        if form.get("wrap") is False and len(cells[cells >= last]) != capacity - last:
+            raise SchemaError(
+                'says "wrap": false; expected every cell of the last row kept',
+                path=path,
+                key=f"frames.{name}",
+            )
         if source is not None:
             observations = source(observations)
-        tensors[name] = DerivedRows(observations, members[f"{PREFIX}{name}/kept"], cells)
+        kept = members[f"{PREFIX}{name}/kept"]
+        tensors[name] = DerivedRows(observations, kept, cells, form.get("wrap", True))
     return tensors
 
 
@@ -300,10 +319,15 @@ class DerivedRows(LazyRows):
     observation cells one step on and the kept cells asked for.
     """
 
-    def __init__(self, observations: Any, kept: Any, cells: np.ndarray) -> None:
-        """``kept``: ``(K, *feature)``, the cells at flat indexes ``cells`` (sorted)."""
+    def __init__(self, observations: Any, kept: Any, cells: np.ndarray, wrap: bool = True) -> None:
+        """``kept``: ``(K, *feature)``, the cells at flat indexes ``cells`` (sorted).
+
+        ``wrap``: false where every cell of the last row is kept (a shard), which is then
+        never read from row 0.
+        """
         super().__init__(tuple(observations.shape), np.dtype(observations.dtype), self._rows)
         self.observations, self.kept, self.cells = observations, kept, cells
+        self.wrap = wrap
 
     def _rows(self, start: int, stop: int) -> np.ndarray:
         size, envs = self.shape[0], self.shape[1]
@@ -311,7 +335,7 @@ class DerivedRows(LazyRows):
         inside = min(stop + 1, size) - (start + 1)
         if inside > 0:
             out[:inside] = self.observations[start + 1 : start + 1 + inside]
-        if stop == size and stop > start:
+        if stop == size and stop > start and self.wrap:
             out[-1] = np.asarray(self.observations[0:1])[0]
         lo, hi = np.searchsorted(self.cells, [start * envs, stop * envs])
         if hi > lo:

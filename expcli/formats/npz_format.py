@@ -40,7 +40,7 @@ from expcli.formats.header import dataset_from_header, encode_header, foreign_da
 from expcli.formats.lazy import SLICE_BYTES, LazyRows, row_chunks
 from expcli.spec import METADATA_KEY, FramesForm
 
-__all__ = ["open_lazy", "read", "write", "write_to"]
+__all__ = ["open_lazy", "read", "write", "write_members", "write_to"]
 
 
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
@@ -60,7 +60,7 @@ def write(
     members, header = encode(dataset.tensors, dataset.header(), frames, path)
     text = encode_header(header, path)
     with atomic_write(path, overwrite=overwrite) as f:
-        _write_members(members, f, text)
+        write_members(members, f, text)
 
 
 def write_to(dataset: Dataset, file: IO[bytes], header: str | None) -> tuple[int, int]:
@@ -72,10 +72,10 @@ def write_to(dataset: Dataset, file: IO[bytes], header: str | None) -> tuple[int
     Returns:
         The archive's size in bytes and its CRC-32, computed on the way.
     """
-    return _write_members(dataset.tensors, file, header)
+    return write_members(dataset.tensors, file, header)
 
 
-def _write_members(
+def write_members(
     members: Mapping[str, Any], file: IO[bytes], header: str | None
 ) -> tuple[int, int]:
     """``write_to`` of arrays of any shape: the tensors, or the members ``frames.encode`` made."""

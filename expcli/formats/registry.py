@@ -210,7 +210,7 @@ def write_dataset(
         fmt = found
     row = _row(fmt)
     if shard_format is not None:
-        return _write_shards(dataset, target, row, shard_format, overwrite, compression)
+        return _write_shards(dataset, target, row, shard_format, overwrite, compression, form)
     if not row.compresses and compression is not None and compression.lower() != "none":
         raise ConfigError(
             f"{fmt} files cannot be compressed (got compression {str(compression)!r}); "
@@ -355,6 +355,7 @@ def _write_shards(
     shard_format: str,
     overwrite: bool,
     compression: str | None,
+    frames: FramesForm,
 ) -> Path:
     """``write_dataset`` of a sharded folder in ``shard_format`` shards.
 
@@ -381,5 +382,7 @@ def _write_shards(
     dataset.validate(target)
     if METADATA_KEY in dataset.tensors:
         raise SchemaError("this name is reserved for the metadata", path=target, key=METADATA_KEY)
-    write_shards(dataset, target, shard.name, overwrite=overwrite, compression=compression)
+    write_shards(
+        dataset, target, shard.name, overwrite=overwrite, compression=compression, frames=frames
+    )
     return target

@@ -8,6 +8,13 @@ name, fsynced and renamed; then the manifest (``_manifest``) is replaced the sam
 reader trusts the manifest alone, so a writer killed at any moment leaves a folder that
 opens and holds every shard completed before the kill.
 
+An npz shard stores its next observations once (``formats.frames``, ``FramesForm.ONCE``,
+the default) over its own rows: row ``t``'s successor is the shard's row ``t + 1``, and its
+last row's cells are all kept (their successor is the next shard's first row, which may
+not be written yet: a shard never depends on another). The manifest's schema is then
+``FRAMES_SCHEMA``, so that a reader of ``expcli/1`` alone refuses the folder; a folder
+may hold shards of either form (a ``--resume`` with another ``--frames``).
+
 Shards may instead be Parquet files (``shard-000000.parquet``, the manifest's
 ``shard_format``), each a complete expcli Parquet file whose bookkeeping columns
 (``index``, ``row``, ``episode_index``, ``frame_index``) count across the folder, so that
@@ -58,9 +65,10 @@ from expcli.formats._manifest import (
 )
 from expcli.formats.concat_rows import ConcatRows
 from expcli.formats.dataset import Dataset
+from expcli.formats.frames import DerivedRows
 from expcli.formats.header import encode_header, header_specs
 from expcli.formats.lazy import LazyRows
-from expcli.spec import CircularState
+from expcli.spec import FRAMES_SCHEMA, CircularState, FramesForm
 
 if TYPE_CHECKING:
     from expcli.formats._parquet_columns import Carry
@@ -123,14 +131,20 @@ class ShardWriter:
             one read back to go on.
         state: The circular state to record; None for a run's rows in order (full once
             there is a row).
+        frames: How npz shards store next observations (``formats.frames``).
     """
 
     def __init__(
-        self, folder: Path, manifest: Manifest, state: CircularState | None = None
+        self,
+        folder: Path,
+        manifest: Manifest,
+        state: CircularState | None = None,
+        frames: FramesForm = FramesForm.ONCE,
     ) -> None:
         self.folder = folder
         self.manifest = manifest
         self.state = state
+        self.frames = frames
         self.shard_format = manifest.shard_format
         with output_errors(folder, every=True):
             folder.mkdir(parents=True, exist_ok=True)
@@ -171,7 +185,10 @@ class ShardWriter:
         missing = self._schema(shard)
         path = self.folder / name
         if self.shard_format == DEFAULT_SHARD_FORMAT:
-            return _write_shard(shard, path, missing)
+            entry, once = _write_shard(shard, path, missing, self.frames)
+            if once:
+                self.manifest.header["schema"] = FRAMES_SCHEMA
+            return entry
         from expcli.formats.parquet_format import write_shard
 
         position = len(self.manifest.shards)
@@ -324,13 +341,23 @@ def user_metadata(header: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in header.items() if k not in _HEADER_KEYS}
 
 
-def _write_shard(shard: Dataset, path: Path, missing: tuple[str, ...] = ()) -> ShardEntry:
-    from expcli.formats.npz_format import write_to
+def _write_shard(
+    shard: Dataset, path: Path, missing: tuple[str, ...], frames: FramesForm
+) -> tuple[ShardEntry, bool]:
+    """Write an npz shard whole, then rename it into place.
 
-    text = encode_header(shard.header(), path)
+    Returns its entry, and whether it is of schema ``FRAMES_SCHEMA`` (some next
+    observations stored once, without the wrap).
+    """
+    from expcli.formats.frames import encode
+    from expcli.formats.npz_format import write_members
+
+    members, header = encode(shard.tensors, shard.header(), frames, path, wrap=False)
+    text = encode_header(header, path)
     with atomic_write(path) as f:
-        size, crc = write_to(shard, f, text)
-    return ShardEntry(path.name, shard.memory_size, size, f"{crc:08x}", missing)
+        size, crc = write_members(members, f, text)
+    entry = ShardEntry(path.name, shard.memory_size, size, f"{crc:08x}", missing)
+    return entry, header["schema"] == FRAMES_SCHEMA
 
 
 def write(
@@ -341,12 +368,14 @@ def write(
     shard_bytes: int = DEFAULT_SHARD_BYTES,
     shard_format: str | None = None,
     compression: str | None = None,
+    frames: FramesForm = FramesForm.ONCE,
 ) -> None:
     """Write ``dataset`` as a sharded folder, reading it a shard of rows at a time.
 
     The folder is built beside the target under a temporary name and renamed into place
     when complete (an existing folder is replaced only with ``overwrite``). Its shards are
-    ``shard_format`` files (npz by default; Parquet ones ``compression``-ed, zstd by default).
+    ``shard_format`` files (npz by default; Parquet ones ``compression``-ed, zstd by default);
+    ``frames``: how they store next observations.
 
     Raises:
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
@@ -363,7 +392,7 @@ def write(
     tmp = create_temp(path, folder=True)
     try:
         with commit_check_deferred() as check:  # ``convert --verify``: the whole folder
-            writer = ShardWriter(tmp, manifest, dataset.state)
+            writer = ShardWriter(tmp, manifest, dataset.state, frames)
             metadata = user_metadata(manifest.header)
             step = shard_rows(dataset.tensors, shard_bytes)
             for start in range(0, dataset.memory_size, step):
@@ -668,22 +697,30 @@ class _ShardMaps:
         arrays = self.check(shard, keep=True)
         expected = entry.rows, self.num_envs
         members: dict[str, Any] = {}
-        mapped: mmap.mmap | None = None
+        mapping: list[mmap.mmap] = []
+
+        def mapped(array: Any) -> Any:
+            """A stored member as an array over the shard's one mapping (else as it is)."""
+            if not (isinstance(array, LazyRows) and array.file_offset is not None and array.size):
+                return array
+            if not mapping:
+                with open_inside(path) as f:
+                    mapping.append(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+            flat = np.frombuffer(mapping[0], array.dtype, array.size, array.file_offset)
+            return flat.reshape(array.shape)
+
         for name, spec in self.specs.items():
             array = arrays.get(name)
             if array is None:  # created after this shard: NaN, as unwritten
                 nan = np.array(np.nan, spec.dtype)
                 members[name] = np.broadcast_to(nan, (*expected, *spec.shape))
-            elif isinstance(array, LazyRows) and array.file_offset is not None and array.size:
-                if mapped is None:
-                    with open_inside(path) as f:
-                        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                flat = np.frombuffer(mapped, array.dtype, array.size, array.file_offset)
-                members[name] = flat.reshape(array.shape)
+            elif isinstance(array, DerivedRows):  # its members read over the mapping too
+                source = mapped(arrays[name.removeprefix("next_")])
+                members[name] = DerivedRows(source, mapped(array.kept), array.cells, array.wrap)
             else:
-                members[name] = array
-        if mapped is not None:
-            members[_MMAP] = (mapped,)
+                members[name] = mapped(array)
+        if mapping:
+            members[_MMAP] = tuple(mapping)
         return members
 
     def close(self) -> None:
