@@ -80,12 +80,13 @@ class ConcatRows(LazyRows):
         return out
 
     def take(self, index: np.ndarray) -> np.ndarray:
-        """Rows ``index`` (along axis 0, in that order, negatives from the end).
+        """Rows ``index`` (any shape, along axis 0, negatives from the end), as numpy's.
 
         Raises:
             IndexError: An index is out of range.
         """
-        index = np.asarray(index, dtype=np.int64).reshape(-1)
+        wanted = np.asarray(index, dtype=np.int64)
+        index = wanted.reshape(-1)
         rows = len(self)
         index = np.where(index < 0, index + rows, index)
         if index.size and (index.min() < 0 or index.max() >= rows):
@@ -93,7 +94,7 @@ class ConcatRows(LazyRows):
         out = np.empty((index.size, *self.shape[1:]), self.dtype)
         for shard, group in self._by_shard(index):
             out[group] = _gather(self._fetch(shard), index[group] - self._starts[shard])
-        return out
+        return out.reshape(*wanted.shape, *self.shape[1:])
 
     def _by_shard(self, rows: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
         """Each shard holding some of ``rows``, and the positions in ``rows`` it holds."""
