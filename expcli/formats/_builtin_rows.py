@@ -189,11 +189,16 @@ def _open_parquet(
 
 
 def _write_parquet(
-    dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None
+    dataset: Dataset,
+    path: Path,
+    *,
+    overwrite: bool,
+    compression: str | None,
+    frames: FramesForm = FramesForm.FULL,
 ) -> None:
     from expcli.formats import parquet_format
 
-    parquet_format.write(dataset, path, overwrite=overwrite, compression=compression)
+    parquet_format.write(dataset, path, overwrite=overwrite, compression=compression, frames=frames)
 
 
 # ------------------------------------------------------------------ sharded folder
@@ -317,6 +322,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         title="Parquet",
         shard=True,
         caches=True,
+        frames=True,
     ),
     FormatRow(
         SHARDED_FOLDER,

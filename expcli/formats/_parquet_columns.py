@@ -24,6 +24,7 @@ __all__ = [
     "BOOKKEEPING",
     "BOOKKEEPING_DTYPES",
     "LIST_MAX_BYTES",
+    "VALID",
     "Carry",
     "Column",
     "column_for",
@@ -46,14 +47,30 @@ BOOKKEEPING_DTYPES = {
 """Each bookkeeping column's dtype."""
 
 SCALAR, LIST, BINARY, EMPTY = "scalar", "list", "binary", "empty"
+VALID = "valid"
+"""Not a stored encoding: a nullable column read as its null bitmap, one bool a transition."""
 
 
 @dataclass(frozen=True, slots=True)
 class Column:
-    """How one tensor is stored: its spec and its encoding (scalar, list, binary, empty)."""
+    """How one tensor is stored: its spec and its encoding (scalar, list, binary, empty).
+
+    ``nullable``: its cells may be null (a next observation stored once: ``formats.frames``);
+    read, a null cell holds any bytes and ``validity`` says which are null.
+    """
 
     spec: TensorSpec
     encoding: str
+    nullable: bool = False
+
+    @property
+    def key(self) -> str:
+        """What a reader keeps its decoded groups under: the column's name, or its bitmap's."""
+        return self.spec.name + ("\0valid" if self.encoding == VALID else "")
+
+    def validity(self) -> Column:
+        """The column read as its null bitmap: ``(n,)`` bools, True where a cell is stored."""
+        return Column(TensorSpec(self.spec.name, "bool", ()), VALID, True)
 
     @property
     def row_bytes(self) -> int:
@@ -84,18 +101,27 @@ def column_for(spec: TensorSpec) -> Column:
     return Column(spec, LIST if size <= LIST_MAX_BYTES else BINARY)
 
 
-def to_arrow(column: Column, rows: np.ndarray) -> Any:
-    """Transitions ``(n, *feature)`` as an Arrow array of ``column``'s type (values untouched)."""
+def to_arrow(column: Column, rows: np.ndarray, valid: np.ndarray | None = None) -> Any:
+    """Transitions ``(n, *feature)`` as an Arrow array of ``column``'s type (values untouched).
+
+    ``valid``: ``(n,)`` bools; the cells where it is False are null (Parquet stores no value
+    for them).
+    """
     import pyarrow as pa
 
     native = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder("="))
+    bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
     if column.encoding == BINARY:
         data = pa.py_buffer(native.reshape(-1).view(np.uint8))
-        return pa.FixedSizeBinaryArray.from_buffers(column.arrow_type(), len(native), [None, data])
+        kind = column.arrow_type()
+        return pa.FixedSizeBinaryArray.from_buffers(kind, len(native), [bitmap, data])
     array: Any = flat_array(native.reshape(-1))
-    for size in reversed(column.spec.shape if column.encoding == LIST else ()):
+    for size in reversed(column.spec.shape[1:] if column.encoding == LIST else ()):
         array = pa.FixedSizeListArray.from_arrays(array, size)
-    return array
+    if column.encoding != LIST:
+        return array
+    outer = pa.list_(array.type, column.spec.shape[0])
+    return pa.Array.from_buffers(outer, len(native), [bitmap], children=[array])
 
 
 def flat_array(values: np.ndarray) -> Any:
@@ -117,21 +143,28 @@ def from_arrow(column: Column, array: Any) -> np.ndarray:
     """An Arrow array of ``column``'s type as transitions ``(n, *feature)`` of its dtype.
 
     Raises:
-        InvalidValueError: The array holds nulls (expcli never writes any).
+        InvalidValueError: The array holds nulls and the column is not ``nullable``, or
+            nulls below its top level.
     """
     dtype = np.dtype(column.spec.dtype)
     count = len(array)
-    if array.null_count:
+    if array.null_count and not column.nullable:
         raise InvalidValueError(f"{array.null_count} null values; expected none")
+    if column.encoding == VALID:
+        if not array.null_count:
+            return np.ones(count, bool)
+        bits = np.unpackbits(np.frombuffer(array.buffers()[0], np.uint8), bitorder="little")
+        return bits[array.offset : array.offset + count].astype(bool)
     if column.encoding == BINARY:
         data = array.buffers()[1]
         start = array.offset * column.row_bytes
         flat = np.frombuffer(data, np.uint8, count * column.row_bytes, start)
         return flat.view(dtype).reshape(count, *column.spec.shape)  # on Arrow's buffer
     values = array
-    for _ in column.spec.shape if column.encoding == LIST else ():
-        values = values.flatten()
-        if values.null_count:
+    for size in column.spec.shape if column.encoding == LIST else ():
+        # ``values`` keeps the slots of null lists (``flatten`` would drop them)
+        values = values.values.slice(values.offset * size, len(values) * size)
+        if values.null_count and not column.nullable:
             raise InvalidValueError(f"{values.null_count} null values; expected none")
     size = len(values)
     data = values.buffers()[1]

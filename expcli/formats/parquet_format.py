@@ -56,6 +56,7 @@ from expcli.formats._parquet_columns import (
     BOOKKEEPING,
     BOOKKEEPING_DTYPES,
     EMPTY,
+    VALID,
     Carry,
     Column,
     column_for,
@@ -67,9 +68,11 @@ from expcli.formats._parquet_columns import (
 )
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.dataset import Dataset
+from expcli.formats.frames import frame_pairs, kept_cells
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows
-from expcli.spec import done_flags
+from expcli.formats.row_gather import flat_rows, gather_flat
+from expcli.spec import FRAMES_SCHEMA, FramesForm, done_flags
 
 __all__ = [
     "LAYOUT",
@@ -89,6 +92,8 @@ PARQUET_COMPRESSIONS = ("zstd", "snappy", "gzip", "none")
 """Compressions a Parquet file may use, the default first."""
 
 HEADER_KEY, LAYOUT_KEY = b"expcli", b"expcli.parquet"
+NULLS = "nulls"
+"""The ``form`` of a next-observation column null where it is the next row's observation."""
 GROUP_BYTES = 8 << 20
 """Target bytes of one row group before compression. A random draw decodes whole groups:
 at 8 MB, 16 steps of 84x84 frames from 8 envs decode about 74 steps of a frame tensor,
@@ -132,7 +137,14 @@ def pyarrow_parquet() -> Any:
     return pq
 
 
-def write(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None = None) -> None:
+def write(
+    dataset: Dataset,
+    path: Path,
+    *,
+    overwrite: bool,
+    compression: str | None = None,
+    frames: FramesForm = FramesForm.FULL,
+) -> None:
     """Write ``dataset`` as one Parquet file, a row group of about 8 MB at a time.
 
     Args:
@@ -140,13 +152,19 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | N
         path: The file.
         overwrite: Whether an existing file may be replaced.
         compression: zstd (None: the default), snappy, gzip or none.
+        frames: ``FramesForm.ONCE``: a next observation equal to the next row's observation
+            of its env column is null (``formats.frames``; the header's ``frames`` names
+            such columns ``{"form": "nulls"}``). Readers other than expcli (polars, duckdb,
+            HF ``datasets``) see those nulls: the value is the ``observations`` of the row of
+            the same ``env`` whose ``row`` is one more (row 0 after the last, unless the
+            ``frames`` entry says ``"wrap": false``).
 
     Raises:
         ConfigError: Another compression.
         SchemaError: A tensor is named as a bookkeeping column, or the metadata is not JSON.
         OutputExistsError, OutputError: As ``atomic_path``.
     """
-    _write(dataset, path, overwrite, compression, Carry.start(dataset.num_envs))
+    _write(dataset, path, overwrite, compression, Carry.start(dataset.num_envs), frames, True)
 
 
 def write_shard(
@@ -156,25 +174,62 @@ def write_shard(
     overwrite: bool,
     compression: str | None = None,
     carry: Carry | None = None,
-) -> Carry:
+    frames: FramesForm = FramesForm.FULL,
+) -> tuple[Carry, bool]:
     """``write`` a folder's shard (full rows), its bookkeeping going on from ``carry``.
 
+    ``frames``: as ``write``'s, over the shard's rows alone: its last row is kept.
+
     Returns:
-        The carry after the file's rows (for the folder's next shard).
+        The carry after the file's rows (for the folder's next shard), and whether some
+        next observations are stored once (the file's schema is ``FRAMES_SCHEMA``).
     """
     carry = carry or Carry.start(dataset.num_envs)
-    return _write(dataset, path, overwrite, compression, carry).next_shard(dataset.memory_size)
+    after, once = _write(dataset, path, overwrite, compression, carry, frames, False)
+    return after.next_shard(dataset.memory_size), once
+
+
+def _null_cells(
+    dataset: Dataset, frames: FramesForm, wrap: bool
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The kept cells of each next-observation column stored once, and the ``frames`` object.
+
+    A column whose every cell differs is left whole.
+    """
+    if frames is not FramesForm.ONCE:
+        return {}, {}
+    kept, forms = {}, {}
+    for name, source in frame_pairs(dataset.tensors).items():
+        cells = kept_cells(dataset.tensors[name], dataset.tensors[source], wrap)
+        if len(cells) < dataset.memory_size * dataset.num_envs:
+            kept[name] = cells
+            forms[name] = {"form": NULLS, "kept": len(cells), "wrap": wrap}
+    return kept, forms
 
 
 def _write(
-    dataset: Dataset, path: Path, overwrite: bool, compression: str | None, carry: Carry
-) -> Carry:
-    """Write the file, a row group at a time; the carry after its rows."""
+    dataset: Dataset,
+    path: Path,
+    overwrite: bool,
+    compression: str | None,
+    carry: Carry,
+    frames: FramesForm = FramesForm.FULL,
+    wrap: bool = True,
+) -> tuple[Carry, bool]:
+    """Write the file, a row group at a time.
+
+    Returns the carry after its rows, and whether some next observations are null where
+    derived.
+    """
     pq = pyarrow_parquet()
     import pyarrow as pa
 
     codec = _codec(compression)
-    text = encode_header(dataset.header(), path)
+    kept, forms = _null_cells(dataset, FramesForm(frames), wrap)
+    header = dataset.header()
+    if forms:
+        header = {**header, "schema": FRAMES_SCHEMA, "frames": forms}
+    text = encode_header(header, path)
     columns = [column_for(spec) for spec in dataset.specs()]
     for column in columns:
         if column.spec.name in BOOKKEEPING:
@@ -226,9 +281,19 @@ def _write(
             done = _done(rows, max(0, min(stop, valid) - first))
             book, carry = transition_chunk(flat, done, envs, carry)
             arrays = [flat_array(book[name]) for name in BOOKKEEPING]
-            arrays += [to_arrow(c, rows[c.spec.name]) for c in stored]
+            for c in stored:
+                at = kept.get(c.spec.name)
+                arrays.append(
+                    to_arrow(c, rows[c.spec.name], None if at is None else _member(flat, at))
+                )
             writer.write_table(pa.Table.from_arrays(arrays, schema=schema), row_group_size=stop)
-    return carry
+    return carry, bool(forms)
+
+
+def _member(flat: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """Whether each of ``flat`` is one of ``cells`` (sorted)."""
+    at = np.minimum(np.searchsorted(cells, flat), max(0, len(cells) - 1))
+    return cells[at] == flat if len(cells) else np.zeros(len(flat), bool)
 
 
 def _done(rows: dict[str, np.ndarray], written: int) -> np.ndarray:
@@ -431,7 +496,9 @@ def _open(
             f"expected an object with layout {LAYOUT!r}", path=path, key=LAYOUT_KEY.decode()
         )
     encodings, rows = layout.get("columns"), layout.get("rows")
+    nullable = _nullable(header, path)
     columns = [column_for(spec) for spec in header_specs(header, path)]
+    columns = [dataclasses.replace(c, nullable=c.spec.name in nullable) for c in columns]
     if not isinstance(encodings, dict) or encodings != {c.spec.name: c.encoding for c in columns}:
         raise FormatError(
             "column encodings disagree with the tensors' specs", path=path, key=LAYOUT_KEY.decode()
@@ -474,14 +541,126 @@ def _open(
         if column.encoding == EMPTY or cells == 0:
             arrays[column.spec.name] = np.zeros(shape, dtype)
             continue
-        reader = _TensorRows(groups, column, start, cells, envs, stored)
-        if cache is None or bounds is None:
-            arrays[column.spec.name] = LazyRows(shape, dtype, reader.read)
-        else:
-            name = (path, identity, column.spec.name)
-            blocks = CachedBlocks(reader.block, bounds, cache, name, shape, dtype)
-            arrays[column.spec.name] = LazyRows(shape, dtype, blocks.read, blocks=blocks)
+        tensor = _lazy(groups, column, (start, cells, envs, stored), bounds, cache, identity)
+        if column.nullable:
+            bitmap = _lazy(
+                groups, column.validity(), (start, cells, envs, stored), bounds, cache, identity
+            )
+            tensor = _NullRows(tensor, bitmap, path, column.spec.name, nullable[column.spec.name])
+        arrays[column.spec.name] = tensor
+    for name, array in arrays.items():
+        if isinstance(array, _NullRows):
+            array.observations = arrays[name.removeprefix("next_")]
     return dataset_from_header(arrays, header, path), groups.close
+
+
+def _lazy(
+    groups: _Groups,
+    column: Column,
+    where: tuple[int, int, int, int],
+    bounds: np.ndarray | None,
+    cache: BlockCache | None,
+    identity: tuple[int, ...],
+) -> LazyRows:
+    """A column's ``(T, N, *feature)`` rows read lazily (through ``cache`` where given).
+
+    ``where``: the first cell's flat index, the cells, N, and the file's rows.
+    """
+    start, cells, envs, stored = where
+    shape = (cells // max(envs, 1), envs, *column.spec.shape)
+    dtype = np.dtype(column.spec.dtype)
+    reader = _TensorRows(groups, column, start, cells, envs, stored)
+    if cache is None or bounds is None:
+        return LazyRows(shape, dtype, reader.read)
+    name = (groups.path, identity, column.key)
+    blocks = CachedBlocks(reader.block, bounds, cache, name, shape, dtype)
+    return LazyRows(shape, dtype, blocks.read, blocks=blocks)
+
+
+def _nullable(header: dict[str, Any], path: Path) -> dict[str, bool]:
+    """The next-observation columns null where derived, each with its ``wrap``.
+
+    Raises:
+        SchemaError: The ``frames`` object is malformed.
+    """
+    forms = header.get("frames", {})
+    tensors = header.get("tensors")
+    if not isinstance(forms, dict) or not isinstance(tensors, dict):
+        raise SchemaError("malformed 'frames' object in metadata", path=path, key="frames")
+    out = {}
+    for name, form in forms.items():
+        if (
+            not isinstance(form, dict)
+            or form.get("form") != NULLS
+            or type(form.get("wrap")) is not bool
+            or name.partition("/")[0] != "next_observations"
+            or tensors.get(name) is None
+            or tensors.get(name) != tensors.get(name.removeprefix("next_"))
+        ):
+            raise SchemaError(
+                f'expected {{"form": "{NULLS}", "kept": a count, "wrap": a bool}} for a '
+                "tensor listed with its observations, of their kind",
+                path=path,
+                key=f"frames.{name}",
+            )
+        out[name] = bool(form["wrap"])
+    return out
+
+
+class _NullRows(LazyRows):
+    """A next-observation column null where derived: the observations one row on fill it.
+
+    ``stored`` holds any bytes at null cells, ``valid`` says which are stored. Row ``t``'s
+    null cells read ``observations[(t + 1) % T]``; without the wrap, a null in the last
+    row has nothing to be derived from and is refused.
+    """
+
+    def __init__(self, stored: LazyRows, valid: LazyRows, path: Path, name: str, wrap: bool):
+        super().__init__(stored.shape, stored.dtype, self._rows)
+        self.stored, self.valid, self.wrap = stored, valid, wrap
+        self.observations: Any = None  # set once every column is built
+        self._where = (path, name)
+
+    def _rows(self, start: int, stop: int) -> np.ndarray:
+        size = self.shape[0]
+        out = np.array(self.stored[start:stop])
+        valid = np.asarray(self.valid[start:stop])
+        if valid.all():
+            return out
+        self._check(stop == size and not valid[-1].all())
+        ahead = np.asarray(self.observations[start + 1 : min(stop + 1, size)])
+        if stop == size:
+            ahead = np.concatenate([ahead, np.asarray(self.observations[0:1])])
+        out[~valid] = ahead[~valid]
+        return out
+
+    def take(self, index: np.ndarray) -> np.ndarray:
+        """Rows ``index`` (any shape), their cells through ``take_cells``."""
+        wanted, rows = flat_rows(index, self.shape[0])
+        envs = self.shape[1]
+        cells = rows[:, None] * envs + np.arange(envs, dtype=np.int64)
+        return self.take_cells(cells).reshape(*wanted.shape, *self.shape[1:])
+
+    def take_cells(self, index: np.ndarray) -> np.ndarray:
+        """The cells at flat ``index``: stored ones, the rest from the observations one on."""
+        size, envs = self.shape[0], self.shape[1]
+        wanted, flat = flat_rows(index, size * envs)
+        out = np.array(gather_flat(self.stored, flat, envs))
+        null = ~np.asarray(gather_flat(self.valid, flat, envs), bool)
+        if null.any():
+            rows, columns = np.divmod(flat[null], envs)
+            self._check(bool((rows == size - 1).any()))
+            out[null] = gather_flat(self.observations, (rows + 1) % size * envs + columns, envs)
+        return out.reshape(*wanted.shape, *self.shape[2:])
+
+    def _check(self, last_row_null: bool) -> None:
+        if last_row_null and not self.wrap:
+            path, name = self._where
+            raise FormatError(
+                'null in the last row of a column that says "wrap": false; expected it stored',
+                path=path,
+                key=name,
+            )
 
 
 def _tensor_bounds(ends: np.ndarray, start: int, cells: int, envs: int) -> np.ndarray:
@@ -518,6 +697,9 @@ class _Groups:
         self._own: Any = None  # the decoding thread's handle on the file
         self._own_file: Any = None  # and the open file under it
         self._pid = os.getpid()  # a forked child decodes ahead on a thread of its own
+        # a nullable column's null bitmap of each group decoded, until it is asked for
+        self._bitmaps: dict[tuple[str, int], np.ndarray] = {}
+        self._bitmaps_lock = threading.Lock()
 
     def copy_rows(self, column: Column, first: int, stop: int, out: np.ndarray) -> None:
         """Copy stored rows ``first..stop`` of ``column`` to ``out``, a row group at a time."""
@@ -532,7 +714,7 @@ class _Groups:
 
     def group(self, column: Column, group: int, count: int) -> np.ndarray:
         """Group ``group`` (of ``count`` rows) of ``column``, decoded."""
-        name = column.spec.name
+        name = column.key
         with self._lock:
             kept = self._kept.get(name)
             if kept is not None and kept[0] == group:
@@ -578,6 +760,11 @@ class _Groups:
 
     def _decode(self, parquet: Any, column: Column, group: int, count: int) -> np.ndarray:
         name = column.spec.name
+        if column.encoding == VALID:  # taken when the cells were decoded, if they were
+            with self._bitmaps_lock:
+                bitmap = self._bitmaps.pop((name, group), None)
+            if bitmap is not None and len(bitmap) == count:
+                return bitmap
         if count * column.row_bytes > SLICE_BYTES:  # a smaller group never strains memory
             check_memory(count * column.row_bytes, self.path, name)
         try:
@@ -585,6 +772,10 @@ class _Groups:
             chunks = table.column(0)  # one chunk is taken as it is: combining copies it
             whole = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
             decoded = from_arrow(column, whole)
+            if column.nullable and column.encoding != VALID:
+                bitmap = from_arrow(column.validity(), whole)
+                with self._bitmaps_lock:
+                    self._bitmaps[name, group] = bitmap
         except Exception as e:
             if isinstance(e, ExpcliError) and not isinstance(e, InvalidValueError):
                 raise
@@ -629,6 +820,8 @@ class _TensorRows:
         spec = self.column.spec
         count = (stop - first) * self.envs
         fill = np.empty if self.stored == self.cells else np.zeros  # unstored cells: zeros
+        if self.column.encoding == VALID and self.stored != self.cells:
+            fill = np.ones  # unstored cells are zeros, stored as they are: not derived
         out = fill((count, *spec.shape), np.dtype(spec.dtype))
         # The cells are file rows lo.. on, wrapping once at most: two runs, never an index
         # per cell (for a flag, eight times the rows' own bytes).

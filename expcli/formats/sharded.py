@@ -193,13 +193,16 @@ class ShardWriter:
 
         position = len(self.manifest.shards)
         compression = self.manifest.header.get(COMPRESSION_KEY)
-        carry = write_shard(
+        carry, once = write_shard(
             shard,
             path,
             overwrite=True,
             compression=None if compression is None else str(compression),
             carry=self._carry(position - 1),
+            frames=self.frames,
         )
+        if once:
+            self.manifest.header["schema"] = FRAMES_SCHEMA
         self._carries[position] = carry
         size = regular_size(path)
         return ShardEntry(name, shard.memory_size, size, file_crc32(path), missing)
