@@ -79,7 +79,16 @@ def _frames(first: int) -> np.ndarray:
     return (np.arange(first * 64, (first + 1) * 64) % 251).astype(np.uint8).reshape(8, 8)
 
 
-@pytest.mark.parametrize("name", ["golden_frames.pt", "golden_frames.npz", "golden_frames.h5"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "golden_frames.pt",
+        "golden_frames.npz",
+        "golden_frames.h5",
+        "golden_frames.parquet",
+        "golden_frames_folder",
+    ],
+)
 def test_golden_file_of_the_once_form_reads_back_exactly(name: str) -> None:
     """Schema ``expcli/2`` (``tests/data/make_golden_frames.py``): next observations once."""
     dataset = load(DATA / name)

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from expcli.formats import Dataset, write_dataset
-from expcli.spec import CircularState
+from expcli.formats import Dataset, sharded, write_dataset
+from expcli.spec import CircularState, FramesForm
 
 HERE = Path(__file__).parent
-NAMES = ("golden_frames.pt", "golden_frames.npz", "golden_frames.h5")
+NAMES = ("golden_frames.pt", "golden_frames.npz", "golden_frames.h5", "golden_frames.parquet")
+FOLDER = "golden_frames_folder"
+"""npz shards of two rows each: each keeps its last row (no wrap)."""
 
 
 def golden_frames_dataset() -> Dataset:
@@ -47,6 +49,10 @@ def main() -> None:
     dataset = golden_frames_dataset()
     for name in NAMES:
         write_dataset(dataset, HERE / name, overwrite=True, frames="once")
+    row_bytes = sum(array[0].nbytes for array in dataset.tensors.values())
+    sharded.write(
+        dataset, HERE / FOLDER, overwrite=True, shard_bytes=2 * row_bytes, frames=FramesForm.ONCE
+    )
 
 
 if __name__ == "__main__":
