@@ -66,7 +66,7 @@ class ShardSink:
         manifest: A folder's manifest to go on from (``--resume``; its shard format kept).
         shard_format: A new folder's shards' format (None: npz).
         compression: A new folder's Parquet shards' compression (None: zstd).
-        frames: How its npz shards store next observations (``formats.frames``).
+        frames: How its shards store next observations (``formats.frames``).
     """
 
     def __init__(

@@ -14,6 +14,12 @@ that ``.npz`` and ``.h5`` files carry: circular state, tensor specs, env, spaces
 encoding of each column under ``expcli.parquet``, so a file alone says what it is. Floats
 are written plain (no dictionary, which could merge NaN payloads), zstd by default.
 
+Next observations stored once (``formats.frames``, schema ``expcli/2``): a next-observation
+column is null where its cell equals, byte for byte, the ``observations`` of the same ``env``
+one ``row`` on (row 0 after the last; never, in a shard, for its last row: ``"wrap": false``);
+the null bitmap is the index, and Parquet stores no value for a null. expcli fills the nulls
+on reading, lazily; readers other than expcli (polars, duckdb, HF ``datasets``) see them.
+
 pyarrow (``expcli[parquet]``, at least 14.0.1: CVE-2023-47248) is imported only when a
 Parquet file is read or written. Reading trusts nothing in the file to build objects: the
 columns must have exactly the plain Arrow types the header's specs give.

@@ -8,12 +8,13 @@ name, fsynced and renamed; then the manifest (``_manifest``) is replaced the sam
 reader trusts the manifest alone, so a writer killed at any moment leaves a folder that
 opens and holds every shard completed before the kill.
 
-An npz shard stores its next observations once (``formats.frames``, ``FramesForm.ONCE``,
-the default) over its own rows: row ``t``'s successor is the shard's row ``t + 1``, and its
-last row's cells are all kept (their successor is the next shard's first row, which may
-not be written yet: a shard never depends on another). The manifest's schema is then
-``FRAMES_SCHEMA``, so that a reader of ``expcli/1`` alone refuses the folder; a folder
-may hold shards of either form (a ``--resume`` with another ``--frames``).
+A shard (npz or Parquet) stores its next observations once (``formats.frames``,
+``FramesForm.ONCE``, the default) over its own rows: row ``t``'s successor is the shard's
+row ``t + 1``, and its last row's cells are all kept (their successor is the next shard's
+first row, which may not be written yet: a shard never depends on another). The
+manifest's schema is then ``FRAMES_SCHEMA``, so that a reader of ``expcli/1`` alone refuses
+the folder; a folder may hold shards of either form (a ``--resume`` with another
+``--frames``).
 
 Shards may instead be Parquet files (``shard-000000.parquet``, the manifest's
 ``shard_format``), each a complete expcli Parquet file whose bookkeeping columns
@@ -106,7 +107,9 @@ _CARD_TEXT = """# An expcli dataset: Parquet shards
 
 One row per transition, in the order collected: `index`, `episode_index`, `frame_index`,
 `env`, `row`, then one column per tensor (`observations`, `actions`, `rewards`,
-`terminated`, `truncated`, ...). `manifest.json` lists the complete shards (a reader of
+`terminated`, `truncated`, ...). `next_observations` is null where it is the
+`observations` of the next `row` of the same `env` (stored once). `manifest.json` lists the
+complete shards (a reader of
 the glob `shard-*.parquet` sees the same rows once a run has ended); each shard's footer
 holds the whole expcli metadata. Written by expcli; `expcli inspect` describes it.
 
@@ -131,7 +134,7 @@ class ShardWriter:
             one read back to go on.
         state: The circular state to record; None for a run's rows in order (full once
             there is a row).
-        frames: How npz shards store next observations (``formats.frames``).
+        frames: How shards store next observations (``formats.frames``).
     """
 
     def __init__(
