@@ -58,7 +58,10 @@ def _open_pt(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Close
 
 
 def _native_writer(fmt: str) -> Writer:
-    """The writer of pt, npz or HDF5 files: it takes ``frames`` (``FormatRow.frames``)."""
+    """The writer of pt, npz, HDF5 or Parquet files, or of a sharded folder.
+
+    It takes ``frames`` (``FormatRow.frames``).
+    """
 
     def write(
         dataset: Dataset,
@@ -76,6 +79,16 @@ def _native_writer(fmt: str) -> Writer:
             from expcli.formats import npz_format
 
             npz_format.write(dataset, path, overwrite=overwrite, frames=frames)
+        elif fmt == "parquet":
+            from expcli.formats import parquet_format
+
+            parquet_format.write(
+                dataset, path, overwrite=overwrite, compression=compression, frames=frames
+            )
+        elif fmt == SHARDED_FOLDER:
+            from expcli.formats import sharded
+
+            sharded.write(dataset, path, overwrite=overwrite, frames=frames)
         else:
             from expcli.formats import hdf5_format
 
@@ -188,19 +201,6 @@ def _open_parquet(
     return parquet_format.open_lazy(path, num_envs=num_envs, cache=cache)
 
 
-def _write_parquet(
-    dataset: Dataset,
-    path: Path,
-    *,
-    overwrite: bool,
-    compression: str | None,
-    frames: FramesForm = FramesForm.FULL,
-) -> None:
-    from expcli.formats import parquet_format
-
-    parquet_format.write(dataset, path, overwrite=overwrite, compression=compression, frames=frames)
-
-
 # ------------------------------------------------------------------ sharded folder
 
 
@@ -216,19 +216,6 @@ def _open_folder(
     from expcli.formats import sharded
 
     return sharded.open_lazy(path, num_envs=num_envs, cache=cache)
-
-
-def _write_folder(
-    dataset: Dataset,
-    path: Path,
-    *,
-    overwrite: bool,
-    compression: str | None,
-    frames: FramesForm = FramesForm.FULL,
-) -> None:
-    from expcli.formats import sharded
-
-    sharded.write(dataset, path, overwrite=overwrite, frames=frames)
 
 
 def write_shards(
@@ -313,7 +300,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         (".parquet",),
         "a Parquet file",
         _read_parquet,
-        _write_parquet,
+        _native_writer("parquet"),
         _open_parquet,
         sniff=is_parquet,
         compresses=True,
@@ -329,7 +316,7 @@ FORMAT_ROWS: tuple[FormatRow, ...] = (
         (),
         "a sharded dataset folder",
         _read_folder,
-        _write_folder,
+        _native_writer(SHARDED_FOLDER),
         _open_folder,
         caches=True,
         frames=True,

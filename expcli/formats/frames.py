@@ -43,6 +43,7 @@ __all__ = [
     "encode",
     "frame_pairs",
     "kept_cells",
+    "rows_by_cells",
     "sparse_members",
     "stored_once",
 ]
@@ -345,10 +346,7 @@ class DerivedRows(LazyRows):
 
     def take(self, index: np.ndarray) -> np.ndarray:
         """Rows ``index`` (any shape), as ``LazyRows.take``: their cells through ``take_cells``."""
-        wanted, rows = flat_rows(index, self.shape[0])
-        envs = self.shape[1]
-        cells = rows[:, None] * envs + np.arange(envs, dtype=np.int64)
-        return self.take_cells(cells).reshape(*wanted.shape, *self.shape[1:])
+        return rows_by_cells(self, index)
 
     def take_cells(self, index: np.ndarray) -> np.ndarray:
         """The cells at flat ``index``: observation cells one step on, kept cells over them."""
@@ -361,6 +359,14 @@ class DerivedRows(LazyRows):
         if hit.any():
             out[hit] = _take(self.kept, at[hit])
         return out.reshape(*wanted.shape, *self.shape[2:])
+
+
+def rows_by_cells(tensor: Any, index: np.ndarray) -> np.ndarray:
+    """Rows ``index`` (any shape) of a derived tensor, gathered cell by cell (``take_cells``)."""
+    wanted, rows = flat_rows(index, tensor.shape[0])
+    envs = tensor.shape[1]
+    cells = rows[:, None] * envs + np.arange(envs, dtype=np.int64)
+    return np.asarray(tensor.take_cells(cells)).reshape(*wanted.shape, *tensor.shape[1:])
 
 
 def _take(array: Any, index: np.ndarray) -> np.ndarray:

@@ -74,7 +74,7 @@ from expcli.formats._parquet_columns import (
 )
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.dataset import Dataset
-from expcli.formats.frames import frame_pairs, kept_cells
+from expcli.formats.frames import frame_pairs, kept_cells, rows_by_cells
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows
 from expcli.formats.row_gather import flat_rows, gather_flat
@@ -642,10 +642,7 @@ class _NullRows(LazyRows):
 
     def take(self, index: np.ndarray) -> np.ndarray:
         """Rows ``index`` (any shape), their cells through ``take_cells``."""
-        wanted, rows = flat_rows(index, self.shape[0])
-        envs = self.shape[1]
-        cells = rows[:, None] * envs + np.arange(envs, dtype=np.int64)
-        return self.take_cells(cells).reshape(*wanted.shape, *self.shape[1:])
+        return rows_by_cells(self, index)
 
     def take_cells(self, index: np.ndarray) -> np.ndarray:
         """The cells at flat ``index``: stored ones, the rest from the observations one on."""

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from expcli import convert, load, save
 from expcli.errors import SchemaError
 from expcli.formats import open_lazy, write_dataset
+from expcli.formats.block_cache import BlockCache
 from expcli.formats.dataset import Dataset
 from expcli.formats.frames import PREFIX, DerivedRows, kept_cells
 from expcli.spec import FRAMES_SCHEMA, SCHEMA, CircularState
@@ -89,9 +90,14 @@ def written(dataset: Dataset, folder: Path, suffix: str, frames: str) -> Path:
     return path
 
 
-def check_lazy(path: Path, dataset: Dataset, rng: np.random.Generator) -> None:
-    """``open_lazy``: whole tensors, slices, ``take`` and ``take_cells`` as numpy's."""
-    lazy, close = open_lazy(path)
+def check_lazy(
+    path: Path, dataset: Dataset, rng: np.random.Generator, cache: BlockCache | None = None
+) -> None:
+    """``open_lazy``: whole tensors, slices, ``take`` and ``take_cells`` as numpy's.
+
+    ``cache``: the block cache the tensors read through (a sampler's), if any.
+    """
+    lazy, close = open_lazy(path, cache=cache)
     try:
         for name, expected in dataset.tensors.items():
             got = lazy.tensors[name]

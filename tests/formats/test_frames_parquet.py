@@ -14,16 +14,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, settings
 
 from expcli import load
 from expcli.errors import FormatError
 from expcli.formats import open_lazy, sharded, write_dataset
 from expcli.formats.block_cache import BlockCache
-from expcli.formats.dataset import Dataset
 from expcli.spec import FRAMES_SCHEMA, SCHEMA, CircularState, FramesForm
 from tests.formats.test_frames import check_lazy, frame_dataset, same_bytes
+from tests.formats.test_frames_shards import FOLDER_CASES, folder_case
 
 pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow cannot be installed on this Python")
 
@@ -34,39 +33,14 @@ def footer(path: Path) -> dict[str, object]:
     return loaded
 
 
-def check_cached(path: Path, dataset: Dataset, rng: np.random.Generator) -> None:
-    """Gathers through a block cache (a sampler's reads) give numpy's cells."""
-    lazy, close = open_lazy(path, cache=BlockCache(1 << 20))
-    try:
-        for name, expected in dataset.tensors.items():
-            size, envs = expected.shape[:2]
-            cells = rng.integers(0, size * envs, 7)
-            flat = expected.reshape(size * envs, *expected.shape[2:])
-            assert same_bytes(lazy.tensors[name].take_cells(cells), flat[cells]), name
-            assert same_bytes(lazy.tensors[name], expected), name
-    finally:
-        close()
-
-
 @settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(
-    size=st.integers(1, 9),
-    envs=st.integers(1, 3),
-    changed=st.sampled_from([0.0, 0.1, 0.5]),
-    leaves=st.booleans(),
-    shard_rows=st.integers(1, 4),
-    wrapped=st.booleans(),
-    seed=st.integers(0, 2**32 - 1),
-)
+@FOLDER_CASES
 def test_parquet_once_reads_back_as_the_full_form(
     size: int, envs: int, changed: float, leaves: bool, shard_rows: int, wrapped: bool, seed: int
 ) -> None:
-    rng = np.random.default_rng(seed)
-    state = CircularState(int(rng.integers(0, size)), 0, filled=True) if wrapped else None
-    dataset = frame_dataset(rng, size, envs, changed, leaves=leaves, state=state)
-    row_bytes = sum(a[0].nbytes for a in dataset.tensors.values())
+    dataset, rng, row_bytes = folder_case(size, envs, changed, leaves, wrapped, seed)
     with tempfile.TemporaryDirectory() as tmp:
         file = Path(tmp) / "data.parquet"
         folder = Path(tmp) / "shards"
@@ -85,7 +59,7 @@ def test_parquet_once_reads_back_as_the_full_form(
             for name, expected in dataset.tensors.items():
                 assert same_bytes(back.tensors[name], expected), (path.name, name)
             check_lazy(path, dataset, rng)
-        check_cached(file, dataset, rng)
+        check_lazy(file, dataset, rng, BlockCache(1 << 20))
         forms = footer(file).get("frames", {})
         assert isinstance(forms, dict)
         assert all(form["wrap"] is True for form in forms.values())

@@ -22,6 +22,7 @@ from expcli import load
 from expcli.cli.app import app
 from expcli.errors import SchemaError
 from expcli.formats import sharded
+from expcli.formats.dataset import Dataset
 from expcli.formats.frames import PREFIX, encode
 from expcli.formats.header import encode_header
 from expcli.formats.npz_format import write_members
@@ -39,11 +40,8 @@ def shard_headers(folder: Path) -> list[dict[str, object]]:
     return out
 
 
-@settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(
-    size=st.integers(1, 12),
+FOLDER_CASES = given(
+    size=st.integers(1, 10),
     envs=st.integers(1, 3),
     changed=st.sampled_from([0.0, 0.1, 0.5]),
     leaves=st.booleans(),
@@ -51,13 +49,27 @@ def shard_headers(folder: Path) -> list[dict[str, object]]:
     wrapped=st.booleans(),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_a_once_folder_reads_back_as_the_full_form(
-    size: int, envs: int, changed: float, leaves: bool, shard_rows: int, wrapped: bool, seed: int
-) -> None:
+"""Datasets of frames and rows per shard: wraps, several env columns, leaves, NaN payloads."""
+
+
+def folder_case(
+    size: int, envs: int, changed: float, leaves: bool, wrapped: bool, seed: int
+) -> tuple[Dataset, np.random.Generator, int]:
+    """The dataset of a ``FOLDER_CASES`` draw, its generator, and the bytes of one row."""
     rng = np.random.default_rng(seed)
     state = CircularState(int(rng.integers(0, size)), 0, filled=True) if wrapped else None
     dataset = frame_dataset(rng, size, envs, changed, leaves=leaves, state=state)
-    row_bytes = sum(a[0].nbytes for a in dataset.tensors.values())
+    return dataset, rng, sum(a[0].nbytes for a in dataset.tensors.values())
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@FOLDER_CASES
+def test_a_once_folder_reads_back_as_the_full_form(
+    size: int, envs: int, changed: float, leaves: bool, shard_rows: int, wrapped: bool, seed: int
+) -> None:
+    dataset, rng, row_bytes = folder_case(size, envs, changed, leaves, wrapped, seed)
     with tempfile.TemporaryDirectory() as tmp:
         folders = {}
         for frames in ("once", "full"):
