@@ -37,13 +37,13 @@ from expcli.spec import FRAMES_SCHEMA, SUPPORTED_DTYPES, FramesForm
 __all__ = [
     "FRAMES_CELL_BYTES",
     "PREFIX",
+    "ByCells",
     "DerivedRows",
     "StoredOnce",
     "derive",
     "encode",
     "frame_pairs",
     "kept_cells",
-    "rows_by_cells",
     "sparse_members",
     "stored_once",
 ]
@@ -311,7 +311,22 @@ def stored_once(tensors: Mapping[str, object]) -> dict[str, StoredOnce]:
     return out
 
 
-class DerivedRows(LazyRows):
+class ByCells(LazyRows):
+    """A derived tensor: its rows are gathered cell by cell, through ``take_cells``."""
+
+    def take(self, index: np.ndarray) -> np.ndarray:
+        """Rows ``index`` (any shape), as ``LazyRows.take``: their cells through ``take_cells``."""
+        wanted, rows = flat_rows(index, self.shape[0])
+        envs = self.shape[1]
+        cells = rows[:, None] * envs + np.arange(envs, dtype=np.int64)
+        return self.take_cells(cells).reshape(*wanted.shape, *self.shape[1:])
+
+    def take_cells(self, index: np.ndarray) -> np.ndarray:
+        """The cells at flat ``index`` (any shape)."""
+        raise NotImplementedError
+
+
+class DerivedRows(ByCells):
     """A next-observation tensor rebuilt from the observations and its kept cells.
 
     Row ``t`` is ``observations[(t + 1) % T]`` with the kept cells of that row written over
@@ -344,10 +359,6 @@ class DerivedRows(LazyRows):
             flat[self.cells[lo:hi] - start * envs] = np.asarray(self.kept[int(lo) : int(hi)])
         return out
 
-    def take(self, index: np.ndarray) -> np.ndarray:
-        """Rows ``index`` (any shape), as ``LazyRows.take``: their cells through ``take_cells``."""
-        return rows_by_cells(self, index)
-
     def take_cells(self, index: np.ndarray) -> np.ndarray:
         """The cells at flat ``index``: observation cells one step on, kept cells over them."""
         size, envs = self.shape[0], self.shape[1]
@@ -359,14 +370,6 @@ class DerivedRows(LazyRows):
         if hit.any():
             out[hit] = _take(self.kept, at[hit])
         return out.reshape(*wanted.shape, *self.shape[2:])
-
-
-def rows_by_cells(tensor: Any, index: np.ndarray) -> np.ndarray:
-    """Rows ``index`` (any shape) of a derived tensor, gathered cell by cell (``take_cells``)."""
-    wanted, rows = flat_rows(index, tensor.shape[0])
-    envs = tensor.shape[1]
-    cells = rows[:, None] * envs + np.arange(envs, dtype=np.int64)
-    return np.asarray(tensor.take_cells(cells)).reshape(*wanted.shape, *tensor.shape[1:])
 
 
 def _take(array: Any, index: np.ndarray) -> np.ndarray:

@@ -74,7 +74,7 @@ from expcli.formats._parquet_columns import (
 )
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.dataset import Dataset
-from expcli.formats.frames import frame_pairs, kept_cells, rows_by_cells
+from expcli.formats.frames import ByCells, frame_pairs, kept_cells
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows
 from expcli.formats.row_gather import flat_rows, gather_flat
@@ -613,7 +613,7 @@ def _nullable(header: dict[str, Any], path: Path) -> dict[str, bool]:
     return out
 
 
-class _NullRows(LazyRows):
+class _NullRows(ByCells):
     """A next-observation column null where derived: the observations one row on fill it.
 
     ``stored`` holds any bytes at null cells, ``valid`` says which are stored. Row ``t``'s
@@ -639,10 +639,6 @@ class _NullRows(LazyRows):
             ahead = np.concatenate([ahead, np.asarray(self.observations[0:1])])
         out[~valid] = ahead[~valid]
         return out
-
-    def take(self, index: np.ndarray) -> np.ndarray:
-        """Rows ``index`` (any shape), their cells through ``take_cells``."""
-        return rows_by_cells(self, index)
 
     def take_cells(self, index: np.ndarray) -> np.ndarray:
         """The cells at flat ``index``: stored ones, the rest from the observations one on."""

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
 
 from expcli import load
 from expcli.errors import FormatError
@@ -22,7 +21,7 @@ from expcli.formats import open_lazy, sharded, write_dataset
 from expcli.formats.block_cache import BlockCache
 from expcli.spec import FRAMES_SCHEMA, SCHEMA, CircularState, FramesForm
 from tests.formats.test_frames import check_lazy, frame_dataset, same_bytes
-from tests.formats.test_frames_shards import FOLDER_CASES, folder_case
+from tests.formats.test_frames_shards import folder_case, folder_cases
 
 pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow cannot be installed on this Python")
 
@@ -33,10 +32,7 @@ def footer(path: Path) -> dict[str, object]:
     return loaded
 
 
-@settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@FOLDER_CASES
+@folder_cases
 def test_parquet_once_reads_back_as_the_full_form(
     size: int, envs: int, changed: float, leaves: bool, shard_rows: int, wrapped: bool, seed: int
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,7 @@ def shard_headers(folder: Path) -> list[dict[str, object]]:
     return out
 
 
-FOLDER_CASES = given(
+_CASES = given(
     size=st.integers(1, 10),
     envs=st.integers(1, 3),
     changed=st.sampled_from([0.0, 0.1, 0.5]),
@@ -49,7 +50,14 @@ FOLDER_CASES = given(
     wrapped=st.booleans(),
     seed=st.integers(0, 2**32 - 1),
 )
-"""Datasets of frames and rows per shard: wraps, several env columns, leaves, NaN payloads."""
+
+
+def folder_cases(test: Callable[..., None]) -> Callable[..., None]:
+    """Run ``test`` on drawn frames and shard sizes: wraps, env columns, leaves, NaN payloads."""
+    runs = settings(
+        max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+    return runs(_CASES(test))
 
 
 def folder_case(
@@ -62,10 +70,7 @@ def folder_case(
     return dataset, rng, sum(a[0].nbytes for a in dataset.tensors.values())
 
 
-@settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@FOLDER_CASES
+@folder_cases
 def test_a_once_folder_reads_back_as_the_full_form(
     size: int, envs: int, changed: float, leaves: bool, shard_rows: int, wrapped: bool, seed: int
 ) -> None:
