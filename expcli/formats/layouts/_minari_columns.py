@@ -172,7 +172,7 @@ def scan_folder(data: Path, meta: dict[str, Any]) -> tuple[Dataset, Callable[[],
     state = CircularState(0, 0, filled=True) if tensors else CircularState()
     dataset = Dataset(tensors, state, metadata)
     dataset.validate(data)
-    return dataset, lambda: None
+    return dataset, decoded.clear
 
 
 def mark_seams(
@@ -563,6 +563,13 @@ class _Decoded:
         if len(names) >= self._readers[key[1]]:
             del self._kept[key]
             self._held -= rows.nbytes
+
+    def clear(self) -> None:
+        """Let go of the rows kept and the files mapped (the folder's closer)."""
+        with self._lock:
+            self._kept.clear()
+            self._mapped.clear()
+            self._held = self._mapped_bytes = 0
 
     def _table(self, number: int) -> Any:
         """An Arrow IPC episode's mapped table, kept for its other leaves (None: Parquet).
