@@ -27,9 +27,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def _time_sharing() -> None:
     """Run each test, and so the collect it starts, under the normal scheduling policy.
 
-    Seen here twice: the xdist worker running this file was SCHED_FIFO 99, set from outside
-    the suite; the hanging env's workers inherited it, and their busy loops held both cores
-    for good, the test's own signal included.
+    Seen here: the xdist worker running this file had been made SCHED_FIFO 99 by SVT-AV1,
+    which does that to a root thread opening an encoder, in an earlier file's video write
+    (``_lerobot_video`` now puts the policy back); the hanging env's workers inherited it,
+    and their busy loops held both cores for good, the test's own signal included.
     """
     normal = (os.SCHED_OTHER, os.SCHED_BATCH, os.SCHED_IDLE)
     if hasattr(os, "sched_getscheduler") and os.sched_getscheduler(0) not in normal:
