@@ -1,19 +1,31 @@
 """Benchmark the minari layout's parquet and arrow storage against pyarrow on the same arrays.
 
-What it measures
+What it measures (medians of ``--repeats`` runs; MB/s of the dataset's tensors; ratios are
+the reference's time over expcli's, higher is better for expcli):
+
+write
     ``expcli.convert`` of an expcli folder (npz shards) of about ``--mib`` MiB to
-    ``--layout minari --to parquet`` (and ``arrow``) and back to an expcli folder, against
-    pyarrow writing and reading the same episode tables itself: ``pq.write_table`` /
-    ``pq.read_table`` (and ``pa.ipc`` files) of the tables in the folder expcli wrote, one
-    file per episode, in the same settings. The data: one env column of 4 KiB uint8
-    observations (mostly zeros, as frames), next observations the next rows, episodes of
-    1000 steps. Medians of ``--repeats`` runs, MB/s of the dataset's bytes, ratios
-    against pyarrow (higher is better for expcli). expcli's "read" is a whole conversion
-    back (decoding every episode and writing npz shards); pyarrow's reads every column to
-    numpy and writes nothing.
+    ``--layout minari --to parquet`` (or ``arrow``), against pyarrow writing the same
+    episode tables itself (``pq.write_table`` / an ``pa.ipc`` file per episode, in the
+    same settings).
+read
+    ``open_lazy`` of the minari folder and every tensor read by slices of 16 MiB (what a
+    conversion reads; one slice read ahead on a thread): observations, next observations,
+    actions, rewards and the flags, each a new array. Against pyarrow reading every
+    episode file (``pq.read_table``, threads on; an IPC file through ``pa.OSFile``) and
+    every leaf ``to_numpy`` ("views": half the bytes, as observations and next
+    observations are one column, and no copy), and the same plus every tensor expcli gives
+    copied out of those views ("tensors": the same bytes as expcli's, in a new array).
+convert
+    ``expcli.convert`` of the minari folder to an expcli folder (npz shards of 128 MiB),
+    against converting the source expcli folder to another (the same writer; its mapped
+    shards cost about nothing to read): what is left is the minari read's share.
+
+The data: one env column of 4 KiB uint8 observations (mostly zeros, as frames), next
+observations the next rows, episodes of 1000 steps.
 
 Run it
-    python benchmarks/minari_columnar.py [--mib 1024] [--repeats 1]
+    python benchmarks/minari_columnar.py [--mib 1024] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's expcli
 from _report import fmt_ratio, load_average, peak_rss_kib, version
 from parquet import timed
 
@@ -93,7 +106,8 @@ def pyarrow_write(tables: list[Any], folder: Path, storage: str) -> None:
             out.write_table(table, max_chunksize=len(table))
 
 
-def pyarrow_read(folder: Path, storage: str) -> None:
+def pyarrow_read(folder: Path, storage: str, tensors: bool) -> None:
+    """Read every episode file and its leaves as numpy; ``tensors``: copy out expcli's."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -103,10 +117,41 @@ def pyarrow_read(folder: Path, storage: str) -> None:
         else:
             with pa.ipc.open_file(pa.OSFile(str(path))) as reader:
                 table = reader.read_all()
-        for name in table.column_names:  # as numpy, as expcli gives them
+        for name in table.column_names:
             array = table.column(name).combine_chunks()
             flat = array.flatten() if hasattr(array, "flatten") else array
-            flat.to_numpy(zero_copy_only=False)
+            values = flat.to_numpy(zero_copy_only=False)
+            if tensors:  # one row per step; observations twice, from rows 0 and 1 on
+                rows = values.reshape(len(array), -1)
+                for first in (0, 1) if name == "observations" else (0,):
+                    rows[first : first + len(array) - 1].copy()
+
+
+def expcli_read(folder: Path, in_turn: bool) -> None:
+    """Every tensor of the minari folder by slices of 16 MiB, each a new array.
+
+    ``in_turn``: a slice of each tensor in turn (16 MiB together: as ``load`` and
+    ``inspect`` read), else each tensor whole before the next (as a conversion to one
+    file reads).
+    """
+    from expcli.formats import open_lazy
+    from expcli.formats.lazy import SLICE_BYTES
+
+    data, close = open_lazy(folder)
+    lazy = [t for t in data.tensors.values() if not isinstance(t, np.ndarray)]
+    try:
+        if in_turn:
+            step = SLICE_BYTES // sum(t.nbytes // len(t) for t in lazy)
+            for start in range(0, len(lazy[0]), step):
+                for tensor in lazy:
+                    tensor[start : start + step]
+            return
+        for tensor in lazy:
+            step = SLICE_BYTES // (tensor.nbytes // len(tensor))
+            for start in range(0, len(tensor), step):
+                tensor[start : start + step]
+    finally:
+        close()
 
 
 def main() -> None:
@@ -125,34 +170,43 @@ def main() -> None:
         size = sum(a.nbytes for a in data.tensors.values())
         source = save(data, folder / "run", "folder")
         del data
-        print(f"{'storage':8} {'direction':10} {'expcli s':>9} {'pyarrow s':>9} {'MB/s':>7} ratio")
+        back = folder / "back"
+
+        def to_folder(source: Path) -> None:
+            shutil.rmtree(back, ignore_errors=True)
+            convert(source, back, to="folder")
+
+        folder_s = timed(partial(to_folder, source), args.repeats)
+        print(f"{'storage':8} {'step':8} {'expcli s':>9} {'MB/s':>6} {'ref s':>7} ratio  reference")
         for storage in ("parquet", "arrow"):
-            target, back = folder / f"m-{storage}", folder / "back"
+            target = folder / f"m-{storage}"
 
             def to_minari(storage: str = storage, target: Path = target) -> None:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", UserWarning)
                     convert(source, target, layout="minari", to=storage)
 
-            def from_minari(target: Path = target, back: Path = back) -> None:
-                shutil.rmtree(back, ignore_errors=True)
-                convert(target, back, to="folder")
-
             write_s = timed(to_minari, args.repeats)
-            read_s = timed(from_minari, args.repeats)
             tables = episode_tables(target, storage)
             reference = folder / "ref"
             ref_write = timed(partial(pyarrow_write, tables, reference, storage), args.repeats)
             tables.clear()
-            ref_read = timed(partial(pyarrow_read, reference, storage), args.repeats)
-            for direction, ours, theirs in (
-                ("write", write_s, ref_write),
-                ("read", read_s, ref_read),
+            data_dir = target / "data"
+            in_turn = timed(partial(expcli_read, target, True), args.repeats)
+            read_s = timed(partial(expcli_read, target, False), args.repeats)
+            views = timed(partial(pyarrow_read, data_dir, storage, False), args.repeats)
+            copied = timed(partial(pyarrow_read, data_dir, storage, True), args.repeats)
+            convert_s = timed(partial(to_folder, target), args.repeats)
+            for step, ours, theirs, what in (
+                ("write", write_s, ref_write, "pyarrow writes the episode tables"),
+                ("read", in_turn, views, "pyarrow read + to_numpy (views); in turn"),
+                ("read", in_turn, copied, "pyarrow read + to_numpy + tensors copied; in turn"),
+                ("read", read_s, copied, "pyarrow read + to_numpy + tensors copied; one by one"),
+                ("convert", convert_s, folder_s, "expcli folder -> npz folder"),
             ):
-                rate = size / ours / 1e6
                 print(
-                    f"{storage:8} {direction:10} {ours:9.2f} {theirs:9.2f} {rate:7.0f} "
-                    f"{fmt_ratio(theirs / ours)}"
+                    f"{storage:8} {step:8} {ours:9.2f} {size / ours / 1e6:6.0f} {theirs:7.2f} "
+                    f"{fmt_ratio(theirs / ours):6} {what}"
                 )
             shutil.rmtree(target)
             shutil.rmtree(reference)

@@ -23,6 +23,20 @@ from tests.envs.misbehaving_ids import MISBEHAVING_ID
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def _time_sharing() -> None:
+    """Run each test, and so the collect it starts, under the normal scheduling policy.
+
+    Seen here: the xdist worker running this file had been made SCHED_FIFO 99 by SVT-AV1,
+    which does that to a root thread opening an encoder, in an earlier file's video write
+    (``_lerobot_video`` now puts the policy back); the hanging env's workers inherited it,
+    and their busy loops held both cores for good, the test's own signal included.
+    """
+    normal = (os.SCHED_OTHER, os.SCHED_BATCH, os.SCHED_IDLE)
+    if hasattr(os, "sched_getscheduler") and os.sched_getscheduler(0) not in normal:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+
 def _start(
     out: Path, mode: str, *env: str
 ) -> tuple[subprocess.Popen[str], list[str], threading.Event, threading.Thread]:

@@ -43,7 +43,7 @@ EXPCLI = "meta/expcli.json"
 
 _CACHE_BYTES = 8 << 20
 _BLOCK_FRAMES = 1 << 20  # frames whose episode index or flags one read takes
-_OPEN_FILES = 2  # data files kept open, their footers parsed
+_FOOTER_BYTES = 3 << 20  # footers (as stored) of the data files kept open: ~10x that parsed
 _BOOK_CELLS = 1 << 16  # cells a read places at once (their frame numbers: 8 bytes each)
 
 
@@ -241,9 +241,11 @@ class Cells:
 class _GroupCache:
     """The data files' row groups, a few decoded ones kept (about ``_CACHE_BYTES``).
 
-    Of each file only its row groups' row counts are held; at most ``_OPEN_FILES`` files
-    are open at once (each keeps its parsed footer: about 8 KB per row group, and LeRobot
-    writes a row group per episode), and one opened again must have the same row groups.
+    Of each file only its row groups' row counts are held. An open file keeps its parsed
+    footer (about 10 KB a row group, and LeRobot writes a row group per episode), so files
+    are kept open while their footers total ``_FOOTER_BYTES`` as stored (one at least): an
+    expcli folder of several env columns has each column's episodes in other files, and a
+    slice of rows reads from all of them. A file opened again must have the same row groups.
     """
 
     def __init__(self, groups: list[list[int]], paths: list[Path]) -> None:
@@ -256,7 +258,8 @@ class _GroupCache:
                 starts.append(starts[-1] + count)
         self.starts = np.asarray(starts, np.int64)
         self._groups = [len(rows) for rows in groups]
-        self._open: OrderedDict[int, Any] = OrderedDict()
+        self._open: OrderedDict[int, tuple[Any, int]] = OrderedDict()  # file, footer bytes
+        self._footers = 0
         self._kept: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()  # readers ahead share the files and the kept groups
@@ -279,13 +282,14 @@ class _GroupCache:
             self._kept.clear()
             self._bytes = 0
             self._open.clear()
+            self._footers = 0
 
     def _file(self, number: int) -> Any:
-        """Data file ``number``, open (the least recently read closed past ``_OPEN_FILES``)."""
+        """Data file ``number``, open (the least recently read closed past ``_FOOTER_BYTES``)."""
         found = self._open.get(number)
         if found is not None:
             self._open.move_to_end(number)
-            return found
+            return found[0]
         parquet, _ = open_data_file(self._paths[number])
         if parquet.metadata.num_row_groups != self._groups[number]:
             raise FormatError(
@@ -293,9 +297,11 @@ class _GroupCache:
                 f"{self._groups[number]} when the folder was opened",
                 path=self._paths[number],
             )
-        self._open[number] = parquet
-        while len(self._open) > _OPEN_FILES:
-            self._open.popitem(last=False)
+        footer = int(parquet.metadata.serialized_size)
+        self._open[number] = (parquet, footer)
+        self._footers += footer
+        while self._footers > _FOOTER_BYTES and len(self._open) > 1:
+            self._footers -= self._open.popitem(last=False)[1][1]
         return parquet
 
     def _group(self, feature: Feature, group: int) -> np.ndarray:

@@ -34,6 +34,7 @@ import os
 import re
 import string
 import threading
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Protocol
@@ -482,12 +483,15 @@ class VideoWriter:
     def write(self, feature: Feature, frames: np.ndarray) -> None:
         """Encode frames ``(n, H, W, 3)`` uint8 of ``feature``, after those written."""
         container, stream, _ = self._open[feature.name]
-        for frame in frames:
-            picture = self._av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
-            picture.pts = self._frames[feature.name]
-            picture.time_base = Fraction(1, self._fps)
-            container.mux(stream.encode(picture))
-            self._frames[feature.name] += 1
+        with _own_scheduling():
+            for frame in frames:
+                picture = self._av.VideoFrame.from_ndarray(
+                    np.ascontiguousarray(frame), format="rgb24"
+                )
+                picture.pts = self._frames[feature.name]
+                picture.time_base = Fraction(1, self._fps)
+                container.mux(stream.encode(picture))
+                self._frames[feature.name] += 1
 
     def episode_columns(self) -> dict[str, Any]:
         """The ``meta/episodes`` video columns of the episode just written."""
@@ -549,5 +553,25 @@ class VideoWriter:
 
     def _close(self, name: str) -> None:
         container, stream, _ = self._open.pop(name)
-        container.mux(stream.encode(None))
-        container.close()
+        with _own_scheduling():
+            container.mux(stream.encode(None))
+            container.close()
+
+
+@contextlib.contextmanager
+def _own_scheduling() -> Iterator[None]:
+    """Put the calling thread's scheduling policy back after calls into an encoder.
+
+    SVT-AV1 (libSvtAv1Enc 4.1, in PyAV 18's wheels), run by root, makes the thread that
+    opens an encoder SCHED_FIFO priority 99: the whole process stayed so after a write,
+    and the processes it started inherited it (a busy env then held a core for good).
+    """
+    if not hasattr(os, "sched_getscheduler"):
+        yield
+        return
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        yield
+    finally:
+        if os.sched_getscheduler(0) != policy:
+            os.sched_setscheduler(0, policy, param)

@@ -3,10 +3,14 @@
 Scanning a folder opens every episode file once: its schema must give the same leaves as
 the first episode's (names, shapes, dtypes), and its flags are read (a byte a step: episode
 ends and seams need them). Each tensor is then a ``ConcatRows`` over the episodes; an
-episode's rows of a tensor are decoded when a slice or a gather first touches them, the
-file opened for that and closed again, and the last episode decoded kept per tensor, so
-that memory holds about one episode of each tensor whatever the folder's size. Only plain
-Arrow types are read (no extension type, no binary): JPEG-encoded images are refused.
+episode's rows of a tensor are decoded when a slice or a gather first touches them (a
+Parquet leaf decoded alone, an Arrow IPC file mapped: its columns are views, not copies),
+the file opened for that and closed again, and the last episode decoded kept per tensor.
+Observations and next observations are one leaf: a Parquet episode's rows of it are
+decoded once for both when the other reads them soon enough (``_Decoded``). Memory holds
+about one episode of each tensor, and at most 96 MiB of rows decoded for the other
+tensor, whatever the folder's size. Only plain Arrow types are read (no extension type,
+no binary): JPEG-encoded images are refused.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import contextlib
 import math
 import os
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,6 +36,7 @@ from expcli.formats.concat_rows import ConcatRows
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts._episodes import SEAMS_KEY, native, one_column
 from expcli.formats.layouts._minari_meta import expcli_metadata, jpeg_image_shape
+from expcli.formats.lazy import SLICE_BYTES
 from expcli.space_json import encode_text
 from expcli.spec import CircularState, TensorSpec
 
@@ -56,7 +63,15 @@ _IGNORED = ("_", ".")  # with metadata.json: what Minari's reader leaves out of 
 _PARQUET_MAGIC, _IPC_MAGIC = b"PAR1", b"ARROW1"
 _EXTENSION_KEY = b"ARROW:extension:name"
 _FLAGS = (("terminations", "terminated"), ("truncations", "truncated"))
-_RELEASE_BYTES = 1 << 20
+_RELEASE_BYTES = SLICE_BYTES
+_KEPT_BYTES = {"parquet": 96 << 20, "arrow": 0}
+"""Decoded rows kept for the tensor that shares them and has yet to read them: the
+observations of a folder's shard (at most half its 128 MiB) with room for the episodes
+at its ends. An Arrow IPC file's columns are views on its mapping: none kept, but the
+mappings (``_MAPPED_BYTES``)."""
+_MAPPED_BYTES = 2 * SLICE_BYTES
+"""Arrow IPC files kept mapped, the last ones read: the episodes of a slice of every
+tensor (``load``, ``inspect``) map once, not once per tensor."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +130,9 @@ def scan_folder(data: Path, meta: dict[str, Any]) -> tuple[Dataset, Callable[[],
     flags: dict[str, list[np.ndarray]] = {"terminated": [], "truncated": []}
     episodes = [_EpisodeFile(path, storage) for path in files]
     for path, episode in zip(files, episodes, strict=True):
-        found, missed = _leaves(episode.schema(), spaces, path, jpeg)
+        schema, read = episode.scan()
+        found, missed = _leaves(schema, spaces, path, jpeg)
+        assert read is not None  # else _leaves said which column is missing
         if leaves is None:
             leaves, skipped = found, missed
         elif [(f.name, f.feature, f.stored) for f in found] != [
@@ -125,17 +142,22 @@ def scan_folder(data: Path, meta: dict[str, Any]) -> tuple[Dataset, Callable[[],
                 f"its columns differ from those of episode 0 ({files[0].name})", path=path
             )
         steps = -1
-        for column, flag in _FLAGS:
-            values = episode.flag(column)
+        for (_, flag), values in zip(_FLAGS, episode.flags(read), strict=True):
             steps = len(values) - 1
             flags[flag].append(values[:-1])
         if steps < 0:
             raise SchemaError("has no rows; expected the reset observation at least", path=path)
         lengths.append(steps)
     tensors: dict[str, Any] = {}
-    columns = _Columns(episodes)
+    spans: dict[str, tuple[int, int]] = {}
+    readers: dict[str, int] = {}
     for leaf in leaves or []:
-        reader = _TensorReader(columns, leaf, lengths)
+        first, last = spans.get(leaf.key(), (leaf.offset, leaf.offset))
+        spans[leaf.key()] = (min(first, leaf.offset), max(last, leaf.offset))
+        readers[leaf.key()] = readers.get(leaf.key(), 0) + 1
+    decoded = _Decoded(episodes, lengths, spans, readers)
+    for leaf in leaves or []:
+        reader = _TensorReader(decoded, leaf)
         tensors[leaf.name] = ConcatRows(
             reader.episode, lengths, (1, *(leaf.feature or (1,))), reader.dtype
         )
@@ -150,7 +172,7 @@ def scan_folder(data: Path, meta: dict[str, Any]) -> tuple[Dataset, Callable[[],
     state = CircularState(0, 0, filled=True) if tensors else CircularState()
     dataset = Dataset(tensors, state, metadata)
     dataset.validate(data)
-    return dataset, lambda: None
+    return dataset, decoded.clear
 
 
 def mark_seams(
@@ -214,79 +236,105 @@ def _span(ids: list[int]) -> str:
 
 
 class _EpisodeFile:
-    """One episode's data file, checked and opened for each read (then closed).
+    """One episode's data file, checked, and opened for each read (then closed).
 
-    Its columns' positions are kept once its schema was read: an Arrow IPC file is then
-    opened once per column read, not a second time to find the column.
+    An Arrow IPC file is mapped, not read: its columns are views on the mapping, so that
+    reading one costs the pages it touches, not a copy (the mapping goes once no array
+    holds it). pyarrow copies what it reads with ``included_fields``, so the whole record
+    batch is mapped and the column picked from it. A Parquet file's leaf is read alone.
     """
 
     def __init__(self, path: Path, storage: str) -> None:
         self.path, self.storage = path, storage
-        self._fields: dict[str, int] | None = None
-        _check_plain(path, storage)
+        self.size = _check_plain(path, storage)
 
-    def schema(self) -> Any:
-        with self._errors("its schema"):
-            if self.storage == "parquet":
-                schema = self._parquet().schema_arrow
-            else:
-                with self._ipc() as reader:
-                    schema = reader.schema
-        self._fields = {name: i for i, name in enumerate(schema.names)}
-        return schema
+    def scan(self) -> tuple[Any, list[Any] | None]:
+        """The file's schema and its flag columns (terminations, truncations), unchecked.
 
-    def flag(self, column: str) -> np.ndarray:
-        """A flag column's values, a bool a row."""
-        values = self.column(column)
-        with self._errors(column):
-            if values.null_count or not (_is_number(values.type) or _is_bool(values.type)):
-                raise FormatError(
-                    f"is {values.type} with {values.null_count} nulls; expected booleans",
-                    path=self.path,
-                    key=column,
-                )
-            dtype = np.dtype(values.type.to_pandas_dtype())
-            stored = TensorSpec(column, dtype.name, ())
-            return np.asarray(from_arrow(Column(stored, SCALAR), values), bool)
+        Read together, the file opened once; the flags are None when a flag column is
+        missing (the schema's leaves say so, in their order).
+        """
+        return self._read([column for column, _ in _FLAGS])
 
-    def column(self, name: str) -> Any:
-        """A top-level column, whole, as one Arrow array."""
-        with self._errors(name):
+    def flags(self, arrays: list[Any]) -> list[np.ndarray]:
+        """The flag columns ``scan`` read, checked, a bool a row each."""
+        found = []
+        for (name, _), values in zip(_FLAGS, arrays, strict=True):
+            with self._errors(name):
+                if values.null_count or not (_is_number(values.type) or _is_bool(values.type)):
+                    raise FormatError(
+                        f"is {values.type} with {values.null_count} nulls; expected booleans",
+                        path=self.path,
+                        key=name,
+                    )
+                dtype = np.dtype(values.type.to_pandas_dtype())
+                stored = TensorSpec(name, dtype.name, ())
+                found.append(np.asarray(from_arrow(Column(stored, SCALAR), values), bool))
+        return found
+
+    def leaf(self, column: str, fields: tuple[str, ...], mapped: Any = None) -> Any:
+        """The values of the leaf at ``fields`` under a top-level column, as one Arrow array.
+
+        ``mapped``: an Arrow IPC file's table as ``mapped`` gave it (else mapped anew).
+        """
+        key = "/".join((column, *fields))
+        # pyarrow names a Parquet leaf by its dotted path: a name holding a dot is ambiguous
+        path = ".".join((column, *fields)) if "." not in "".join((column, *fields)) else None
+        _, arrays = self._read([column], path, mapped)
+        if arrays is None:
+            raise FormatError("missing from the episode", path=self.path, key=column)
+        array = arrays[0]
+        with self._errors(key):
+            for name in fields:
+                array = array.flatten()[array.type.get_field_index(name)]
+        return array
+
+    def mapped(self) -> Any:
+        """An Arrow IPC file's record batch as a table of views on the file's mapping."""
+        import pyarrow as pa
+
+        with (
+            self._errors("its record batch"),
+            pa.memory_map(str(self.path)) as source,
+            pa.ipc.open_file(source) as reader,
+        ):
+            return reader.read_all()
+
+    def _read(
+        self, names: list[str], parquet_path: str | None = None, mapped: Any = None
+    ) -> tuple[Any, list[Any] | None]:
+        """The schema and top-level columns, whole (None if one is missing).
+
+        Parquet: only the leaf at ``parquet_path`` under the one column named.
+        """
+        with self._errors(", ".join(names)):
             if self.storage == "parquet":
                 parquet = self._parquet()
-                if parquet.schema_arrow.get_field_index(name) < 0:
-                    raise FormatError("missing from the episode", path=self.path, key=name)
-                table = parquet.read(columns=[name], use_threads=False)
+                schema = parquet.schema_arrow
             else:
-                import pyarrow as pa
-
-                index = self._field_map().get(name, -1)
-                if index < 0:
-                    raise FormatError("missing from the episode", path=self.path, key=name)
-                options = pa.ipc.IpcReadOptions(included_fields=[index], use_threads=False)
-                with self._ipc(options) as reader:
-                    table = reader.read_all()
-            return table.column(0).combine_chunks()
-
-    def _field_map(self) -> dict[str, int]:
-        """Each column's position, from the schema (read once)."""
-        if self._fields is None:
-            self.schema()
-        assert self._fields is not None
-        return self._fields
+                table = mapped if mapped is not None else self.mapped()
+                schema = table.schema
+            if any(schema.get_field_index(name) < 0 for name in names):
+                return schema, None
+            if self.storage == "parquet":
+                read = [parquet_path] if parquet_path is not None else names
+                table = parquet.read(columns=read, use_threads=False)
+            else:
+                table = table.select(names)
+            return schema, [_one_chunk(table.column(i)) for i in range(len(names))]
 
     def _parquet(self) -> Any:
         import pyarrow.parquet as pq
 
         return pq.ParquetFile(str(self.path), page_checksum_verification=True, pre_buffer=False)
 
-    def _ipc(self, options: Any = None) -> Any:
-        import pyarrow as pa
-
-        return pa.ipc.open_file(pa.OSFile(str(self.path)), options=options)
-
     def _errors(self, what: str) -> contextlib.AbstractContextManager[None]:
         return _as_format_errors(self.path, what)
+
+
+def _one_chunk(chunks: Any) -> Any:
+    """A column's only chunk as it is (combining copies even one), else them combined."""
+    return chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
 
 
 @contextlib.contextmanager
@@ -302,20 +350,22 @@ def _as_format_errors(path: Path, what: str) -> Iterator[None]:
         ) from e
 
 
-def _check_plain(path: Path, storage: str) -> None:
+def _check_plain(path: Path, storage: str) -> int:
     """Refuse a file that is not of the storage, or that names an extension type, unread.
+
+    Returns its size.
 
     pyarrow builds a schema's extension types as it opens a file, running the deserialiser
     of any type registered in the process; Minari writes none.
     """
     magic = _PARQUET_MAGIC if storage == "parquet" else _IPC_MAGIC
+    ends = len(magic) if storage == "parquet" else 1 << 16  # IPC: the schema's messages too
     with open(path, "rb") as file:
-        head = file.read(len(magic))
-        file.seek(0, 2)
-        size = file.tell()
-        file.seek(max(0, size - len(magic)))
-        tail = file.read(len(magic))
-    if head != magic or tail != magic or size < 2 * len(magic) + 4:
+        head = file.read(ends)
+        size = file.seek(0, 2)
+        file.seek(max(0, size - ends))
+        tail = file.read()
+    if not head.startswith(magic) or not tail.endswith(magic) or size < 2 * len(magic) + 4:
         raise FormatError(
             f"not a complete {storage} file (no {magic.decode()} at both ends)", path=path
         )
@@ -323,17 +373,15 @@ def _check_plain(path: Path, storage: str) -> None:
         from expcli.formats.parquet_format import refuse_extension_types
 
         refuse_extension_types(path, size)
-        return
-    with open(path, "rb") as file:  # IPC: the schema is in the first message and the footer
-        head = file.read(1 << 16)
-        file.seek(max(0, size - (1 << 16)))
-        tail = file.read()
+        return size
+    # IPC: the schema is in the first message and the footer
     if _EXTENSION_KEY in head or _EXTENSION_KEY in tail:
         raise FormatError(
             "its Arrow schema declares an extension type; Minari writes only plain types "
             "and expcli never builds types named by a file",
             path=path,
         )
+    return size
 
 
 def _is_number(kind: Any) -> bool:
@@ -460,58 +508,103 @@ def _shape(field: Any, space: Any, size: int) -> tuple[int, ...]:
     return (size,)
 
 
-class _Columns:
-    """The top-level columns of the episode files, each read whole; the last episode kept.
+class _Decoded:
+    """Each episode's rows of each leaf, decoded once for the tensors that share them.
 
-    Shared by the tensors: observations and next observations read their column once.
+    Observations and next observations are one leaf from rows 0 and 1 on: an episode's
+    rows of both are decoded together (``spans``: the first row and the last offset a
+    leaf is read from) and kept until the other tensor has read them too (``readers``:
+    how many tensors read a leaf), up to the storage's ``_KEPT_BYTES``; beyond, a
+    decoded episode is not kept. A folder writer reads the observations of a shard, then
+    their next observations: these find the shard's episodes decoded; a whole tensor read
+    before the other finds its first episodes decoded.
     """
 
-    def __init__(self, episodes: list[_EpisodeFile]) -> None:
-        self.episodes = episodes  # checked by the scan, their schemas read
-        self.files = [episode.path for episode in episodes]
-        self._kept: dict[str, tuple[int, Any]] = {}
+    def __init__(
+        self,
+        episodes: list[_EpisodeFile],
+        lengths: list[int],
+        spans: dict[str, tuple[int, int]],
+        readers: dict[str, int],
+    ) -> None:
+        self.episodes, self.lengths, self.spans = episodes, lengths, spans
+        self._readers = readers
+        self._kept: dict[tuple[int, str], tuple[np.ndarray, set[str]]] = {}
+        self._held = 0
+        self._budget = _KEPT_BYTES[episodes[0].storage] if episodes else 0
+        self._mapped: OrderedDict[int, Any] = OrderedDict()
+        self._mapped_bytes = 0
+        self._lock = threading.Lock()
 
-    def get(self, number: int, name: str) -> Any:
-        kept = self._kept.pop(name, None)
-        if kept is not None and kept[0] == number:
-            self._kept[name] = kept
-            return kept[1]
-        array = self.episodes[number].column(name)
-        self._kept[name] = (number, array)
-        return array
-
-
-class _TensorReader:
-    """One tensor's rows of each episode, decoded when asked; the last episode kept."""
-
-    def __init__(self, columns: _Columns, leaf: _Leaf, lengths: list[int]) -> None:
-        self.columns, self.files, self.leaf, self.lengths = columns, columns.files, leaf, lengths
-        self.dtype = leaf.dtype(self.files[0] if self.files else Path())
-        self._kept: tuple[int, np.ndarray] | None = None
-
-    def episode(self, number: int) -> np.ndarray:
-        """Episode ``number``'s rows, ``(steps, 1, *feature)``."""
-        if self._kept is not None and self._kept[0] == number:
-            return self._kept[1]
-        self._kept = None  # let go of the last one first
-        rows = self._decode(number)
-        self._kept = (number, rows)
+    def rows(self, number: int, leaf: _Leaf, dtype: np.dtype[Any]) -> np.ndarray:
+        """Episode ``number``'s rows of the leaf, ``(steps + extra, 1, *feature)``."""
+        key = (number, leaf.key())
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None:
+                self._read_by(key, leaf.name)
+                return kept[0]
+        rows = self._decode(number, leaf, dtype)
         _release_unused(rows.nbytes)
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None:  # another thread decoded it meanwhile
+                self._read_by(key, leaf.name)
+                return kept[0]
+            if self._readers[key[1]] > 1 and self._held + rows.nbytes <= self._budget:
+                self._kept[key] = (rows, {leaf.name})
+                self._held += rows.nbytes
         return rows
 
-    def _decode(self, number: int) -> np.ndarray:
-        leaf, path, steps = self.leaf, self.files[number], self.lengths[number]
-        array = self.columns.get(number, leaf.column)
-        key = leaf.key()
+    def _read_by(self, key: tuple[int, str], name: str) -> None:
+        """Count tensor ``name`` as having read the kept rows; let go of them once all have."""
+        rows, names = self._kept[key]
+        names.add(name)
+        if len(names) >= self._readers[key[1]]:
+            del self._kept[key]
+            self._held -= rows.nbytes
+
+    def clear(self) -> None:
+        """Let go of the rows kept and the files mapped (the folder's closer)."""
+        with self._lock:
+            self._kept.clear()
+            self._mapped.clear()
+            self._held = self._mapped_bytes = 0
+
+    def _table(self, number: int) -> Any:
+        """An Arrow IPC episode's mapped table, kept for its other leaves (None: Parquet).
+
+        The last files mapped stay mapped up to ``_MAPPED_BYTES`` of them: the pages
+        their tensors touched stay in this process while they do.
+        """
+        episode = self.episodes[number]
+        if episode.storage == "parquet":
+            return None
+        with self._lock:
+            table = self._mapped.get(number)
+            if table is not None:
+                self._mapped.move_to_end(number)
+                return table
+        table = episode.mapped()
+        with self._lock:
+            if number not in self._mapped:
+                self._mapped[number] = table
+                self._mapped_bytes += episode.size
+            while self._mapped_bytes > _MAPPED_BYTES and len(self._mapped) > 1:
+                self._mapped_bytes -= self.episodes[self._mapped.popitem(last=False)[0]].size
+        return table
+
+    def _decode(self, number: int, leaf: _Leaf, dtype: np.dtype[Any]) -> np.ndarray:
+        episode, key = self.episodes[number], leaf.key()
+        first, last = self.spans[key]
+        path, steps = episode.path, self.lengths[number] + last - first
+        array = episode.leaf(leaf.column, leaf.fields, self._table(number))
         with _as_format_errors(path, key):
-            for name in leaf.fields:
-                index = array.type.get_field_index(name)
-                array = array.flatten()[index]
-            if len(array) < leaf.offset + steps:
+            if len(array) < first + steps:
                 raise SchemaError(
-                    f"has {len(array)} rows; expected {leaf.offset + steps}", path=path, key=key
+                    f"has {len(array)} rows; expected {first + steps}", path=path, key=key
                 )
-            array = array.slice(leaf.offset, steps)
+            array = array.slice(first, steps)
             if leaf.text is not None:
                 values = array.to_pylist()
                 if None in values:
@@ -526,7 +619,28 @@ class _TensorReader:
                 except ExpcliError as e:
                     raise FormatError(e.message, path=path, key=key) from e
                 rows = native(flat.reshape(steps, *leaf.feature), path, key)
-        return one_column(rows).astype(self.dtype, copy=False)
+        return one_column(rows).astype(dtype, copy=False)
+
+
+class _TensorReader:
+    """One tensor's rows of each episode, from the leaf's decoded rows; the last episode kept."""
+
+    def __init__(self, decoded: _Decoded, leaf: _Leaf) -> None:
+        self.decoded, self.leaf = decoded, leaf
+        files = [episode.path for episode in decoded.episodes]
+        self.dtype = leaf.dtype(files[0] if files else Path())
+        self._kept: tuple[int, np.ndarray] | None = None
+
+    def episode(self, number: int) -> np.ndarray:
+        """Episode ``number``'s rows, ``(steps, 1, *feature)``."""
+        if self._kept is not None and self._kept[0] == number:
+            return self._kept[1]
+        self._kept = None  # let go of the last one first
+        first = self.leaf.offset - self.decoded.spans[self.leaf.key()][0]
+        rows = self.decoded.rows(number, self.leaf, self.dtype)
+        rows = rows[first : first + self.decoded.lengths[number]]
+        self._kept = (number, rows)
+        return rows
 
 
 _decoded = [0]  # bytes decoded since the pool last gave back what it kept
@@ -536,8 +650,11 @@ def _release_unused(decoded: int) -> None:
     """Give back what pyarrow's pool keeps of freed columns, every ``_RELEASE_BYTES`` decoded.
 
     mimalloc keeps the pages of freed arrays: about 150 MiB more at peak reading a 240 MiB
-    folder; giving them back after every episode (of 50 steps) doubles the time to read,
-    after every MiB adds about 15 %.
+    folder; giving them back after every episode (of 50 steps) doubles the time to read.
+    After every MiB, Parquet episodes of 4 MB decode 30 % slower (27 ms, not 21); after
+    every 16 MiB, as fast, for about 20 MiB more at peak. These figures are mimalloc's, the
+    pool a user gets by setting ``ARROW_DEFAULT_MEMORY_POOL``; with expcli's default, the
+    system allocator (``pyarrow_parquet``), the call is a ``malloc_trim`` of about 2 us.
     """
     _decoded[0] += decoded
     if _decoded[0] < _RELEASE_BYTES:

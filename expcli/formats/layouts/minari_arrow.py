@@ -21,7 +21,8 @@ observations: within every episode ``next_observations[t]`` must equal
 
 ``minari_layout.open_folder`` reads such a folder as it reads the hdf5 storage: one env
 column, a step's next observation the episode's row ``t + 1``, a step's infos its row
-``t + 1``; the rows of every tensor are decoded an episode at a time (``_minari_columns``).
+``t + 1``; the rows of every tensor are decoded an episode at a time, observations and next
+observations from one decoded leaf (``_minari_columns``).
 """
 
 from __future__ import annotations

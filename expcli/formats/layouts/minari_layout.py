@@ -57,6 +57,7 @@ from expcli.formats.layouts._minari_meta import (
 from expcli.formats.layouts._minari_plan import FLAG_KEYS, write_plan
 from expcli.formats.layouts._minari_spaces import step_data, step_rows, text_leaves
 from expcli.formats.layouts._write import atomic_folder
+from expcli.formats.lazy import SLICE_BYTES
 from expcli.spec import CircularState
 
 __all__ = [
@@ -164,10 +165,29 @@ def read_folder(path: Path) -> Dataset:
     try:
         check_read_whole(sum(a.nbytes for a in dataset.tensors.values()), path)
         with as_format_errors(_main_file(path), "its episodes"):
-            tensors = {name: np.asarray(array) for name, array in dataset.tensors.items()}
+            tensors = _read_whole(dataset.tensors)
     finally:
         close()
     return Dataset(tensors, dataset.state, dataset.metadata)
+
+
+def _read_whole(tensors: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Every tensor read whole, by slices of rows of each in turn.
+
+    So that the tensors sharing an episode's decoded rows (observations and next
+    observations) read them one after the other, while they are kept.
+    """
+    out = {name: array for name, array in tensors.items() if isinstance(array, np.ndarray)}
+    lazy = {name: array for name, array in tensors.items() if name not in out}
+    rows = max((len(array) for array in lazy.values()), default=0)
+    row_bytes = sum(array.nbytes // max(1, len(array)) for array in lazy.values())
+    step = max(1, SLICE_BYTES // max(1, row_bytes))
+    for name, array in lazy.items():
+        out[name] = np.empty(array.shape, array.dtype)
+    for start in range(0, rows, step):
+        for name, array in lazy.items():
+            out[name][start : start + step] = array[start : start + step]
+    return {name: out[name] for name in tensors}
 
 
 def open_folder(path: Path) -> tuple[Dataset, Callable[[], None]]:

@@ -1,11 +1,13 @@
 """Converting from and to the foreign layouts streams: a tianshou file, a Minari folder
 and a D4RL file read as several env columns, converted to expcli's ``.h5``, and an expcli
 ``.h5`` written with ``--layout d4rl``, ``tianshou`` or ``skrl`` (``.pt`` and ``.npz``),
-take about the same peak memory for a small and a five times larger file
-(``tests.memory_probe``)."""
+and a Minari parquet or arrow folder converted to a folder of npz shards, take about the
+same peak memory for a small and a five times larger file (``tests.memory_probe``)."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import warnings
 from pathlib import Path
@@ -19,6 +21,7 @@ from expcli.formats.layouts import write_layout
 from expcli.spec import CircularState
 from tests.memory_probe import (
     CONVERT_IMPORTS,
+    MIB,
     Run,
     assert_flat,
     convert_run,
@@ -109,7 +112,7 @@ def test_writing_minari_parquet_streams(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_converting_a_minari_arrow_folder_streams(tmp_path: Path) -> None:
-    """Arrow: parquet's reader is the same but for opening files, and four times slower."""
+    """Arrow to one file: each tensor is read whole before the next."""
     assert_flat(lambda mib: convert_from(tmp_path, "minari", mib, storage="arrow"))
 
 
@@ -147,3 +150,51 @@ def test_writing_the_lerobot_layout_streams(tmp_path: Path) -> None:
         return run
 
     assert_flat(convert)
+
+
+def linked_minari(folder: Path, mib: float, storage: str) -> Path:
+    """A Minari folder in ``storage`` of about ``mib`` MiB of float32 observations: one
+    episode of 1000 steps written, its file hard-linked as every other episode's."""
+    steps, feature = 1000, 1024
+    rows = np.random.default_rng(0).random((steps + 1, 1, feature), dtype=np.float32)
+    ends = np.zeros((steps, 1, 1), bool)
+    ends[-1] = True
+    tensors = {
+        "observations": rows[:-1],
+        "next_observations": rows[1:],
+        "actions": np.zeros((steps, 1, 1), np.int64),
+        "rewards": np.ones((steps, 1, 1), np.float32),
+        "terminated": ends,
+        "truncated": np.zeros_like(ends),
+    }
+    source = folder / f"minari-{storage}-{mib:.0f}"
+    dataset = Dataset(tensors, CircularState(0, 0, True))
+    write_layout(dataset, source, "minari", overwrite=True, format=storage)
+    data = source / "data"
+    episodes = max(1, round(mib * MIB / rows[:-1].nbytes))
+    for number in range(1, episodes):
+        (data / str(number)).mkdir()
+        for name in (f"part-0.{storage}", "metadata.json"):
+            os.link(data / "0" / name, data / str(number) / name)
+    meta = json.loads((data / "metadata.json").read_text())
+    meta.update({"total_episodes": episodes, "total_steps": episodes * steps})
+    (data / "metadata.json").write_text(json.dumps(meta))
+    return source
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("storage", ["parquet", "arrow"])
+def test_converting_a_minari_parquet_or_arrow_folder_to_a_folder_streams(
+    tmp_path: Path, storage: str
+) -> None:
+    """To a folder of npz shards, each tensor of a shard written whole before the next:
+    Parquet keeps the shard's decoded observations for its next observations (at most
+    96 MiB: the small folder fills them), an Arrow IPC file is mapped."""
+
+    def convert(mib: float) -> Run:
+        source = linked_minari(tmp_path, mib, storage)
+        run = convert_run(source, tmp_path / "out")
+        shutil.rmtree(source)
+        return run
+
+    assert_flat(convert, 96, 480)

@@ -382,7 +382,7 @@ def test_a_folder_of_many_data_files_reads_back_with_one_file_open_at_a_time(
     from expcli.formats.layouts import _lerobot_read, lerobot_layout
 
     monkeypatch.setattr(lerobot_layout, "DATA_FILE_MB", 0)  # a new data file per episode
-    monkeypatch.setattr(_lerobot_read, "_OPEN_FILES", 1)
+    monkeypatch.setattr(_lerobot_read, "_FOOTER_BYTES", 0)  # one file open at a time
     monkeypatch.setattr(_lerobot_read, "_BOOK_CELLS", 5)  # a slice placed a few rows at a time
     target = tmp_path / "lr"
     write_layout(dataset, target, "lerobot", overwrite=True)

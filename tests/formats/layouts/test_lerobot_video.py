@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import json
 import logging
+import os
 import shutil
 import warnings
 from fractions import Fraction
@@ -305,6 +306,16 @@ def test_to_video_writes_images_as_video_features_and_says_they_are_lossy(
             assert got.tobytes() == array.tobytes(), name
     assert back.state == dataset.state
     assert "unknown" in back.metadata["lerobot"]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="no POSIX scheduling")
+def test_writing_video_leaves_the_writers_scheduling_policy_as_it_was(tmp_path: Path) -> None:
+    """SVT-AV1, run by root, makes the thread opening an encoder SCHED_FIFO 99."""
+    before = os.sched_getscheduler(0), os.sched_getparam(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        write_layout(_pixels(T=5, N=1), tmp_path / "lr", "lerobot", overwrite=False, format="video")
+    assert (os.sched_getscheduler(0), os.sched_getparam(0)) == before
 
 
 def test_to_video_frames_read_back_as_pyav_decodes_them(tmp_path: Path) -> None:

@@ -6,9 +6,12 @@ import json
 import warnings
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from expcli import convert, load
 from expcli.errors import ConfigError, FormatError, SchemaError
@@ -169,6 +172,71 @@ def test_reads_what_minari_writes(datasets_path: Path, storage: str) -> None:
         assert same_bits(lazy.tensors["observations/pos"].take(np.array([7, 0])), pos[[7, 0], None])
     finally:
         close()
+
+
+@pytest.fixture(scope="module", params=STORAGES)
+def dict_folder(request: Any, tmp_path_factory: Any) -> tuple[Path, Dataset]:
+    """Dict observations (two leaves) and an info in episodes of 1 to 9 steps."""
+    rng = np.random.default_rng(5)
+    steps = 30
+    position = rng.normal(size=(steps + 1, 3)).astype(np.float32)
+    grid = rng.integers(0, 9, (steps + 1, 2, 2)).astype(np.uint8)
+    dataset = chain(
+        position,
+        [0, 4, 13, 14, 20],
+        **{
+            "infos/lives": rng.integers(0, 5, (steps, 1, 1)).astype(np.int16),
+            "observations/grid": grid[:-1, None],
+            "next_observations/grid": grid[1:, None],
+        },
+    )
+    for name in ("observations", "next_observations"):
+        dataset.tensors[f"{name}/position"] = dataset.tensors.pop(name)
+    folder = tmp_path_factory.mktemp("dict") / request.param
+    written(dataset, folder, request.param)
+    return folder, dataset
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    kept=st.sampled_from([0, 200, 1 << 30]),
+    reads=st.lists(
+        st.tuples(
+            st.sampled_from(
+                ["observations/position", "next_observations/position", "observations/grid"]
+                + ["next_observations/grid", "actions", "infos/lives"]
+            ),
+            st.integers(0, 29),
+            st.integers(1, 12),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_reads_in_any_order_give_the_written_rows(
+    dict_folder: tuple[Path, Dataset], kept: int, reads: list[tuple[str, int, int, bool]]
+) -> None:
+    """Slices and gathers of the tensors that share a leaf (observations and next
+    observations), in any order, whatever the decoded rows and mapped files kept."""
+    from expcli.formats.layouts import _minari_columns
+
+    folder, dataset = dict_folder
+    with (
+        mock.patch.dict(_minari_columns._KEPT_BYTES, {"parquet": kept, "arrow": kept}),
+        mock.patch.object(_minari_columns, "_MAPPED_BYTES", kept),
+    ):
+        lazy, close = open_lazy(folder)
+        try:
+            for name, start, count, gather in reads:
+                expected, tensor = dataset.tensors[name], lazy.tensors[name]
+                if gather:
+                    rows = (np.arange(count) * 7 + start) % len(expected)
+                    assert same_bits(tensor.take(rows), expected[rows]), name
+                else:
+                    assert same_bits(tensor[start : start + count], expected[start : start + count])
+        finally:
+            close()
 
 
 def test_next_observations_that_are_not_the_next_rows_are_refused(tmp_path: Path) -> None:
