@@ -22,7 +22,6 @@ from expcli.collect.shard_sink import DEFAULT_SHARD_SIZE, ShardSink, parse_shard
 from expcli.errors import ConfigError, OutputError
 from expcli.formats.sharded import Manifest, is_sharded_folder
 from expcli.host_memory import format_bytes
-from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
     from expcli.collect.collector import CollectStats
@@ -137,9 +136,7 @@ class FolderOutput:
             manifest,
             shard_format=settings.shard_format,
             compression=compression,
-            # a spool is merged into the file, which stores once: its shards stay whole
-            # (a merge of once shards into a file grew with the run: issue 27)
-            frames=FramesForm.FULL if spooled else settings.frames,
+            frames=settings.frames,
         )
 
     def metadata(self, in_file: tuple[int, int] | None = None) -> dict[str, Any]:

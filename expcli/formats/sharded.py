@@ -557,6 +557,13 @@ def _check_size(folder: Path, entry: ShardEntry) -> None:
         )
 
 
+def _let_go(maps: list[mmap.mmap]) -> None:
+    """Drop the pages of ``maps`` from this process (read again from the file if used)."""
+    for mapped in maps:
+        with contextlib.suppress(OSError, ValueError):  # closed, or no madvise here
+            mapped.madvise(mmap.MADV_DONTNEED)
+
+
 class _ShardMaps:
     """Shard files mapped on first use, their members read-only arrays over the mapping.
 
@@ -609,11 +616,10 @@ class _ShardMaps:
             opened = [self._open.get(shard) for shard in self._touched]
             self._touched.clear()
             maps = [m for members in opened if members for m in members.get(_MMAP, ())]
-        for mapped in maps:
-            with contextlib.suppress(OSError, ValueError):  # closed, or no madvise here
-                mapped.madvise(mmap.MADV_DONTNEED)
+        _let_go(maps)
 
     def member(self, shard: int, name: str) -> Any:
+        dropped: list[mmap.mmap] = []
         with self._lock:
             self._touched.add(shard)
             members = self._open.get(shard)
@@ -625,12 +631,15 @@ class _ShardMaps:
                     len(self._open) > _MAPPED_SHARDS or self._mapped_bytes > _MAPPED_BYTES
                 ):
                     # views still in use keep their mapping (a Parquet file: its reader)
-                    evicted, _ = self._open.popitem(last=False)
+                    evicted, gone = self._open.popitem(last=False)
                     self._closers.pop(evicted, None)
                     self._mapped_bytes -= self._weight(evicted)
+                    dropped.extend(gone.get(_MMAP, ()))
             else:
                 self._open.move_to_end(shard)
-            return members[name]
+            found = members[name]
+        _let_go(dropped)
+        return found
 
     def check(self, shard: int, keep: bool = False) -> dict[str, Any]:
         """The shard's members, unread, after checking them against the manifest.
