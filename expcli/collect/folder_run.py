@@ -43,12 +43,19 @@ def transition_bytes(stepper: HasSpaces) -> int:
 
 
 def staging_rows(
-    settings: CollectSettings, output: Path, per_transition: int, *, spooled: bool
+    settings: CollectSettings,
+    output: Path,
+    per_transition: int,
+    *,
+    spooled: bool,
+    derivable: int = 0,
 ) -> int:
     """Rows of the staging memory (one shard's); refuses a run that will not fit on disk.
 
     ``per_transition``: bytes of one transition (``transition_bytes``); ``spooled``: the
-    folder is a file output's spool (the file is written too).
+    folder is a file output's spool (the file is written too); ``derivable``: bytes of a
+    transition that the once form may leave off the disk (its next observation), so that
+    the estimate stays a lower bound and only a run that cannot fit is refused.
 
     Raises:
         ConfigError: ``--memory-size`` with a folder, a bad ``--shard-size``, or a
@@ -70,14 +77,14 @@ def staging_rows(
     if s.steps is not None and spooled:
         rows = min(rows, -(-s.steps // s.envs))  # a spooled run shorter than a shard
     if s.steps is not None:
-        needed = s.steps * per * (2 if spooled else 1)  # spool and file
+        needed = s.steps * (per - derivable) * (2 if spooled else 1)  # spool and file
         parent = output if output.is_dir() else output.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
         free = free_bytes(parent)
         if free is not None and needed > free:
             raise ConfigError(
-                f"--steps {s.steps:,} ({per:,} bytes per transition) needs about "
+                f"--steps {s.steps:,} ({per - derivable:,} bytes per transition) needs at least "
                 f"{format_bytes(needed)} on disk, more than the {format_bytes(free)} free in "
                 f"{parent}; collect fewer steps or write elsewhere"
             )

@@ -25,7 +25,7 @@ from expcli.collect.folder_run import (
     staging_rows,
     transition_bytes,
 )
-from expcli.collect.memory_check import check_run_fits
+from expcli.collect.memory_check import check_run_fits, derivable_bytes
 from expcli.collect.output_parts import RunRows
 from expcli.collect.saved_file import SavedFile
 from expcli.collect.settings import CollectSettings
@@ -36,7 +36,7 @@ from expcli.errors import ConfigError, OrderError, OutputError, OutputExistsErro
 from expcli.formats.dataset import Dataset
 from expcli.formats.output_lock import OutputLock
 from expcli.formats.table import SHARDED_FOLDER, format_from_suffix, format_row, format_rows
-from expcli.spec import CircularState, Compression
+from expcli.spec import CircularState, Compression, FramesForm
 
 if TYPE_CHECKING:
     from expcli.collect.rollout.rollout_collector import RolloutCollector
@@ -206,7 +206,12 @@ class CollectJob:
         per = transition_bytes(stepper)
         self.spool = spool_folder(s, self.output, per, to_folder=self.to_folder)
         if self.to_folder or self.spool is not None:
-            rows, grow = staging_rows(s, self.output, per, spooled=self.spool is not None), False
+            derivable = (
+                derivable_bytes(stepper.observation_space) if s.frames is FramesForm.ONCE else 0
+            )
+            spooled = self.spool is not None
+            rows = staging_rows(s, self.output, per, spooled=spooled, derivable=derivable)
+            grow = False
         else:
             check_run_fits(
                 stepper.observation_space, stepper.action_space, s.envs, s.memory_size, s.steps

@@ -13,7 +13,7 @@ from typing import Any
 
 from expcli.host_memory import check_fits
 
-__all__ = ["check_run_fits", "sample_bytes"]
+__all__ = ["check_run_fits", "derivable_bytes", "sample_bytes"]
 
 _REWARD_AND_FLAGS = 4 + 1 + 1  # float32 reward, bool terminated, bool truncated
 
@@ -45,6 +45,24 @@ def check_run_fits(
     else:
         return  # an episodes run grows as it goes
     check_fits(rows * num_envs * per_transition, what, advice)
+
+
+def derivable_bytes(space: Any) -> int:
+    """Bytes of an observation of ``space`` that the once form may store only once.
+
+    The leaves of at least ``FRAMES_CELL_BYTES`` (``formats.frames``): their next
+    observations are left off the disk where they equal the next row's observations.
+    """
+    from gymnasium import spaces
+
+    from expcli.formats.frames import FRAMES_CELL_BYTES
+
+    if isinstance(space, spaces.Dict):
+        return sum(derivable_bytes(s) for s in space.spaces.values())
+    if isinstance(space, spaces.Tuple):
+        return sum(derivable_bytes(s) for s in space.spaces)
+    size = sample_bytes(space)
+    return size if size >= FRAMES_CELL_BYTES else 0
 
 
 def sample_bytes(space: Any) -> int:

@@ -133,6 +133,25 @@ def test_async_modes(tmp_path: Path, asynchronous: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("frames", "per"),
+    # 64x64 uint8 frames: 4,096 bytes twice, an int64 action, a float32 reward, 2 flags
+    [("full", 2 * 4096 + 8 + 6), ("once", 4096 + 8 + 6)],
+)
+def test_the_free_space_check_counts_frames_stored_once_as_once(
+    tmp_path: Path, frames: str, per: int
+) -> None:
+    """A lower bound on disk: next observations the once form may leave off are not counted."""
+    result = run(
+        "benchmarks.frame_env:ConstantFrame-v0", "--env-kwargs", '{"shape": [64, 64]}',
+        "--mode", "dummy", "--steps", str(10**13), "--frames", frames,
+        "-o", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert result.exit_code == 2, result.stdout
+    message = f"--steps 10,000,000,000,000 ({per:,} bytes per transition) needs at least"
+    assert message in result.stderr.replace("\n", " ")
+
+
+@pytest.mark.parametrize(
     ("args", "message"),
     [
         (["Nope-v0"], "unknown env id"),
