@@ -154,3 +154,37 @@ def test_parquet_folders_convert_both_ways_in_bounded_memory(tmp_path: Path) -> 
     assert len(list((tmp_path / "480-folder").glob("shard-*.parquet"))) == 4
     assert_flat(to_npz, 96, 480)
     assert_same_tensors(npz(480), tmp_path / "back.npz")
+
+
+MAKE_FRAMES = """
+import numpy as np
+from expcli import save
+from expcli.formats.dataset import Dataset
+from expcli.spec import CircularState
+T, N = {rows}, 4
+rng = np.random.default_rng(0)
+frames = np.frombuffer(rng.bytes((T + 1) * N * 4096), np.uint8).reshape(T + 1, N, 4096)
+ends = rng.random((T, N, 1)) < 0.01
+following = frames[1:].copy()
+following[ends[..., 0]] = 0  # an episode's true last frame, not the next one's first
+save(Dataset({{"observations": frames[:-1], "next_observations": following,
+               "terminated": ends}}, CircularState(0, 0, True)), "{path}")
+"""
+FRAMES_ROW_BYTES = 4 * (2 * 4096 + 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("suffix", "target"), [(".npz", ".h5"), (".h5", ".npz")])
+def test_next_observations_stored_once_convert_in_bounded_memory(
+    tmp_path: Path, suffix: str, target: str
+) -> None:
+    """Derived next observations are read by slices of observation rows, never through a map
+    whose pages stay (a gather of the kept cells through one grew with the file), and stored
+    once again. The 96 MiB fill the buffers: two tensors read ahead, two compared."""
+    once = sources(tmp_path, MAKE_FRAMES, FRAMES_ROW_BYTES, suffix)
+
+    def convert(mib: float) -> Run:
+        return convert_run(once(mib), tmp_path / f"{mib:.0f}-out{target}", verify=True)
+
+    assert_flat(convert, 96, 480)
+    assert_same_tensors(once(480), tmp_path / f"480-out{target}")

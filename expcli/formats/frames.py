@@ -156,11 +156,13 @@ def encode(
 def _kept_rows(following: Any, cells: np.ndarray) -> LazyRows:
     """The cells ``cells`` of ``following`` as a lazy ``(K, *feature)`` tensor, read when sliced.
 
-    A tensor left on disk is read by slices of the rows that hold those cells (every lazy
-    tensor reads slices; not every one gathers cells), an array or a derived tensor gathered.
+    A tensor left on disk, derived ones too, is read by slices of the rows that hold those
+    cells (every lazy tensor reads slices; not every one gathers cells, and a derived
+    tensor gathers through a map, whose pages would stay in the process); an array is
+    gathered.
     """
     shape, dtype = tuple(int(d) for d in following.shape), np.dtype(following.dtype)
-    if isinstance(following, LazyRows) and not isinstance(following, DerivedRows):
+    if isinstance(following, LazyRows):
 
         def rows(first: int, stop: int) -> np.ndarray:
             return np.asarray(following.window(first, stop)[0 : stop - first])
@@ -230,8 +232,10 @@ def derive(
 ) -> dict[str, Any]:
     """The tensors of a file from its members: each sparse tensor rebuilt as ``DerivedRows``.
 
-    ``source``: what an observation tensor is read through by the tensors derived from it
-    (a map of the file, where the format allows); by default the tensor itself.
+    ``source``: what the tensors derived from an observation tensor gather its cells
+    through (a map of the file, where the format allows); by default the tensor itself.
+    Slices of rows are read through the tensor, so that reading a file through stays
+    bounded (the pages of a map read in order stay in the process).
 
     Raises:
         SchemaError: A sparse member is missing, of another dtype or shape, or its cells
@@ -271,10 +275,14 @@ def derive(
                 path=path,
                 key=f"frames.{name}",
             )
-        if source is not None:
-            observations = source(observations)
         kept = members[f"{PREFIX}{name}/kept"]
-        tensors[name] = DerivedRows(observations, kept, cells, form.get("wrap", True))
+        tensors[name] = DerivedRows(
+            observations,
+            kept,
+            cells,
+            form.get("wrap", True),
+            gather=None if source is None else source(observations),
+        )
     return tensors
 
 
@@ -335,15 +343,24 @@ class DerivedRows(ByCells):
     observation cells one step on and the kept cells asked for.
     """
 
-    def __init__(self, observations: Any, kept: Any, cells: np.ndarray, wrap: bool = True) -> None:
+    def __init__(
+        self,
+        observations: Any,
+        kept: Any,
+        cells: np.ndarray,
+        wrap: bool = True,
+        gather: Any = None,
+    ) -> None:
         """``kept``: ``(K, *feature)``, the cells at flat indexes ``cells`` (sorted).
 
         ``wrap``: false where every cell of the last row is kept (a shard), which is then
-        never read from row 0.
+        never read from row 0. ``gather``: the observations as cells are gathered from
+        (a map of the file); by default ``observations``, which slices of rows read.
         """
         super().__init__(tuple(observations.shape), np.dtype(observations.dtype), self._rows)
         self.observations, self.kept, self.cells = observations, kept, cells
         self.wrap = wrap
+        self.gather = observations if gather is None else gather
 
     def _rows(self, start: int, stop: int) -> np.ndarray:
         size, envs = self.shape[0], self.shape[1]
@@ -364,7 +381,7 @@ class DerivedRows(ByCells):
         size, envs = self.shape[0], self.shape[1]
         wanted, flat = flat_rows(index, size * envs)
         rows, columns = np.divmod(flat, envs)
-        out = gather_flat(self.observations, (rows + 1) % size * envs + columns, envs)
+        out = gather_flat(self.gather, (rows + 1) % size * envs + columns, envs)
         at = np.minimum(np.searchsorted(self.cells, flat), max(0, len(self.cells) - 1))
         hit = self.cells[at] == flat if len(self.cells) else np.zeros(len(flat), bool)
         if hit.any():
