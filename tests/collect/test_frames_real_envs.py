@@ -9,7 +9,9 @@ else), and the run must replay in gymnasium stepped by hand (``tests.real_envs.o
 which checks each episode end's true final observation: Pong (episodes cut by a frame
 limit: truncation), CartPole (16-byte cells, below ``FRAMES_CELL_BYTES``: stored full),
 MiniGrid (a Dict whose ``image`` leaf is stored once and ``direction`` leaf full, episodes
-cut by ``max_steps``), and one run in subprocesses with ``--async none``.
+cut by ``max_steps``), and one run in subprocesses with ``--async none``. A few files are
+also written spooled (shards merged into the file) or from a wrapped memory. The oracle
+replays the once form; the full form is the same bytes.
 """
 
 from __future__ import annotations
@@ -49,11 +51,16 @@ class Run:
     shard_rows: int = 7
 
     def arguments(self, output: Path, frames: str, target: str) -> list[str]:
+        """The collect arguments writing ``target`` (see ``TARGETS``) to ``output``."""
         args = ["collect", self.env_id, "--envs", str(self.envs), "--steps", str(self.steps)]
         args += ["--seed", "5", "--frames", frames, "-o", str(output), "-q", *self.options]
         if target.endswith("shards"):
             args += ["--shard-size", str(self.shard_rows)]
             args += ["--shard-format", target.removesuffix(" shards")]
+        elif target.endswith("spooled"):
+            args += ["--spool"]
+        elif target.endswith("wrapped"):
+            args += ["--memory-size", str(self.steps // self.envs // 3 + 1)]
         return args
 
 
@@ -92,18 +99,25 @@ RUNS = {
     )
 }
 TARGETS = (".npz", ".pt", ".h5", ".parquet", "npz shards", "parquet shards")
+"""Every native target; a file may also be ``spooled`` (shards merged) or ``wrapped`` (a
+memory of a third of the run's rows, its oldest overwritten: the oracle cannot replay it)."""
 CASES = [
     pytest.param(label, target, id=f"{label}-{target.replace(' ', '-')}")
-    for label in RUNS
-    for target in TARGETS
-    if label != "MiniGrid-subproc-none" or target == "npz shards"
+    for label, target in (
+        *((label, target) for label in RUNS if "subproc" not in label for target in TARGETS),
+        ("MiniGrid-subproc-none", "npz shards"),
+        ("MiniGrid", ".h5 spooled"),
+        ("Pong", ".parquet spooled"),
+        ("Pong", ".npz wrapped"),
+        ("MiniGrid", ".parquet wrapped"),
+    )
 ]
 
 
 def collect(run: Run, folder: Path, frames: str, target: str) -> Path:
     """The run stored in ``frames`` form to ``target`` (a file suffix or a shard format)."""
-    name = f"{frames}-{target.replace(' ', '-')}"
-    output = folder / (name if target.endswith("shards") else f"{frames}{target}")
+    suffix = "" if target.endswith("shards") else target.split()[0]
+    output = folder / f"{frames}-{target.split()[-1]}{suffix}"
     result = CliRunner().invoke(app, run.arguments(output, frames, target))
     assert result.exit_code == 0, result.stderr + result.stdout
     return output
@@ -217,13 +231,16 @@ def test_once_reads_back_as_the_full_run(
     tensors = {name: np.asarray(array) for name, array in full.tensors.items()}
     check_stored_cells(once_path, tensors, run.once)
     check_stored_cells(full_path, tensors, ())
+    oldest = full.state.memory_index
+    assert (oldest > 0) == target.endswith("wrapped")
+    tensors = {name: np.roll(array, -oldest, axis=0) for name, array in tensors.items()}
     nexts = [name for name in tensors if name.startswith("next_observations")]
     big = [name for name in nexts if tensors[name][0, 0].nbytes >= FRAMES_CELL_BYTES]
     assert nexts and big == list(run.once)
     if run.once:
         assert disk_bytes(once_path) < disk_bytes(full_path)
     check_episode_ends(tensors, run.once, run.truncates)
-    if label not in replayed:
+    if label not in replayed and not oldest:
         replayed.add(label)
         report = assert_replays(once_path)
         assert report.transitions == run.steps and report.episodes > 0
