@@ -62,7 +62,7 @@ def _header(summary: Summary) -> Table:
     grid.add_row("format", _safe(f"{summary.format}, {summary.layout} layout"))
     grid.add_row("size", _bytes(summary.size_bytes))
     for name, form in summary.frames.items():
-        kept = f"{form.kept:,} of {form.cells:,} cells kept"
+        kept = f"{form.kept:,} of {form.cells:,} cells kept ({form.form})"
         grid.add_row("stored once", _safe(f"{name}: {kept}, {_bytes(form.saved_bytes)} saved"))
     if isinstance(meta.get("env_id"), str):
         grid.add_row("env", _safe(meta["env_id"]))

@@ -11,12 +11,15 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from expcli.formats.lazy import LazyRows
 from expcli.formats.row_gather import flat_rows, gather_flat
+
+if TYPE_CHECKING:
+    from expcli.formats.frames import StoredOnce
 
 __all__ = ["ConcatRows"]
 
@@ -36,6 +39,10 @@ class ConcatRows(LazyRows):
         release: Lets go of the pages that reading mapped pieces brought into this
             process, if the pieces are mapped (kept as ``release``; the tensors of one
             folder share it).
+
+    Attributes:
+        once: Where the tensor's shards store it once, their figures together
+            (``frames.combined``); None where every shard stores it whole.
     """
 
     def __init__(
@@ -48,6 +55,7 @@ class ConcatRows(LazyRows):
     ) -> None:
         self._fetch = fetch
         self.release = release
+        self.once: StoredOnce | None = None
         self._starts = [0]
         for rows in lengths:
             self._starts.append(self._starts[-1] + int(rows))

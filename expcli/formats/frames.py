@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import SchemaError
+from expcli.formats.concat_rows import ConcatRows
 from expcli.formats.lazy import LazyRows, row_chunks
 from expcli.formats.row_gather import cells_by_rows, flat_rows, gather_flat, take_rows
 from expcli.spec import FRAMES_SCHEMA, SUPPORTED_DTYPES, FramesForm
@@ -40,6 +41,7 @@ __all__ = [
     "ByCells",
     "DerivedRows",
     "StoredOnce",
+    "combined",
     "derive",
     "encode",
     "frame_pairs",
@@ -288,19 +290,25 @@ def derive(
 
 @dataclass(frozen=True, slots=True)
 class StoredOnce:
-    """A tensor read from the sparse form: its cells kept of all, and the bytes saved.
+    """A next-observation tensor stored once: its form, its cells kept of all, the bytes saved.
 
-    The bytes saved count the index of the kept cells against them.
+    ``sparse`` (``.pt``, ``.npz``, ``.h5`` and npz shards): the kept cells plus an 8-byte
+    index entry each, so ``saved_bytes`` is ``cells * cell - kept * (cell + 8)``. ``nulls``
+    (Parquet): the index is the column's null bitmap, which the full form writes too (its
+    columns are nullable), so ``saved_bytes`` is the derived cells' bytes,
+    ``(cells - kept) * cell``; ``cells`` are those the file holds a row for (rows never
+    written and left out are in neither form). Both count bytes before compression.
     """
 
     kept: int
     cells: int
     saved_bytes: int
+    form: str = _SPARSE
 
     def to_json(self) -> dict[str, int | str]:
         """What ``inspect --json`` prints under ``frames``."""
         return {
-            "form": _SPARSE,
+            "form": self.form,
             "kept": self.kept,
             "cells": self.cells,
             "saved_bytes": self.saved_bytes,
@@ -308,19 +316,41 @@ class StoredOnce:
 
 
 def stored_once(tensors: Mapping[str, object]) -> dict[str, StoredOnce]:
-    """The tensors read from the sparse form (``DerivedRows``), in name order."""
+    """The tensors stored once, in name order: read from either form, or a folder's shards.
+
+    Counted from what opening the file read (the sparse cells' shape, a Parquet header's
+    kept count, a folder's shards' figures), never from the data.
+    """
     out = {}
     for name, array in sorted(tensors.items()):
-        if isinstance(array, DerivedRows):
-            cells = array.shape[0] * array.shape[1]
-            cell = math.prod(array.shape[2:]) * array.dtype.itemsize
-            kept = len(array.cells)
-            out[name] = StoredOnce(kept, cells, cells * cell - kept * (cell + 8))
+        form = array.once if isinstance(array, ConcatRows) else None
+        if isinstance(array, ByCells):
+            form = array.stored_once()
+        if form is not None:
+            out[name] = form
     return out
+
+
+def combined(pieces: Sequence[tuple[StoredOnce | None, int]]) -> StoredOnce | None:
+    """The figures of a tensor made of ``pieces`` (a shard's, or None where stored whole).
+
+    Each piece comes with its cells; one stored whole keeps them all and saves nothing. None
+    when no piece is stored once.
+    """
+    forms = {once.form for once, _ in pieces if once is not None}
+    if not forms:
+        return None
+    kept = sum(cells if once is None else once.kept for once, cells in pieces)
+    saved = sum(0 if once is None else once.saved_bytes for once, _ in pieces)
+    return StoredOnce(kept, sum(cells for _, cells in pieces), saved, "+".join(sorted(forms)))
 
 
 class ByCells(LazyRows):
     """A derived tensor: its rows are gathered cell by cell, through ``take_cells``."""
+
+    def stored_once(self) -> StoredOnce | None:
+        """What storing it once saved, as its file says (None: not known)."""
+        return None
 
     def take(self, index: np.ndarray) -> np.ndarray:
         """Rows ``index`` (any shape), as ``LazyRows.take``: their cells through ``take_cells``."""
@@ -375,6 +405,13 @@ class DerivedRows(ByCells):
             flat = out.reshape(-1, *self.shape[2:])
             flat[self.cells[lo:hi] - start * envs] = np.asarray(self.kept[int(lo) : int(hi)])
         return out
+
+    def stored_once(self) -> StoredOnce:
+        """Its kept cells of all, and the bytes they and their index save."""
+        cells = self.shape[0] * self.shape[1]
+        cell = math.prod(self.shape[2:]) * self.dtype.itemsize
+        kept = len(self.cells)
+        return StoredOnce(kept, cells, cells * cell - kept * (cell + 8))
 
     def take_cells(self, index: np.ndarray) -> np.ndarray:
         """The cells at flat ``index``: observation cells one step on, kept cells over them."""

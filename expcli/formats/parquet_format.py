@@ -74,7 +74,7 @@ from expcli.formats._parquet_columns import (
 )
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.dataset import Dataset
-from expcli.formats.frames import ByCells, frame_pairs, kept_cells
+from expcli.formats.frames import ByCells, StoredOnce, frame_pairs, kept_cells
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows
 from expcli.formats.row_gather import flat_rows, gather_flat
@@ -195,22 +195,33 @@ def write_shard(
     return after.next_shard(dataset.memory_size), once
 
 
-def _null_cells(
-    dataset: Dataset, frames: FramesForm, wrap: bool
-) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """The kept cells of each next-observation column stored once, and the ``frames`` object.
+def _null_cells(dataset: Dataset, frames: FramesForm, wrap: bool) -> dict[str, np.ndarray]:
+    """The kept cells of each next-observation column stored once.
 
     A column whose every cell differs is left whole.
     """
     if frames is not FramesForm.ONCE:
-        return {}, {}
-    kept, forms = {}, {}
+        return {}
+    kept = {}
     for name, source in frame_pairs(dataset.tensors).items():
         cells = kept_cells(dataset.tensors[name], dataset.tensors[source], wrap)
         if len(cells) < dataset.memory_size * dataset.num_envs:
             kept[name] = cells
-            forms[name] = {"form": NULLS, "kept": len(cells), "wrap": wrap}
-    return kept, forms
+    return kept
+
+
+def _frames_object(
+    kept: dict[str, np.ndarray], wrap: bool, start: int, count: int, cells: int
+) -> dict[str, Any]:
+    """The header's ``frames`` object: each column's ``kept``, its cells the file stores.
+
+    The file stores the ``count`` cells from flat index ``start`` on (circularly); a kept
+    cell of the rows left out as never written is in no row, so not counted.
+    """
+    return {
+        name: {"form": NULLS, "kept": int(((at - start) % cells < count).sum()), "wrap": wrap}
+        for name, at in kept.items()
+    }
 
 
 def _write(
@@ -231,11 +242,7 @@ def _write(
     import pyarrow as pa
 
     codec = _codec(compression)
-    kept, forms = _null_cells(dataset, FramesForm(frames), wrap)
-    header = dataset.header()
-    if forms:
-        header = {**header, "schema": FRAMES_SCHEMA, "frames": forms}
-    text = encode_header(header, path)
+    kept = _null_cells(dataset, FramesForm(frames), wrap)
     columns = [column_for(spec) for spec in dataset.specs()]
     for column in columns:
         if column.spec.name in BOOKKEEPING:
@@ -250,6 +257,11 @@ def _write(
     state = dataset.state
     start = (state.memory_index * envs + state.env_index) % max(cells, 1) if state.filled else 0
     count = valid if valid == cells or _unwritten_zero(dataset, valid) else cells
+    header = dataset.header()
+    if kept:
+        forms = _frames_object(kept, wrap, start, count, cells)
+        header = {**header, "schema": FRAMES_SCHEMA, "frames": forms}
+    text = encode_header(header, path)
     layout = {
         "layout": LAYOUT,
         "rows": count,
@@ -293,7 +305,7 @@ def _write(
                     to_arrow(c, rows[c.spec.name], None if at is None else _member(flat, at))
                 )
             writer.write_table(pa.Table.from_arrays(arrays, schema=schema), row_group_size=stop)
-    return carry, bool(forms)
+    return carry, bool(kept)
 
 
 def _member(flat: np.ndarray, cells: np.ndarray) -> np.ndarray:
@@ -502,7 +514,8 @@ def _open(
             f"expected an object with layout {LAYOUT!r}", path=path, key=LAYOUT_KEY.decode()
         )
     encodings, rows = layout.get("columns"), layout.get("rows")
-    nullable = _nullable(header, path)
+    stored = parquet.metadata.num_rows
+    nullable = _nullable(header, path, stored)
     columns = [column_for(spec) for spec in header_specs(header, path)]
     columns = [dataclasses.replace(c, nullable=c.spec.name in nullable) for c in columns]
     if not isinstance(encodings, dict) or encodings != {c.spec.name: c.encoding for c in columns}:
@@ -516,7 +529,6 @@ def _open(
     assert isinstance(size, int) and isinstance(envs, int)
     cells = size * envs
     valid = min(state.valid_length(size, envs), cells)
-    stored = parquet.metadata.num_rows
     if rows != stored or stored not in (valid, cells):
         raise FormatError(
             f"holds {stored:,} rows; its metadata says {rows!r} of {valid:,} transitions",
@@ -552,7 +564,9 @@ def _open(
             bitmap = _lazy(
                 groups, column.validity(), (start, cells, envs, stored), bounds, cache, identity
             )
-            tensor = _NullRows(tensor, bitmap, path, column.spec.name, nullable[column.spec.name])
+            wrap, kept = nullable[column.spec.name]
+            once = StoredOnce(kept, stored, (stored - kept) * column.row_bytes, NULLS)
+            tensor = _NullRows(tensor, bitmap, (path, column.spec.name), wrap, once)
         arrays[column.spec.name] = tensor
     for name, array in arrays.items():
         if isinstance(array, _NullRows):
@@ -583,8 +597,10 @@ def _lazy(
     return LazyRows(shape, dtype, blocks.read, blocks=blocks)
 
 
-def _nullable(header: dict[str, Any], path: Path) -> dict[str, bool]:
-    """The next-observation columns null where derived, each with its ``wrap``.
+def _nullable(header: dict[str, Any], path: Path, stored: int) -> dict[str, tuple[bool, int]]:
+    """The next-observation columns null where derived, each with its ``wrap`` and ``kept``.
+
+    ``stored``: the file's rows, of which ``kept`` counts those not null.
 
     Raises:
         SchemaError: The ``frames`` object is malformed.
@@ -599,17 +615,19 @@ def _nullable(header: dict[str, Any], path: Path) -> dict[str, bool]:
             not isinstance(form, dict)
             or form.get("form") != NULLS
             or type(form.get("wrap")) is not bool
+            or type(form.get("kept")) is not int
+            or not 0 <= form["kept"] <= stored
             or name.partition("/")[0] != "next_observations"
             or tensors.get(name) is None
             or tensors.get(name) != tensors.get(name.removeprefix("next_"))
         ):
             raise SchemaError(
-                f'expected {{"form": "{NULLS}", "kept": a count, "wrap": a bool}} for a '
-                "tensor listed with its observations, of their kind",
+                f'expected {{"form": "{NULLS}", "kept": a count of at most its {stored:,} '
+                'rows, "wrap": a bool} for a tensor listed with its observations, of their kind',
                 path=path,
                 key=f"frames.{name}",
             )
-        out[name] = bool(form["wrap"])
+        out[name] = bool(form["wrap"]), int(form["kept"])
     return out
 
 
@@ -618,14 +636,27 @@ class _NullRows(ByCells):
 
     ``stored`` holds any bytes at null cells, ``valid`` says which are stored. Row ``t``'s
     null cells read ``observations[(t + 1) % T]``; without the wrap, a null in the last
-    row has nothing to be derived from and is refused.
+    row has nothing to be derived from and is refused. ``once``: what ``inspect`` reports,
+    from the header's ``kept`` (the writer's count of the cells it stored; the bitmap, not
+    that count, says which cells are null, so a wrong count misreports, never misreads).
     """
 
-    def __init__(self, stored: LazyRows, valid: LazyRows, path: Path, name: str, wrap: bool):
+    def __init__(
+        self,
+        stored: LazyRows,
+        valid: LazyRows,
+        where: tuple[Path, str],
+        wrap: bool,
+        once: StoredOnce,
+    ) -> None:
         super().__init__(stored.shape, stored.dtype, self._rows)
-        self.stored, self.valid, self.wrap = stored, valid, wrap
+        self.stored, self.valid, self.wrap, self.once = stored, valid, wrap, once
         self.observations: Any = None  # set once every column is built
-        self._where = (path, name)
+        self._where = where
+
+    def stored_once(self) -> StoredOnce:
+        """Its cells kept, as the header counts them, and the bytes the nulls save."""
+        return self.once
 
     def _rows(self, start: int, stop: int) -> np.ndarray:
         size = self.shape[0]

@@ -66,7 +66,7 @@ from expcli.formats._manifest import (
 )
 from expcli.formats.concat_rows import ConcatRows
 from expcli.formats.dataset import Dataset
-from expcli.formats.frames import DerivedRows
+from expcli.formats.frames import ByCells, DerivedRows, StoredOnce, combined
 from expcli.formats.header import encode_header, header_specs
 from expcli.formats.lazy import LazyRows
 from expcli.spec import FRAMES_SCHEMA, CircularState, FramesForm
@@ -446,6 +446,9 @@ def open_lazy(
     Nothing the manifest says is trusted before it is checked against the shards: each must
     be a regular file of the folder of the size listed, whose members (their headers read,
     not their data) are the manifest's tensors, shaped by its row count and ``num_envs``.
+    Those headers also say where a shard stores next observations once: each tensor's
+    ``once`` (``frames.stored_once``) adds up its shards' figures, a shard stored whole
+    keeping all its cells.
 
     Raises:
         FormatError: The manifest or a shard is missing, damaged, not a regular file, or not
@@ -465,8 +468,13 @@ def open_lazy(
         )
     by_name = {s.name: s for s in specs}
     maps = _ShardMaps(path, manifest.shards, by_name, num, manifest.shard_format, cache)
-    for index in range(len(manifest.shards)):
-        maps.check(index)
+    pieces: dict[str, list[tuple[StoredOnce | None, int]]] = {name: [] for name in by_name}
+    for index, entry in enumerate(manifest.shards):
+        found = maps.check(index)
+        for name, piece in pieces.items():
+            array = found.get(name)
+            once = array.stored_once() if isinstance(array, ByCells) else None
+            piece.append((once, entry.rows * num))
     rows = manifest.rows
     if header.get("memory_size") != rows:
         raise SchemaError(
@@ -487,6 +495,7 @@ def open_lazy(
             np.dtype(spec.dtype),
             maps.release if maps.mapped else None,
         )
+        tensors[spec.name].once = combined(pieces[spec.name])
     return Dataset(tensors, state, metadata), maps.close
 
 

@@ -62,3 +62,22 @@ def test_collect_frames_full_and_once(tmp_path: Path) -> None:
     full, once = load(tmp_path / "full.npz"), load(tmp_path / "once.npz")
     for name, expected in full.tensors.items():
         assert same_bytes(once.tensors[name], expected), name
+
+
+def test_inspect_shows_the_bytes_a_parquet_folder_saved(tmp_path: Path) -> None:
+    """No cell changed: each shard keeps its last row's 2 cells, the others are null."""
+    source = write_dataset(frame_dataset(np.random.default_rng(2), 20, 2, 0.0), tmp_path / "d.npz")
+    _run("convert", str(source), str(tmp_path / "f"), "--shard-format", "parquet")
+    shards = len(json.loads((tmp_path / "f" / "manifest.json").read_text())["shards"])
+    summary = json.loads(_run("inspect", str(tmp_path / "f"), "--json"))
+    assert summary["frames"] == {
+        "next_observations": {
+            "form": "nulls",
+            "kept": 2 * shards,
+            "cells": 40,
+            "saved_bytes": (40 - 2 * shards) * 64,
+        }
+    }
+    assert "(nulls)" in _run("inspect", str(tmp_path / "f"))
+    _run("convert", str(source), str(tmp_path / "w"), "--frames", "full")
+    assert "frames" not in json.loads(_run("inspect", str(tmp_path / "w"), "--json"))

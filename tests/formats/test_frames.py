@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from expcli import convert, load, save
-from expcli.errors import SchemaError
+from expcli.errors import FormatError, SchemaError
 from expcli.formats import open_lazy, write_dataset
 from expcli.formats.block_cache import BlockCache
 from expcli.formats.dataset import Dataset
@@ -256,6 +256,30 @@ def test_a_reader_of_schema_v1_alone_refuses_the_once_form(
     monkeypatch.setattr(dataset_module, "FRAMES_SCHEMA", SCHEMA)
     with pytest.raises(SchemaError, match="unknown schema 'expcli/2'"):
         load(path)
+
+
+@pytest.mark.parametrize("shards", [None, "npz", "parquet"])
+def test_a_reader_of_schema_v1_alone_refuses_a_once_parquet_file_or_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shards: str | None
+) -> None:
+    """A Parquet file by its header's schema; a folder by its manifest's, before any shard."""
+    from expcli.formats import _manifest, sharded
+    from expcli.formats import dataset as dataset_module
+
+    pytest.importorskip("pyarrow.parquet", reason="pyarrow cannot be installed on this Python")
+    dataset = frame_dataset(np.random.default_rng(9), 6, 2, 0.0)
+    if shards is None:
+        path = written(dataset, tmp_path, ".parquet", "once")
+    else:
+        path = tmp_path / shards
+        sharded.write(dataset, path, overwrite=False, shard_bytes=4096, shard_format=shards)
+    monkeypatch.setattr(dataset_module, "FRAMES_SCHEMA", SCHEMA)
+    monkeypatch.setattr(_manifest, "_SCHEMAS", (SCHEMA,))  # the reader's only schema
+    error = SchemaError if shards is None else FormatError
+    with pytest.raises(error, match="'expcli/2'") as caught:
+        load(path)
+    assert caught.value.key == (None if shards is None else "schema")
+    assert str(path if shards is None else path / "manifest.json") in str(caught.value)
 
 
 def test_a_user_tensor_may_not_take_the_reserved_prefix(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from expcli import load
-from expcli.errors import FormatError
+from expcli.errors import FormatError, SchemaError
 from expcli.formats import open_lazy, sharded, write_dataset
 from expcli.formats.block_cache import BlockCache
 from expcli.spec import FRAMES_SCHEMA, SCHEMA, CircularState, FramesForm
@@ -151,3 +151,23 @@ def test_a_null_in_the_last_row_without_wrap_is_refused(tmp_path: Path) -> None:
             lazy.tensors["next_observations"].take_cells(np.array([11]))
     finally:
         close()
+
+
+@pytest.mark.parametrize("kept", [None, -1, 13, 2.0, True])
+def test_a_kept_count_that_is_not_a_count_of_its_rows_is_refused(
+    tmp_path: Path, kept: object
+) -> None:
+    """``inspect`` reports the header's ``kept``: it must count at most the file's 12 rows."""
+    path = write_dataset(frame_dataset(np.random.default_rng(5), 6, 2, 0.2), tmp_path / "x.parquet")
+    table = pq.read_table(path)
+    meta = dict(table.schema.metadata)
+    header = json.loads(meta[b"expcli"])
+    if kept is None:
+        del header["frames"]["next_observations"]["kept"]
+    else:
+        header["frames"]["next_observations"]["kept"] = kept
+    meta[b"expcli"] = json.dumps(header).encode()
+    pq.write_table(table.replace_schema_metadata(meta), path, use_dictionary=False)
+    with pytest.raises(SchemaError, match="at most its 12 rows") as caught:
+        load(path)
+    assert caught.value.key == "frames.next_observations" and str(path) in str(caught.value)
