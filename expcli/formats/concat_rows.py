@@ -9,22 +9,18 @@ boundaries, read ahead, ``__array__``) that also gathers rows: ``take``.
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from expcli.formats.lazy import LazyRows
-from expcli.formats.row_gather import flat_rows, gather_flat
+from expcli.formats.row_gather import copy_cells, flat_rows
 
 if TYPE_CHECKING:
     from expcli.formats.frames import StoredOnce
 
 __all__ = ["ConcatRows"]
-
-_ROW_BY_ROW = 16 << 10
-"""Rows at least this big are copied from a mapped shard one by one, into place."""
 
 
 class ConcatRows(LazyRows):
@@ -133,22 +129,16 @@ class ConcatRows(LazyRows):
         Into ``out`` (``(len(index), *feature)``, each row C-contiguous) when given: big
         rows (frames) are copied there one by one, straight from the mapping.
         """
-        feature = self.shape[2:]
         if out is None:
-            out = np.empty((index.size, *feature), self.dtype)
-        big = math.prod(feature) * self.dtype.itemsize >= _ROW_BY_ROW
+            out = np.empty((index.size, *self.shape[2:]), self.dtype)
         for shard, group in self._by_shard(index // num_envs):
             piece = self._fetch(shard)
             local = index[group] - self._starts[shard] * num_envs
-            if not isinstance(piece, np.ndarray):
-                out[group] = gather_flat(piece, local, num_envs)
-                continue
-            flat = piece.reshape(len(piece) * num_envs, *feature)  # -1: ambiguous for no bytes
-            if big:  # one copy each, no batch-sized temporary
-                for at, row in zip(group.tolist(), local.tolist(), strict=True):
-                    out[at] = flat[row]
+            into = getattr(piece, "cells_into", None)
+            if into is not None:  # a derived piece copies from its own sources
+                into(local, out, group)
             else:
-                out[group] = flat.take(local, 0)
+                copy_cells(piece, local, num_envs, out, group)
         return out
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from expcli.errors import SchemaError
 from expcli.formats.concat_rows import ConcatRows
 from expcli.formats.lazy import LazyRows, row_chunks
-from expcli.formats.row_gather import cells_by_rows, flat_rows, gather_flat, take_rows
+from expcli.formats.row_gather import cells_by_rows, copy_cells, flat_rows, gather_flat, take_rows
 from expcli.spec import FRAMES_SCHEMA, SUPPORTED_DTYPES, FramesForm
 
 __all__ = [
@@ -234,8 +234,9 @@ def derive(
 ) -> dict[str, Any]:
     """The tensors of a file from its members: each sparse tensor rebuilt as ``DerivedRows``.
 
-    ``source``: what the tensors derived from an observation tensor gather its cells
-    through (a map of the file, where the format allows); by default the tensor itself.
+    ``source``: what the tensors derived from an observation tensor gather its cells and
+    their kept cells through (a map of the file, where the format allows); by default the
+    tensors themselves.
     Slices of rows are read through the tensor, so that reading a file through stays
     bounded (the pages of a map read in order stay in the process).
 
@@ -283,7 +284,7 @@ def derive(
             kept,
             cells,
             form.get("wrap", True),
-            gather=None if source is None else source(observations),
+            gather=None if source is None else (source(observations), source(kept)),
         )
     return tensors
 
@@ -379,18 +380,19 @@ class DerivedRows(ByCells):
         kept: Any,
         cells: np.ndarray,
         wrap: bool = True,
-        gather: Any = None,
+        gather: tuple[Any, Any] | None = None,
     ) -> None:
         """``kept``: ``(K, *feature)``, the cells at flat indexes ``cells`` (sorted).
 
         ``wrap``: false where every cell of the last row is kept (a shard), which is then
-        never read from row 0. ``gather``: the observations as cells are gathered from
-        (a map of the file); by default ``observations``, which slices of rows read.
+        never read from row 0. ``gather``: the observations and the kept cells as cells
+        are gathered from (maps of the file); by default ``observations`` and ``kept``,
+        which slices of rows read.
         """
         super().__init__(tuple(observations.shape), np.dtype(observations.dtype), self._rows)
         self.observations, self.kept, self.cells = observations, kept, cells
         self.wrap = wrap
-        self.gather = observations if gather is None else gather
+        self.gather = (observations, kept) if gather is None else gather
 
     def _rows(self, start: int, stop: int) -> np.ndarray:
         size, envs = self.shape[0], self.shape[1]
@@ -417,13 +419,21 @@ class DerivedRows(ByCells):
         """The cells at flat ``index``: observation cells one step on, kept cells over them."""
         size, envs = self.shape[0], self.shape[1]
         wanted, flat = flat_rows(index, size * envs)
-        rows, columns = np.divmod(flat, envs)
-        out = gather_flat(self.gather, (rows + 1) % size * envs + columns, envs)
-        at = np.minimum(np.searchsorted(self.cells, flat), max(0, len(self.cells) - 1))
-        hit = self.cells[at] == flat if len(self.cells) else np.zeros(len(flat), bool)
-        if hit.any():
-            out[hit] = _take(self.kept, at[hit])
+        out = np.empty((len(flat), *self.shape[2:]), self.dtype)
+        self.cells_into(flat, out, np.arange(len(flat)))
         return out.reshape(*wanted.shape, *self.shape[2:])
+
+    def cells_into(self, flat: np.ndarray, out: np.ndarray, at: np.ndarray) -> None:
+        """The cells at ``flat`` (1-d, in range) into ``out[at]``, each copied once."""
+        size, envs = self.shape[0], self.shape[1]
+        rows, columns = np.divmod(flat, envs)
+        copy_cells(self.gather[0], (rows + 1) % size * envs + columns, envs, out, at)
+        if not len(self.cells):
+            return
+        found = np.minimum(np.searchsorted(self.cells, flat), len(self.cells) - 1)
+        hit = self.cells[found] == flat
+        if hit.any():
+            out[at[hit]] = _take(self.gather[1], found[hit])
 
 
 def _take(array: Any, index: np.ndarray) -> np.ndarray:

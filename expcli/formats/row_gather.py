@@ -22,12 +22,16 @@ import numpy as np
 __all__ = [
     "GATHER_BYTES",
     "cells_by_rows",
+    "copy_cells",
     "flat_rows",
     "gather_flat",
     "read_spans",
     "take_flat",
     "take_rows",
 ]
+
+ROW_BY_ROW = 16 << 10
+"""Cells at least this big are copied from a map one by one, into place."""
 
 GAP_BYTES = 64 << 10
 """Rows this close together are read in one slice, the rows between them included."""
@@ -177,3 +181,24 @@ def take_flat(flat: np.ndarray, index: np.ndarray) -> np.ndarray:
         return np.asarray(flat.take(index, axis=0))
     rows = flat.reshape(len(flat), -1).view(np.uint8).take(index, axis=0)
     return np.asarray(rows.view(flat.dtype).reshape(*index.shape, *flat.shape[1:]))
+
+
+def copy_cells(
+    array: Any, index: np.ndarray, num_envs: int, out: np.ndarray, at: np.ndarray
+) -> None:
+    """Cells at flat ``index`` (1-d, in range) of a ``(T, N, *feature)`` tensor, into ``out[at]``.
+
+    A numpy array (a map) is copied from directly: cells of ``ROW_BY_ROW`` bytes or more
+    (frames) one by one, with no batch-sized temporary; anything else through
+    ``gather_flat``.
+    """
+    if not isinstance(array, np.ndarray):
+        out[at] = gather_flat(array, index, num_envs)
+        return
+    feature = array.shape[2:]
+    flat = array.reshape(array.shape[0] * num_envs, *feature)  # -1: ambiguous for no bytes
+    if math.prod(feature) * array.dtype.itemsize >= ROW_BY_ROW:
+        for target, cell in zip(at.tolist(), index.tolist(), strict=True):
+            out[target] = flat[cell]
+    else:
+        out[at] = flat.take(index, 0)
