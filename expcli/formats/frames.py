@@ -261,6 +261,19 @@ def derive(
         observations = tensors.get(name.removeprefix("next_"))
         if observations is None:
             raise SchemaError("its observations are missing", path=path, key=name)
+        dtype, feature = (
+            expected[f"{PREFIX}{name}/kept"][0],
+            expected[f"{PREFIX}{name}/kept"][1][1:],
+        )
+        rows = (header["memory_size"], header["num_envs"], *feature)
+        if np.dtype(observations.dtype) != dtype or tuple(observations.shape) != rows:
+            raise SchemaError(
+                f"stored as {np.dtype(observations.dtype).name} shaped "
+                f"{tuple(observations.shape)}; expected {dtype.name} shaped {rows}, as "
+                f"{name} is derived from it",
+                path=path,
+                key=name.removeprefix("next_"),
+            )
         cells = np.asarray(members[f"{PREFIX}{name}/cells"][:], np.int64)
         capacity = int(observations.shape[0]) * int(observations.shape[1])
         if len(cells) and (

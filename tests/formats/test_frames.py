@@ -366,3 +366,19 @@ def test_malformed_frames_metadata_is_refused(tmp_path: Path, frames: object) ->
     torch.save(stored, path)
     with pytest.raises(SchemaError, match="frames"):
         load(path)
+
+
+@pytest.mark.parametrize("stored", [np.zeros(384, np.uint8), np.float32(0.5)])
+def test_observations_unlike_their_derived_tensor_are_refused(
+    tmp_path: Path, stored: np.ndarray
+) -> None:
+    """The tensor a sparse one is derived from is checked before cells are counted in it."""
+    import torch
+
+    path = written(frame_dataset(np.random.default_rng(14), 6, 1, 0.0), tmp_path, ".pt", "once")
+    members = torch.load(path, weights_only=True)
+    members["observations"] = torch.from_numpy(np.asarray(stored))
+    torch.save(members, path)
+    with pytest.raises(SchemaError, match="as next_observations is derived from it") as info:
+        load(path)
+    assert info.value.key == "observations"

@@ -1,7 +1,8 @@
 """The fuzzer's seed corpus: one small, valid file per format and layout.
 
 Run ``python -m tests.fuzz.seeds [FOLDER]`` to rebuild ``tests/fuzz/corpus`` (the default
-folder). Every format (pt, npz, csv, h5, parquet) is written in expcli's own layout, and
+folder). Every format (pt, npz, csv, h5, parquet) is written in expcli's own layout (and
+all but CSV once more with next observations stored once, ``frames.*``), and
 every foreign layout (skrl, tianshou, minari in hdf5, parquet and arrow storage, d4rl) as
 its writer lays it out; a partly filled skrl export and a tianshou VectorReplayBuffer come
 from the real libraries. The datasets are tiny (a few rows, a few envs), so that the whole
@@ -165,6 +166,45 @@ def _d4rl_plain(folder: Path) -> None:
         h5["metadata/policy/fc0/weight"] = rng.normal(size=(2, 3))
 
 
+def _frames() -> Dataset:
+    """Two envs of 64-byte frames in episodes: next observations stored once (``frames``)."""
+    rng = np.random.default_rng(2)
+    rows, envs = 6, 2
+    observations = rng.integers(0, 256, size=(rows, envs, 8, 8), dtype=np.uint8)
+    next_observations = np.roll(observations, -1, axis=0)
+    terminated = np.zeros((rows, envs, 1), dtype=bool)
+    terminated[2, 0] = terminated[3, 1] = True
+    next_observations[terminated[..., 0]] = 255 - next_observations[terminated[..., 0]]
+    metadata = {
+        "env_id": "Frames-v0",
+        "observation_space": {
+            "type": "Box",
+            "low": 0,
+            "high": 255,
+            "shape": [8, 8],
+            "dtype": "uint8",
+        },
+        "action_space": {"type": "Discrete", "n": 4, "start": 0},
+    }
+    return Dataset(
+        {
+            "observations": observations,
+            "next_observations": next_observations,
+            "actions": rng.integers(0, 4, size=(rows, envs, 1)),
+            "terminated": terminated,
+        },
+        CircularState(0, 0, True),
+        metadata,
+    )
+
+
+def frame_seeds(folder: Path) -> None:
+    """The once form (schema ``expcli/2``) in each native format but CSV, which stores all."""
+    frames = _frames()
+    for suffix in ("pt", "npz", "h5", "parquet"):
+        write_dataset(frames, folder / f"frames.{suffix}", frames="once")
+
+
 def build(folder: Path) -> list[Path]:
     """Write the corpus into ``folder`` (emptied first); returns the seeds written."""
     if folder.exists():
@@ -174,6 +214,7 @@ def build(folder: Path) -> list[Path]:
     for name, dataset in (("cartpole", cartpole), ("pixels", pixels)):
         for suffix in ("pt", "npz", "csv", "h5", "parquet"):
             write_dataset(dataset, folder / f"{name}.{suffix}")
+    frame_seeds(folder)
     for suffix in ("pt", "npz", "csv"):
         write_layout(cartpole, folder / f"skrl.{suffix}", "skrl", overwrite=True)
     for layout in ("tianshou", "d4rl"):

@@ -48,7 +48,7 @@ def test_the_seed_corpus_covers_every_format_and_layout_and_is_small() -> None:
         )
     assert layouts == {"expcli", "skrl", "tianshou", "minari", "d4rl", "lerobot"}
     size = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())
-    assert size < 512 * 1024
+    assert size < 640 * 1024  # far below a megabyte (HDF5 files alone take 25 kB each)
 
 
 def test_no_mutant_escapes_hangs_blows_up_or_crashes(tmp_path: Path) -> None:
