@@ -29,7 +29,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from tests.fuzz.structure import _npy, _npz_members, _write_npz
 FOLDER_CORPUS = Path(__file__).with_name("folder_corpus")
 FOLDER_SEED = FOLDER_CORPUS / "cartpole"
 PARQUET_SEED = FOLDER_CORPUS / "cartpole_parquet"  # the same run in Parquet shards
+FRAMES_SEED = FOLDER_CORPUS / "frames"  # frames in short episodes: next observations once
 MARKER = 271828.1875  # exact in float32 and float64; no seed value is this
 TEXT_MARKER = "outside-sentinel-5f3a9c"
 CODE_RAN = "CODE_RAN"
@@ -49,12 +50,18 @@ CODE_RAN = "CODE_RAN"
 FolderMutation = Callable[[Path, Path, random.Random], str]
 
 
-def build_seed(folder: Path = FOLDER_SEED, shard_format: str = "npz") -> Path:
-    """Collect the folder seed anew: CartPole, 2 envs, 8 steps, shards of 2 rows."""
+_FRAMES_ENV = ["benchmarks.frame_env:ConstantFrame-v0", "--env-kwargs"]
+_FRAMES_ENV.append('{"shape": [8, 8], "length": 3}')  # 64-byte frames: stored once
+
+
+def build_seed(
+    folder: Path = FOLDER_SEED, shard_format: str = "npz", env: Sequence[str] = ("CartPole-v1",)
+) -> Path:
+    """Collect a folder seed anew: ``env`` (CartPole), 2 envs, 8 steps, shards of 2 rows."""
     if folder.exists():
         shutil.rmtree(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    args = ["CartPole-v1", "-n", "2", "--steps", "8", "--shard-size", "2", "--seed", "0"]
+    args = [*env, "-n", "2", "--steps", "8", "--shard-size", "2", "--seed", "0"]
     subprocess.run(
         [sys.executable, "-m", "expcli", "collect", *args, "--mode", "dummy", "-q"]
         + ["--shard-format", shard_format, "-o", str(folder)],
@@ -93,8 +100,9 @@ def sentinel_times(outside: Path) -> dict[str, int]:
 
 
 def seed_for(number: int) -> Path:
-    """The seed of folder mutant ``number``: every fourth is the Parquet-shard folder."""
-    return PARQUET_SEED if number % 4 == 3 else FOLDER_SEED
+    """The seed of folder mutant ``number``: of every four, one is the Parquet-shard folder
+    and one the folder of frames stored once."""
+    return {3: PARQUET_SEED, 1: FRAMES_SEED}.get(number % 4, FOLDER_SEED)
 
 
 def _shards(folder: Path) -> list[str]:
@@ -336,7 +344,7 @@ def _shard_content(folder: Path, outside: Path, rng: random.Random) -> str:
         other.write_bytes(a)
         return "shards swapped"
     members = _npz_members(path)
-    names = sorted(n for n in members if not n.startswith("__"))
+    names = sorted(n for n in members if n.startswith("__next__/") or not n.startswith("__"))
     if how == "drop member":
         del members[rng.choice(names)]
     elif how == "extra member":
@@ -441,3 +449,4 @@ def _valid_change(folder: Path, outside: Path, rng: random.Random) -> str:
 if __name__ == "__main__":
     print(build_seed(Path(sys.argv[1]) if len(sys.argv) > 1 else FOLDER_SEED))
     print(build_seed(PARQUET_SEED, "parquet"))
+    print(build_seed(FRAMES_SEED, env=_FRAMES_ENV))

@@ -20,7 +20,7 @@ import pytest
 from expcli import load
 from expcli.errors import ExpcliError
 from tests.fuzz.campaign import FOLDER_OPS, OPS, Settings, run_campaign
-from tests.fuzz.folders import FOLDER_SEED, PARQUET_SEED
+from tests.fuzz.folders import FOLDER_SEED, FRAMES_SEED, PARQUET_SEED
 from tests.fuzz.mutations import kind
 from tests.fuzz.seeds import CORPUS, seeds
 
@@ -97,6 +97,17 @@ def test_the_parquet_folder_seed_is_the_same_run_in_parquet_shards() -> None:
         "shard-000001.parquet",
     ]
     assert sum(p.stat().st_size for p in PARQUET_SEED.iterdir()) < 24 * 1024
+
+
+def test_the_frames_folder_seed_stores_next_observations_once() -> None:
+    """Every fourth folder mutant starts from it: shards of the sparse form, last rows kept."""
+    from expcli import summarize
+
+    assert load(FRAMES_SEED).metadata["collector"]["collect_settings"]
+    assert summarize(FRAMES_SEED).frames["next_observations"].kept == 4  # the shards' last rows
+    manifest = json.loads((FRAMES_SEED / "manifest.json").read_text())
+    assert manifest["schema"] == "expcli/2"
+    assert sum(p.stat().st_size for p in FRAMES_SEED.iterdir()) < 16 * 1024
 
 
 def test_no_folder_mutant_escapes_hangs_reads_outside_or_changes_the_folder(
