@@ -113,7 +113,8 @@ def save(
         verify: Read the written file back and compare every tensor before renaming it
             into place.
         frames: ``once`` stores each next observation equal to the next row's observation
-            once (pt, npz, HDF5: ``formats.frames``); ``full`` stores every one.
+            once (pt, npz, HDF5, Parquet and folders: ``formats.frames``); ``full`` stores
+            every one.
 
     Raises:
         ConfigError: An unknown layout or compression, or one the format cannot take.

@@ -90,8 +90,8 @@ FramesOption = Annotated[
     FramesForm,
     typed_choice(
         "--frames",
-        "How pt, npz and HDF5 files store next observations: once (each frame of 64 bytes or "
-        "more that equals the next row's observation is stored there only) or full.",
+        "How expcli files and folders store next observations: once (each frame of 64 bytes "
+        "or more that equals the next row's observation is stored there only) or full.",
         parse_frames,
     ),
 ]

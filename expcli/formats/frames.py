@@ -44,6 +44,7 @@ __all__ = [
     "combined",
     "derive",
     "encode",
+    "find_cells",
     "frame_pairs",
     "kept_cells",
     "sparse_members",
@@ -441,12 +442,17 @@ class DerivedRows(ByCells):
         size, envs = self.shape[0], self.shape[1]
         rows, columns = np.divmod(flat, envs)
         copy_cells(self.gather[0], (rows + 1) % size * envs + columns, envs, out, at)
-        if not len(self.cells):
-            return
-        found = np.minimum(np.searchsorted(self.cells, flat), len(self.cells) - 1)
-        hit = self.cells[found] == flat
+        found, hit = find_cells(self.cells, flat)
         if hit.any():
             out[at[hit]] = _take(self.gather[1], found[hit])
+
+
+def find_cells(cells: np.ndarray, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of ``flat`` lies in the sorted ``cells``, and whether it is one of them."""
+    if not len(cells):
+        return np.zeros(len(flat), np.int64), np.zeros(len(flat), bool)
+    found = np.minimum(np.searchsorted(cells, flat), len(cells) - 1)
+    return found, cells[found] == flat
 
 
 def _take(array: Any, index: np.ndarray) -> np.ndarray:

@@ -74,7 +74,7 @@ from expcli.formats._parquet_columns import (
 )
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.dataset import Dataset
-from expcli.formats.frames import ByCells, StoredOnce, frame_pairs, kept_cells
+from expcli.formats.frames import ByCells, StoredOnce, find_cells, frame_pairs, kept_cells
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows
 from expcli.formats.row_gather import flat_rows, gather_flat
@@ -302,16 +302,10 @@ def _write(
             for c in stored:
                 at = kept.get(c.spec.name)
                 arrays.append(
-                    to_arrow(c, rows[c.spec.name], None if at is None else _member(flat, at))
+                    to_arrow(c, rows[c.spec.name], None if at is None else find_cells(at, flat)[1])
                 )
             writer.write_table(pa.Table.from_arrays(arrays, schema=schema), row_group_size=stop)
     return carry, bool(kept)
-
-
-def _member(flat: np.ndarray, cells: np.ndarray) -> np.ndarray:
-    """Whether each of ``flat`` is one of ``cells`` (sorted)."""
-    at = np.minimum(np.searchsorted(cells, flat), max(0, len(cells) - 1))
-    return cells[at] == flat if len(cells) else np.zeros(len(flat), bool)
 
 
 def _done(rows: dict[str, np.ndarray], written: int) -> np.ndarray:

@@ -181,7 +181,8 @@ def write_dataset(
             (``npz``, the default, or ``parquet``).
         frames: ``once`` (the default) stores each next-observation cell that equals the
             next row's observation only there (``formats.frames``), in a format that can
-            (``FormatRow.frames``: pt, npz, HDF5); ``full`` stores every cell.
+            (``FormatRow.frames``: pt, npz, HDF5, Parquet, folders); ``full`` stores every
+            cell.
 
     Returns:
         The path written.
