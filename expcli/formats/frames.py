@@ -86,16 +86,22 @@ def frame_pairs(tensors: Mapping[str, Any]) -> dict[str, str]:
     return pairs
 
 
-def kept_cells(following: Any, observations: Any, wrap: bool = True) -> np.ndarray:
+def kept_cells(
+    following: Any, observations: Any, wrap: bool = True, limit: int | None = None
+) -> np.ndarray | None:
     """Flat indexes (``t * N + n``, sorted int64) of the cells of ``following`` to keep.
 
     Those whose bytes differ from ``observations[(t + 1) % T, n]``; without ``wrap``, the
     cells of the last row too (their successors lie outside the rows). Read slice of rows
     by slice of rows: each slice compared with the observations one row on (the next
-    slice's first row, or row 0 after the last), so memory holds two slices.
+    slice's first row, or row 0 after the last), so memory holds two slices and the index.
+    None, as soon as they number more than ``limit``: the tensor is then stored whole, and
+    the index of a tensor whose cells all differ (an env that mutates its output buffer)
+    is never built.
     """
     size, envs = int(following.shape[0]), int(following.shape[1])
-    found = []
+    found: list[np.ndarray] = []
+    count = 0
     chunks = row_chunks(following)
     for start in chunks:
         stop = min(size, start + chunks.step)
@@ -107,6 +113,9 @@ def kept_cells(following: Any, observations: Any, wrap: bool = True) -> np.ndarr
         if stop == size and not wrap:
             differ[-1] = True
         found.append(np.flatnonzero(differ) + start * envs)
+        count += len(found[-1])
+        if limit is not None and count > limit:
+            return None
     return np.concatenate(found).astype(np.int64) if found else np.empty(0, np.int64)
 
 
@@ -142,9 +151,10 @@ def encode(
     forms = {}
     for name, source in frame_pairs(tensors).items():
         following = tensors[name]
-        cells = kept_cells(following, tensors[source], wrap)
         cell = math.prod(following.shape[2:]) * np.dtype(following.dtype).itemsize
-        if len(cells) * (cell + 8) >= following.shape[0] * following.shape[1] * cell:
+        total = following.shape[0] * following.shape[1] * cell
+        cells = kept_cells(following, tensors[source], wrap, (total - 1) // (cell + 8))
+        if cells is None:
             continue  # no saving: leave it whole
         del members[name]
         members[f"{PREFIX}{name}/kept"] = _kept_rows(following, cells)

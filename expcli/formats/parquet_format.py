@@ -204,8 +204,9 @@ def _null_cells(dataset: Dataset, frames: FramesForm, wrap: bool) -> dict[str, n
         return {}
     kept = {}
     for name, source in frame_pairs(dataset.tensors).items():
-        cells = kept_cells(dataset.tensors[name], dataset.tensors[source], wrap)
-        if len(cells) < dataset.memory_size * dataset.num_envs:
+        every = dataset.memory_size * dataset.num_envs
+        cells = kept_cells(dataset.tensors[name], dataset.tensors[source], wrap, every - 1)
+        if cells is not None:
             kept[name] = cells
     return kept
 

@@ -246,6 +246,30 @@ def test_kept_cells_compare_bytes_not_values() -> None:
     assert kept_cells(following, observations).tolist() == [0]
 
 
+def test_kept_cells_stop_reading_past_the_limit() -> None:
+    """A tensor whose cells all differ (an env that mutates its buffer) is not indexed whole:
+    the comparison stops at the first slice holding more cells than are worth keeping."""
+    shape = (12, 1, 4 << 20)  # 4 MiB rows: a 16 MiB slice holds 4
+    reads = []
+
+    class Counted:
+        def __init__(self, value: int) -> None:
+            self.array = np.broadcast_to(np.uint8(value), shape)
+            self.shape, self.dtype = shape, self.array.dtype
+
+        def __len__(self) -> int:
+            return shape[0]
+
+        def __getitem__(self, key: slice) -> np.ndarray:
+            reads.append(key)
+            return self.array[key]
+
+    following, observations = Counted(1), Counted(0)
+    assert kept_cells(following, observations, limit=3) is None
+    assert len(reads) == 2  # one slice of each, not three
+    assert kept_cells(following, observations, limit=12).tolist() == list(range(12))
+
+
 def test_a_reader_of_schema_v1_alone_refuses_the_once_form(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
