@@ -28,6 +28,7 @@ from expcli.formats._temp_names import BACKUP, remove, remove_stale, temp_name
 
 __all__ = [
     "OUTPUT_ERRNOS",
+    "open_own",
     "atomic_path",
     "atomic_write",
     "check_before_commit",
@@ -49,6 +50,19 @@ cannot be read) pass through unchanged."""
 _before_commit: contextvars.ContextVar[Callable[[Path], None] | None] = contextvars.ContextVar(
     "_before_commit", default=None
 )
+
+
+_OWN = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_own(path: str | os.PathLike[str], flags: int, mode: int = 0o666) -> int:
+    """``os.open`` of a file expcli made beside an output: never through a link, never blocking.
+
+    A temporary or companion swapped for a symlink or a FIFO meanwhile fails (``ELOOP``,
+    ``ENXIO``) instead of aiming the write elsewhere or hanging; usable as ``open``'s
+    ``opener``.
+    """
+    return os.open(path, flags | _OWN, mode)
 
 
 def check_writable(path: str | os.PathLike[str], *, overwrite: bool) -> None:
@@ -169,9 +183,9 @@ def atomic_write(
 def _atomic(target: Path, mode: str, overwrite: bool) -> Iterator[IO[Any]]:
     with (
         _atomic_path(target, overwrite, ()) as tmp,
-        open(tmp, "w", encoding="utf-8", newline="")
+        open(tmp, "w", encoding="utf-8", newline="", opener=open_own)
         if mode == "w"
-        else _WritebackFile(io.FileIO(tmp, "wb")) as file,
+        else _WritebackFile(io.FileIO(tmp, "wb", opener=open_own)) as file,
     ):
         yield file
 
@@ -390,8 +404,8 @@ def _commit(tmp: Path, target: Path, overwrite: bool) -> None:
         tmp.unlink()
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def _fsync_file(path: Path, *, own: bool = True) -> None:
+    fd = open_own(path, os.O_RDONLY) if own else os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -418,7 +432,7 @@ def fsync_dir(folder: Path) -> None:
     if os.name != "posix":
         return
     with contextlib.suppress(OSError):  # some file systems refuse to fsync a folder
-        _fsync_file(folder)
+        _fsync_file(folder, own=False)  # the output's own folder may be reached by a link
 
 
 def fsync_tree(folder: Path) -> None:

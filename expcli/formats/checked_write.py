@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +54,14 @@ __all__ = [
 
 
 def check_target(target: Path, fmt: str, layout: Layout, overwrite: bool) -> None:
-    """Refuse, before reading anything, a target that may not be written."""
-    if not overwrite and os.path.lexists(target):
-        with OutputLock(target):  # a writer at work is named, not the output it makes
-            pass
+    """Refuse, before reading anything, a target that may not be written.
+
+    Its lock is taken for a moment: a writer at work is named (not the output it makes),
+    and a lock file that is not one refused, before any output of a command of several
+    outputs is written.
+    """
+    with OutputLock(target):
+        pass
     for path in output_files(target, fmt) if layout is Layout.EXPCLI else (target,):
         check_writable(path, overwrite=overwrite)
     row = format_row(fmt)

@@ -26,7 +26,7 @@ from typing import IO, Any, TextIO
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
-from expcli.formats._atomic import atomic_path
+from expcli.formats._atomic import atomic_path, open_own
 from expcli.formats._csv_rows import Chunk, Group, read_chunks
 from expcli.formats._csv_text import encode_rows
 from expcli.formats._guards import MAX_METADATA_BYTES, check_read_whole
@@ -72,9 +72,9 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     text = encode_header(header, path, indent=2)
     suffix = sidecar_path(path).name[len(path.name) :]
     with atomic_path(path, overwrite=overwrite, companions=(suffix,)) as tmp:
-        with open(tmp, "wb") as file:
+        with open(tmp, "wb", opener=open_own) as file:
             write_rows(dataset, file)
-        with open(sidecar_path(tmp), "w", encoding="utf-8", newline="") as meta:
+        with open(sidecar_path(tmp), "w", encoding="utf-8", newline="", opener=open_own) as meta:
             meta.write(text)
 
 

@@ -33,6 +33,7 @@ import os
 import re
 import shlex
 import socket
+import stat
 import sys
 import threading
 import time
@@ -40,8 +41,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from expcli.errors import OutputLockedError, printable
-from expcli.formats._atomic import output_errors
+from expcli.errors import OutputError, OutputLockedError, printable
+from expcli.formats._atomic import output_error, output_errors
 
 try:
     import fcntl
@@ -131,10 +132,7 @@ class OutputLock:
         with output_errors(self.target, every=True):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            with output_errors(self.target, every=True):
-                # read-only: an open writable file would keep its file system from being
-                # remounted read-only; flock needs no write access
-                fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            fd = _open_lock_file(self.path, self.target)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -145,27 +143,99 @@ class OutputLock:
                 os.close(fd)
                 raise
             if _same_file(fd, self.path):
-                _sign(self.path)
+                _sign(fd, self.path)
                 return fd
             os.close(fd)  # its holder let go and removed it meanwhile: lock the new one
 
 
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | os.O_CLOEXEC
+
+
+def _open_lock_file(path: Path, target: Path) -> int:
+    """Open (creating) the lock file: a regular file, never through a link, a FIFO or a device.
+
+    ``O_NOFOLLOW`` refuses a symlink planted in its place (it would aim the signature at
+    another file) and ``O_NONBLOCK`` a FIFO that would block the open forever; anything but
+    a regular file found there is refused, and nothing is written to it.
+
+    Raises:
+        OutputError: Something other than a regular file stands where the lock file goes.
+    """
+    # read-only: an open writable file would keep its file system from being remounted
+    # read-only; flock needs no write access
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | _NO_FOLLOW, 0o666)
+    except OSError as e:
+        try:
+            found = os.lstat(path).st_mode
+        except OSError:
+            found = stat.S_IFREG
+        _refuse_other_kinds(found, path)
+        raise output_error(e, target) from e
+    try:
+        _refuse_other_kinds(os.fstat(fd).st_mode, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _refuse_other_kinds(mode: int, path: Path) -> None:
+    kind = stat.S_IFMT(mode)
+    if kind != stat.S_IFREG:
+        what = _KINDS.get(kind, "of another kind")
+        raise OutputError(
+            f"expcli's lock file is {what}, not a regular file; nothing was written. Remove "
+            "it if no expcli process writes there",
+            path=path,
+        )
+
+
+_KINDS = {
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
 def _same_file(fd: int, path: Path) -> bool:
     try:
-        named = os.stat(path)
+        named = os.stat(path, follow_symlinks=False)
     except OSError:
         return False
     opened = os.fstat(fd)
     return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
-def _sign(path: Path) -> None:
-    """Write who holds the lock into it (best effort: a full disk must not stop the run)."""
+def _sign(fd: int, path: Path) -> None:
+    """Write who holds the lock into it (best effort: a full disk must not stop the run).
+
+    The file is opened for writing again without following a link and only written when it
+    is the very file locked through ``fd``.
+    """
     since = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": since}
     holder |= {"command": _command()}
-    with contextlib.suppress(OSError), open(path, "wb") as f:
-        f.write(json.dumps(holder).encode())
+    try:
+        out = os.open(path, os.O_WRONLY | _NO_FOLLOW)
+    except OSError:
+        return
+    try:
+        if _same_inode(out, fd):
+            os.ftruncate(out, 0)
+            os.pwrite(out, json.dumps(holder).encode(), 0)
+    except OSError:
+        pass
+    finally:
+        os.close(out)
+
+
+def _same_inode(a: int, b: int) -> bool:
+    first, second = os.fstat(a), os.fstat(b)
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
 
 
 def _command() -> str:
