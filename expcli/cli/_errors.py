@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import NoReturn, ParamSpec, TypeVar
 
@@ -15,7 +17,7 @@ from expcli.errors import ExpcliError
 P = ParamSpec("P")
 R = TypeVar("R")
 
-__all__ = ["EXIT_BROKEN_PIPE", "quiet_closed_pipes", "reports_errors"]
+__all__ = ["EXIT_BROKEN_PIPE", "quiet_closed_pipes", "reports_errors", "term_as_interrupt"]
 
 # The reader of the output went away (``expcli inspect FILE | head``): exit as a Unix tool
 # killed by SIGPIPE is reported, 128 + 13, and print nothing.
@@ -46,6 +48,24 @@ def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
             _report(where + (e.strerror or str(e)), 1)
 
     return wrapper
+
+
+def term_as_interrupt() -> None:
+    """Take SIGTERM as Ctrl-C from now on: ``KeyboardInterrupt``, so writes clean up.
+
+    Each signal raises anew, as Ctrl-C does: a second one ends a clean-up that hangs.
+    Nothing changes where SIGTERM already has a handler (an embedding program's) or off the
+    main thread. ``collect`` puts its own handlers over this one while it runs.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    del signum, frame
+    raise KeyboardInterrupt
 
 
 def quiet_closed_pipes() -> None:

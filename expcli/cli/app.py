@@ -65,11 +65,14 @@ _register()
 def main() -> None:
     """Entry point of the ``expcli`` console script and of ``python -m expcli``.
 
+    SIGTERM (what ``timeout``, systemd and Slurm send) is taken as Ctrl-C in every command:
+    a write in progress removes its temporary file and lock, and the command exits 130.
     Output left in stdout's buffer is flushed here, so that a reader that has gone is met
     by the quiet ``EXIT_BROKEN_PIPE`` as in every command, not by a note at exit.
     """
-    from expcli.cli._errors import EXIT_BROKEN_PIPE, quiet_closed_pipes
+    from expcli.cli._errors import EXIT_BROKEN_PIPE, quiet_closed_pipes, term_as_interrupt
 
+    term_as_interrupt()
     try:
         try:
             app(prog_name="expcli")

@@ -10,18 +10,27 @@ nothing happened, and ``Hdf5Output`` raises the recorded error, which the atomic
 into one ``OutputError`` while deleting the temporary file. ``torch.save`` is written through
 one too (``guarded_file``): its zip writer meets a failed write, then fails again on closing
 and raises that second, unrelated error in place of the first.
+
+A Ctrl-C or SIGTERM is a failed write too when its ``KeyboardInterrupt`` is raised inside one
+of these callbacks (HDF5 then crashes, as above). While such a file is open, a signal that
+arrives inside a callback is handed on a few milliseconds later, once the library has
+returned to Python code of its caller (``callbacks_spared``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = ["GuardedFile", "Hdf5Output", "guarded_file"]
+from expcli.formats._atomic import open_own
+
+__all__ = ["GuardedFile", "Hdf5Output", "callbacks_spared", "guarded_file"]
 
 
 class GuardedFile:
@@ -34,7 +43,7 @@ class GuardedFile:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.error: OSError | None = None
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
+        self._fd = open_own(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
         self._position = 0
 
     def __repr__(self) -> str:
@@ -101,6 +110,53 @@ class GuardedFile:
             os.close(fd)
 
 
+_CALLBACKS = frozenset(
+    vars(GuardedFile)[name].__code__
+    for name in ("seek", "tell", "readinto", "read", "write", "truncate", "flush", "close")
+)
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_RETRY_SECONDS = 0.005
+
+
+@contextlib.contextmanager
+def callbacks_spared() -> Iterator[None]:
+    """Keep signal handlers from raising inside ``GuardedFile``'s methods for the block.
+
+    The handlers in place (Python's Ctrl-C, the CLI's, collect's) are wrapped: a signal that
+    finds the main thread in a callback is sent again shortly, until it finds it elsewhere,
+    where the handler runs as it would have. Off the main thread, nothing changes (signals
+    are handled on the main thread, which then runs no callback of this file).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+    main = threading.main_thread().ident
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        if frame is not None and frame.f_code in _CALLBACKS:
+            assert main is not None
+            later = threading.Timer(_RETRY_SECONDS, signal.pthread_kill, (main, signum))
+            later.daemon = True
+            later.start()
+            return
+        original = previous[signal.Signals(signum)]
+        if callable(original):
+            original(signum, frame)
+        elif original is not signal.SIG_IGN:  # the default: end the process as it would have
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+
+    for sig in _SIGNALS:
+        signal.signal(sig, handle)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            if signal.getsignal(sig) is handle:  # not replaced meanwhile
+                signal.signal(sig, signal.SIG_DFL if old is None else old)
+
+
 @contextlib.contextmanager
 def guarded_file(path: str | os.PathLike[str]) -> Iterator[GuardedFile]:
     """A ``GuardedFile`` over ``path`` (created or emptied).
@@ -113,7 +169,8 @@ def guarded_file(path: str | os.PathLike[str]) -> Iterator[GuardedFile]:
     """
     file = GuardedFile(path)
     try:
-        yield file
+        with callbacks_spared():
+            yield file
     except Exception:
         if file.error is None:
             raise
@@ -144,15 +201,18 @@ class Hdf5Output:
         self._options = options
         self._raw: GuardedFile | None = None
         self._file: Any = None
+        self._spared = contextlib.ExitStack()
 
     def __enter__(self) -> Any:
         import h5py
 
         self._raw = GuardedFile(self.path)
+        self._spared.enter_context(callbacks_spared())
         try:
             self._file = h5py.File(self._raw, "w", **self._options)
         except BaseException:
             self._raw.close()
+            self._spared.close()
             self.check()
             raise
         return self._file
@@ -177,5 +237,6 @@ class Hdf5Output:
             self._file.close()
         finally:
             self._raw.close()
+            self._spared.close()
         if error is None or isinstance(error, Exception):
             self.check()
