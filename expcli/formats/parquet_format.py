@@ -27,12 +27,10 @@ columns must have exactly the plain Arrow types the header's specs give.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 import math
 import os
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -46,7 +44,6 @@ from expcli.errors import (
     ExpcliError,
     FormatError,
     InvalidValueError,
-    MissingDependencyError,
     SchemaError,
 )
 from expcli.formats._atomic import atomic_path
@@ -72,6 +69,7 @@ from expcli.formats._parquet_columns import (
     to_arrow,
     transition_chunk,
 )
+from expcli.formats._parquet_open import open_parquet, pyarrow_parquet, refuse_extension_types
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.dataset import Dataset
 from expcli.formats.frames import ByCells, StoredOnce, find_cells, frame_pairs, kept_cells
@@ -109,38 +107,6 @@ writer holds a few copies of one (the rows gathered, their Arrow arrays, the boo
 a reader one decoded group a tensor: well under 200 MB at peak either way, whatever the
 file's size (benchmarks/parquet_scale)."""
 
-_MAGIC = b"PAR1"
-_EXTENSION_KEY = b"ARROW:extension:name"
-_MIN_PYARROW = (14, 0, 1)
-
-
-def pyarrow_parquet() -> Any:
-    """``pyarrow.parquet``, once pyarrow is known to be installed and recent enough.
-
-    Raises:
-        MissingDependencyError: pyarrow is missing, or older than 14.0.1.
-    """
-    if "pyarrow" not in sys.modules:
-        # pyarrow's default, mimalloc, keeps the pages of freed buffers in each thread's
-        # heap, and expcli frees each decoded row group once its rows are copied out, on a
-        # reader thread: reading a 1.2 GB LeRobot folder a slice at a time peaked at 276 MiB
-        # with mimalloc and 134 MiB with the system allocator, at the same speed. pyarrow
-        # reads the variable once, when imported; a user's own setting wins.
-        os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-    try:
-        import pyarrow
-        import pyarrow.parquet as pq
-    except ImportError as e:
-        raise MissingDependencyError("pyarrow", "parquet", "Parquet files") from e
-    version = tuple(int(p) for p in pyarrow.__version__.split(".")[:3] if p.isdigit())
-    if version < _MIN_PYARROW:
-        raise MissingDependencyError(
-            "pyarrow>=14.0.1",
-            "parquet",
-            f"Parquet files (pyarrow {pyarrow.__version__} "
-            "can run code from a file: CVE-2023-47248)",
-        )
-    return pq
 
 
 def write(
@@ -342,25 +308,34 @@ def shard_carry(path: Path) -> Carry:
                 done = done_flags(flags, 1, envs).reshape(-1)
     finally:
         close()
-    pq = pyarrow_parquet()
-    try:
-        table = pq.ParquetFile(str(path)).read(columns=["index", "row", *BOOKKEEPING[1:3]])
-        book = {name: _ints(table.column(name).combine_chunks()) for name in table.column_names}
+    names = ["index", "row", *BOOKKEEPING[1:3]]
+    book: dict[str, np.ndarray] = {name: np.zeros(0, np.int64) for name in names}
+    top, count = -1, 0  # the largest episode index, the rows read
+    parquet = open_parquet(path)
+    try:  # a group at a time (open_lazy bounded them), keeping the last row of every env
+        for group in range(parquet.metadata.num_row_groups):
+            table = parquet.read_row_group(group, columns=names, use_threads=False)
+            read = {name: _ints(table.column(name).combine_chunks()) for name in names}
+            count += len(read["index"])
+            if len(read["index"]):
+                top = max(top, int(read["episode_index"].max()))
+            book = {k: np.concatenate([book[k], v])[-max(envs, 1) :] for k, v in read.items()}
     except Exception as e:
         raise _damaged(path, e) from e
+    finally:
+        parquet.close()
     if not rows * envs:
         return dataclasses.replace(Carry.start(envs), row=int(rows))
-    if any(len(v) != rows * envs for v in book.values()):
+    if count != rows * envs:
         raise FormatError(
             f"bookkeeping columns disagree with its {rows} rows of {envs} envs", path=path
         )
-    last = slice(len(book["index"]) - envs, None)
     return Carry(
         int(book["index"][-1]) + 1,
         int(book["row"][-1]) + 1,
-        int(book["episode_index"].max()) + 1,
-        book["episode_index"][last].copy(),
-        book["frame_index"][last].copy(),
+        top + 1,
+        book["episode_index"].copy(),
+        book["frame_index"].copy(),
         done,
     )
 
@@ -434,22 +409,7 @@ def open_lazy(
     check_source(path)
     with open(path, "rb") as file:
         identity = _identity(os.fstat(file.fileno()))
-        head = file.read(4)
-        file.seek(0, 2)
-        size = file.tell()
-        file.seek(max(0, size - 4))
-        tail = file.read(4)
-    if head != _MAGIC or tail != _MAGIC or size < 12:
-        raise FormatError(
-            "not a Parquet file (no PAR1 at both ends); expected a Parquet file, complete",
-            path=path,
-        )
-    refuse_extension_types(path, size)
-    pq = pyarrow_parquet()
-    try:
-        parquet = pq.ParquetFile(str(path), page_checksum_verification=True)
-    except Exception as e:
-        raise _damaged(path, e) from e
+    parquet = open_parquet(path)
     try:
         return _open(parquet, path, identity, cache)
     except BaseException as e:
@@ -457,36 +417,6 @@ def open_lazy(
         if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):
             raise
         raise _damaged(path, e) from e
-
-
-def refuse_extension_types(path: Path, size: int) -> None:
-    """Refuse a file whose stored Arrow schema names an extension type, before pyarrow reads it.
-
-    pyarrow builds the stored schema's extension types as it opens a file, running the
-    deserialiser of any type registered in the process (by ray or ``datasets``, say); expcli
-    writes none, so a file naming one is refused unread. The schema (``ARROW:schema``) is
-    base64 text in the footer: each alignment of the key's encoding is looked for.
-    """
-    with open(path, "rb") as file:
-        file.seek(size - 8)
-        footer = int.from_bytes(file.read(4), "little")
-        if footer + 12 > size or footer > 4 * MAX_METADATA_BYTES:
-            raise FormatError(
-                f"declares a footer of {footer:,} bytes in a file of {size:,}; it is truncated "
-                "or damaged",
-                path=path,
-            )
-        file.seek(size - 8 - footer)
-        data = file.read(footer)
-    for shift in range(3):
-        encoded = base64.b64encode(b"\0" * shift + _EXTENSION_KEY)
-        inner = encoded[4 if shift else 0 : -4]
-        if inner in data or _EXTENSION_KEY in data:
-            raise FormatError(
-                "its Arrow schema declares an extension type; expcli writes only plain types "
-                "and never builds types named by a file",
-                path=path,
-            )
 
 
 def _open(
@@ -780,7 +710,7 @@ class _Groups:
                 file.close()
                 raise FormatError("was replaced or changed while it was read", path=self.path)
             self._own_file = file
-            self._own = pyarrow_parquet().ParquetFile(file, page_checksum_verification=True)
+            self._own = open_parquet(self.path, file)
         return self._decode(self._own, column, group, count)
 
     def _decode(self, parquet: Any, column: Column, group: int, count: int) -> np.ndarray:

@@ -27,13 +27,13 @@ import numpy as np
 
 from expcli.errors import FormatError, SchemaError
 from expcli.formats._guards import brief
+from expcli.formats._parquet_open import open_parquet, read_columns
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, header_specs, parse_header
 from expcli.formats.layouts._lerobot_features import AUTO_FEATURES, Feature
 from expcli.formats.layouts._lerobot_features import feature_values as column_values
 from expcli.formats.layouts._lerobot_video import VideoFrames, require_decoder
 from expcli.formats.lazy import LazyRows
-from expcli.formats.parquet_format import pyarrow_parquet
 from expcli.spec import SUPPORTED_DTYPES, TensorSpec
 
 __all__ = ["EXPCLI", "INFO", "Cells", "Frames", "read_frames", "sidecar_header"]
@@ -370,10 +370,8 @@ def open_data_file(path: Path) -> tuple[Any, set[str]]:
     Raises:
         FormatError: The file is missing or no Parquet file.
     """
-    pq = pyarrow_parquet()
-
     try:
-        parquet = pq.ParquetFile(path)
+        parquet = open_parquet(path)
         return parquet, set(parquet.schema_arrow.names)
     except (OSError, ValueError, KeyError) as e:  # pyarrow's errors derive from these
         raise FormatError(
@@ -468,8 +466,6 @@ def _episode_cells(root: Path, count: int, size: int, envs: int) -> Cells:
         FormatError: The episodes are unreadable, leave frames out, overlap, or fall outside
             the ``(T, N)`` cells.
     """
-    pq = pyarrow_parquet()
-
     files = sorted((root / "meta" / "episodes").glob("*/*.parquet"))
     if not files:
         raise FormatError("holds no meta/episodes/*/*.parquet files", path=root)
@@ -477,7 +473,7 @@ def _episode_cells(root: Path, count: int, size: int, envs: int) -> Cells:
     found: dict[str, list[np.ndarray]] = {name: [] for name in wanted}
     for path in files:
         try:
-            table = pq.read_table(path, columns=wanted)
+            table = read_columns(path, wanted, max_rows=count)
         except (OSError, ValueError, KeyError) as e:
             raise FormatError(
                 f"cannot read the episodes ({type(e).__name__}: {brief(str(e))})", path=path

@@ -43,6 +43,7 @@ import numpy as np
 
 from expcli.errors import FormatError
 from expcli.formats._guards import brief
+from expcli.formats._parquet_open import read_columns
 from expcli.formats.block_cache import BlockCache
 from expcli.formats.layouts._lerobot_features import Feature
 from expcli.spec import TensorSpec
@@ -375,7 +376,6 @@ def _episode_columns(root: Path, names: list[str]) -> tuple[np.ndarray, dict[str
     """
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     from expcli.formats.layouts._lerobot_features import feature_values
 
@@ -388,7 +388,7 @@ def _episode_columns(root: Path, names: list[str]) -> tuple[np.ndarray, dict[str
     found: dict[str, list[np.ndarray]] = {column: [] for column in wanted}
     for path in files:
         try:
-            table = pq.read_table(path, columns=wanted)
+            table = read_columns(path, wanted)
         except (OSError, ValueError, KeyError) as e:  # pyarrow's errors derive from these
             raise FormatError(
                 f"cannot read the episodes' video columns ({type(e).__name__}: {brief(str(e))})",

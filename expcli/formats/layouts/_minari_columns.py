@@ -324,9 +324,9 @@ class _EpisodeFile:
             return schema, [_one_chunk(table.column(i)) for i in range(len(names))]
 
     def _parquet(self) -> Any:
-        import pyarrow.parquet as pq
+        from expcli.formats._parquet_open import open_parquet
 
-        return pq.ParquetFile(str(self.path), page_checksum_verification=True, pre_buffer=False)
+        return open_parquet(self.path, pre_buffer=False)
 
     def _errors(self, what: str) -> contextlib.AbstractContextManager[None]:
         return _as_format_errors(self.path, what)
@@ -369,10 +369,7 @@ def _check_plain(path: Path, storage: str) -> int:
         raise FormatError(
             f"not a complete {storage} file (no {magic.decode()} at both ends)", path=path
         )
-    if storage == "parquet":
-        from expcli.formats.parquet_format import refuse_extension_types
-
-        refuse_extension_types(path, size)
+    if storage == "parquet":  # its footer is checked as it is opened (open_parquet)
         return size
     # IPC: the schema is in the first message and the footer
     if _EXTENSION_KEY in head or _EXTENSION_KEY in tail:
