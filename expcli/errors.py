@@ -70,6 +70,13 @@ class ExpcliError(Exception):
         self.message = message
         super().__init__(self._render())
 
+    def located(self, path: str | os.PathLike[str], key: str | None = None) -> ExpcliError:
+        """Name ``path`` (and ``key``) as where the error comes from, unless it names one."""
+        if self.path is None:
+            self.path, self.key = os.fspath(path), self.key if self.key is not None else key
+            self.args = (self._render(), *self.args[1:])
+        return self
+
     def _render(self) -> str:
         parts = []
         if self.path is not None:

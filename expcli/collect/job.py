@@ -6,10 +6,11 @@ the progress bar and the summary, and turns signals into ``stop()``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import platform
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,13 @@ from expcli.collect.settings import CollectSettings
 from expcli.collect.shard_sink import ShardSink
 from expcli.collect.single_file import save_file
 from expcli.collect.spool_run import SpooledFile, spool_folder
-from expcli.errors import ConfigError, OrderError, OutputError, OutputExistsError
+from expcli.errors import (
+    ConfigError,
+    ExpcliError,
+    OrderError,
+    OutputError,
+    OutputExistsError,
+)
 from expcli.formats.dataset import Dataset
 from expcli.formats.output_lock import OutputLock
 from expcli.formats.table import SHARDED_FOLDER, format_from_suffix, format_row, format_rows
@@ -61,6 +68,18 @@ def default_output(env_id: str, folder: Path = Path("runs")) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def _recorded(settings: CollectSettings) -> Iterator[None]:
+    """Errors of a ``--resume`` run's envs name the manifest whose settings made them."""
+    try:
+        yield
+    except ExpcliError as e:
+        if not settings.resuming or settings.output is None:
+            raise
+        place = Path(settings.output) / "manifest.json"
+        raise e.located(place, "collector.collect_settings") from e.__cause__
+
+
 class CollectJob:
     """Collect ``settings.env_id`` into a memory and save it.
 
@@ -79,12 +98,13 @@ class CollectJob:
     def __init__(self, settings: CollectSettings) -> None:
         self.settings = settings.validate()
         engine = ENGINES.get(settings.mode)
-        if engine is None:  # auto: its candidates all take Gymnasium's ids
-            from expcli.envs.env_ids import check_env_id
+        with _recorded(settings):
+            if engine is None:  # auto: its candidates all take Gymnasium's ids
+                from expcli.envs.env_ids import check_env_id
 
-            check_env_id(settings.env_id)
-        else:
-            engine.check_id(settings.env_id)
+                check_env_id(settings.env_id)
+            else:
+                engine.check_id(settings.env_id)
         from expcli.envs.env_wrappers import describe_wrappers, portable_spec
 
         self.wrapper_descriptions = describe_wrappers(settings.wrappers)
@@ -141,7 +161,8 @@ class CollectJob:
             s = self.settings
             if self.output.exists() and not s.overwrite and not s.resuming:
                 raise OutputExistsError(self.output)  # a writer that ended meanwhile made it
-            self._start()
+            with _recorded(s):
+                self._start()
         except BaseException:
             self._lock.release()
             raise

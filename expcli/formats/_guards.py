@@ -33,6 +33,7 @@ from expcli.errors import FormatError, printable
 from expcli.host_memory import available_bytes, check_fits
 
 __all__ = [
+    "INTEGERS",
     "MAX_JSON_DEPTH",
     "MAX_METADATA_BYTES",
     "BOMB_BYTES",
@@ -185,15 +186,44 @@ def check_depth(value: Any, path: str | os.PathLike[str], key: str | None) -> No
 def load_json(text: str | bytes, path: str | os.PathLike[str], key: str | None) -> Any:
     """``json.loads`` with every failure, deep nesting included, a FormatError.
 
+    Integers must fit in 64 bits (``INTEGERS``): a header number past that (``written`` of
+    2**70) would overflow where numpy or a C library takes it.
+
     Raises:
-        FormatError: The text is not JSON, or is nested too deep.
+        FormatError: The text is not JSON, is nested too deep, or holds a larger integer.
     """
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_int=_int64)
+    except _TooLarge as e:
+        raise FormatError(
+            f"metadata holds the integer {brief(str(e))}, beyond 64 bits; expected integers "
+            "from -2**63 to 2**64 - 1",
+            path=path,
+            key=key,
+        ) from None
     except (ValueError, RecursionError) as e:
         reason = "nested too deep" if isinstance(e, RecursionError) else str(e)
         raise FormatError(f"metadata is not valid JSON: {reason}", path=path, key=key) from e
     check_depth(value, path, key)
+    return value
+
+
+class _TooLarge(ValueError):
+    """An integer of a JSON text past 64 bits."""
+
+
+INTEGERS = range(-(2**63), 2**64)
+"""The integers metadata may hold: those of int64 and uint64 (seeds go up to 2**64 - 1).
+Each number a reader uses is range-checked where it is read besides."""
+
+
+def _int64(text: str) -> int:
+    """A JSON integer, refused past 64 bits: no header number overflows numpy or C later."""
+    if len(text) > 21:  # 2**64 has 20 digits, -2**63 a sign and 19: longer is larger
+        raise _TooLarge(text)
+    value = int(text)
+    if value not in INTEGERS:
+        raise _TooLarge(text)
     return value
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
-from expcli.formats._guards import brief, load_json
+from expcli.formats._guards import INTEGERS, brief, load_json
 from expcli.formats._skrl_tail import written_transitions
 from expcli.formats.dataset import Dataset
 from expcli.spec import SUPPORTED_DTYPES, CircularState, TensorSpec
@@ -36,13 +36,38 @@ def encode_header(
     """A metadata object (``Dataset.header()``, perhaps with more keys) as a JSON string.
 
     Raises:
-        SchemaError: A metadata value is not JSON-serialisable (its key is named).
+        SchemaError: A metadata value is not JSON-serialisable (its key is named), or an
+            integer lies beyond 64 bits (``INTEGERS``), which no reader would take back.
     """
     try:
-        return json.dumps(header, indent=indent)
+        text = json.dumps(header, indent=indent)
     except (TypeError, ValueError) as e:
         key = next((k for k, v in header.items() if not _serialisable(v)), None)
         raise SchemaError(f"metadata is not JSON-serialisable: {e}", path=path, key=key) from e
+    for key, value in header.items():
+        large = _large_integer(value)
+        if large is not None:
+            raise SchemaError(
+                f"metadata holds the integer {brief(str(large))}, beyond 64 bits; expected "
+                "integers from -2**63 to 2**64 - 1 (a larger one is kept as a string)",
+                path=path,
+                key=key,
+            )
+    return text
+
+
+def _large_integer(value: Any) -> int | None:
+    """The first integer in ``value`` (walked without recursion) outside ``INTEGERS``."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, int) and not isinstance(item, bool) and item not in INTEGERS:
+            return item
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    return None
 
 
 def parse_header(text: str | bytes, path: str | os.PathLike[str], key: str) -> dict[str, Any]:

@@ -108,7 +108,6 @@ a reader one decoded group a tensor: well under 200 MB at peak either way, whate
 file's size (benchmarks/parquet_scale)."""
 
 
-
 def write(
     dataset: Dataset,
     path: Path,

@@ -300,6 +300,25 @@ def test_bad_recorded_settings_are_refused_naming_the_manifest(
     assert snapshot(killed) == before
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("env_id", "NoSuchEnv-v9", "unknown env id 'NoSuchEnv-v9'"),
+        ("env_kwargs", {"bogus_kw": 1}, "bogus_kw"),
+    ],
+)
+def test_recorded_env_settings_that_fail_name_the_manifest(
+    killed: Path, key: str, value: Any, says: str
+) -> None:
+    """The env they describe cannot be made: the error says where that came from."""
+    edit_manifest(killed, lambda m: m["collector"]["collect_settings"].update({key: value}))
+    before = snapshot(killed)
+    message = refused(cli("collect", "--resume", str(killed)))
+    assert f"{killed / 'manifest.json'}: 'collector.collect_settings': " in message
+    assert says in message
+    assert snapshot(killed) == before
+
+
 def test_code_settings_name_what_would_import() -> None:
     from expcli.collect.resume_trust import code_settings
 

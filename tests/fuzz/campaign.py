@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import os
 import select
@@ -53,6 +54,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tests.fuzz import folders as folder_fuzz
+from tests.fuzz import header_ints
 from tests.fuzz.mutations import make_mutant
 from tests.fuzz.seeds import CORPUS, seeds
 
@@ -91,6 +93,7 @@ class Settings:
     folders: bool = False  # sharded folders (``folders``) instead of the file corpus
     resume: bool = False  # folders: also ``collect --resume``
     minutes: float | None = None  # run mutants until this time is up (``files`` ignored)
+    header_ints: bool = False  # mutant i: header integer i at an edge (``header_ints``)
 
 
 @dataclass
@@ -232,7 +235,13 @@ def _requests(
 ) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
     """Make mutant ``number`` in ``folder``; its recipe, and the four operations on it."""
     seed = corpus[number % len(corpus)]
-    mutant, recipe = make_mutant(seed, folder / "src", number, settings.campaign)
+    if settings.header_ints:
+        every = _header_fields()
+        edges = header_ints.EDGES
+        value = edges[(number + number // len(every)) % len(edges)]
+        mutant, recipe = header_ints.make(every[number % len(every)], value, folder / "src")
+    else:
+        mutant, recipe = make_mutant(seed, folder / "src", number, settings.campaign)
     out_name, flags = _TARGETS[(number // len(corpus)) % len(_TARGETS)]
     if "deflate bomb" in recipe and out_name.endswith(".csv"):
         # Its 1.2 GiB are real data: a minute of writing text is no hang. Write a binary.
@@ -251,6 +260,11 @@ def _requests(
             request["args"] = commands[op]
         requests.append((op, request))
     return recipe, requests
+
+
+@functools.cache
+def _header_fields() -> list[header_ints.Field]:
+    return header_ints.fields()
 
 
 def run_campaign(settings: Settings) -> Report:

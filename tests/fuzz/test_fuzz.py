@@ -19,6 +19,7 @@ import pytest
 
 from expcli import load
 from expcli.errors import ExpcliError
+from tests.fuzz import header_ints
 from tests.fuzz.campaign import FOLDER_OPS, OPS, Settings, run_campaign
 from tests.fuzz.folders import FOLDER_SEED, FRAMES_SEED, PARQUET_SEED
 from tests.fuzz.mutations import kind
@@ -115,6 +116,21 @@ def test_no_folder_mutant_escapes_hangs_reads_outside_or_changes_the_folder(
 ) -> None:
     report = run_campaign(Settings(files=FOLDERS, campaign=0, folders=True, timeout=20))
     assert report.runs == FOLDERS * len(FOLDER_OPS)
+    assert report.outcomes["error"] > 0 and report.outcomes["ok"] > 0
+    if report.bad:
+        shown = json.dumps(report.failures[:10], indent=1)
+        pytest.fail(f"{report.table()}\n{shown}")
+
+
+def test_every_header_integer_at_an_edge_is_read_or_refused_in_one_line() -> None:
+    """Each integer of every header of every seed (437 of them) set to an edge of 64 bits.
+
+    ``header_ints``: ``written`` of 2**70 in a Parquet footer gave an ``OverflowError``
+    traceback in ``inspect``; a LeRobot sidecar's tensor shape of 2**62 a numpy one.
+    """
+    fields = header_ints.fields()
+    assert len({(f.seed, f.header) for f in fields}) >= 25  # every kind of header is there
+    report = run_campaign(Settings(files=len(fields), header_ints=True, workers=2, timeout=20))
     assert report.outcomes["error"] > 0 and report.outcomes["ok"] > 0
     if report.bad:
         shown = json.dumps(report.failures[:10], indent=1)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from expcli.errors import SchemaError
 from expcli.formats import Dataset, write_dataset
 from expcli.spec import CircularState
 from expcli.summary import summarize
@@ -80,10 +81,28 @@ def test_spaces_that_make_no_sense_are_left_unchecked(space: dict[str, Any]) -> 
 
 
 def test_a_discrete_space_too_large_for_a_float_is_no_traceback(tmp_path: Path) -> None:
-    metadata = {"action_space": {"type": "Discrete", "n": 10**400}}
+    metadata = {"action_space": {"type": "Discrete", "n": 2**64 - 1}}
     path = write_dataset(dataset(metadata), tmp_path / "d.npz")
     code, _, out = inspect_check(path)
     assert code == 0 and "actions      Discrete" in out  # named, not checked
+
+
+def test_an_integer_past_64_bits_is_neither_written_nor_read(tmp_path: Path) -> None:
+    """No reader takes it back (it overflowed where numpy took it): the writer refuses it too."""
+    metadata = {"action_space": {"type": "Discrete", "n": 10**400}}
+    with pytest.raises(SchemaError, match="beyond 64 bits") as info:
+        write_dataset(dataset(metadata), tmp_path / "d.npz")
+    assert info.value.key == "action_space" and not (tmp_path / "d.npz").exists()
+    path = write_dataset(
+        dataset({"action_space": {"type": "Discrete", "n": 7}}), tmp_path / "d.npz"
+    )
+    members = dict(np.load(path))
+    members["__expcli__"] = np.array(
+        str(members["__expcli__"]).replace('"n": 7', f'"n": {10**400}')
+    )
+    np.savez(path, **members)
+    code, _, _ = inspect_check(path)
+    assert code == 1
 
 
 def test_bounds_broadcast_against_rows_without_being_expanded() -> None:

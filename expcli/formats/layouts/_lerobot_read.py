@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
+from expcli.formats._folder_members import members
 from expcli.formats._guards import brief
 from expcli.formats._parquet_open import open_parquet, read_columns
 from expcli.formats.dataset import Dataset
@@ -82,6 +83,33 @@ class Frames:
             episodes = self._groups.take(counter, frames).reshape(-1)
             ends[start : start + len(episodes) - 1] = episodes[1:] != episodes[:-1]
         return ends
+
+    def check_order(self) -> None:
+        """Refuse frames out of LeRobot's ``index`` order (rows reordered by another tool).
+
+        Frames are numbered in file order; their ``index`` must count up by one from the
+        first. Read ``_BLOCK_FRAMES`` frames at a time.
+
+        Raises:
+            FormatError: Naming the first frame out of order.
+        """
+        counter = Feature("index", TensorSpec("index", "int64", (1,)), False)
+        first = None
+        for start in range(0, self.count, _BLOCK_FRAMES):
+            frames = np.arange(start, min(self.count, start + _BLOCK_FRAMES))
+            index = self._groups.take(counter, frames).reshape(-1)
+            first = int(index[0]) if first is None else first
+            wrong = np.flatnonzero(index - frames != first)
+            if len(wrong):
+                at = int(frames[wrong[0]])
+                path, row = self._groups.where(at)
+                raise FormatError(
+                    f"row {row} has index {int(index[wrong[0]])}; expected {first + at}: the "
+                    "rows are out of LeRobot's index order (reordered or filtered by another "
+                    "tool), so frames would be read as other data",
+                    path=path,
+                    key="index",
+                )
 
     def column(self, name: str) -> np.ndarray:
         """A feature's values of every frame ``(F, *shape)``, read whole (the flags)."""
@@ -276,6 +304,13 @@ class _GroupCache:
                 out[at] = self._group(feature, group)[frames[at] - self.starts[group]]
         return out
 
+    def where(self, frame: int) -> tuple[Path, int]:
+        """The data file that holds frame number ``frame``, and its row there."""
+        group = int(np.searchsorted(self.starts, frame, side="right")) - 1
+        number, _ = self._where[group]
+        begin = next(g for g, (n, _) in enumerate(self._where) if n == number)
+        return self._paths[number], frame - int(self.starts[begin])
+
     def clear(self) -> None:
         """Drop the decoded row groups and close the files."""
         with self._lock:
@@ -343,12 +378,13 @@ def read_frames(root: Path, info: dict[str, Any], sidecar: dict[str, Any] | None
             out of ``index`` order.
     """
     features, skipped = _features(root, info, sidecar)
-    paths = sorted((root / "data").glob("*/*.parquet"))
+    paths = members(root, "data", ".parquet", "LeRobot")
     if not paths:
         raise FormatError("holds no data/*/*.parquet files", path=root)
     groups: list[list[int]] = []
     videos = [f for f in features if f.video]
-    read = {"episode_index", *(["timestamp"] if videos else [])}  # episodes' ends, video times
+    # episodes' ends, the frames' order, video times
+    read = {"episode_index", "index", *(["timestamp"] if videos else [])}
     for path in paths:
         parquet, names = open_data_file(path)
         for name in [f.name for f in features if not f.video] + sorted(read):  # videos: MP4s
@@ -432,8 +468,20 @@ def _features(
             skipped.append(name)
             continue
         spec = specs.get(name) or _spec(root, name, dtype, shape, entry.get("names"))
+        if math.prod(spec.shape or (1,)) != math.prod(shape):
+            raise SchemaError(
+                f"shape {list(spec.shape)} of {_sidecar_name(specs, name)} does not hold the "
+                f"feature {name!r} of shape {shape} that meta/info.json declares",
+                path=root / EXPCLI,
+                key=name,
+            )
         features.append(Feature(name, spec, image=dtype == "image", video=dtype == "video"))
     return features, skipped
+
+
+def _sidecar_name(specs: dict[str, TensorSpec], name: str) -> str:
+    """The tensor a sidecar maps to feature ``name`` (for messages)."""
+    return repr(specs[name].name) if name in specs else "the tensor"
 
 
 def _spec(root: Path, name: str, dtype: str, shape: list[int], names: Any) -> TensorSpec:
@@ -466,7 +514,7 @@ def _episode_cells(root: Path, count: int, size: int, envs: int) -> Cells:
         FormatError: The episodes are unreadable, leave frames out, overlap, or fall outside
             the ``(T, N)`` cells.
     """
-    files = sorted((root / "meta" / "episodes").glob("*/*.parquet"))
+    files = members(root, "meta/episodes", ".parquet", "LeRobot")
     if not files:
         raise FormatError("holds no meta/episodes/*/*.parquet files", path=root)
     wanted = ["dataset_from_index", "dataset_to_index", "expcli/env", "expcli/first_row"]

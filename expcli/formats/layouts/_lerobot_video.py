@@ -42,6 +42,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from expcli.errors import FormatError
+from expcli.formats._folder_members import member, members
 from expcli.formats._guards import brief
 from expcli.formats._parquet_open import read_columns
 from expcli.formats.block_cache import BlockCache
@@ -139,7 +140,10 @@ def _video_file(root: Path, template: Any, key: str, chunk: int, number: int) ->
     relative = Path(template.format(video_key=key, chunk_index=chunk, file_index=number))
     if relative.is_absolute() or ".." in relative.parts:
         raise FormatError(f"video_path names {brief(str(relative))}, out of the folder", path=where)
-    return root / relative
+    try:
+        return member(root, root / relative, "LeRobot")
+    except FileNotFoundError:
+        return root / relative  # said by _check_file
 
 
 class VideoFrames:
@@ -379,7 +383,7 @@ def _episode_columns(root: Path, names: list[str]) -> tuple[np.ndarray, dict[str
 
     from expcli.formats.layouts._lerobot_features import feature_values
 
-    files = sorted((root / "meta" / "episodes").glob("*/*.parquet"))
+    files = members(root, "meta/episodes", ".parquet", "LeRobot")
     if not files:
         raise FormatError("holds no meta/episodes/*/*.parquet files", path=root)
     wanted = ["episode_index"]

@@ -30,7 +30,7 @@ import numpy as np
 
 from expcli.errors import ExpcliError, FormatError, SchemaError
 from expcli.formats._error_summary import error_summary
-from expcli.formats._guards import check_source
+from expcli.formats._folder_members import folder_member, member
 from expcli.formats._parquet_columns import LIST, SCALAR, Column, flat_array, from_arrow
 from expcli.formats.concat_rows import ConcatRows
 from expcli.formats.dataset import Dataset
@@ -197,7 +197,7 @@ def mark_seams(
 def _episode_files(data: Path, meta: dict[str, Any], storage: str) -> list[Path]:
     """Each episode's data file, in id order (folders ``0..E-1``, one data file each)."""
     try:
-        names = [p.name for p in os.scandir(data) if p.is_dir(follow_symlinks=False)]
+        names = [p.name for p in os.scandir(data) if p.is_dir() or p.is_symlink()]
     except OSError as e:
         raise FormatError(f"cannot list the episodes ({error_summary(e)})", path=data) from e
     ids = sorted(int(name) for name in names if _EPISODE.fullmatch(name))
@@ -214,7 +214,7 @@ def _episode_files(data: Path, meta: dict[str, Any], storage: str) -> list[Path]
         folder = data / str(number)
         found = sorted(
             p
-            for p in folder.iterdir()
+            for p in folder_member(data, folder, "Minari").iterdir()
             if not p.name.startswith(_IGNORED) and p.name != "metadata.json"
         )
         if len(found) != 1:
@@ -222,10 +222,7 @@ def _episode_files(data: Path, meta: dict[str, Any], storage: str) -> list[Path]
                 f"holds {len(found)} data files; expected one ({DATA_FILE}.{storage})",
                 path=folder,
             )
-        check_source(found[0])
-        if not found[0].is_file():
-            raise FormatError(f"is not a file; expected an episode's {storage} file", path=found[0])
-        files.append(found[0])
+        files.append(member(data, found[0], "Minari"))
     return files
 
 

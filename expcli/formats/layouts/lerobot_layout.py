@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
+from expcli.formats._folder_members import member
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import encode_header
 from expcli.formats.layouts._episodes import (
@@ -91,8 +92,19 @@ _log = logging.getLogger(__name__)
 
 
 def is_lerobot_folder(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a folder with a LeRobot ``meta/info.json`` (of any version)."""
-    return "codebase_version" in json_object(Path(path) / INFO)
+    """Whether ``path`` is a folder with a LeRobot ``meta/info.json`` (of any version).
+
+    One that is no regular file (a link, a pipe) claims the folder too, so that reading it
+    refuses it as LeRobot's, not as some other layout's.
+    """
+    root = Path(path)
+    try:
+        member(root, root / INFO, "LeRobot")
+    except FileNotFoundError:
+        return False
+    except FormatError:
+        return True
+    return "codebase_version" in json_object(root / INFO)
 
 
 def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str = "parquet") -> None:
@@ -412,9 +424,10 @@ def open_lerobot(path: Path) -> tuple[Dataset, Callable[[], None]]:
     As ``read_lerobot``; call the closer once done.
     """
     info = _info_file(path)
-    sidecar = metadata_file(path / EXPCLI) if os.path.lexists(path / EXPCLI) else None
+    sidecar = _json_member(path, EXPCLI) if os.path.lexists(path / EXPCLI) else None
     frames = read_frames(path, info, sidecar)
     try:
+        frames.check_order()
         if sidecar is None:
             return _foreign(path, info, frames), frames.close
         dataset = frames.scatter(path, sidecar)
@@ -431,7 +444,7 @@ def open_lerobot(path: Path) -> tuple[Dataset, Callable[[], None]]:
 def _info_file(root: Path) -> dict[str, Any]:
     if not os.path.lexists(root / INFO):
         raise FormatError(f"not a LeRobot dataset folder: found no {INFO}", path=root)
-    info = metadata_file(root / INFO)
+    info = _json_member(root, INFO)
     version = info.get("codebase_version")
     if not (isinstance(version, str) and version.startswith("v3")):
         raise FormatError(
@@ -440,6 +453,11 @@ def _info_file(root: Path) -> dict[str, Any]:
             key="codebase_version",
         )
     return info
+
+
+def _json_member(root: Path, name: str) -> dict[str, Any]:
+    """``root/name``, a JSON object in a regular file reached through no link."""
+    return metadata_file(member(root, root / name, "LeRobot"))
 
 
 def _foreign(root: Path, info: dict[str, Any], frames: Frames) -> Dataset:

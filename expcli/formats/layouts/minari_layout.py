@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError
+from expcli.formats._folder_members import member
 from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._guards import check_read_whole
 from expcli.formats.dataset import Dataset
@@ -211,7 +212,7 @@ def open_folder(path: Path) -> tuple[Dataset, Callable[[], None]]:
             f"not a Minari dataset folder: found no data/{METADATA_FILE} naming a data_format",
             path=path,
         )
-    meta = metadata_file(data / METADATA_FILE)
+    meta = metadata_file(member(path, data / METADATA_FILE, "Minari"))
     storage = meta.get("data_format")
     if storage in ("parquet", "arrow"):
         return scan_folder(data, meta)  # parquet or arrow storage: minari_arrow
@@ -222,9 +223,9 @@ def open_folder(path: Path) -> tuple[Dataset, Callable[[], None]]:
             key="data_format",
         )
     main = data / MAIN_FILE
-    if not main.is_file():
+    if not os.path.lexists(main):
         raise FormatError("missing from the Minari dataset folder", path=main)
-    h5 = open_file(main, _CACHE_BYTES)
+    h5 = open_file(member(path, main, "Minari"), _CACHE_BYTES)
     try:
         with as_format_errors(main, "its episodes"):
             check_all_stored(h5, main)  # so that only what the file holds is read
@@ -323,7 +324,17 @@ def _main_file(path: Path) -> Path:
 
 
 def _data_folder(path: Path) -> Path | None:
+    """The folder holding ``metadata.json`` (``path/data`` or ``path``), if any.
+
+    A link or a pipe in its place claims the folder too: reading it then refuses it.
+    """
     for candidate in (path / "data", path):
+        try:
+            member(path, candidate / METADATA_FILE, "Minari")
+        except FileNotFoundError:
+            continue
+        except FormatError:
+            return candidate
         if "data_format" in json_object(candidate / METADATA_FILE):
             return candidate
     return None
