@@ -140,3 +140,27 @@ def test_the_bound_is_a_setting(tmp_path: Path) -> None:
     lowered = {**os.environ, "EXPCLI_MAX_ROW_GROUP_BYTES": "1000"}
     refused = run_child(["-m", "expcli", "inspect", str(path)], timeout=60, env=lowered)
     assert refused.returncode == 1 and "EXPCLI_MAX_ROW_GROUP_BYTES" in refused.stderr
+
+
+@pytest.mark.parametrize("args", [[], ["--check"], ["filter"]], ids=["inspect", "check", "filter"])
+def test_a_written_count_of_2_to_the_70_is_one_line(tmp_path: Path, args: list[str]) -> None:
+    """Was an ``OverflowError`` traceback where the circular state met numpy."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    frames = np.zeros((4, 2, 3), np.float32)
+    path = expcli.save(
+        expcli.Dataset({"observations": frames}, CircularState(0, 0, True)), tmp_path / "w.parquet"
+    )
+    table = pq.read_table(path)
+    kv = dict(table.schema.metadata)
+    kv[b"expcli"] = json.dumps({**json.loads(kv[b"expcli"]), "written": 2**70}).encode()
+    pq.write_table(table.replace_schema_metadata(kv), path)
+    if args == ["filter"]:
+        command = ["filter", str(path), "--top", "1", "-o", str(tmp_path / "t.npz")]
+    else:
+        command = ["inspect", str(path), *args]
+    run = cli_run(*command, timeout=60)
+    assert run.returncode == 1 and len(run.lines) == 1, run.stderr
+    assert "beyond 64 bits" in run.stderr and not (tmp_path / "t.npz").exists()

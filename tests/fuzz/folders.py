@@ -1,4 +1,10 @@
-"""Hostile sharded folders: the folder seed, its mutations, and what a run must leave alone.
+"""Hostile dataset folders: the folder seeds, their mutations, and what a run must leave alone.
+
+Half the mutants are of LeRobot and Minari folders (``LAYOUT_SEEDS``, from the file corpus),
+which their readers walk rather than read from a manifest: a file or folder on the way is
+linked out of the folder (to a copy whose every float is ``MARKER``), made a pipe, a folder,
+``/dev/zero`` or empty, damaged, or a LeRobot data file's rows reordered (``_layout_mutant``).
+The rest, below, are sharded folders.
 
 ``make_folder_mutant(seed, work, number, campaign)`` copies the committed folder seed (a
 tiny ``collect -o DIR`` run: a manifest and two shards) to ``work/src/data`` and changes it
@@ -43,6 +49,14 @@ FOLDER_CORPUS = Path(__file__).with_name("folder_corpus")
 FOLDER_SEED = FOLDER_CORPUS / "cartpole"
 PARQUET_SEED = FOLDER_CORPUS / "cartpole_parquet"  # the same run in Parquet shards
 FRAMES_SEED = FOLDER_CORPUS / "frames"  # frames in short episodes: next observations once
+_FILES = Path(__file__).with_name("corpus")
+LAYOUT_SEEDS = (  # folders of other layouts, under the same rules (from the file corpus)
+    _FILES / "lerobot",  # written by expcli
+    _FILES / "minari-parquet",
+    _FILES / "lerobot-made",  # written by LeRobot
+    _FILES / "minari-arrow",
+    _FILES / "minari",  # hdf5 storage
+)
 MARKER = 271828.1875  # exact in float32 and float64; no seed value is this
 TEXT_MARKER = "outside-sentinel-5f3a9c"
 CODE_RAN = "CODE_RAN"
@@ -95,13 +109,20 @@ def snapshot(folder: Path) -> dict[str, Any]:
 
 
 def sentinel_times(outside: Path) -> dict[str, int]:
-    """The access times of the sentinels (a read of one moves it)."""
-    return {p.name: p.stat().st_atime_ns for p in sorted(outside.iterdir()) if p.is_file()}
+    """The access times of the sentinels, those in folders too (a read of one moves it)."""
+    return {
+        str(p.relative_to(outside)): p.stat().st_atime_ns
+        for p in sorted(outside.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
 
 
 def seed_for(number: int) -> Path:
-    """The seed of folder mutant ``number``: of every four, one is the Parquet-shard folder
-    and one the folder of frames stored once."""
+    """The seed of folder mutant ``number``: of every eight, four are sharded folders (two of
+    npz shards, one of Parquet shards, one of frames stored once) and four LeRobot or Minari
+    folders, taken in turn."""
+    if number % 8 >= 4:
+        return LAYOUT_SEEDS[(number // 8 * 4 + number % 8 - 4) % len(LAYOUT_SEEDS)]
     return {3: PARQUET_SEED, 1: FRAMES_SEED}.get(number % 4, FOLDER_SEED)
 
 
@@ -124,6 +145,8 @@ def make_folder_mutant(
     outside = work / "outside"
     folder.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(seed, folder)
+    if seed in LAYOUT_SEEDS:
+        return _layout_mutant(seed, folder, outside, rng)
     _sentinels(folder, outside)
     strategies: list[tuple[float, FolderMutation]] = [
         (4.0, _manifest_number),
@@ -169,9 +192,10 @@ def _sentinels(folder: Path, outside: Path) -> None:
 
 
 def _age(outside: Path) -> None:
-    for path in outside.iterdir():
-        info = path.stat()
-        os.utime(path, ns=(info.st_mtime_ns - 10**12, info.st_mtime_ns))
+    for path in outside.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            info = path.stat()
+            os.utime(path, ns=(info.st_mtime_ns - 10**12, info.st_mtime_ns))
 
 
 def _load(folder: Path) -> dict[str, Any]:
@@ -444,6 +468,145 @@ def _valid_change(folder: Path, outside: Path, rng: random.Random) -> str:
     else:
         (folder / ".shard-000002.npz.tmp-x1").write_bytes(b"torn")
     return f"valid: {how}"
+
+
+def _layout_mutant(
+    seed: Path, folder: Path, outside: Path, rng: random.Random
+) -> tuple[Path, Path, str, bool]:
+    """A LeRobot or Minari folder made hostile: a file or folder on its way linked out of it
+    (to a marked copy), a pipe, a folder or ``/dev/zero`` in a file's place, byte damage,
+    LeRobot rows reordered; or a stray file its reader passes over (still valid)."""
+    outside.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(seed, outside / "copy")
+    _mark(outside / "copy")
+    strategies: list[tuple[float, Callable[[Path, Path, random.Random], str]]] = [
+        (4.0, _layout_kind),
+        (1.5, _layout_bytes),
+        (1.0, _layout_rows),
+        (1.0, _layout_valid),
+    ]
+    [mutation] = rng.choices([m for _, m in strategies], [w for w, _ in strategies])
+    done = mutation(folder, outside, rng)
+    _age(outside)
+    # a valid one is read by every operation; --check may still find what the seed holds
+    # (the corpus's random observations lie outside their Box)
+    return folder, outside, f"{seed.name}: {done}", mutation is _layout_valid
+
+
+def _mark(copy: Path) -> None:
+    """Every float of the copy's data files becomes ``MARKER``: a read of them shows."""
+    import h5py
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for path in sorted(copy.rglob("*")):
+        if path.suffix == ".parquet":
+            table = pq.read_table(path)
+            pq.write_table(_marked_table(table, pa), path)
+        elif path.suffix == ".arrow":
+            table = pa.ipc.open_file(pa.BufferReader(path.read_bytes())).read_all()
+            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+                out.write_table(_marked_table(table, pa))
+        elif path.suffix == ".hdf5":
+            with h5py.File(path, "r+") as h5:
+                h5.visititems(
+                    lambda _, item: (
+                        item.__setitem__(Ellipsis, MARKER)
+                        if isinstance(item, h5py.Dataset) and item.dtype.kind == "f" and item.shape
+                        else None
+                    )
+                )
+
+
+def _marked_table(table: Any, pa: Any) -> Any:
+    columns = []
+    for column in table.columns:
+        kind, whole = column.type, column.combine_chunks()
+        if pa.types.is_floating(kind):
+            whole = pa.array(np.full(len(whole), MARKER), kind)
+        elif pa.types.is_fixed_size_list(kind) and pa.types.is_floating(kind.value_type):
+            values = pa.array(np.full(len(whole.values), MARKER), kind.value_type)
+            whole = pa.FixedSizeListArray.from_arrays(values, kind.list_size)
+        elif pa.types.is_list(kind) and pa.types.is_floating(kind.value_type):
+            values = pa.array(np.full(len(whole.values), MARKER), kind.value_type)
+            whole = pa.ListArray.from_arrays(whole.offsets, values)
+        columns.append(whole)
+    marked = pa.table(columns, names=table.column_names)
+    return marked.replace_schema_metadata(table.schema.metadata)
+
+
+def _layout_paths(folder: Path) -> list[str]:
+    """The folders and files a reader walks through, relative to the folder."""
+    return sorted(
+        str(p.relative_to(folder))
+        for p in folder.rglob("*")
+        if not p.name.startswith(".") and p.name != "tasks.parquet" and p.name != "stats.json"
+    )
+
+
+def _layout_kind(folder: Path, outside: Path, rng: random.Random) -> str:
+    """A file or folder on the reader's way replaced by a link out, a pipe, a folder, a void."""
+    relative = rng.choice(_layout_paths(folder))
+    path = folder / relative
+    was_folder = path.is_dir()
+    kinds = ["link outside", "link outside", "link outside", "fifo", "link zero", "empty"]
+    kind = rng.choice(kinds if not was_folder else ["link outside", "link outside", "fifo"])
+    if was_folder:
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "link zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "empty":
+        path.write_bytes(b"")
+    else:
+        path.symlink_to(outside / "copy" / relative, target_is_directory=was_folder)
+    return f"{relative} is a {kind}"
+
+
+def _layout_bytes(folder: Path, outside: Path, rng: random.Random) -> str:
+    """Byte damage to one of the folder's files."""
+    files = [p for p in (folder / r for r in _layout_paths(folder)) if p.is_file()]
+    path = rng.choice(files)
+    data = bytearray(path.read_bytes())
+    steps = [_damage(data, rng) for _ in range(rng.choice([1, 1, 2, 4]))]
+    path.write_bytes(bytes(data))
+    return f"bytes of {path.relative_to(folder)}: " + ", ".join(steps)
+
+
+def _layout_rows(folder: Path, outside: Path, rng: random.Random) -> str:
+    """A LeRobot data file's rows reversed or shuffled; Minari episodes' folders swapped."""
+    import pyarrow.parquet as pq
+
+    files = sorted((folder / "data").glob("*/*.parquet"))
+    if (folder / "meta" / "info.json").exists() and files:
+        path = rng.choice(files)
+        table = pq.read_table(path)
+        order = list(range(len(table)))
+        how = rng.choice(["reversed", "shuffled"])
+        order.reverse() if how == "reversed" else rng.shuffle(order)
+        pq.write_table(table.take(order), path)
+        return f"rows of {path.relative_to(folder)} {how}"
+    episodes = sorted(p for p in (folder / "data").iterdir() if p.is_dir())
+    if len(episodes) < 2:
+        return _layout_bytes(folder, outside, rng)
+    a, b = rng.sample(episodes, 2)
+    a.rename(folder / "data" / "swap")
+    b.rename(a)
+    (folder / "data" / "swap").rename(b)
+    return f"episodes {a.name} and {b.name} swapped"
+
+
+def _layout_valid(folder: Path, outside: Path, rng: random.Random) -> str:
+    """Still valid: a stray file beside what the reader reads, which it passes over."""
+    if (folder / "meta" / "info.json").exists():
+        where = rng.choice(["data/chunk-000/notes.txt", "meta/README.md", ".lock"])
+    else:
+        where = rng.choice(["data/README.md", ".lock"])
+    (folder / where).write_text("a note\n")
+    return f"valid: stray {where}"
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError
-from expcli.formats._guards import MAX_METADATA_BYTES, check_source, load_json
+from expcli.formats._guards import MAX_METADATA_BYTES, load_json, open_inside
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts._minari_spaces import minari_space
 
@@ -57,14 +57,11 @@ def metadata_file(path: Path) -> dict[str, Any]:
     """A dataset's ``metadata.json``.
 
     Raises:
-        FormatError: The file is not a regular file, larger than metadata can be, or not a
-            JSON object (nested too deep included).
+        FormatError: The file is not a regular file (a link to one neither), larger than
+            metadata can be, or not a JSON object (nested too deep included).
         OSError: The file cannot be read.
     """
-    check_source(path)
-    if not path.is_file():  # a folder so named
-        raise FormatError("is not a file; expected a JSON object", path=path)
-    with open(path, "rb") as f:
+    with open_inside(path) as f:  # no link followed, no pipe waited on
         text = f.read(MAX_METADATA_BYTES + 1)
     if len(text) > MAX_METADATA_BYTES:
         raise FormatError(

@@ -104,8 +104,19 @@ def is_minari_folder(path: str | os.PathLike[str]) -> bool:
 def folder_storage(path: Path) -> str | None:
     """The ``data_format`` of a Minari folder (hdf5, parquet, arrow), or None: no such folder."""
     data = _data_folder(path)
-    storage = None if data is None else json_object(data / METADATA_FILE).get("data_format")
+    if data is None or _outside(path, data / METADATA_FILE):
+        return None
+    storage = json_object(data / METADATA_FILE).get("data_format")
     return storage if isinstance(storage, str) else None
+
+
+def _outside(root: Path, path: Path) -> bool:
+    """Whether ``path`` is missing or reached through a link (or no regular file)."""
+    try:
+        member(root, path, "Minari")
+    except (OSError, FormatError):
+        return True
+    return False
 
 
 def mismatched_episodes(path: Path) -> list[int] | None:
@@ -120,10 +131,15 @@ def mismatched_episodes(path: Path) -> list[int] | None:
     """
     import h5py
 
-    main = path / "data" / MAIN_FILE if (path / "data").is_dir() else path / MAIN_FILE
-    target = main if path.is_dir() and is_minari_folder(path) else path
-    if not target.is_file():  # a named pipe would block the open
+    if path.is_dir():
+        data = _data_folder(path)
+        if data is None or _outside(path, data / MAIN_FILE):
+            return None  # none, or not a file inside: reading the folder refuses it
+        target = data / MAIN_FILE
+    elif not path.is_file():  # a named pipe would block the open
         return None
+    else:
+        target = path
     try:
         h5 = h5py.File(target, "r", locking=False)
     except (OSError, ValueError):
