@@ -164,6 +164,15 @@ class Frames:
             )
         if size < 0 or envs < 0 or size * envs > 1 << 40:
             raise FormatError(f"memory_size {size} x num_envs {envs}", path=root / EXPCLI)
+        state, _ = Dataset.split_header(header, root / EXPCLI)
+        valid = state.valid_length(size, envs)
+        if valid != self.count:  # else a header could make every row as wide as it likes
+            raise FormatError(
+                f"says {valid:,} transitions ({size:,} rows of {envs:,} envs); the data files "
+                f"hold {self.count:,} frames",
+                path=root / EXPCLI,
+                key="expcli",
+            )
         cells = _episode_cells(root, self.count, size, envs)
         arrays: dict[str, Any] = {}
         for spec in header_specs(header, root / EXPCLI):
