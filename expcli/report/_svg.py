@@ -56,11 +56,15 @@ def require() -> None:
             ) from e
 
 
-def figure(width: float, height: float) -> Figure:
-    """A blank figure of ``width`` x ``height`` inches, laid out with constrained layout."""
+def figure(width: float, height: float, *, laid_out: bool = True) -> Figure:
+    """A blank figure of ``width`` x ``height`` inches.
+
+    Laid out by matplotlib's constrained layout unless ``laid_out`` is false (the caller
+    places the axes: quicker, for figures drawn once per episode).
+    """
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), layout="constrained")
+    return Figure(figsize=(width, height), layout="constrained" if laid_out else None)
 
 
 def svg_text(fig: Figure, salt: str) -> str:

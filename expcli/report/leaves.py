@@ -167,18 +167,19 @@ def _role_rank(name: str) -> int:
 def _view(feature: tuple[int, ...], dtype: np.dtype[Any]) -> ImageView | None:
     """How rows of this shape become pictures; None when they are not images.
 
-    ``(H, W)``, ``(H, W, C)`` and ``(C, H, W)`` with C of 1, 3 or 4 are images; a stack of
-    grey frames ``(k, H, W)`` or ``(H, W, k)`` (other k) shows its newest frame. Images are
-    at least 2 pixels on each side, of numbers or booleans.
+    ``(H, W)``, ``(H, W, C)`` and ``(C, H, W)`` with C of 1 or 3 are images; a stack of
+    grey frames ``(k, H, W)`` or ``(H, W, k)`` (other k: 4 is Atari's stack, far more common
+    than RGBA) shows its newest frame. Images are at least 2 pixels on each side, of
+    numbers or booleans.
     """
     if dtype.kind not in "biuf" or not 2 <= len(feature) <= 3:
         return None
     if len(feature) == 2:
         axes: tuple[int, int, int | None] = (0, 1, None)
         frame = None
-    elif feature[2] in (1, 3, 4):
+    elif feature[2] in (1, 3):
         axes, frame = (0, 1, 2), None
-    elif feature[0] in (1, 3, 4):
+    elif feature[0] in (1, 3):
         axes, frame = (1, 2, 0), None
     elif feature[0] <= feature[2]:  # frames stacked first: (k, H, W)
         axes, frame = (1, 2, None), feature[0] - 1

@@ -19,6 +19,8 @@ from expcli.report.player import Played
 
 __all__ = ["Strips", "strips"]
 
+_WIDTH, _LEFT, _RIGHT = 9.4, 1.7, 0.75  # inches: the figure, the names' margin, the legends'
+
 
 @dataclass(frozen=True, slots=True)
 class Strips:
@@ -36,6 +38,8 @@ class Strips:
 
 def strips(played: Played, salt: str) -> Strips | None:
     """The strips of one episode; None when it has nothing to draw."""
+    from matplotlib.ticker import MaxNLocator
+
     panels: list[tuple[str, np.ndarray, bool]] = [
         (s.leaf.name, s.values, s.leaf.discrete) for s in played.series
         if s.leaf.role is Role.OBSERVATION
@@ -51,7 +55,10 @@ def strips(played: Played, salt: str) -> Strips | None:
     heights = [
         1.3 if name == "rewards" or values.shape[1] > 1 else 0.9 for name, values, _ in panels
     ]
-    fig = figure(9.4, sum(heights) + 0.5)
+    height = sum(heights) + 0.55
+    fig = figure(_WIDTH, height, laid_out=False)
+    fig.subplots_adjust(left=_LEFT / _WIDTH, right=1 - _RIGHT / _WIDTH, top=1 - 0.1 / height,
+                        bottom=0.45 / height, hspace=0.12)  # fmt: skip
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False, height_ratios=heights)[:, 0]
     for ax, (name, values, discrete) in zip(axes, panels, strict=True):
         if name == "rewards":
@@ -62,6 +69,8 @@ def strips(played: Played, salt: str) -> Strips | None:
             twin.spines["right"].set_visible(True)
         else:
             style = {"drawstyle": "steps-post"} if discrete else {}
+            if discrete:
+                ax.yaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
             for d in range(values.shape[1]):
                 ax.plot(steps, values[:, d], lw=1, label=str(d), **style)
             if values.shape[1] > 1:
