@@ -152,7 +152,9 @@ def test_the_profile_is_exact_where_it_says_so_whatever_the_chunks(
     flat = values.reshape(-1, dims)[:, :32]
     assert profile.seen == rows * 2
     with np.errstate(invalid="ignore"):
-        np.testing.assert_array_equal(profile.low, np.nanmin(np.where(np.isnan(flat), np.inf, flat), axis=0))
+        np.testing.assert_array_equal(
+            profile.low, np.nanmin(np.where(np.isnan(flat), np.inf, flat), axis=0)
+        )
     assert profile.sample.shape == (min(rows * 2, SAMPLE_ROWS), min(dims, 32))
     sampled = {tuple(np.nan_to_num(row, nan=-1)) for row in profile.sample}
     assert sampled <= {tuple(np.nan_to_num(row.astype(np.float64), nan=-1)) for row in flat}

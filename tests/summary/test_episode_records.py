@@ -26,7 +26,10 @@ def walk(dataset) -> list[tuple[int, int, tuple[int, ...], float, bool]]:
     term = tensors["terminated"].reshape(size, envs)
     done = term | tensors["truncated"].reshape(size, envs)
     rewards = tensors["rewards"].reshape(size, envs).astype(np.float64)
-    wrapped = dataset.state.filled and (dataset.state.memory_index, dataset.state.env_index) != (0, 0)
+    wrapped = dataset.state.filled and (dataset.state.memory_index, dataset.state.env_index) != (
+        0,
+        0,
+    )
     out = []
     for j, rows in enumerate(column_rows(dataset)):
         for k, (start, stop) in enumerate(episode_bounds(done[rows, j])):
