@@ -129,3 +129,20 @@ def test_svg_and_pdf_by_suffix(cartpole: Path, tmp_path: Path, suffix: str, head
     plot = tmp_path / f"p{suffix}"
     assert CliRunner().invoke(app, ["inspect", str(cartpole), "--plot", str(plot)]).exit_code == 0
     assert plot.read_bytes().startswith(head) and plot.stat().st_size > 5000
+
+
+def test_a_large_dataset_shows_a_bar_while_the_report_is_made(
+    cartpole: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+
+    import expcli.cli.inspect_cmd as inspect_cmd
+
+    monkeypatch.setattr(inspect_cmd, "PROGRESS_MIN_BYTES", 1)
+    terminal = {"COLUMNS": "120", "TTY_INTERACTIVE": "1", "TTY_COMPATIBLE": "1", "NO_COLOR": "1"}
+    page = tmp_path / "r.html"
+    result = CliRunner().invoke(app, ["inspect", str(cartpole), "--html", str(page)], env=terminal)
+    assert result.exit_code == 0, result.output
+    err = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", result.stderr)
+    assert "read" in err and "render" in err and re.search(r"\b\d{1,3}%", err), err[-2000:]
+    assert re.search(r"ETA \d+:\d\d:\d\d", err) and page.exists()
