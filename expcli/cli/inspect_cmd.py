@@ -155,5 +155,7 @@ def _report(
         if written is not None:
             size = dataset_bytes(written)
             shown = escape(printable(str(written)))
-            err_console().print(f"wrote {shown} ({size / 1e6:.1f} MB)", highlight=False)
+            err_console().print(
+                f"wrote {shown} ({size / 1e6:.1f} MB)", highlight=False, soft_wrap=True
+            )
     return summary

@@ -52,7 +52,8 @@ _PANELS_PER_ROW = 4
 class Chart:
     """One chart: ``key`` names it in the page (``chart-KEY``).
 
-    ``picture``: an image shown beside it (a PNG data URI), such as an image leaf's mean frame.
+    ``picture``: an image shown beside it (a PNG data URI), such as an image leaf's mean frame;
+    ``wide``: whether it takes the page's width.
     """
 
     key: str
@@ -60,6 +61,7 @@ class Chart:
     svg: str
     note: str = ""
     picture: str = ""
+    wide: bool = False
 
 
 def returns_chart(stats: EpisodeStats) -> Chart | None:
@@ -77,7 +79,7 @@ def returns_chart(stats: EpisodeStats) -> Chart | None:
     note = (
         f"{stats.complete:,} complete episodes in {len(counts)} bins (inspect --json's histogram)"
     )
-    return Chart("returns", "Returns", svg_text(fig, "returns"), note)
+    return _chart(fig, "returns", "Returns", note)
 
 
 def lengths_chart(records: CompleteEpisodes) -> Chart | None:
@@ -90,7 +92,7 @@ def lengths_chart(records: CompleteEpisodes) -> Chart | None:
     _histogram_bars(ax, edges, counts, COLORS[1])
     ax.set_xlabel("length (transitions)")
     ax.set_ylabel("episodes")
-    return Chart("lengths", "Lengths", svg_text(fig, "lengths"))
+    return _chart(fig, "lengths", "Lengths")
 
 
 def timeline_chart(records: CompleteEpisodes, with_returns: bool) -> Chart | None:
@@ -117,7 +119,7 @@ def timeline_chart(records: CompleteEpisodes, with_returns: bool) -> Chart | Non
         ax.legend(loc="best", frameon=False)
     axes[-1].set_xlabel("episode (in the order they ended)")
     _whole_numbers(axes[-1].xaxis)
-    return Chart("timeline", "Over the episodes", svg_text(fig, "timeline"))
+    return _chart(fig, "timeline", "Over the episodes")
 
 
 def endings_chart(stats: EpisodeStats) -> Chart:
@@ -133,7 +135,7 @@ def endings_chart(stats: EpisodeStats) -> Chart:
     ax.invert_yaxis()
     ax.set_xlabel("episodes")
     ax.margins(x=0.15)
-    return Chart("endings", "How episodes ended", svg_text(fig, "endings"))
+    return _chart(fig, "endings", "How episodes ended")
 
 
 def per_env_chart(stats: EpisodeStats) -> Chart | None:
@@ -161,7 +163,7 @@ def per_env_chart(stats: EpisodeStats) -> Chart | None:
         note = f"{len(per_env):,} env columns: histograms of their values"
     left.set_title("complete episodes")
     right.set_title("mean return")
-    return Chart("per-env", "Per env column", svg_text(fig, "per-env"), note)
+    return _chart(fig, "per-env", "Per env column", note)
 
 
 def leaf_chart(profile: Profile) -> Chart | None:
@@ -196,7 +198,7 @@ def _counts_chart(profile: Profile) -> Chart:
     note = f"every transition counted ({profile.seen:,})"
     if leaf.bounds is not None:
         note += f"; space {leaf.bounds.text}"
-    return Chart(_key(leaf.name), leaf.name, svg_text(fig, _key(leaf.name)), note)
+    return _chart(fig, _key(leaf.name), leaf.name, note)
 
 
 def _dims_chart(profile: Profile) -> Chart | None:
@@ -235,7 +237,7 @@ def _dims_chart(profile: Profile) -> Chart | None:
         note += f"; space {leaf.bounds.text} (dashed where it falls near the data)"
     if outside:
         note += f"; {outside} dimension(s) hold values outside the space"
-    return Chart(_key(leaf.name), leaf.name, svg_text(fig, _key(leaf.name)), note)
+    return _chart(fig, _key(leaf.name), leaf.name, note)
 
 
 def _image_chart(profile: Profile) -> Chart | None:
@@ -260,7 +262,12 @@ def _image_chart(profile: Profile) -> Chart | None:
     )
     mean = profile.mean_frame
     picture = "" if mean is None else png_uri(np.clip(mean, 0, 255).round().astype(np.uint8))
-    return Chart(_key(leaf.name), leaf.name, svg_text(fig, _key(leaf.name)), note, picture)
+    return _chart(fig, _key(leaf.name), leaf.name, note, picture)
+
+
+def _chart(fig: Any, key: str, title: str, note: str = "", picture: str = "") -> Chart:
+    """The chart of a figure: its SVG, salted with its key; wide when over 6 inches."""
+    return Chart(key, title, svg_text(fig, key), note, picture, fig.get_figwidth() > 6)
 
 
 def _whole_numbers(axis: Any) -> None:

@@ -264,7 +264,7 @@ def _episode_data(played: Played, strips: Strips | None) -> dict[str, Any]:
 
 def _section(section: Section) -> str:
     figures = "".join(
-        f'<figure class="chart{" wide" if _wide(c) else ""}" id="chart-{_e(c.key)}">'
+        f'<figure class="chart{" wide" if c.wide else ""}" id="chart-{_e(c.key)}">'
         f"<figcaption>{_e(c.title)}</figcaption>"
         + (
             f'<div class="beside">{c.svg}'
@@ -280,16 +280,6 @@ def _section(section: Section) -> str:
         f'<section id="{_e(section.key)}"><h2>{_e(section.title)}</h2>'
         f'<div class="charts">{figures}</div></section>'
     )
-
-
-def _wide(chart: Chart) -> bool:
-    """Whether a chart takes the page's width (its SVG is wider than 6 inches)."""
-    head = chart.svg[: chart.svg.find(">")]
-    try:
-        width = float(head.split('width="', 1)[1].split("pt", 1)[0])
-    except (IndexError, ValueError):
-        return False
-    return width > 6 * 72
 
 
 def _tensors(summary: Summary) -> str:

@@ -16,7 +16,7 @@ frames, and its reads hold a group of cells at a time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +91,7 @@ def play(
     leaves: Sequence[ShownLeaf],
     *,
     ranges: Mapping[str, tuple[float, float]],
-    progress: Any = None,
+    progress: Callable[[float], None] | None = None,
 ) -> list[Played]:
     """Read the chosen episodes' data from ``tensors`` (arrays or lazy tensors).
 

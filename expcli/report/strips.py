@@ -3,7 +3,7 @@
 One SVG per episode, its panels stacked on one step axis: each leaf of numbers (an
 observation leaf, an action leaf) in its own panel named after it, its first dimensions
 as lines, then the rewards (summed over each span between shown steps, so a sparse reward
-is never dropped) with the return so far. ``Strips.cursor`` says where the step axis
+is never dropped) and the return so far. ``Strips.cursor`` says where the step axis
 lies in the figure, so that the page can draw the player's cursor over it.
 """
 
@@ -48,25 +48,22 @@ def strips(played: Played, salt: str) -> Strips | None:
         if s.leaf.role is Role.ACTION
     ]  # fmt: skip
     if played.rewards is not None:
-        panels.append(("rewards", played.rewards[:, None], False))
+        panels.append(("reward", played.rewards[:, None], False))
+        panels.append(("return so far", np.cumsum(played.rewards)[:, None], False))
     if not panels:
         return None
     steps = played.steps
-    heights = [
-        1.3 if name == "rewards" or values.shape[1] > 1 else 0.9 for name, values, _ in panels
-    ]
+    heights = [1.3 if values.shape[1] > 1 else 0.8 for _, values, _ in panels]
     height = sum(heights) + 0.55
     fig = figure(_WIDTH, height, laid_out=False)
     fig.subplots_adjust(left=_LEFT / _WIDTH, right=1 - _RIGHT / _WIDTH, top=1 - 0.1 / height,
                         bottom=0.45 / height, hspace=0.12)  # fmt: skip
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False, height_ratios=heights)[:, 0]
     for ax, (name, values, discrete) in zip(axes, panels, strict=True):
-        if name == "rewards":
+        if name == "reward":
             ax.plot(steps, values[:, 0], drawstyle="steps-mid", color=COLORS[2], lw=1)
-            twin = ax.twinx()
-            twin.plot(steps, np.cumsum(values[:, 0]), color="#222222", lw=1, label="return so far")
-            twin.tick_params(labelsize=7)
-            twin.spines["right"].set_visible(True)
+        elif name == "return so far":
+            ax.plot(steps, values[:, 0], color="#222222", lw=1.2)
         else:
             style = {"drawstyle": "steps-post"} if discrete else {}
             if discrete:

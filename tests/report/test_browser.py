@@ -11,6 +11,7 @@ which ``make test`` installs where it can), the tests are skipped with the reaso
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -36,7 +37,7 @@ ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
-PONG = ("ale_py:ALE/Pong-v5", "--env-kwargs", '{"max_num_frames_per_episode": 120}')
+PONG = ("ale_py:ALE/Pong-v5", "--env-kwargs", '{"max_num_frames_per_episode": 600}')
 
 # Draws the shown frame on a canvas and reads its pixels back (RGBA), with where it is from.
 READ_FRAME = """(image) => {
@@ -79,16 +80,16 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def pong(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A short Pong run (2 env columns, episodes of 30 steps) and its report."""
+    """A short Pong run (2 env columns, episodes of at most 150 steps) and its report."""
     folder = tmp_path_factory.mktemp("pong")
-    data, page = folder / "pong.npz", folder / "pong.html"
     runner = CliRunner()
-    collected = runner.invoke(app, ["collect", *PONG, "--envs", "2", "--steps", "200", "--seed",
-                                    "3", "--mode", "dummy", "-o", str(data), "-q"])  # fmt: skip
-    assert collected.exit_code == 0, collected.output
-    made = runner.invoke(app, ["inspect", str(data), "--html", str(page)])
-    assert made.exit_code == 0, made.output
-    return data, page
+    with contextlib.chdir(folder):  # the page names the dataset as given: pong.npz
+        args = [*PONG, "--envs", "2", "--steps", "640", "--seed", "3", "--mode", "dummy"]
+        collected = runner.invoke(app, ["collect", *args, "-o", "pong.npz", "-q"])
+        assert collected.exit_code == 0, collected.output
+        made = runner.invoke(app, ["inspect", "pong.npz", "--html", "pong.html"])
+        assert made.exit_code == 0, made.output
+    return folder / "pong.npz", folder / "pong.html"
 
 
 @pytest.fixture
@@ -194,5 +195,6 @@ def test_a_screenshot_for_the_readme(opened: Any, tmp_path: Path) -> None:
     page.locator("#scrubber").evaluate(
         "(el) => { el.value = 12; el.dispatchEvent(new Event('input')); }"
     )
-    page.screenshot(path=str(target), clip={"x": 0, "y": 0, "width": 1100, "height": 1450})
+    page.screenshot(path=str(target), full_page=True,
+                    clip={"x": 0, "y": 0, "width": 1100, "height": 1900})  # fmt: skip
     assert target.stat().st_size > 10_000
