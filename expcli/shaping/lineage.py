@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import json
 import os
 import threading
 import zipfile
@@ -140,7 +141,7 @@ def describe_edit(entry: Mapping[str, object]) -> str:
             digest = str(source.get("sha256", ""))[:12]
             path = str(source.get("path"))
             named.append(f"{path} (sha256 {digest}…)" if digest else path)
-    given = ", ".join(f"{k}={_compact(v)}" for k, v in _mapping(entry.get("arguments")).items())
+    given = ", ".join(f"{k}={_argument(v)}" for k, v in _mapping(entry.get("arguments")).items())
     kept, dropped = _mapping(entry.get("kept")), _mapping(entry.get("dropped"))
     counts = f"kept {kept.get('episodes', '?')} episodes, dropped {dropped.get('episodes', '?')}"
     if dropped.get("incomplete"):
@@ -157,15 +158,9 @@ def _mapping(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
-def _compact(value: object) -> str:
-    """An argument in few characters: floats to 4 significant digits, lists bracketed."""
-    if isinstance(value, list):
-        return "[" + " ".join(_compact(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return "T" if value else "F"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+def _argument(value: object) -> str:
+    """An edit's argument as typed: a string as it is, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _digest(path: Path, stop: threading.Event) -> str:
