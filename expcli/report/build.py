@@ -17,7 +17,6 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from expcli.errors import ConfigError
 from expcli.formats.atomic_files import atomic_write
@@ -118,8 +117,8 @@ def write_report(
         write_plot(summary, plot)
     if html is not None:
         found, profiler = watcher[0] if watcher else ([], Profiler([]))
-        text = _html(source, summary, found, profiler.result(), num_envs, random_episodes, seed,
-                     report)  # fmt: skip
+        profiles = profiler.result()
+        text = _html(source, summary, found, profiles, num_envs, random_episodes, seed, report)
         with atomic_write(html, "w") as f:
             f.write(text)
         report("render", 1.0)
@@ -143,16 +142,23 @@ def _html(
     with_returns = stats is not None and math.isfinite(stats.returns.mean)
     chosen = []
     if records is not None and summary.error is None:
-        chosen = choose_episodes(records, summary.memory_size, by_return=with_returns,
-                        random=random_episodes, seed=seed)  # fmt: skip
+        chosen = choose_episodes(
+            records, summary.memory_size, by_return=with_returns, random=random_episodes, seed=seed
+        )
     played: list[Played] = []
     if chosen:
         from expcli.formats import open_lazy
 
         dataset, close = open_lazy(source, num_envs=num_envs)
         try:
-            played = play(dataset.tensors, dataset.num_envs, chosen, found, ranges=ranges,
-                          progress=lambda done: report("render", 0.6 * done))  # fmt: skip
+            played = play(
+                dataset.tensors,
+                dataset.num_envs,
+                chosen,
+                found,
+                ranges=ranges,
+                progress=lambda done: report("render", 0.6 * done),
+            )
         finally:
             close()
     with house_style():
@@ -194,7 +200,7 @@ def _sections(
 
 def _brightness(
     found: list[ShownLeaf], ranges: Mapping[str, tuple[float, float]]
-) -> dict[str, Any]:
+) -> dict[str, float]:
     """How much brighter to show uint8 image leaves whose values stay low (MiniGrid's 0..10)."""
     out = {}
     for leaf in found:

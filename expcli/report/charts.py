@@ -31,6 +31,7 @@ __all__ = [
     "MAX_MARKS",
     "Chart",
     "endings_chart",
+    "histogram_bars",
     "leaf_chart",
     "lengths_chart",
     "per_env_chart",
@@ -71,7 +72,7 @@ def returns_chart(stats: EpisodeStats) -> Chart | None:
         return None
     fig = figure(4.6, 2.6)
     ax = fig.add_subplot()
-    bars = _histogram_bars(ax, edges, counts, COLORS[0])
+    bars = histogram_bars(ax, edges, counts, COLORS[0])
     for i, bar in enumerate(bars):
         bar.set_gid(f"returns-bin-{i}")
     ax.set_xlabel("return")
@@ -89,7 +90,7 @@ def lengths_chart(records: CompleteEpisodes) -> Chart | None:
     edges, counts = histogram(records.lengths.astype(np.float64))
     fig = figure(4.6, 2.6)
     ax = fig.add_subplot()
-    _histogram_bars(ax, edges, counts, COLORS[1])
+    histogram_bars(ax, edges, counts, COLORS[1])
     ax.set_xlabel("length (transitions)")
     ax.set_ylabel("episodes")
     return _chart(fig, "lengths", "Lengths")
@@ -158,7 +159,7 @@ def per_env_chart(stats: EpisodeStats) -> Chart | None:
         for ax, values, color in ((left, complete, COLORS[0]), (right, means, COLORS[2])):
             edges, counts = histogram(values)
             if counts:
-                _histogram_bars(ax, edges, counts, color)
+                histogram_bars(ax, edges, counts, color)
             ax.set_ylabel("env columns")
         note = f"{len(per_env):,} env columns: histograms of their values"
     left.set_title("complete episodes")
@@ -277,7 +278,8 @@ def _whole_numbers(axis: Any) -> None:
     axis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _histogram_bars(ax: Axes, edges: Sequence[float], counts: Sequence[int], color: str) -> Any:
+def histogram_bars(ax: Axes, edges: Sequence[float], counts: Sequence[int], color: str) -> Any:
+    """A histogram's bars, each from its left edge to the next (a bin of no width: 1 wide)."""
     left = np.asarray(edges[:-1], dtype=np.float64)
     widths = np.diff(np.asarray(edges, dtype=np.float64))
     widths = np.where(widths > 0, widths, 1.0)

@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -88,7 +89,7 @@ def page(
 def title_of(summary: Summary) -> str:
     """The env id and the file's name (or the name alone): the page's and the plot's title."""
     env = summary.metadata.get("env_id")
-    name = summary.path.rstrip("/").rsplit("/", 1)[-1]
+    name = Path(summary.path).name
     return f"{env} · {name}" if isinstance(env, str) else name
 
 
@@ -99,8 +100,14 @@ def _overview(summary: Summary) -> str:
         _card("env columns", f"{summary.num_envs:,}", "env-columns"),
     ]
     if stats is not None:
-        cards.append(_card("complete episodes", f"{stats.complete:,}", "complete-episodes",
-                           data=str(stats.complete)))  # fmt: skip
+        cards.append(
+            _card(
+                "complete episodes",
+                f"{stats.complete:,}",
+                "complete-episodes",
+                data=str(stats.complete),
+            )
+        )
         cards.append(_card("incomplete", f"{stats.incomplete:,}", "incomplete-episodes"))
         if math.isfinite(stats.returns.mean):
             cards.append(_card("mean return", _number(stats.returns.mean), "mean-return"))
@@ -129,9 +136,12 @@ def _overview(summary: Summary) -> str:
     facts += _collected(meta)
     for name, form in summary.frames.items():
         facts.append(
-            ("stored once", f"{name}: {form.kept:,} of {form.cells:,} cells kept ({form.form}), "
-                            f"{_bytes(form.saved_bytes)} saved")
-        )  # fmt: skip
+            (
+                "stored once",
+                f"{name}: {form.kept:,} of {form.cells:,} cells kept ({form.form}), "
+                f"{_bytes(form.saved_bytes)} saved",
+            )
+        )
     for entry in edits(meta.get("lineage")):
         facts.append(("made by", describe_edit(entry)))
     if summary.unwritten:
@@ -162,10 +172,15 @@ def _collected(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
             out.append(("policy", str(policy)))
         how = [
             f"{label} {collector[key]}"
-            for key, label in (("mode", "mode"), ("asynchronous", "async"), ("steps", "steps"),
-                               ("env_steps", "env steps"), ("episodes", "episodes"))
+            for key, label in (
+                ("mode", "mode"),
+                ("asynchronous", "async"),
+                ("steps", "steps"),
+                ("env_steps", "env steps"),
+                ("episodes", "episodes"),
+            )
             if key in collector
-        ]  # fmt: skip
+        ]
         if collector.get("interrupted"):
             how.append("interrupted")
         if how:

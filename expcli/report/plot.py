@@ -21,7 +21,7 @@ from expcli._version import __version__
 from expcli.errors import ConfigError
 from expcli.formats.atomic_files import atomic_path
 from expcli.report._svg import COLORS, figure, house_style
-from expcli.report.charts import MAX_MARKS, rolling_mean, thinned
+from expcli.report.charts import MAX_MARKS, histogram_bars, rolling_mean, thinned
 from expcli.report.page import title_of
 from expcli.summary.episodes import histogram
 from expcli.summary.overview import Summary
@@ -99,15 +99,14 @@ def _figure(summary: Summary) -> tuple[Any, dict[str, Any]]:
     grid = fig.subplots(2, len(panels), squeeze=False)
     for column, (key, label, (edges, counts)) in enumerate(panels):
         ax = grid[0, column]
-        left = np.asarray(edges[:-1], dtype=np.float64)
-        widths = np.diff(np.asarray(edges, dtype=np.float64))
         color = COLORS[0] if key == "returns" else COLORS[1]
-        ax.bar(left, counts, width=np.where(widths > 0, widths, 1.0), align="edge", color=color,
-               edgecolor="white", linewidth=0.5)  # fmt: skip
+        histogram_bars(ax, edges, counts, color)
         ax.set_xlabel(label)
         ax.set_ylabel("episodes")
-        ax.set_title(f"{label.split()[0]}s: " + _stats_line(stats.returns if key == "returns"
-                     else stats.lengths))  # fmt: skip
+        ax.set_title(
+            f"{label.split()[0]}s: "
+            + _stats_line(stats.returns if key == "returns" else stats.lengths)
+        )
         numbers["panels"][key] = {"edges": list(edges), "counts": list(counts), "color": color}
         values = records.returns if key == "returns" else lengths
         _over_order(grid[1, column], values, color, label.split()[0])

@@ -150,9 +150,11 @@ def _look_at_frames(profile: Profile, rows: np.ndarray) -> None:
         values = frames.astype(np.uint8, copy=False)
         per_channel = values.reshape(*values.shape[:3], -1)
         counts = np.stack(
-            [np.bincount(per_channel[..., c].reshape(-1), minlength=256) for c in
-             range(per_channel.shape[3])]
-        )  # fmt: skip
+            [
+                np.bincount(per_channel[..., c].reshape(-1), minlength=256)
+                for c in range(per_channel.shape[3])
+            ]
+        )
         profile.pixels = counts if profile.pixels is None else profile.pixels + counts
     total = frames.sum(axis=0, dtype=np.float64)
     profile.frame_sum = total if profile.frame_sum is None else profile.frame_sum + total

@@ -41,12 +41,14 @@ def strips(played: Played, salt: str) -> Strips | None:
     from matplotlib.ticker import MaxNLocator
 
     panels: list[tuple[str, np.ndarray, bool]] = [
-        (s.leaf.name, s.values, s.leaf.discrete) for s in played.series
+        (s.leaf.name, s.values, s.leaf.discrete)
+        for s in played.series
         if s.leaf.role is Role.OBSERVATION
     ] + [
-        (s.leaf.name, s.values, s.leaf.discrete) for s in played.series
+        (s.leaf.name, s.values, s.leaf.discrete)
+        for s in played.series
         if s.leaf.role is Role.ACTION
-    ]  # fmt: skip
+    ]
     if played.rewards is not None:
         panels.append(("reward", played.rewards[:, None], False))
         panels.append(("return so far", np.cumsum(played.rewards)[:, None], False))
@@ -56,8 +58,13 @@ def strips(played: Played, salt: str) -> Strips | None:
     heights = [1.3 if values.shape[1] > 1 else 0.8 for _, values, _ in panels]
     height = sum(heights) + 0.55
     fig = figure(_WIDTH, height, laid_out=False)
-    fig.subplots_adjust(left=_LEFT / _WIDTH, right=1 - _RIGHT / _WIDTH, top=1 - 0.1 / height,
-                        bottom=0.45 / height, hspace=0.12)  # fmt: skip
+    fig.subplots_adjust(
+        left=_LEFT / _WIDTH,
+        right=1 - _RIGHT / _WIDTH,
+        top=1 - 0.1 / height,
+        bottom=0.45 / height,
+        hspace=0.12,
+    )
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False, height_ratios=heights)[:, 0]
     for ax, (name, values, discrete) in zip(axes, panels, strict=True):
         if name == "reward":
