@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test bench lint clean lerobot-env
+.PHONY: demo test bench lint clean lerobot-env browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,7 @@ demo: $(VENV)/.core
 test: $(VENV)/.dev
 	@$(MAKE) --no-print-directory lerobot-env > $(LEROBOT_VENV).log 2>&1 \
 		|| echo "make test: LeRobot's environment could not be built (see $(LEROBOT_VENV).log)"
+	@$(MAKE) --no-print-directory browser
 	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadfile
 
 bench: $(VENV)/.bench
@@ -58,6 +59,17 @@ $(LEROBOT_VENV)/.built: tests/lerobot_env/requirements.txt
 	$(LEROBOT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $<
 	$(LEROBOT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps lerobot==0.4.4
 	touch $@
+
+# The report's browser tests (tests/report/test_browser.py) drive a Chromium through
+# playwright (the dev extra): Debian's `chromium`, installed here when it is missing and
+# this runs as root (as CI does), in about a minute; where it cannot be, those tests are
+# skipped and say why, and the rest runs.
+browser:
+	@command -v chromium > /dev/null 2>&1 || command -v chromium-browser > /dev/null 2>&1 \
+		|| { [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null 2>&1 \
+			&& { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+				apt-get install -y -qq --no-install-recommends chromium; } > .chromium.log 2>&1; } \
+		|| echo "make test: Chromium could not be installed (see .chromium.log): the browser tests are skipped"
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check expcli tests benchmarks examples

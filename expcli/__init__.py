@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # ``X as X``: an explicit re-export, as strict type checkers 
     from expcli.replay import RoundRobinWriter as RoundRobinWriter
     from expcli.replay import SamplerWithoutReplacement as SamplerWithoutReplacement
     from expcli.replay import SliceSampler as SliceSampler
+    from expcli.report import write_report as write_report
     from expcli.shaping import filter_episodes as filter_episodes
     from expcli.shaping import merge as merge
     from expcli.shaping import split as split
@@ -86,6 +87,7 @@ _EXPORTS: dict[str, str] = {
     # summaries
     "summarize": "expcli.summary",
     "Summary": "expcli.summary",
+    "write_report": "expcli.report",  # inspect --html and --plot (the report extra)
     # errors: every class of ``expcli.errors.__all__`` (tests/test_public_api.py holds them equal)
     "ExpcliError": "expcli.errors",
     "FormatError": "expcli.errors",

@@ -30,6 +30,7 @@ __all__ = [
     "chronological_rows",
     "done_flags",
     "flag_rows",
+    "oldest_rows",
     "overwritten_columns",
 ]
 
@@ -204,12 +205,20 @@ def chronological_rows(state: CircularState, memory_size: int, num_envs: int) ->
     further on for the columns already written in the current row); before that, row 0.
     Unwritten rows, if any, come last, so ``[:, :valid]`` is the chronological data.
     """
+    rows = oldest_rows(state, num_envs)[:, None] + np.arange(memory_size, dtype=np.int64)[None, :]
+    return np.asarray(rows % max(memory_size, 1))
+
+
+def oldest_rows(state: CircularState, num_envs: int) -> np.ndarray:
+    """Each env column's oldest stored row, ``(N,)`` int64: where ``chronological_rows`` starts.
+
+    A column's transition at stored row ``r`` is then the ``(r - oldest) % T``-th of it.
+    """
     offsets = np.zeros(num_envs, dtype=np.int64)
     if state.filled:
         offsets += state.memory_index
         offsets[: state.env_index] += 1
-    rows = offsets[:, None] + np.arange(memory_size, dtype=np.int64)[None, :]
-    return np.asarray(rows % max(memory_size, 1))
+    return offsets
 
 
 def flag_rows(tensors: Mapping[str, Any], name: str, memory_size: int, num_envs: int) -> np.ndarray:

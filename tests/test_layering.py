@@ -3,7 +3,7 @@
 The layers, top to bottom (docs/layering.md says why):
 
     4  cli, __main__
-    3  collect, conversion, summary, replay, shaping
+    3  collect, conversion, summary, replay, shaping, report
     2  memory, envs, formats
     1  spec, space_json, named_callables, host_memory, distribution
     0  errors, _version
@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "summary": 3,
     "replay": 3,
     "shaping": 3,
+    "report": 3,
     "cli": 4,
     "__main__": 4,
 }

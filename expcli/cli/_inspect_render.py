@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from expcli.errors import printable
+from expcli.shaping.lineage import describe_edit, edits
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -72,8 +73,8 @@ def _header(summary: Summary) -> Table:
     stack = _frame_stack(meta.get("frame_stack"))
     if stack is not None:
         grid.add_row("frame stack", stack)
-    for entry in _edits(meta.get("lineage")):
-        grid.add_row("made by", _safe(_edit(entry)))
+    for entry in edits(meta.get("lineage")):
+        grid.add_row("made by", _safe(describe_edit(entry)))
     if summary.error is None:
         grid.add_row("memory", f"{summary.memory_size:,} rows × {summary.num_envs:,} envs")
         valid = f"{summary.transitions:,} valid transitions"
@@ -91,42 +92,6 @@ def _header(summary: Summary) -> Table:
     else:
         grid.add_row("error", f"[red]{_safe(summary.error)}[/red]")
     return grid
-
-
-def _edit(entry: dict[str, Any]) -> str:
-    """One lineage entry (merge, split, filter) in a line: verb, sources, arguments, counts."""
-    named = []
-    for source in _listed(entry.get("sources")):
-        if isinstance(source, dict):
-            digest = str(source.get("sha256", ""))[:12]
-            path = str(source.get("path"))
-            named.append(f"{path} (sha256 {digest}…)" if digest else path)
-    given = ", ".join(f"{k}={_compact(v)}" for k, v in _mapping(entry.get("arguments")).items())
-    kept, dropped = _mapping(entry.get("kept")), _mapping(entry.get("dropped"))
-    counts = f"kept {kept.get('episodes', '?')} episodes, dropped {dropped.get('episodes', '?')}"
-    if dropped.get("incomplete"):
-        counts += f" ({dropped['incomplete']} incomplete)"
-    shown = f"{entry.get('verb', '?')} of {' + '.join(named) or '?'}"
-    return shown + (f" [{given}]" if given else "") + f": {counts}"
-
-
-def _edits(lineage: Any, depth: int = 0) -> list[dict[str, Any]]:
-    """The edits of a lineage and of its sources' lineages, oldest first."""
-    out: list[dict[str, Any]] = []
-    for entry in _listed(lineage) if depth < 8 else ():
-        if isinstance(entry, dict):
-            for source in _listed(entry.get("sources")):
-                out += _edits(_mapping(source).get("lineage"), depth + 1)
-            out.append(entry)
-    return out
-
-
-def _listed(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _frame_stack(record: Any) -> str | None:

@@ -1,17 +1,20 @@
-"""``expcli inspect``: a thin layer over ``expcli.summary.summarize``."""
+"""``expcli inspect``: a thin layer over ``summary.summarize`` (``report.write_report``)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from expcli.cli._console import err_console, file_progress, out_console
+from expcli.cli._console import dataset_bytes, err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
 from expcli.cli._read_options import NumEnvs, warn_unrecorded_envs
 from expcli.errors import printable
+
+if TYPE_CHECKING:
+    from expcli.summary import Summary
 
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 
@@ -56,6 +59,26 @@ def inspect_cmd(
             metavar="OTHER",
         ),
     ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write an HTML report: charts and an episode player, in one file that "
+            "needs no network (replaced if it exists). Needs the report extra.",
+            show_default=False,
+            metavar="REPORT.html",
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Also write a one-page figure of returns and lengths: .png, .svg or .pdf by "
+            "the suffix (replaced if it exists). Needs the report extra.",
+            show_default=False,
+            metavar="FILE",
+        ),
+    ] = None,
     num_envs: NumEnvs = None,
 ) -> None:
     """Summarize a dataset: tensor statistics, episodes, and (--check) structural checks."""
@@ -75,16 +98,19 @@ def inspect_cmd(
         warn_unrecorded_envs(read, num_envs)
     check = check or bool(against)
     what = "checking" if check else "reading"
-    with file_progress(file, what, min_bytes=PROGRESS_MIN_BYTES) as bar:
-        summary = summarize(
-            file,
-            episodes=episodes,
-            head=head,
-            check=check,
-            against=against or (),
-            num_envs=num_envs,
-            progress=None if bar is None else lambda done: bar(done, what),
-        )
+    if html is not None or plot is not None:
+        summary = _report(file, html, plot, episodes, head, check, against or [], num_envs)
+    else:
+        with file_progress(file, what, min_bytes=PROGRESS_MIN_BYTES) as bar:
+            summary = summarize(
+                file,
+                episodes=episodes,
+                head=head,
+                check=check,
+                against=against or (),
+                num_envs=num_envs,
+                progress=None if bar is None else lambda done: bar(done, what),
+            )
     if as_json:
         typer.echo(json.dumps(summary.to_json(per_env=per_env), allow_nan=False))
     else:
@@ -93,3 +119,43 @@ def inspect_cmd(
         render(out, summary, per_env=per_env)
     if summary.failed:
         raise typer.Exit(1)
+
+
+def _report(
+    file: Path,
+    html: Path | None,
+    plot: Path | None,
+    episodes: bool,
+    head: int,
+    check: bool,
+    against: list[Path],
+    num_envs: int | None,
+) -> Summary:
+    """``write_report`` with a progress bar (reading, then the page), then where it wrote."""
+    from rich.markup import escape
+
+    from expcli.errors import ConfigError
+    from expcli.report import write_report
+
+    if not episodes:
+        raise ConfigError("--html and --plot show episodes: leave out --no-episodes")
+    total = 2.0 if html is not None else 1.0
+    with file_progress(file, "reading", min_bytes=PROGRESS_MIN_BYTES, total=total) as bar:
+        summary = write_report(
+            file,
+            html=html,
+            plot=plot,
+            num_envs=num_envs,
+            check=check,
+            against=against,
+            head=head,
+            progress=None if bar is None else phases_on(bar),
+        )
+    for written in (html, plot):
+        if written is not None:
+            size = dataset_bytes(written)
+            shown = escape(printable(str(written)))
+            err_console().print(
+                f"wrote {shown} ({size / 1e6:.1f} MB)", highlight=False, soft_wrap=True
+            )
+    return summary

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import json
 import os
 import threading
 import zipfile
@@ -26,12 +27,13 @@ from typing import Any
 from expcli._version import __version__
 from expcli.errors import FormatError
 
-__all__ = ["LINEAGE_KEY", "Source", "checksum_later", "lineage_entry"]
+__all__ = ["LINEAGE_KEY", "Source", "checksum_later", "describe_edit", "edits", "lineage_entry"]
 
 LINEAGE_KEY = "lineage"
 """The metadata key holding the list of edits."""
 
 _MANIFEST = "manifest.json"
+_MAX_DEPTH = 8  # sources' lineages read back at most this deep (a file could nest them forever)
 _ZIPPED = ("npz", "pt")
 _CHUNK = 8 << 20
 
@@ -112,6 +114,53 @@ def lineage_entry(
         "expcli_version": __version__,
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
+
+
+def edits(lineage: object, depth: int = 0) -> list[dict[str, object]]:
+    """The edits of a recorded lineage and of its sources' lineages, oldest first.
+
+    Whatever the metadata holds: entries that are not objects are left out.
+    """
+    out: list[dict[str, object]] = []
+    for entry in _listed(lineage) if depth < _MAX_DEPTH else ():
+        if isinstance(entry, dict):
+            for source in _listed(entry.get("sources")):
+                out += edits(_mapping(source).get(LINEAGE_KEY), depth + 1)
+            out.append(entry)
+    return out
+
+
+def describe_edit(entry: Mapping[str, object]) -> str:
+    """One edit in a line: verb, sources (with the start of their checksums), arguments, counts.
+
+    ``filter of runs/a.h5 (sha256 0123456789ab…) [top=10%]: kept 9 episodes, dropped 81``.
+    """
+    named = []
+    for source in _listed(entry.get("sources")):
+        if isinstance(source, dict):
+            digest = str(source.get("sha256", ""))[:12]
+            path = str(source.get("path"))
+            named.append(f"{path} (sha256 {digest}…)" if digest else path)
+    given = ", ".join(f"{k}={_argument(v)}" for k, v in _mapping(entry.get("arguments")).items())
+    kept, dropped = _mapping(entry.get("kept")), _mapping(entry.get("dropped"))
+    counts = f"kept {kept.get('episodes', '?')} episodes, dropped {dropped.get('episodes', '?')}"
+    if dropped.get("incomplete"):
+        counts += f" ({dropped['incomplete']} incomplete)"
+    shown = f"{entry.get('verb', '?')} of {' + '.join(named) or '?'}"
+    return shown + (f" [{given}]" if given else "") + f": {counts}"
+
+
+def _listed(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _mapping(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def _argument(value: object) -> str:
+    """An edit's argument as typed: a string as it is, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _digest(path: Path, stop: threading.Event) -> str:

@@ -12,7 +12,10 @@ So does an episode that a foreign layout cut short at a seam between two of its 
 
 Complete episodes are counted by how they ended (``terminated`` wins over ``truncated``
 when a row has both), and their returns and lengths are kept, 16 bytes per episode, for
-the median and the histogram.
+the median and the histogram. Asked to (``records=True``), the accumulator also keeps
+where each complete episode lies (its env column and last stored row) and how it ended,
+17 bytes more per episode: the table that a report picks episodes from, the same episodes
+the statistics count.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import numpy as np
 
 from expcli.distribution import Distribution
 from expcli.formats.layouts.kinds import SEAMS_KEY, STARTS_CUT_KEY
-from expcli.spec import CircularState, flag_rows, overwritten_columns
+from expcli.spec import CircularState, flag_rows, oldest_rows, overwritten_columns
 from expcli.summary.chronology import Chunk
 
 __all__ = [
@@ -34,6 +37,7 @@ __all__ = [
     "EnvEpisodes",
     "EpisodeAccumulator",
     "EpisodeCutter",
+    "CompleteEpisodes",
     "EpisodeStats",
     "Pieces",
     "chunk_flags",
@@ -69,6 +73,48 @@ class EnvEpisodes:
 
 
 @dataclass(frozen=True, slots=True)
+class CompleteEpisodes:
+    """Every complete episode, one entry each (``summarize`` gives them in the order they ended).
+
+    An episode of ``lengths[i]`` transitions in env column ``columns[i]`` ends at stored
+    row ``last_rows[i]``; its rows are the ``lengths[i]`` rows of that column up to there,
+    in its chronological order (``spec.chronological_rows``), wrapping past row 0.
+
+    Attributes:
+        returns: Rewards summed in float64 (0 for a dataset without ``rewards``).
+        lengths: Transitions of each episode.
+        columns: The env column of each episode.
+        last_rows: The stored row of each episode's last transition.
+        terminated: Whether it ended with ``terminated`` (else with ``truncated`` only).
+    """
+
+    returns: np.ndarray
+    lengths: np.ndarray
+    columns: np.ndarray
+    last_rows: np.ndarray
+    terminated: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def in_time_order(self, state: CircularState, memory_size: int) -> CompleteEpisodes:
+        """The same episodes in the order they ended: by the step of their last row, then env.
+
+        The accumulator meets ends chunk by chunk and, within a chunk, column by column.
+        """
+        oldest = oldest_rows(state, int(self.columns.max(initial=-1)) + 1)
+        step = (self.last_rows - oldest[self.columns]) % max(memory_size, 1)
+        order = np.lexsort((self.columns, step))
+        return CompleteEpisodes(
+            self.returns[order],
+            self.lengths[order],
+            self.columns[order],
+            self.last_rows[order],
+            self.terminated[order],
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class EpisodeStats:
     """Episode statistics over every env column.
 
@@ -82,6 +128,8 @@ class EpisodeStats:
         lengths: Distribution of the complete episodes' lengths in transitions.
         histogram: ``(edges, counts)`` of the complete episodes' returns.
         per_env: One entry per env column.
+        records: Each complete episode's return, length and place, when asked for
+            (``EpisodeAccumulator(records=True)``); never in the JSON.
     """
 
     complete: int
@@ -92,6 +140,7 @@ class EpisodeStats:
     lengths: Distribution
     histogram: tuple[tuple[float, ...], tuple[int, ...]]
     per_env: tuple[EnvEpisodes, ...]
+    records: CompleteEpisodes | None = None
 
     def to_json(self, *, per_env: bool = False) -> dict[str, Any]:
         """The ``episodes`` object of ``inspect --json``."""
@@ -229,9 +278,10 @@ class EpisodeAccumulator:
 
     Args:
         cutter: The cutter whose pieces ``update`` gets (which it may share with others).
+        records: Keep each complete episode's place and ending too (``CompleteEpisodes``).
     """
 
-    def __init__(self, cutter: EpisodeCutter) -> None:
+    def __init__(self, cutter: EpisodeCutter, *, records: bool = False) -> None:
         num_envs = self.num_envs = cutter.num_envs
         self._cutter = cutter
         self._return = np.zeros(num_envs, dtype=np.float64)
@@ -242,6 +292,9 @@ class EpisodeAccumulator:
         self._terminated = np.zeros(num_envs, dtype=np.int64)
         self._return_sum = np.zeros(num_envs, dtype=np.float64)
         self._length_sum = np.zeros(num_envs, dtype=np.int64)
+        self._places: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = (
+            [] if records else None
+        )
 
     def update(self, pieces: Pieces, rewards: np.ndarray, terminated: np.ndarray) -> None:
         """Add the pieces of one chunk, whose rewards and flags are ``(rows, columns)``."""
@@ -255,6 +308,14 @@ class EpisodeAccumulator:
         term = np.ascontiguousarray(terminated.T).reshape(-1)[pieces.stops - 1]
         self._returns.append(sums[complete])
         self._lengths.append(lengths[complete])
+        if self._places is not None:
+            self._places.append(
+                (
+                    column[complete].astype(np.int32),
+                    pieces.last_row[complete].astype(np.int64),
+                    term[complete],
+                )
+            )
         n = self.num_envs
         self._complete += np.bincount(column[complete], minlength=n)
         self._terminated += np.bincount(column[complete & term], minlength=n)
@@ -294,7 +355,18 @@ class EpisodeAccumulator:
             lengths=Distribution.of(lengths.astype(np.float64)),
             histogram=histogram(returns),
             per_env=per_env,
+            records=self._records(returns, lengths),
         )
+
+    def _records(self, returns: np.ndarray, lengths: np.ndarray) -> CompleteEpisodes | None:
+        if self._places is None:
+            return None
+        if not self._places:
+            nothing = (np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.bool_))
+            return CompleteEpisodes(returns, lengths, *nothing)
+        parts = zip(*self._places, strict=True)
+        columns, last_rows, ended = (np.concatenate(part) for part in parts)
+        return CompleteEpisodes(returns, lengths, columns, last_rows, ended)
 
 
 def chunk_flags(chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:

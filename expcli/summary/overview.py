@@ -36,6 +36,7 @@ from expcli.summary.episodes import (
     episode_cutter,
 )
 from expcli.summary.fingerprints import FingerprintAccumulator, episode_fingerprints
+from expcli.summary.pass_watch import PassWatcher, WatcherFactory
 from expcli.summary.static_checks import minari_episode_findings, shard_findings, static_findings
 from expcli.summary.stats import TensorAccumulator, TensorStats
 
@@ -134,6 +135,8 @@ def summarize(
     against: Sequence[str | os.PathLike[str]] = (),
     num_envs: int | None = None,
     progress: Callable[[float], None] | None = None,
+    episode_records: bool = False,
+    watch: WatcherFactory | None = None,
 ) -> Summary:
     """Summarize a dataset file (any format and layout expcli reads) or a Minari folder.
 
@@ -150,6 +153,10 @@ def summarize(
         progress: Called with the fraction done so far: of transitions processed, or with
             ``check`` on a sharded folder, half for the shards' CRC-32 and half for the pass;
             with ``against``, each file takes its share of the bytes.
+        episode_records: Keep each complete episode's return, length and place
+            (``EpisodeStats.records``), for a caller that picks episodes to show.
+        watch: Makes a watcher of the opened dataset that sees every chunk of the pass
+            and its episode pieces (``pass_watch.PassWatcher``).
 
     Raises:
         FormatError: No such file, or an unknown, corrupt, truncated or unsafe one (a file
@@ -196,7 +203,12 @@ def summarize(
     try:
         with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf are counted instead
             summary, fingerprints = _summarize(
-                dataset, source, fmt, episodes, head, check, progress
+                dataset,
+                source,
+                fmt,
+                _Wanted(episodes, episode_records, head, check),
+                progress,
+                None if watch is None else watch(dataset),
             )
     except FormatError as e:
         if shards is None or not damaged:
@@ -278,16 +290,26 @@ def _unreadable(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Wanted:
+    """What a pass computes besides the tensor statistics (``summarize``'s arguments)."""
+
+    episodes: bool
+    records: bool
+    head: int
+    check: bool
+
+
 def _summarize(
     dataset: Dataset,
     source: Path,
     fmt: str,
-    want_episodes: bool,
-    head: int,
-    check: bool,
+    wanted: _Wanted,
     progress: Callable[[float], None] | None,
+    watcher: PassWatcher | None,
 ) -> tuple[Summary, np.ndarray | None]:
     """The summary, and with ``check`` every episode's fingerprint (``fingerprints``)."""
+    head, check = wanted.head, wanted.check
     tensors, metadata = dataset.tensors, dataset.metadata
     size, envs = dataset.memory_size, dataset.num_envs
     layout = metadata.get("layout")
@@ -306,7 +328,9 @@ def _summarize(
     flags = {"terminated", "truncated"} & tensors.keys()
     specs = {name: (np.dtype(a.dtype), tuple(a.shape[2:])) for name, a in tensors.items()}
     cutter = episode_cutter(metadata, state, size, envs)  # one cut for both
-    episodes = EpisodeAccumulator(cutter) if want_episodes and flags else None
+    episodes = (
+        EpisodeAccumulator(cutter, records=wanted.records) if wanted.episodes and flags else None
+    )
     fingerprints = FingerprintAccumulator(specs, cutter) if check else None
     finder = RowFinder(specs, metadata, envs, size) if check else None
     first: list[dict[str, Any]] = []
@@ -314,12 +338,14 @@ def _summarize(
     for chunk in chunks(tensors, sorted(tensors), segments(state, size, envs)):
         bad = {name for name, acc in stats.items() if acc.update(chunk.arrays[name])}
         term, trunc = chunk_flags(chunk)
-        if episodes is not None or fingerprints is not None:
+        if episodes is not None or fingerprints is not None or watcher is not None:
             pieces = cutter.cut(chunk.start, chunk.columns, term | trunc)
             if pieces is not None and episodes is not None:
                 episodes.update(pieces, _rewards(chunk), term)
             if pieces is not None and fingerprints is not None:
                 fingerprints.update(chunk, pieces)
+            if watcher is not None:
+                watcher.update(chunk, pieces)
         if finder is not None:
             finder.update(chunk, term | trunc, bad)
         if len(first) < head:
@@ -330,6 +356,9 @@ def _summarize(
     episode_stats = None
     if episodes is not None:
         episode_stats = episodes.result()
+        if episode_stats.records is not None:
+            ordered = episode_stats.records.in_time_order(state, size)
+            episode_stats = dataclasses.replace(episode_stats, records=ordered)
         if "rewards" not in tensors:
             episode_stats = _without_returns(episode_stats)
     checks, records = None, None

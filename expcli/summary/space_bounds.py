@@ -76,7 +76,7 @@ class SpaceBounds:
         return tuple(feature) == self.shape
 
 
-def parse_space(description: Any) -> SpaceBounds | None:
+def parse_space(description: object) -> SpaceBounds | None:
     """The bounds of a described Box, Discrete, MultiDiscrete or MultiBinary space.
 
     Returns None for other spaces and for descriptions that are not understood (sizes

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 import expcli
 from expcli.cli import app
 
-HEAVY = {"torch", "gymnasium", "h5py", "ray", "pyarrow", "polars", "duckdb", "datasets"}
+HEAVY = {"torch", "gymnasium", "h5py", "ray", "pyarrow", "polars", "duckdb", "datasets",
+         "matplotlib", "PIL"}  # fmt: skip
 
 
 def test_help_and_version_in_process() -> None:

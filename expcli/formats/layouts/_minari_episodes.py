@@ -266,14 +266,22 @@ class _EpisodeRows:
         self._scan, self._column, self._episode = scan, column, episode
         self._length = scan.lengths[episode]
 
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """``(steps, 1, *feature)``: what cell gathers (``row_gather.gather_flat``) read."""
+        return (self._length, 1, *(self._column.feature or (1,)))
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The rows' dtype, as read."""
+        return self._column.dtype
+
     def __getitem__(self, key: slice) -> np.ndarray:
         start, stop, _ = key.indices(self._length)
         return self._read(start, max(start, stop))
 
     def take(self, index: np.ndarray) -> np.ndarray:
-        column = self._column
-        shape = (self._length, 1, *(column.feature or (1,)))
-        return take_rows(self._read, shape, column.dtype, index)
+        return take_rows(self._read, self.shape, self.dtype, index)
 
     def _read(self, start: int, stop: int) -> np.ndarray:
         scan, column = self._scan, self._column
