@@ -35,7 +35,14 @@ def convert_cmd(
             "stdout; name the format with --to."
         ),
     ],
-    to: Annotated[str | None, typer.Option("--to", help="Output format: {formats}.")] = None,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            help="Output format: {formats}; for `-` or a DST without a suffix. A suffix that "
+            "names another format is refused (exit 2).",
+        ),
+    ] = None,
     compression: Annotated[
         Compression | None,
         typed_choice(

@@ -21,7 +21,12 @@ PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
 _Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace an existing output.")]
 _To = Annotated[
-    str | None, typer.Option("--to", help="Output format, when the name does not tell.")
+    str | None,
+    typer.Option(
+        "--to",
+        help="Output format, for a name without a suffix; a suffix that names another "
+        "format is refused (exit 2).",
+    ),
 ]
 _Compression = Annotated[
     Compression | None,

@@ -22,7 +22,7 @@ from expcli.formats import open_lazy, source_format
 from expcli.formats.checked_write import check_target, write_checked
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import Layout
-from expcli.formats.registry import target_format
+from expcli.formats.registry import output_format
 from expcli.formats.table import suffix_help
 from expcli.shaping._mapping import map_in_place
 from expcli.shaping.episode_table import EpisodeRecords
@@ -90,7 +90,7 @@ class Target:
             OutputExistsError: It exists and ``overwrite`` is false.
         """
         where = Path(path)
-        fmt = to or target_format(where)
+        fmt = output_format(where, to)
         if fmt is None:
             raise ConfigError(
                 f"cannot tell the output format from {where.name!r}; "
