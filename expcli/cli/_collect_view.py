@@ -289,7 +289,7 @@ class CollectView:
 
         e = stats.episodes
         table = Table(
-            title=f"{self.job.settings.env_id}: {self.job.mode} mode", title_justify="left"
+            title=f"{escape(self.job.settings.env_id)}: {self.job.mode} mode", title_justify="left"
         )
         table.add_column("", style="bold")
         table.add_column("value", justify="right")

@@ -23,13 +23,17 @@ BarUpdate = Callable[[float, str], None]
 
 
 def out_console() -> Console:
-    """Where results go (stdout)."""
-    return _console_class()()
+    """Where results go (stdout).
+
+    No ``:name:`` emoji codes: text such as ``0:100:2`` is printed as it is (markup is
+    escaped where text is built from user input or data).
+    """
+    return _console_class()(emoji=False)
 
 
 def err_console() -> Console:
-    """Where progress, logs and errors go (stderr)."""
-    return _console_class()(stderr=True)
+    """Where progress, logs and errors go (stderr), without emoji codes (as ``out_console``)."""
+    return _console_class()(stderr=True, emoji=False)
 
 
 def bar_columns(*fields: ProgressColumn) -> tuple[ProgressColumn, ...]:

@@ -17,7 +17,7 @@ import typer
 
 from expcli.cli._console import err_console
 from expcli.cli._errors import reports_errors
-from expcli.errors import ConfigError, ExpcliError, printable
+from expcli.errors import ConfigError, ExpcliError, printable, quoted
 from expcli.spec import Compression, FramesForm
 
 __all__ = [
@@ -83,7 +83,7 @@ def _spelled(value: str, choices: type[_Choice], what: str) -> _Choice:
         if value == choice.value:
             return choice
     names = ", ".join(c.value for c in choices)
-    raise ConfigError(f"unknown {what} {value!r}; expected one of {names}")
+    raise ConfigError(f"unknown {what} {quoted(value)}; expected one of {names}")
 
 
 FramesOption = Annotated[

@@ -24,7 +24,7 @@ from expcli.cli._errors import _report, reports_errors
 from expcli.cli._read_options import FramesOption, typed_choice
 from expcli.collect.engines import CollectMode, mode_list
 from expcli.envs.modes import AsyncMode
-from expcli.errors import ConfigError, EnvError, OutputError
+from expcli.errors import ConfigError, EnvError, OutputError, quoted
 from expcli.formats.layouts.kinds import Layout
 from expcli.spec import Compression, FramesForm
 
@@ -383,7 +383,9 @@ def _collect_in_layout(options: CollectSettings, layout: Layout, to: str | None)
         )  # fmt: skip
     except BaseException:
         if staging.exists():
-            err_console().print(f"the rows collected are in {staging}: {finish}", soft_wrap=True)
+            err_console().print(
+                f"the rows collected are in {staging}: {finish}", soft_wrap=True, markup=False
+            )
         raise
     shutil.rmtree(staging)
 
@@ -496,5 +498,5 @@ def _json_object(text: str) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise ConfigError(f"--env-kwargs is not valid JSON: {e}") from e
     if not isinstance(value, dict):
-        raise ConfigError(f"--env-kwargs must be a JSON object, got {text!r}")
+        raise ConfigError(f"--env-kwargs must be a JSON object, got {quoted(text)}")
     return value

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from expcli.cli._console import BarUpdate, file_progress, out_console, phases_on
+from expcli.cli._console import BarUpdate, err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
 from expcli.cli._read_options import parse_compression, typed_choice
 from expcli.errors import ConfigError, printable
@@ -145,7 +145,14 @@ def filter_cmd(
     episodes: Annotated[
         str | None, typer.Option("--episodes", help="Episode indexes: 0:100, -10:, 3,7,9.")
     ] = None,
-    envs: Annotated[str | None, typer.Option("--envs", help="Env columns: 0,3 or 0-3.")] = None,
+    envs: Annotated[
+        str | None,
+        typer.Option(
+            "--envs",
+            help="Env columns: 0,3 or 0:4 (0 to 3) or 4: ; ranges stop before their end, "
+            "as --episodes' do.",
+        ),
+    ] = None,
     keep: Annotated[
         list[str] | None,
         typer.Option("--keep", help="Keep only these tensors (repeat; the done flags stay)."),
@@ -169,6 +176,19 @@ def filter_cmd(
         raise ConfigError(
             "filter: give a selector (--where, --top, --episodes, --envs, --keep or --drop)"
         )
+    if envs is not None:
+        from rich.markup import escape
+
+        from expcli.shaping.selectors import old_env_ranges
+
+        today = old_env_ranges(envs)
+        if today is not None:
+            err_console().print(
+                f"note: --envs {escape(envs)} is read as --envs {today} (ranges are written "
+                "start:stop, as for --episodes)",
+                soft_wrap=True,
+                highlight=False,
+            )
     with file_progress(source, "filtering", min_bytes=PROGRESS_MIN_BYTES, total=2.0) as bar:
         result = filter_episodes(
             source,

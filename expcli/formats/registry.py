@@ -280,9 +280,7 @@ def output_format(target: str | os.PathLike[str], to: str | None) -> str | None:
         if row.suffixes
         else "name a folder without a suffix"
     )
-    raise ConfigError(
-        f"{path.name} names {named} but --to says {row.name}; drop --to or {rename}"
-    )
+    raise ConfigError(f"{path.name} names {named} but --to says {row.name}; drop --to or {rename}")
 
 
 def output_files(target: str | os.PathLike[str], format: str) -> tuple[Path, ...]:

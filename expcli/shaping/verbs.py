@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from expcli.conversion import Progress
-from expcli.errors import ConfigError, SchemaError
+from expcli.errors import ConfigError, SchemaError, quoted
 from expcli.formats.dataset import Dataset
 from expcli.shaping._edit import Edit, Opened, ShapeResult, Target, opening, write
 from expcli.shaping.episode_table import EpisodeRecords, info_fields, scan_episodes
@@ -249,7 +249,7 @@ def _incomplete(value: str | Incomplete) -> Incomplete:
         return Incomplete(value)
     except ValueError:
         raise ConfigError(
-            f"--incomplete {value!r}: expected one of {', '.join(m.value for m in Incomplete)}"
+            f"--incomplete {quoted(value)}: expected one of {', '.join(m.value for m in Incomplete)}"
         ) from None
 
 
@@ -260,7 +260,7 @@ def _incomplete_target(value: str | None, paths: list[Path]) -> int | None:
         if value in (str(path), path.name, str(number)):
             return number
     raise ConfigError(
-        f"--incomplete {value!r}: expected 'drop', an output's name or its position (0, 1, ...)"
+        f"--incomplete {quoted(value)}: expected 'drop', an output's name or its position (0, 1, ...)"
     )
 
 
