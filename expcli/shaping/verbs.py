@@ -249,7 +249,8 @@ def _incomplete(value: str | Incomplete) -> Incomplete:
         return Incomplete(value)
     except ValueError:
         raise ConfigError(
-            f"--incomplete {quoted(value)}: expected one of {', '.join(m.value for m in Incomplete)}"
+            f"--incomplete {quoted(value)}: expected one of "
+            f"{', '.join(m.value for m in Incomplete)}"
         ) from None
 
 
@@ -260,7 +261,8 @@ def _incomplete_target(value: str | None, paths: list[Path]) -> int | None:
         if value in (str(path), path.name, str(number)):
             return number
     raise ConfigError(
-        f"--incomplete {quoted(value)}: expected 'drop', an output's name or its position (0, 1, ...)"
+        f"--incomplete {quoted(value)}: expected 'drop', an output's name or its position "
+        "(0, 1, ...)"
     )
 
 

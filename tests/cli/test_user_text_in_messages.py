@@ -50,7 +50,9 @@ def test_a_long_where_is_quoted_by_its_first_80_characters(source: Path, tmp_pat
     code, lines, _ = run("filter", str(source), "-o", str(tmp_path / "x.npz"), "--where", where)
     assert code == 2 and len(lines) == 1, lines
     assert len(lines[0]) < 400 and where[:QUOTE_CHARS] + "… (126,016 characters)" in lines[0]
-    code, lines, _ = run("filter", str(source), "-o", str(tmp_path / "x.npz"), "--top", "9" * 500 + "%%")
+    code, lines, _ = run(
+        "filter", str(source), "-o", str(tmp_path / "x.npz"), "--top", "9" * 500 + "%%"
+    )
     assert code == 2 and len(lines) == 1 and len(lines[0]) < 250, lines
 
 
@@ -62,7 +64,7 @@ def test_quoted_keeps_short_text_whole_and_cuts_long_text() -> None:
 def test_envs_ranges_are_start_stop_and_the_old_spelling_is_read_with_a_note(
     source: Path, tmp_path: Path
 ) -> None:
-    assert parse_envs("0:2,3") == (range(0, 2), range(3, 4))
+    assert parse_envs("0:2,3") == (range(2), range(3, 4))
     assert parse_envs("1-2") == (range(1, 3),)
     assert parse_envs("2:")[0].start == 2 and 10**6 in parse_envs("2:")[0]
     assert old_env_ranges("1-2,3") == "1:3,3" and old_env_ranges("1:3") is None
