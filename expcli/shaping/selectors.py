@@ -6,9 +6,9 @@ given, and applies ``--top`` last: ``--top 10% --where 'terminated'`` keeps the 
 the terminated episodes, not the terminated ones among the best tenth.
 
 ``--episodes`` counts rows of the table (0 is the first episode, -1 the last), with Python's
-slice semantics; ``--envs`` reads the ``env`` column, its ranges written as slices
-too. ``split_episodes`` deals out episode
-numbers into parts of exact, largest-remainder sizes by a seeded permutation.
+slice semantics; ``--envs`` reads the ``env`` column, its ranges written as slices too.
+``split_episodes`` deals out episode numbers into parts of exact, largest-remainder sizes
+by a seeded permutation.
 """
 
 from __future__ import annotations
