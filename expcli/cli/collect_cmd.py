@@ -193,7 +193,7 @@ def collect_cmd(
             "--output",
             "-o",
             help="Dataset file (.pt, .npz, .csv, .h5, .parquet), or a folder of shards (no "
-            "suffix).",
+            "suffix). Missing folders on its path are made.",
             show_default="runs/ENV_ID-TIME.pt",
         ),
     ] = None,

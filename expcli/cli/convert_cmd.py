@@ -31,8 +31,8 @@ def convert_cmd(
     dst: Annotated[
         Path,
         typer.Argument(
-            help="File to write; its suffix names the format. `-` writes {streams} to "
-            "stdout; name the format with --to."
+            help="File to write; its suffix names the format (missing folders on its path "
+            "are made). `-` writes {streams} to stdout; name the format with --to."
         ),
     ],
     to: Annotated[

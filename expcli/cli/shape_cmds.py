@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
+_OUTPUT_HELP = "Dataset to write; missing folders on its path are made."
 _Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace an existing output.")]
 _To = Annotated[
     str | None,
@@ -48,7 +49,7 @@ _ShardFormat = Annotated[
 @reports_errors
 def merge_cmd(
     sources: Annotated[list[Path], typer.Argument(help="Datasets to merge, in this order.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Dataset to write.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help=_OUTPUT_HELP)],
     allow: Annotated[
         list[str] | None,
         typer.Option("--allow", help="A safe difference to merge anyway: env-id, env-spec."),
@@ -84,7 +85,12 @@ def merge_cmd(
 def split_cmd(
     source: Annotated[Path, typer.Argument(help="Dataset to split.")],
     outputs: Annotated[
-        list[Path], typer.Option("--output", "-o", help="An output; give one per part.")
+        list[Path],
+        typer.Option(
+            "--output",
+            "-o",
+            help="An output; give one per part. Missing folders on its path are made.",
+        ),
     ],
     fractions: Annotated[
         str | None,
@@ -127,7 +133,7 @@ def split_cmd(
 @reports_errors
 def filter_cmd(
     source: Annotated[Path, typer.Argument(help="Dataset to read.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Dataset to write.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help=_OUTPUT_HELP)],
     where: Annotated[
         str | None,
         typer.Option(
