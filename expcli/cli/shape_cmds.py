@@ -10,7 +10,8 @@ import typer
 
 from expcli.cli._console import BarUpdate, err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
-from expcli.cli._read_options import parse_compression, typed_choice
+from expcli.cli._help import file_and_folder_formats, shard_choices
+from expcli.cli._read_options import completing, parse_compression, typed_choice
 from expcli.errors import ConfigError, printable
 from expcli.spec import Compression
 
@@ -25,6 +26,8 @@ _To = Annotated[
     str | None,
     typer.Option(
         "--to",
+        metavar="{format_choices}",
+        autocompletion=completing(file_and_folder_formats),
         help="Output format, for a name without a suffix; a suffix that names another "
         "format is refused (exit 2).",
     ),
@@ -33,15 +36,19 @@ _Compression = Annotated[
     Compression | None,
     typed_choice(
         "--compression",
-        "The output's compression, for a format that compresses (HDF5: gzip, lzf; Parquet: "
-        "zstd, snappy).",
+        "The output's compression ({by_format}); default: none, Parquet's zstd.",
         parse_compression,
+        Compression,
     ),
 ]
 _ShardFormat = Annotated[
     str | None,
     typer.Option(
-        "--shard-format", help="A folder output's shards: npz or parquet.", show_default="npz"
+        "--shard-format",
+        metavar="{shard_choices}",
+        autocompletion=completing(shard_choices),
+        help="A folder output's shards.",
+        show_default="npz",
     ),
 ]
 
@@ -56,7 +63,12 @@ def merge_cmd(
     ] = None,
     incomplete: Annotated[
         str,
-        typer.Option("--incomplete", help="Episodes cut short: keep (marked as cut) or drop."),
+        typer.Option(
+            "--incomplete",
+            metavar="[keep|drop]",
+            autocompletion=completing(["keep", "drop"]),
+            help="Episodes cut short: keep (marked as cut) or drop.",
+        ),
     ] = "keep",
     to: _To = None,
     compression: _Compression = None,
@@ -101,6 +113,8 @@ def split_cmd(
         str,
         typer.Option(
             "--incomplete",
+            metavar="[drop|OUTPUT]",
+            autocompletion=completing(["drop"]),
             help="Episodes cut short: drop, or the output (name or 0, 1, ...) that gets them.",
         ),
     ] = "drop",
@@ -168,7 +182,12 @@ def filter_cmd(
     ] = None,
     incomplete: Annotated[
         str,
-        typer.Option("--incomplete", help="Episodes cut short: drop, or keep (marked as cut)."),
+        typer.Option(
+            "--incomplete",
+            metavar="[drop|keep]",
+            autocompletion=completing(["drop", "keep"]),
+            help="Episodes cut short: drop, or keep (marked as cut).",
+        ),
     ] = "drop",
     to: _To = None,
     compression: _Compression = None,

@@ -94,7 +94,7 @@ def layout_format(
     if format is not None and named is not None and named != chosen:
         raise ConfigError(
             f"{target.name} names {named} but --to says {chosen}; drop --to or name the "
-            f"file {target.stem}{_named_suffixes(format_row(chosen)).split(' or ')[0]}"
+            f"file {target.stem}{_named_suffixes(format_row(format)).split(' or ')[0]}"
         )
     return chosen or allowed[0]
 
