@@ -41,6 +41,16 @@ _Compression = Annotated[
         Compression,
     ),
 ]
+_LineagePaths = Annotated[
+    str,
+    typer.Option(
+        "--lineage-paths",
+        metavar="[relative|absolute]",
+        autocompletion=completing(["relative", "absolute"]),
+        help="How the output's lineage records its sources' paths: relative to the output's "
+        "folder, or absolute (which shows your folders to whoever gets the dataset).",
+    ),
+]
 _ShardFormat = Annotated[
     str | None,
     typer.Option(
@@ -74,6 +84,7 @@ def merge_cmd(
     compression: _Compression = None,
     shard_format: _ShardFormat = None,
     overwrite: _Overwrite = False,
+    lineage_paths: _LineagePaths = "relative",
 ) -> None:
     """Merge datasets with the same tensors and spaces into one, episode by episode."""
     from expcli.shaping.verbs import merge
@@ -89,6 +100,7 @@ def merge_cmd(
             shard_format=shard_format,
             overwrite=overwrite,
             progress=None if bar is None else phases_on(bar),
+            lineage_paths=lineage_paths,
         )
     _report("merged", [result])
 
@@ -122,6 +134,7 @@ def split_cmd(
     compression: _Compression = None,
     shard_format: _ShardFormat = None,
     overwrite: _Overwrite = False,
+    lineage_paths: _LineagePaths = "relative",
 ) -> None:
     """Split a dataset into parts by whole episodes, at random (seeded): no episode in two."""
     from expcli.shaping.selectors import parse_fractions
@@ -140,6 +153,7 @@ def split_cmd(
             shard_format=shard_format,
             overwrite=overwrite,
             progress=None if bar is None else _split_phases_on(bar, len(outputs)),
+            lineage_paths=lineage_paths,
         )
     _report("split", results)
 
@@ -193,6 +207,7 @@ def filter_cmd(
     compression: _Compression = None,
     shard_format: _ShardFormat = None,
     overwrite: _Overwrite = False,
+    lineage_paths: _LineagePaths = "relative",
 ) -> None:
     """Keep the episodes (and tensors) you select; selectors combine with and."""
     from expcli.shaping.verbs import filter_episodes
@@ -231,6 +246,7 @@ def filter_cmd(
             shard_format=shard_format,
             overwrite=overwrite,
             progress=None if bar is None else phases_on(bar),
+            lineage_paths=lineage_paths,
         )
     _report("filtered", [result])
 
