@@ -10,10 +10,11 @@ recorded absolute paths; they are read as they are.
 
 Where the source already holds checksums of its content, the checksum is of those, which
 costs a read of a few bytes: a zip archive's (``.npz``, ``.pt``) of its members' names,
-sizes and CRC-32s, a sharded folder's of its manifest (each shard's size and CRC-32). Any other file's is of its bytes, computed on a thread while the episodes
-are found (both only read), and waited for before the output is written: a bounded read,
-8 MiB at a time, but a second read of such a source (HDF5, CSV, Parquet), since its rows
-are read in the order the episodes need, not front to back.
+sizes and CRC-32s, a sharded folder's of its manifest (each shard's size and CRC-32).
+Any other file's is of its bytes, computed on a thread while the episodes are found (both
+only read), and waited for before the output is written: a bounded read, 8 MiB at a time,
+but a second read of such a source (HDF5, CSV, Parquet), since its rows are read in the
+order the episodes need, not front to back.
 """
 
 from __future__ import annotations
