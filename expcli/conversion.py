@@ -23,7 +23,7 @@ from expcli.formats.checked_write import check_target, checksums, write_checked
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import LAYOUTS, Layout
 from expcli.formats.lazy import LazyRows
-from expcli.formats.registry import frames_form, target_format
+from expcli.formats.registry import frames_form, output_format
 from expcli.formats.table import format_row, stream_formats, suffix_help
 from expcli.spec import COMPRESSIONS, FramesForm
 
@@ -281,7 +281,7 @@ def _target_format(target: Path, to: str | None, layout: Layout) -> str:
         from expcli.formats.layouts import layout_format
 
         return layout_format(layout, target, to)
-    fmt = to or target_format(target)
+    fmt = output_format(target, to)
     if fmt is None:
         raise ConfigError(
             f"cannot tell the output format from {target.name!r}; name a suffix "

@@ -41,7 +41,7 @@ __all__ = [
     "OutputLockedError",
     "SchemaError",
     "SourceNotFoundError",
-]  # the error classes only; ``printable`` is imported by name
+]  # the error classes only; ``printable``, ``quoted`` and ``clipped`` are imported by name
 
 
 def printable(text: str) -> str:
@@ -51,6 +51,27 @@ def printable(text: str) -> str:
     terminal); escaped, they never do.
     """
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+QUOTE_CHARS = 80
+"""How much of a user's input a message quotes: the first this many characters."""
+
+
+def clipped(text: str, limit: int = QUOTE_CHARS) -> str:
+    """``text``, or its first ``limit`` characters and its length when it is longer."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def quoted(text: str, limit: int = QUOTE_CHARS) -> str:
+    """User input as a message quotes it: ``repr`` of it, or of its first ``limit`` characters.
+
+    A 126 KB ``--where`` is then one short line, not the whole expression again.
+    """
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text):,} characters)"
 
 
 class ExpcliError(Exception):

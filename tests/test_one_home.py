@@ -19,6 +19,7 @@ PACKAGE = Path(__file__).parents[1] / "expcli"
 ALLOWED: dict[str, str] = {
     "read": "the reader every format and layout module offers the registry",
     "write": "the writer every format and layout module offers the registry",
+    "losses": "what a layout module's files do not keep, offered to the layout table",
     "open_lazy": "the lazy reader some format modules offer the registry",
     "write_to": "the stream writer of the formats written front to back",
     "Factory": "a local alias of 'callable that makes an env' in each backend",

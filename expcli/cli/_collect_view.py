@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from expcli.cli._console import bar_columns, err_console, out_console
+from expcli.cli._console import ProgressLog, bar_columns, err_console, out_console
 from expcli.collect.engines import ENGINES, CollectMode
 
 if TYPE_CHECKING:
@@ -174,9 +174,17 @@ class CollectView:
 
     @contextmanager
     def progress(self) -> Iterator[Callable[[Progress], None] | None]:
-        """A rich progress bar on stderr, fed by the collector's callback."""
+        """A rich progress bar on stderr, fed by the collector's callback.
+
+        When stderr is not a terminal (a log), a plain line every ``progress_seconds()``
+        instead: steps, rate, episodes, return, elapsed and ETA, never cut to a width.
+        """
         if self.quiet:
             yield None
+            return
+        if not self.err.is_terminal:
+            with self._progress_log() as update:
+                yield update
             return
         from rich.progress import Progress as Bar
         from rich.progress import TextColumn
@@ -206,10 +214,38 @@ class CollectView:
             yield update
 
     @contextmanager
+    def _progress_log(self) -> Iterator[Callable[[Progress], None]]:
+        s = self.job.settings
+        target = s.steps if s.steps is not None else s.episodes
+        unit = "steps" if s.steps is not None else "episodes"
+        log = ProgressLog("collect")
+
+        def update(p: Progress) -> None:
+            done = p.steps if p.target_steps is not None else p.episodes
+            rate = _rate(p.steps / p.elapsed if p.elapsed > 0 else math.nan)
+            of = f" of {target:,}" if target else ""
+            steps = f"{p.steps:,}{of if unit == 'steps' else ''} steps"
+            episodes = f"{p.episodes:,}{of if unit == 'episodes' else ''} episodes"
+            details = f"{steps}, {rate} steps/s, {episodes}, return {_num(p.recent_mean_return)}"
+            log.update(done / target if target else None, details)
+
+        try:
+            yield update
+        finally:
+            log.close()
+
+    @contextmanager
     def merging(self) -> Iterator[Callable[[str, float], None] | None]:
         """A progress bar for merging a spooled run into its file (none for other runs)."""
         if self.quiet or self.job.spool is None:
             yield None
+            return
+        if not self.err.is_terminal:
+            log = ProgressLog("writing the file")
+            try:
+                yield lambda phase, done: log.update(done, "") if phase == "write" else None
+            finally:
+                log.close()
             return
         from rich.progress import Progress as Bar
 
@@ -289,7 +325,7 @@ class CollectView:
 
         e = stats.episodes
         table = Table(
-            title=f"{self.job.settings.env_id}: {self.job.mode} mode", title_justify="left"
+            title=f"{escape(self.job.settings.env_id)}: {self.job.mode} mode", title_justify="left"
         )
         table.add_column("", style="bold")
         table.add_column("value", justify="right")

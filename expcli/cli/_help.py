@@ -15,12 +15,23 @@ so a registered format shows up and ``expcli`` loads the table only to print hel
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from typer import _click
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-__all__ = ["PlainHelpCommand", "PlainHelpGroup", "table_words"]
+__all__ = [
+    "PlainHelpCommand",
+    "PlainHelpGroup",
+    "choices_shown",
+    "convert_targets",
+    "file_and_folder_formats",
+    "shard_choices",
+    "storage_choices",
+    "table_words",
+    "to_choices",
+]
 
 _VALUE_WORDS = {"int": "INTEGER", "float": "FLOAT", "str": "TEXT", "path": "PATH"}
 _PLACEHOLDERS = (
@@ -34,6 +45,12 @@ _PLACEHOLDERS = (
     "compressions",
     "layouts",
     "shard_formats",
+    "by_format",
+    "format_choices",
+    "to_choices",
+    "storage_choices",
+    "shard_choices",
+    "storage_choices",
 )
 
 
@@ -47,7 +64,11 @@ def table_words() -> dict[str, str]:
     leaves out (``npz, pt or csv (rows only)``); ``stream_names``: the same, names only;
     ``compressing``: the formats that compress (``HDF5``); ``compressions`` and
     ``layouts``: the choices of ``--compression`` and ``--layout``; ``shard_formats``:
-    those of ``--shard-format``.
+    those of ``--shard-format``; ``by_format``: the compressions of each format that
+    compresses (``HDF5: none, gzip or lzf; Parquet: ...``). The metavars of the options whose
+    choices the table holds: ``format_choices`` (``[pt|npz|...]``), ``to_choices`` (those and
+    the layouts' storages: convert's ``--to``), ``storage_choices`` (the layouts' storages:
+    collect's ``--to``) and ``shard_choices``.
     """
     from expcli.formats.layouts import LAYOUTS
     from expcli.formats.table import (
@@ -62,6 +83,7 @@ def table_words() -> dict[str, str]:
     from expcli.spec import COMPRESSIONS
 
     files = [row for row in format_rows() if not row.folder]
+    formats, storages = to_choices()
     streams = [row for name in stream_formats() if (row := format_row(name)) is not None]
     return {
         "formats": listed([row.name for row in files]),
@@ -81,7 +103,54 @@ def table_words() -> dict[str, str]:
         "compressions": listed(list(COMPRESSIONS)),
         "layouts": ", ".join(LAYOUTS),
         "shard_formats": listed(list(shard_formats())),
+        "by_format": "; ".join(
+            f"{row.shown}: {listed(list(row.compressions or COMPRESSIONS))}"
+            for row in files
+            if row.compresses
+        ),
+        "format_choices": choices_shown(formats),
+        "to_choices": choices_shown(convert_targets()),
+        "storage_choices": choices_shown(storages),
+        "shard_choices": choices_shown(shard_formats()),
     }
+
+
+def to_choices() -> tuple[list[str], list[str]]:
+    """What ``--to`` may name: the formats (files, then folders), and the layouts' storages."""
+    from expcli.formats.table import format_rows, layout_rows
+
+    storages: list[str] = []
+    for row in layout_rows():
+        storages += [s for s in row.storages if s not in storages]
+    return [row.name for row in format_rows()], storages
+
+
+def file_and_folder_formats() -> list[str]:
+    """What merge, split and filter's ``--to`` may name: the formats (files, then folders)."""
+    return to_choices()[0]
+
+
+def storage_choices() -> list[str]:
+    """What collect's ``--to`` may name: the storages of the layouts kept in folders."""
+    return to_choices()[1]
+
+
+def convert_targets() -> list[str]:
+    """What convert's ``--to`` may name: the formats, then the layouts' other storages."""
+    formats, storages = to_choices()
+    return [*formats, *(s for s in storages if s not in formats)]
+
+
+def shard_choices() -> list[str]:
+    """What ``--shard-format`` may name: the formats a sharded folder's shards may be in."""
+    from expcli.formats.table import shard_formats
+
+    return list(shard_formats())
+
+
+def choices_shown(values: Iterable[str]) -> str:
+    """``[auto|dummy|subproc]``: an option's choices as its help's metavar shows them."""
+    return "[" + "|".join(values) + "]"
 
 
 def _filled(text: str | None, words: dict[str, str]) -> str | None:
@@ -100,12 +169,17 @@ def _has_placeholder(text: str | None) -> bool:
 def _fill(commands: list[_click.Command]) -> None:
     """Fill the placeholders of these commands' help and of their parameters' (in place)."""
     helped: list[TyperOption | TyperArgument | _click.Command] = [*commands]
-    helped += [p for c in commands for p in c.params if isinstance(p, TyperOption | TyperArgument)]
-    if not any(_has_placeholder(item.help) for item in helped):
+    params = [p for c in commands for p in c.params if isinstance(p, TyperOption | TyperArgument)]
+    helped += params
+    if not any(_has_placeholder(item.help) for item in helped) and not any(
+        _has_placeholder(p.metavar) for p in params
+    ):
         return  # the table is read only for a help text that names formats
     words = table_words()
     for item in helped:
         item.help = _filled(item.help, words)
+    for param in params:
+        param.metavar = _filled(param.metavar, words)
 
 
 def _default_string(param: TyperArgument | TyperOption, show_default_is_str: bool) -> str | None:
@@ -147,7 +221,7 @@ class _PlainOption(TyperOption):
             return None
         label = self.display_type(ctx).strip("<>").removesuffix(" range")
         if self.type_descriptor.is_choice:
-            return label
+            return f"[{label}]"
         label = label.removeprefix("list[").removesuffix("]")  # repeatable: said in its help
         return _VALUE_WORDS.get(label, label.upper())
 
@@ -185,7 +259,20 @@ class PlainHelpCommand(TyperCommand):
 
     def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         _fill([self])
+        _pair_negations(self.params)
         super().format_help(ctx, formatter)
+
+
+def _pair_negations(params: list[_click.Parameter]) -> None:
+    """Show ``--spool/--no-spool`` as one long flag (in place; only help is printed after).
+
+    Typer's help puts an option's second spelling in a column of its own, beside the short
+    flags (``-o``), where ``--no-spool`` reads as another option's short form.
+    """
+    for param in params:
+        if isinstance(param, TyperOption) and param.secondary_opts:
+            param.opts = ["/".join([*param.opts, *param.secondary_opts])]
+            param.secondary_opts = []
 
 
 class PlainHelpGroup(TyperGroup):

@@ -8,7 +8,7 @@ wrong. The commands that read such a file say so, in one line on stderr.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -17,12 +17,14 @@ import typer
 
 from expcli.cli._console import err_console
 from expcli.cli._errors import reports_errors
-from expcli.errors import ConfigError, ExpcliError, printable
+from expcli.cli._help import choices_shown
+from expcli.errors import ConfigError, ExpcliError, printable, quoted
 from expcli.spec import Compression, FramesForm
 
 __all__ = [
     "FramesOption",
     "NumEnvs",
+    "completing",
     "parse_compression",
     "parse_frames",
     "typed_choice",
@@ -42,14 +44,40 @@ NumEnvs = Annotated[
 ]
 
 
-def typed_choice(flag: str, help: str, parse: Callable[[str], StrEnum]) -> Any:
+def completing(values: Iterable[str] | Callable[[], Iterable[str]]) -> Callable[[str], list[str]]:
+    """A shell completer of an option: the choices that start with what is typed.
+
+    ``values`` may be a function, asked when completing (formats registered by then count).
+    """
+
+    def complete(incomplete: str) -> list[str]:
+        given = values() if callable(values) else values
+        return [value for value in given if value.startswith(incomplete)]
+
+    return complete
+
+
+def typed_choice(
+    flag: str,
+    help: str,
+    parse: Callable[[str], StrEnum],
+    choices: Iterable[str],
+    metavar: str | None = None,
+) -> Any:
     """A Typer option whose value ``parse`` turns into a typed choice (a ``StrEnum``).
 
-    The help shows ``TEXT`` as for a string, and a value ``parse`` refuses is its
-    ``ExpcliError`` in one red line and its exit code (``reports_errors``), as the command's
-    own errors are.
+    The help shows the ``choices`` (``[a|b|c]``, or ``metavar`` where given) and the shell
+    completes them; a value ``parse`` refuses is its ``ExpcliError`` in one red line and its
+    exit code (``reports_errors``), as the command's own errors are.
     """
-    return typer.Option(flag, help=help, parser=reports_errors(parse), metavar="TEXT")
+    values = [str(c) for c in choices]
+    return typer.Option(
+        flag,
+        help=help,
+        parser=reports_errors(parse),
+        metavar=metavar or choices_shown(values),
+        autocompletion=completing(values),
+    )
 
 
 def parse_compression(value: str) -> Compression:
@@ -83,7 +111,7 @@ def _spelled(value: str, choices: type[_Choice], what: str) -> _Choice:
         if value == choice.value:
             return choice
     names = ", ".join(c.value for c in choices)
-    raise ConfigError(f"unknown {what} {value!r}; expected one of {names}")
+    raise ConfigError(f"unknown {what} {quoted(value)}; expected one of {names}")
 
 
 FramesOption = Annotated[
@@ -93,6 +121,7 @@ FramesOption = Annotated[
         "How expcli files and folders store next observations: once (each frame of 64 bytes "
         "or more that equals the next row's observation is stored there only) or full.",
         parse_frames,
+        FramesForm,
     ),
 ]
 

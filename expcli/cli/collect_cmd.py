@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from expcli.cli._errors import _report, reports_errors
-from expcli.cli._read_options import FramesOption, typed_choice
-from expcli.collect.engines import CollectMode, mode_list
+from expcli.cli._help import choices_shown, shard_choices, storage_choices
+from expcli.cli._read_options import FramesOption, completing, typed_choice
+from expcli.collect.engines import CollectMode
 from expcli.envs.modes import AsyncMode
-from expcli.errors import ConfigError, EnvError, OutputError
+from expcli.errors import ConfigError, EnvError, OutputError, quoted
 from expcli.formats.layouts.kinds import Layout
 from expcli.spec import Compression, FramesForm
 
@@ -88,15 +89,12 @@ def collect_cmd(
         CollectMode,
         typer.Option(
             "--mode",
-            metavar="TEXT",
+            metavar=choices_shown(CollectMode),
             parser=_spelling("--mode", CollectMode),
-            help=f"{mode_list()}. dummy runs the "
-            "envs in this process: one that calls os._exit or segfaults takes expcli down and "
-            "nothing is saved; subproc survives it. ray and ray-subproc run rollout actors "
-            "(each with its slice of the envs, in process or in worker processes, and its own "
-            "copy of the policy; many steps per call) with --async restart and no --infos; "
-            "otherwise, or for a policy that cannot leave this process, they step through "
-            "one actor call per step (the policy here).",
+            autocompletion=completing(CollectMode),
+            help="Where the envs run: auto picks the fastest; dummy in this process; subproc "
+            "in worker processes (survives a crashing env); vector and envpool as their own "
+            "vector envs; ray and ray-subproc on Ray actors.",
         ),
     ] = CollectMode.AUTO,
     force_mode: Annotated[
@@ -110,8 +108,9 @@ def collect_cmd(
         AsyncMode,
         typer.Option(
             "--async",
-            metavar="TEXT",
+            metavar=choices_shown(AsyncMode),
             parser=_spelling("--async", AsyncMode, any_case=True),
+            autocompletion=completing(AsyncMode),
             help="What an ended env does: none, idle, restart or continue.",
         ),
     ] = AsyncMode.RESTART,
@@ -193,7 +192,7 @@ def collect_cmd(
             "--output",
             "-o",
             help="Dataset file (.pt, .npz, .csv, .h5, .parquet), or a folder of shards (no "
-            "suffix).",
+            "suffix). Missing folders on its path are made.",
             show_default="runs/ENV_ID-TIME.pt",
         ),
     ] = None,
@@ -201,15 +200,18 @@ def collect_cmd(
         Layout,
         typed_choice(
             "--layout",
-            "Write for another library: {layouts} (the run goes to a folder OUTPUT-collecting "
-            "first, then is converted).",
+            "Write for another library (the run goes to a folder OUTPUT-collecting first, "
+            "then is converted).",
             Layout.parse,
+            Layout,
         ),
     ] = Layout.EXPCLI,
     to: Annotated[
         str | None,
         typer.Option(
             "--to",
+            metavar="{storage_choices}",
+            autocompletion=completing(storage_choices),
             help="With --layout: the layout's storage (minari: hdf5, parquet or arrow; "
             "lerobot: parquet, or video for its images).",
         ),
@@ -218,10 +220,10 @@ def collect_cmd(
         Compression | None,
         typer.Option(
             "--compression",
-            metavar="TEXT",
+            metavar=choices_shown(Compression),
             parser=_spelling("--compression", Compression),
-            help="HDF5 compression: none, gzip or lzf; Parquet: zstd (its default), snappy, "
-            "gzip or none.",
+            autocompletion=completing(Compression),
+            help="The output's compression ({by_format}); default: none, Parquet's zstd.",
             show_default=False,
         ),
     ] = None,
@@ -247,7 +249,9 @@ def collect_cmd(
         str | None,
         typer.Option(
             "--shard-format",
-            help="Folder output: the shards' format: {shard_formats}.",
+            metavar="{shard_choices}",
+            autocompletion=completing(shard_choices),
+            help="Folder output: the shards' format.",
             show_default="npz",
         ),
     ] = None,
@@ -383,7 +387,9 @@ def _collect_in_layout(options: CollectSettings, layout: Layout, to: str | None)
         )  # fmt: skip
     except BaseException:
         if staging.exists():
-            err_console().print(f"the rows collected are in {staging}: {finish}", soft_wrap=True)
+            err_console().print(
+                f"the rows collected are in {staging}: {finish}", soft_wrap=True, markup=False
+            )
         raise
     shutil.rmtree(staging)
 
@@ -496,5 +502,5 @@ def _json_object(text: str) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise ConfigError(f"--env-kwargs is not valid JSON: {e}") from e
     if not isinstance(value, dict):
-        raise ConfigError(f"--env-kwargs must be a JSON object, got {text!r}")
+        raise ConfigError(f"--env-kwargs must be a JSON object, got {quoted(text)}")
     return value

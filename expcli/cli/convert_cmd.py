@@ -11,9 +11,11 @@ import typer
 
 from expcli.cli._console import err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
+from expcli.cli._help import convert_targets, shard_choices
 from expcli.cli._read_options import (
     FramesOption,
     NumEnvs,
+    completing,
     parse_compression,
     typed_choice,
     warn_unrecorded_envs,
@@ -31,22 +33,31 @@ def convert_cmd(
     dst: Annotated[
         Path,
         typer.Argument(
-            help="File to write; its suffix names the format. `-` writes {streams} to "
-            "stdout; name the format with --to."
+            help="File to write; its suffix names the format (missing folders on its path "
+            "are made). `-` writes {streams} to stdout; name the format with --to."
         ),
     ],
-    to: Annotated[str | None, typer.Option("--to", help="Output format: {formats}.")] = None,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            metavar="{to_choices}",
+            autocompletion=completing(convert_targets),
+            help="Output format, for `-` or a DST without a suffix (with --layout: its "
+            "storage); a suffix that names another format is refused (exit 2).",
+        ),
+    ] = None,
     compression: Annotated[
         Compression | None,
         typed_choice(
             "--compression",
-            "{compressing} compression: {compressions} (default: the format's, none but for "
-            "Parquet's zstd).",
+            "The output's compression ({by_format}); default: none, Parquet's zstd.",
             parse_compression,
+            Compression,
         ),
     ] = None,
     layout: Annotated[
-        Layout, typed_choice("--layout", "Write for another library: {layouts}.", Layout.parse)
+        Layout, typed_choice("--layout", "Write for another library.", Layout.parse, Layout)
     ] = Layout.EXPCLI,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace DST if it exists.")
@@ -59,7 +70,9 @@ def convert_cmd(
         str | None,
         typer.Option(
             "--shard-format",
-            help="A folder DST (no suffix): its shards' format: {shard_formats}.",
+            metavar="{shard_choices}",
+            autocompletion=completing(shard_choices),
+            help="A folder DST (no suffix): its shards' format.",
             show_default="npz",
         ),
     ] = None,

@@ -9,6 +9,7 @@ import typer
 
 from expcli.cli._console import err_console, out_console
 from expcli.cli._errors import reports_errors
+from expcli.errors import quoted
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -113,7 +114,9 @@ def _envpool_envs(pattern: str | None, *, as_json: bool, spaces: bool) -> None:
         typer.echo(json.dumps([entry.to_json() for entry in entries], indent=2))
         return
     if not entries:
-        err_console().print(f"EnvPool has no id containing {pattern!r}", highlight=False)
+        err_console().print(
+            f"EnvPool has no id containing {quoted(pattern or '')}", highlight=False, markup=False
+        )
         return
     out_console().print(_envpool_table(entries, spaces=spaces))
     same = sum(e.gym_equivalent for e in entries)
@@ -149,4 +152,4 @@ def _no_match(pattern: str | None) -> str:
 
     close = similar_ids(pattern or "")
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"no registered env id contains {pattern!r}{hint}"
+    return f"no registered env id contains {quoted(pattern or '')}{hint}"

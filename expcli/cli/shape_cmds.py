@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from expcli.cli._console import BarUpdate, file_progress, out_console, phases_on
+from expcli.cli._console import BarUpdate, err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
-from expcli.cli._read_options import parse_compression, typed_choice
+from expcli.cli._help import file_and_folder_formats, shard_choices
+from expcli.cli._read_options import completing, parse_compression, typed_choice
 from expcli.errors import ConfigError, printable
 from expcli.spec import Compression
 
@@ -19,23 +20,45 @@ if TYPE_CHECKING:
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
+_OUTPUT_HELP = "Dataset to write; missing folders on its path are made."
 _Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace an existing output.")]
 _To = Annotated[
-    str | None, typer.Option("--to", help="Output format, when the name does not tell.")
+    str | None,
+    typer.Option(
+        "--to",
+        metavar="{format_choices}",
+        autocompletion=completing(file_and_folder_formats),
+        help="Output format, for a name without a suffix; a suffix that names another "
+        "format is refused (exit 2).",
+    ),
 ]
 _Compression = Annotated[
     Compression | None,
     typed_choice(
         "--compression",
-        "The output's compression, for a format that compresses (HDF5: gzip, lzf; Parquet: "
-        "zstd, snappy).",
+        "The output's compression ({by_format}); default: none, Parquet's zstd.",
         parse_compression,
+        Compression,
+    ),
+]
+_LineagePaths = Annotated[
+    str,
+    typer.Option(
+        "--lineage-paths",
+        metavar="[relative|absolute]",
+        autocompletion=completing(["relative", "absolute"]),
+        help="How the output's lineage records its sources' paths: relative to the output's "
+        "folder, or absolute (which shows your folders to whoever gets the dataset).",
     ),
 ]
 _ShardFormat = Annotated[
     str | None,
     typer.Option(
-        "--shard-format", help="A folder output's shards: npz or parquet.", show_default="npz"
+        "--shard-format",
+        metavar="{shard_choices}",
+        autocompletion=completing(shard_choices),
+        help="A folder output's shards.",
+        show_default="npz",
     ),
 ]
 
@@ -43,19 +66,25 @@ _ShardFormat = Annotated[
 @reports_errors
 def merge_cmd(
     sources: Annotated[list[Path], typer.Argument(help="Datasets to merge, in this order.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Dataset to write.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help=_OUTPUT_HELP)],
     allow: Annotated[
         list[str] | None,
         typer.Option("--allow", help="A safe difference to merge anyway: env-id, env-spec."),
     ] = None,
     incomplete: Annotated[
         str,
-        typer.Option("--incomplete", help="Episodes cut short: keep (marked as cut) or drop."),
+        typer.Option(
+            "--incomplete",
+            metavar="[keep|drop]",
+            autocompletion=completing(["keep", "drop"]),
+            help="Episodes cut short: keep (marked as cut) or drop.",
+        ),
     ] = "keep",
     to: _To = None,
     compression: _Compression = None,
     shard_format: _ShardFormat = None,
     overwrite: _Overwrite = False,
+    lineage_paths: _LineagePaths = "relative",
 ) -> None:
     """Merge datasets with the same tensors and spaces into one, episode by episode."""
     from expcli.shaping.verbs import merge
@@ -71,6 +100,7 @@ def merge_cmd(
             shard_format=shard_format,
             overwrite=overwrite,
             progress=None if bar is None else phases_on(bar),
+            lineage_paths=lineage_paths,
         )
     _report("merged", [result])
 
@@ -79,7 +109,12 @@ def merge_cmd(
 def split_cmd(
     source: Annotated[Path, typer.Argument(help="Dataset to split.")],
     outputs: Annotated[
-        list[Path], typer.Option("--output", "-o", help="An output; give one per part.")
+        list[Path],
+        typer.Option(
+            "--output",
+            "-o",
+            help="An output; give one per part. Missing folders on its path are made.",
+        ),
     ],
     fractions: Annotated[
         str | None,
@@ -90,6 +125,8 @@ def split_cmd(
         str,
         typer.Option(
             "--incomplete",
+            metavar="[drop|OUTPUT]",
+            autocompletion=completing(["drop"]),
             help="Episodes cut short: drop, or the output (name or 0, 1, ...) that gets them.",
         ),
     ] = "drop",
@@ -97,6 +134,7 @@ def split_cmd(
     compression: _Compression = None,
     shard_format: _ShardFormat = None,
     overwrite: _Overwrite = False,
+    lineage_paths: _LineagePaths = "relative",
 ) -> None:
     """Split a dataset into parts by whole episodes, at random (seeded): no episode in two."""
     from expcli.shaping.selectors import parse_fractions
@@ -115,6 +153,7 @@ def split_cmd(
             shard_format=shard_format,
             overwrite=overwrite,
             progress=None if bar is None else _split_phases_on(bar, len(outputs)),
+            lineage_paths=lineage_paths,
         )
     _report("split", results)
 
@@ -122,7 +161,7 @@ def split_cmd(
 @reports_errors
 def filter_cmd(
     source: Annotated[Path, typer.Argument(help="Dataset to read.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Dataset to write.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help=_OUTPUT_HELP)],
     where: Annotated[
         str | None,
         typer.Option(
@@ -140,7 +179,14 @@ def filter_cmd(
     episodes: Annotated[
         str | None, typer.Option("--episodes", help="Episode indexes: 0:100, -10:, 3,7,9.")
     ] = None,
-    envs: Annotated[str | None, typer.Option("--envs", help="Env columns: 0,3 or 0-3.")] = None,
+    envs: Annotated[
+        str | None,
+        typer.Option(
+            "--envs",
+            help="Env columns: 0,3 or 0:4 (0 to 3) or 4: ; ranges stop before their end, "
+            "as --episodes' do.",
+        ),
+    ] = None,
     keep: Annotated[
         list[str] | None,
         typer.Option("--keep", help="Keep only these tensors (repeat; the done flags stay)."),
@@ -150,12 +196,18 @@ def filter_cmd(
     ] = None,
     incomplete: Annotated[
         str,
-        typer.Option("--incomplete", help="Episodes cut short: drop, or keep (marked as cut)."),
+        typer.Option(
+            "--incomplete",
+            metavar="[drop|keep]",
+            autocompletion=completing(["drop", "keep"]),
+            help="Episodes cut short: drop, or keep (marked as cut).",
+        ),
     ] = "drop",
     to: _To = None,
     compression: _Compression = None,
     shard_format: _ShardFormat = None,
     overwrite: _Overwrite = False,
+    lineage_paths: _LineagePaths = "relative",
 ) -> None:
     """Keep the episodes (and tensors) you select; selectors combine with and."""
     from expcli.shaping.verbs import filter_episodes
@@ -164,6 +216,19 @@ def filter_cmd(
         raise ConfigError(
             "filter: give a selector (--where, --top, --episodes, --envs, --keep or --drop)"
         )
+    if envs is not None:
+        from rich.markup import escape
+
+        from expcli.shaping.selectors import old_env_ranges
+
+        today = old_env_ranges(envs)
+        if today is not None:
+            err_console().print(
+                f"note: --envs {escape(envs)} is read as --envs {today} (ranges are written "
+                "start:stop, as for --episodes)",
+                soft_wrap=True,
+                highlight=False,
+            )
     with file_progress(source, "filtering", min_bytes=PROGRESS_MIN_BYTES, total=2.0) as bar:
         result = filter_episodes(
             source,
@@ -181,6 +246,7 @@ def filter_cmd(
             shard_format=shard_format,
             overwrite=overwrite,
             progress=None if bar is None else phases_on(bar),
+            lineage_paths=lineage_paths,
         )
     _report("filtered", [result])
 

@@ -279,10 +279,8 @@ class Collector(CollectorBase):
         """Create the ``infos/<key>`` tensor of each key met with a number for the first time."""
         if not keys:
             return
-        import torch
-
         for key in keys:
-            self.memory.create_tensor(INFO_PREFIX + key, 1, torch.float64)
+            self.memory.create_tensor(INFO_PREFIX + key, 1, np.float64)
             if self._writer is not None:
                 self._writer.add_tensor(INFO_PREFIX + key, np.zeros(1, np.float64))
 
@@ -316,25 +314,19 @@ def create_tensors(
 ) -> None:
     """Create the standard tensors of these spaces in ``memory`` (one per leaf).
 
-    The memory's metadata gets the spaces' descriptions too.
+    The memory's metadata gets the spaces' descriptions too. The dtypes are numpy's, so that
+    a memory of numpy arrays (``Memory(device="cpu")``) stays torch-free.
     """
-    import torch
-
-    def torch_dtype(dtype: np.dtype[Any]) -> Any:
-        return torch.from_numpy(np.zeros(0, dtype)).dtype
-
     for prefixes, layout in (
         (("observations", "next_observations"), layout_of(observation_space, "observations")),
         (("actions",), layout_of(action_space, "actions")),
     ):
         for leaf in layout.leaves:
             for prefix in prefixes:
-                memory.create_tensor(
-                    prefix + leaf.suffix, leaf.shape, torch_dtype(leaf.dtype), True
-                )
-    memory.create_tensor("rewards", 1, torch_dtype(np.dtype(note.dtype)))
-    memory.create_tensor("terminated", 1, torch.bool)
-    memory.create_tensor("truncated", 1, torch.bool)
+                memory.create_tensor(prefix + leaf.suffix, leaf.shape, leaf.dtype, True)
+    memory.create_tensor("rewards", 1, np.dtype(note.dtype))
+    memory.create_tensor("terminated", 1, np.bool_)
+    memory.create_tensor("truncated", 1, np.bool_)
     memory.metadata.update(space_metadata(observation_space, action_space, note))
 
 

@@ -426,7 +426,6 @@ class CollectJob:
         not given.
         """
         import gymnasium as gym
-        import torch
 
         s = self.settings
         collector = self.running
@@ -467,11 +466,28 @@ class CollectJob:
             "versions": {
                 "expcli": __version__,
                 "gymnasium": gym.__version__,
-                "torch": torch.__version__,
+                "torch": _installed_version("torch"),
                 "numpy": np.__version__,
                 "python": platform.python_version(),
             },
         }
+
+
+def _installed_version(package: str) -> str | None:
+    """The version of an installed package, read from its metadata: nothing is imported.
+
+    torch's own ``__version__`` carries a local part (``2.13.0+cpu``) that the metadata keeps.
+    """
+    import sys
+    from importlib import metadata
+
+    module = sys.modules.get(package)
+    if module is not None:
+        return str(getattr(module, "__version__", None))
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _engine_metadata(env: Envs, env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:

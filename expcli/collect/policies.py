@@ -32,7 +32,7 @@ import numpy as np
 from expcli.collect.action_checks import ARRAY_SPACES, check_actions
 from expcli.collect.policy_files import load_torch_policy
 from expcli.collect.random_policy import RandomPolicy
-from expcli.errors import ConfigError
+from expcli.errors import ConfigError, quoted
 from expcli.named_callables import load_named
 
 __all__ = ["CallablePolicy", "Policy", "RandomPolicy", "check_actions", "make_policy"]
@@ -83,7 +83,7 @@ def make_policy(
         fn, description = _load_callable(text)
     else:
         raise ConfigError(
-            f"unknown policy {spec!r}; expected 'random', MODULE:CALLABLE, "
+            f"unknown policy {quoted(spec)}; expected 'random', MODULE:CALLABLE, "
             "path/to/file.py:CALLABLE, or a TorchScript / torch.export file (.pt, .pt2)"
         )
     return CallablePolicy(fn, description, action_space, num_envs)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from expcli.collect.engines import ENGINES, CollectMode
 from expcli.envs.modes import AsyncMode
-from expcli.errors import ConfigError
+from expcli.errors import ConfigError, quoted
 from expcli.spec import Compression, FramesForm
 
 __all__ = ["MAX_ENVS", "MAX_SEED", "CollectSettings", "choose", "read_config", "typed_value"]
@@ -266,7 +266,11 @@ def choose(flag: str, value: object, choices: type[_Choice]) -> _Choice:
 
 
 def _not_one_of(flag: str, names: list[str] | tuple[str, ...], value: object) -> ConfigError:
-    return ConfigError(f"{flag} must be one of {', '.join(names)}, got {value!r}")
+    return ConfigError(f"{flag} must be one of {', '.join(names)}, got {_shown(value)}")
+
+
+def _shown(value: object) -> str:
+    return quoted(value) if isinstance(value, str) else repr(value)
 
 
 def _seconds_or_none(value: Any, flag: str) -> float | None:
@@ -279,7 +283,7 @@ def _seconds_or_none(value: Any, flag: str) -> float | None:
     except ValueError:
         seconds = -1.0
     if not 0 <= seconds < float("inf"):
-        raise ConfigError(f"{flag} must be seconds (0 or none: no limit), got {value!r}")
+        raise ConfigError(f"{flag} must be seconds (0 or none: no limit), got {_shown(value)}")
     return seconds or None
 
 

@@ -4,7 +4,10 @@ The run's memory is a fixed staging area of one shard's rows. When its write hea
 (``Memory.on_wrap``), its tensors are swapped with a spare set (``Memory.swap_tensors``,
 no copy) and written as the next shard by a background thread while the envs go on
 stepping into the spares (double buffering: memory holds two shards, whatever the run's
-length). Tensors numpy cannot view (another device) are copied to the spares instead.
+length). Tensors numpy cannot view (another device), and every array of a memory that is
+numpy alone (``Memory.holds_torch`` false: a collect that never needs torch), are copied to
+the spares instead: one copy of each shard's rows, a memory-bandwidth cost far below the
+env steps that filled them.
 ``finish`` writes the rows since the last wrap as a last shard: the end of the run,
 Ctrl-C or an env's failure.
 """
@@ -110,8 +113,12 @@ class ShardSink:
         memory = self.memory
         arrays = memory.to_dataset().tensors
         names = sorted(arrays)  # an ``infos/<key>`` met later joins the manifest then
-        swap = {n: self._spare_tensor(n) for n in names if _viewable(memory.tensors[n])}
-        taken = memory.swap_tensors(swap)
+        swap = (
+            {n: self._spare_tensor(n) for n in names if _viewable(memory.tensors[n])}
+            if memory.holds_torch
+            else {}
+        )
+        taken = memory.swap_tensors(swap) if swap else {}
         staged = {}
         for name in names:
             if name in taken:

@@ -19,7 +19,7 @@ import sys
 
 import gymnasium as gym
 
-from expcli.errors import ConfigError
+from expcli.errors import ConfigError, quoted
 
 __all__ = [
     "bare_id",
@@ -186,7 +186,7 @@ def import_registering(module: str, *, context: str = "", hint: str = "") -> Non
         imported = importlib.import_module(module)
     except Exception as e:
         raise ConfigError(
-            f"{context}cannot import module {module!r} to register its envs: {e}{hint}"
+            f"{context}cannot import module {quoted(module)} to register its envs: {e}{hint}"
         ) from e
     register = getattr(gym, "register_envs", None)
     if register is not None:
@@ -220,13 +220,13 @@ def check_env_id(env_id: str) -> str:
     """
     module, _, name = env_id.rpartition(":")
     if module:
-        import_registering(module, context=f"env id {env_id!r}: ")
+        import_registering(module, context=f"env id {quoted(env_id)}: ")
     if name in gym.registry:
         return name
     try:
         gym.spec(name)  # versions and namespaces
     except Exception as e:
-        raise ConfigError(f"unknown env id {env_id!r}{_hint(env_id, name)}") from e
+        raise ConfigError(f"unknown env id {quoted(env_id)}{_hint(env_id, name)}") from e
     return name
 
 

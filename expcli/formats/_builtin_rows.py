@@ -423,11 +423,37 @@ def _read_d4rl(h5: Any, path: Path, num_envs: int | None, lazy: bool) -> Dataset
     return d4rl_layout.read(h5, path, num_envs, lazy=lazy) if d4rl_layout.is_d4rl(h5) else None
 
 
+def _skrl_losses(dataset: Dataset, storage: str) -> list[str]:
+    from expcli.formats.layouts import skrl_layout
+
+    return skrl_layout.losses(dataset, storage)
+
+
+def _tianshou_losses(dataset: Dataset, storage: str) -> list[str]:
+    from expcli.formats.layouts import tianshou_layout
+
+    return tianshou_layout.losses(dataset)
+
+
+def _d4rl_losses(dataset: Dataset, storage: str) -> list[str]:
+    from expcli.formats.layouts import d4rl_layout
+
+    return d4rl_layout.losses(dataset)
+
+
 LAYOUT_ROWS: tuple[LayoutRow, ...] = (
     LayoutRow(Layout.EXPCLI),
-    LayoutRow(Layout.SKRL, ("pt", "npz", "csv"), _write_skrl),
     LayoutRow(
-        Layout.TIANSHOU, ("hdf5",), _write_tianshou, read_hdf5=_read_tianshou, title="tianshou"
+        Layout.SKRL, ("pt", "npz", "csv"), _write_skrl, losses=_skrl_losses, keeps_metadata=False
+    ),
+    LayoutRow(
+        Layout.TIANSHOU,
+        ("hdf5",),
+        _write_tianshou,
+        read_hdf5=_read_tianshou,
+        title="tianshou",
+        losses=_tianshou_losses,
+        keeps_metadata=False,
     ),
     LayoutRow(
         Layout.MINARI,
@@ -441,7 +467,14 @@ LAYOUT_ROWS: tuple[LayoutRow, ...] = (
         storages=("hdf5", "parquet", "arrow"),
         write_in=_write_minari_in,
     ),
-    LayoutRow(Layout.D4RL, ("hdf5",), _write_d4rl, read_hdf5=_read_d4rl, title="D4RL"),
+    LayoutRow(
+        Layout.D4RL,
+        ("hdf5",),
+        _write_d4rl,
+        read_hdf5=_read_d4rl,
+        title="D4RL",
+        losses=_d4rl_losses,
+    ),
     LayoutRow(
         Layout.LEROBOT,
         (),

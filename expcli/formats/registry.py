@@ -48,6 +48,7 @@ __all__ = [
     "frames_form",
     "open_lazy",
     "output_files",
+    "output_format",
     "read_dataset",
     "source_format",
     "target_format",
@@ -200,6 +201,7 @@ def write_dataset(
     target = Path(path)
     if format is not None:
         fmt = _normalise(format, path)
+        output_format(target, fmt)  # a suffix that names another format: refused
     else:
         found = target_format(target)
         if found is None:
@@ -254,6 +256,31 @@ def target_format(target: str | os.PathLike[str]) -> str | None:
     A target without a suffix, or an existing sharded folder, is a sharded folder.
     """
     return format_from_suffix(target) or (SHARDED_FOLDER if is_folder_target(target) else None)
+
+
+def output_format(target: str | os.PathLike[str], to: str | None) -> str | None:
+    """The format to write ``target`` in: ``to`` where given, else what its name tells.
+
+    A target whose suffix names a format never gets another one under that name: ``to``
+    may only name a suffix-less target's format (a file or a folder), or agree with the
+    suffix. None: nothing tells.
+
+    Raises:
+        ConfigError: The suffix names another format than ``to``.
+    """
+    if to is None:
+        return target_format(target)
+    row = format_row(to)
+    named = format_from_suffix(target)
+    if row is None or named is None or named == row.name:
+        return to if row is None else row.name
+    path = Path(target)
+    rename = (
+        f"name the file {path.stem}{row.suffixes[0]}"
+        if row.suffixes
+        else "name a folder without a suffix"
+    )
+    raise ConfigError(f"{path.name} names {named} but --to says {row.name}; drop --to or {rename}")
 
 
 def output_files(target: str | os.PathLike[str], format: str) -> tuple[Path, ...]:

@@ -212,6 +212,12 @@ class LayoutRow:
         storages: The formats a folder layout may keep its data in, ``storage`` first
             (``--to`` picks one; Minari: hdf5, parquet, arrow).
         write_in: Writes a folder layout in one of ``storages``.
+        losses: What writing a dataset in a storage of the layout does not keep, one phrase
+            each (said in one warning and, where the layout keeps metadata, under
+            ``LOSSES_KEY``); None: the writer says so itself (Minari, LeRobot) or nothing is
+            lost.
+        keeps_metadata: Whether the layout's files carry expcli's metadata (skrl's and
+            tianshou's do not).
     """
 
     name: Layout
@@ -225,3 +231,5 @@ class LayoutRow:
     claims: Callable[[Path], bool] | None = None
     storages: tuple[str, ...] = ()
     write_in: Callable[[Dataset, Path, bool, str], None] | None = None
+    losses: Callable[[Dataset, str], list[str]] | None = None
+    keeps_metadata: bool = True

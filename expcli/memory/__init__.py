@@ -2,13 +2,23 @@
 
 Also the episode bookkeeping shared by memories, datasets and replay buffers, and the
 batches (``DictBatch``, ``TemporalBatch``) that sampling hands out.
+
+Each name is imported on first use, so that ``from expcli.memory import Memory`` loads no
+torch: a CPU ``Memory`` is numpy arrays until torch is asked for (``memory.base``), and the
+batches, which are torch, load it when they are.
 """
 
-from expcli.memory.base import Memory
-from expcli.memory.batches import DictBatch, TemporalBatch
-from expcli.memory.episode_report import EpisodeReport
-from expcli.memory.episodes import Episode, EpisodeIndex, EpisodeTable
-from expcli.memory.random_memory import RandomMemory
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from expcli.memory.base import Memory
+    from expcli.memory.batches import DictBatch, TemporalBatch
+    from expcli.memory.episode_report import EpisodeReport
+    from expcli.memory.episodes import Episode, EpisodeIndex, EpisodeTable
+    from expcli.memory.random_memory import RandomMemory
 
 __all__ = [
     "DictBatch",
@@ -20,3 +30,28 @@ __all__ = [
     "RandomMemory",
     "TemporalBatch",
 ]
+
+_HOMES = {
+    "DictBatch": "batches",
+    "Episode": "episodes",
+    "EpisodeIndex": "episodes",
+    "EpisodeReport": "episode_report",
+    "EpisodeTable": "episodes",
+    "Memory": "base",
+    "RandomMemory": "random_memory",
+    "TemporalBatch": "batches",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The public name ``name``, imported from its module on first use."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -16,20 +16,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from expcli.memory._shapes import NUMPY_DTYPES
-from expcli.memory.records import packs, record_dtype
+from expcli.memory.records import record_dtype
 
-__all__ = ["PackedTensors", "joins_records"]
+__all__ = ["PackedTensors"]
 
 Fields = Mapping[str, tuple[torch.dtype, tuple[int, ...]]]
-
-
-def joins_records(dtype: torch.dtype, feature: tuple[int, ...]) -> bool:
-    """Whether a CPU tensor of ``dtype`` and ``feature`` shape belongs in the records.
-
-    Small rows (``records.packs``) of a dtype numpy views (not bfloat16) do.
-    """
-    return dtype in NUMPY_DTYPES and packs(_numpy_dtype(dtype), feature)
 
 
 def _numpy_dtype(dtype: torch.dtype) -> np.dtype[Any]:

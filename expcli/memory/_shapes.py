@@ -2,40 +2,46 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from expcli.errors import InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:
+    import torch
     from gymnasium import spaces
 
-__all__ = ["NUMPY_DTYPES", "DTypeLike", "SizeLike", "feature_shape", "torch_dtype"]
+__all__ = [
+    "DTypeLike",
+    "SizeLike",
+    "dtype_name",
+    "feature_shape",
+    "numpy_dtype",
+    "numpy_dtypes",
+    "torch_dtype",
+]
 
 # What ``create_tensor`` takes as a size: an int, a sequence of ints or a gymnasium space.
 SizeLike: TypeAlias = "int | float | np.integer[Any] | Sequence[int] | spaces.Space[Any] | None"
 # What it takes as a dtype: a torch dtype, or anything numpy reads as one (None: default).
-DTypeLike: TypeAlias = torch.dtype | npt.DTypeLike | None
+DTypeLike: TypeAlias = "torch.dtype | npt.DTypeLike | None"
 
-# torch dtypes with a numpy twin that expcli stores: CPU tensors of these get numpy views.
-NUMPY_DTYPES = frozenset(
-    {
-        torch.bool,
-        torch.uint8,
-        torch.int8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-        torch.float16,
-        torch.float32,
-        torch.float64,
-    }
-)
+_STORED = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
+"""The dtypes numpy and torch share that expcli stores (CPU tensors of these get numpy views)."""
+
+
+@functools.cache
+def numpy_dtypes() -> frozenset[torch.dtype]:
+    """The torch dtypes with a numpy twin that expcli stores (imports torch)."""
+    import torch
+
+    return frozenset(getattr(torch, name) for name in _STORED)
 
 
 def feature_shape(size: SizeLike, keep_dimensions: bool = False) -> tuple[int, ...]:
@@ -112,17 +118,35 @@ def _positive(n: int) -> int:
     return n
 
 
-_NUMPY_TO_TORCH: dict[str, torch.dtype] = {
-    "bool": torch.bool,
-    "uint8": torch.uint8,
-    "int8": torch.int8,
-    "int16": torch.int16,
-    "int32": torch.int32,
-    "int64": torch.int64,
-    "float16": torch.float16,
-    "float32": torch.float32,
-    "float64": torch.float64,
-}
+def numpy_dtype(dtype: DTypeLike) -> np.dtype[Any]:
+    """The numpy dtype of a torch dtype, a numpy dtype or a dtype name; None -> the default.
+
+    The default is torch's default dtype when torch is loaded (``torch.set_default_dtype``),
+    else float32, torch's own default: a memory of numpy arrays never imports torch to ask.
+
+    Raises:
+        TypeError: The dtype is not one expcli stores.
+    """
+    torch = sys.modules.get("torch")
+    if dtype is None:
+        dtype = torch.get_default_dtype() if torch is not None else np.float32
+    if torch is not None and isinstance(dtype, torch.dtype):
+        name = str(dtype).removeprefix("torch.")
+    else:
+        try:
+            name = np.dtype(cast("npt.DTypeLike", dtype)).name
+        except TypeError as e:
+            raise InvalidTypeError(f"unknown dtype {dtype!r}") from e
+    if name not in _STORED:
+        raise InvalidTypeError(
+            f"dtype {name} is not supported; expected one of {', '.join(_STORED)}"
+        )
+    return np.dtype(name)
+
+
+def dtype_name(dtype: np.dtype[Any]) -> str:
+    """How torch names a numpy dtype of ``_STORED`` (``torch.float32``), for messages."""
+    return f"torch.{dtype.name}"
 
 
 def torch_dtype(dtype: DTypeLike) -> torch.dtype:
@@ -131,16 +155,10 @@ def torch_dtype(dtype: DTypeLike) -> torch.dtype:
     Raises:
         TypeError: The dtype has no torch equivalent that expcli stores.
     """
+    import torch
+
     if dtype is None:
         return torch.get_default_dtype()
     if isinstance(dtype, torch.dtype):
         return dtype
-    try:
-        name = np.dtype(dtype).name
-    except TypeError as e:
-        raise InvalidTypeError(f"unknown dtype {dtype!r}") from e
-    if name not in _NUMPY_TO_TORCH:
-        raise InvalidTypeError(
-            f"dtype {name} is not supported; expected one of {', '.join(_NUMPY_TO_TORCH)}"
-        )
-    return _NUMPY_TO_TORCH[name]
+    return cast("torch.dtype", getattr(torch, numpy_dtype(dtype).name))

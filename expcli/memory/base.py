@@ -10,15 +10,14 @@ from ``EpisodeBookkeeping``, which reads the memory through ``_episode_source``.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
-import torch
 
 from expcli.errors import InvalidTypeError, InvalidValueError
 from expcli.host_memory import check_fits
-from expcli.memory._packed import PackedTensors
 from expcli.memory._shapes import DTypeLike, SizeLike
 from expcli.memory._storage import TensorStorage
 from expcli.memory._write_head import WriteHead
@@ -29,11 +28,14 @@ from expcli.memory.writes import MemoryWriter
 from expcli.spec import CircularState
 
 if TYPE_CHECKING:
+    import torch
+
     from expcli.formats.dataset import Dataset
+    from expcli.memory._packed import PackedTensors
 
 __all__ = ["Memory"]
 
-Batch = list[list[torch.Tensor | None]]
+Batch = list[list["torch.Tensor | None"]]
 
 
 class Memory(EpisodeBookkeeping):
@@ -47,6 +49,9 @@ class Memory(EpisodeBookkeeping):
         memory_size: Rows of every tensor (first dimension).
         num_envs: Columns of every tensor (second dimension): parallel environments.
         device: Where tensors live; None means ``cuda:0`` when available, else the CPU.
+            On ``"cpu"`` the memory is numpy arrays until torch is asked for (``tensors``,
+            ``_tensor_<name>``, sampling, ...), then torch tensors on the same memory: a
+            collector that only writes rows and saves them never imports torch.
         export: Save the memory to a file each time it fills, before it wraps.
         export_format: ``"pt"``, ``"npz"`` or ``"csv"``.
         export_directory: Folder for exports (a ``memories/`` folder is made inside it).
@@ -68,7 +73,7 @@ class Memory(EpisodeBookkeeping):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise InvalidValueError(f"{label} must be a positive integer, got {value!r}")
         check_export_format(export_format)
-        self._storage = TensorStorage(_parse_device(device))
+        self._storage = TensorStorage(_storage_device(device))
         self._head = WriteHead(int(memory_size), int(num_envs))
         self._writer = MemoryWriter(self._storage, self._head, self._wrapped)
         self.sampling_indexes: torch.Tensor | np.ndarray | Sequence[int] | None = None
@@ -90,6 +95,16 @@ class Memory(EpisodeBookkeeping):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._expose()
+
+    def __getattr__(self, name: str) -> Any:
+        """``_tensor_<name>`` of a memory still numpy alone: torch now (skrl's attributes)."""
+        storage = self.__dict__.get("_storage")
+        if name.startswith("_tensor_") and storage is not None:
+            storage.promote()  # the attributes are set once torch holds the tensors
+            self._expose()
+            if name in self.__dict__:
+                return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ------------------------------------------------------------------ state
 
@@ -134,6 +149,14 @@ class Memory(EpisodeBookkeeping):
     @filled.setter
     def filled(self, value: bool) -> None:
         self._head.filled = value
+
+    @property
+    def holds_torch(self) -> bool:
+        """Whether torch tensors hold the data; False while a CPU memory is numpy arrays alone.
+
+        Asking ``tensors`` (or anything else of torch's) makes it True, on the same memory.
+        """
+        return not self._storage.numpy_only
 
     @property
     def tensors(self) -> dict[str, torch.Tensor]:
@@ -260,7 +283,7 @@ class Memory(EpisodeBookkeeping):
 
     def get_tensor_names(self) -> list[str]:
         """Names of the tensors, in alphabetical order (a new list, as skrl's)."""
-        return sorted(self.tensors)
+        return sorted(self._storage.features)
 
     def get_tensor_by_name(self, name: str, keepdim: bool = True) -> torch.Tensor:
         """The tensor itself, or with ``keepdim=False`` its ``(memory_size * num_envs, *f)`` view.
@@ -290,6 +313,8 @@ class Memory(EpisodeBookkeeping):
         Raises:
             KeyError: No tensor has that name.
         """
+        import torch
+
         target = self.tensors[name]
         with torch.no_grad():
             target.copy_(torch.as_tensor(tensor))
@@ -297,6 +322,8 @@ class Memory(EpisodeBookkeeping):
 
     def _expose(self) -> None:
         """Set the ``_tensor_<name>`` attributes (skrl's): one per tensor, the tensor itself."""
+        if self._storage.numpy_only:
+            return  # set when asked for (``__getattr__``), with torch
         tensors = self._storage.tensors
         for attribute in [a for a in vars(self) if a.startswith("_tensor_")]:
             if attribute.removeprefix("_tensor_") not in tensors:
@@ -493,7 +520,7 @@ class Memory(EpisodeBookkeeping):
         from expcli.formats import read_dataset
 
         dataset = read_dataset(path, num_envs=self.num_envs)
-        _check_copy_fits(dataset, self.device, path)
+        _check_copy_fits(dataset, self._storage.on_cpu, path)
         self._adopt(dataset)
 
     @classmethod
@@ -515,7 +542,8 @@ class Memory(EpisodeBookkeeping):
         from expcli.formats import read_dataset
 
         dataset = read_dataset(path)
-        _check_copy_fits(dataset, _parse_device(device), path)
+        chosen = _storage_device(device)
+        _check_copy_fits(dataset, chosen == "cpu" or getattr(chosen, "type", "") == "cpu", path)
         return cls.from_dataset(dataset, device)
 
     def _adopt(self, dataset: Dataset) -> None:
@@ -533,13 +561,13 @@ class Memory(EpisodeBookkeeping):
             self._writer.tracker = RunningEpisodes(self.num_envs)
 
 
-def _check_copy_fits(dataset: Dataset, device: torch.device, path: str | os.PathLike[str]) -> None:
+def _check_copy_fits(dataset: Dataset, on_cpu: bool, path: str | os.PathLike[str]) -> None:
     """Refuse, before copying, a file whose tensors (mapped, so far) a CPU memory cannot hold.
 
     Raises:
         ConfigError: One line naming the file, the sizes and the lazy alternative.
     """
-    if device.type == "cpu":
+    if on_cpu:
         needed = sum(int(a.nbytes) for a in dataset.tensors.values())
         check_fits(
             needed,
@@ -549,14 +577,24 @@ def _check_copy_fits(dataset: Dataset, device: torch.device, path: str | os.Path
         )
 
 
-def _parse_device(device: str | torch.device | None) -> torch.device:
+def _storage_device(device: str | torch.device | None) -> torch.device | str:
+    """The device of a new memory's storage.
+
+    The string ``"cpu"`` (numpy until torch is asked for) when ``device`` is the CPU spelled
+    so, else a ``torch.device``.
+    """
+    if device == "cpu":
+        return "cpu"
+    import torch
+
     if device is None:
         return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
 
 
 def _as_index_array(indexes: Sequence[int] | np.ndarray | torch.Tensor) -> np.ndarray:
-    if isinstance(indexes, torch.Tensor):
+    torch = sys.modules.get("torch")  # a torch tensor means torch is loaded
+    if torch is not None and isinstance(indexes, torch.Tensor):
         indexes = indexes.detach().cpu().numpy()
     index = np.asarray(indexes)
     if index.dtype.kind not in "iu":

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from expcli.errors import InvalidValueError
 from expcli.memory.base import Batch, Memory
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["RandomMemory"]
 
@@ -76,6 +79,8 @@ class RandomMemory(Memory):
             )
         starts = _draw(count, batch_size, self._replacement)
         index = starts if sequence_length == 1 else self._sequences(starts, sequence_length)
+        import torch
+
         self.sampling_indexes = torch.from_numpy(index)
         return self.sample_by_index(names, index, mini_batches)
 
@@ -100,6 +105,8 @@ class RandomMemory(Memory):
 
 def _draw(count: int, size: int, replacement: bool) -> np.ndarray:
     """``size`` integers in ``[0, count)`` from torch's generator; distinct without replacement."""
+    import torch
+
     if replacement:
         return torch.randint(0, count, (size,)).numpy()
     if size >= count:

@@ -9,11 +9,11 @@ oldest. After ``report_episodes()`` it also keeps the running episodes (``tracke
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-import torch
 
 from expcli.errors import InvalidValueError
 from expcli.memory._storage import TensorStorage
@@ -109,7 +109,7 @@ class MemoryWriter:
         shapes = storage.row_shapes if full_row else None
         todo: list[tuple[str, np.ndarray]] = []
         for name, value in tensors.items():
-            if value is None or name not in storage.tensors:
+            if value is None or name not in storage.features:
                 continue
             if type(value) is not np.ndarray:
                 value = _as_numpy(value, name)
@@ -171,9 +171,9 @@ class MemoryWriter:
         todo: list[tuple[str, np.ndarray]] = []
         count: int | None = None
         for name, value in rows.items():
-            if name not in storage.tensors:
+            if name not in storage.features:
                 raise InvalidValueError(
-                    f"no tensor named {name!r}; tensors: {sorted(storage.tensors)}"
+                    f"no tensor named {name!r}; tensors: {sorted(storage.features)}"
                 )
             array = value if type(value) is np.ndarray else _as_numpy(value, name)
             row_shape = storage.row_shapes[name]
@@ -229,7 +229,7 @@ class MemoryWriter:
         name = "observations" if tensors.get("observations") is not None else None
         if name is None:
             name = next(
-                (k for k, v in tensors.items() if v is not None and k in self.storage.tensors),
+                (k for k, v in tensors.items() if v is not None and k in self.storage.features),
                 None,
             )
         if name is None:
@@ -291,7 +291,8 @@ def _reward_and_done(values: Mapping[str, Any], n: int) -> tuple[np.ndarray, np.
 
 def _as_numpy(value: Any, name: str) -> np.ndarray:
     """A numpy view of a torch tensor (detached, on the CPU) or ``np.asarray`` of anything else."""
-    if isinstance(value, torch.Tensor):
+    torch = sys.modules.get("torch")  # a torch tensor means torch is loaded
+    if torch is not None and isinstance(value, torch.Tensor):
         value = value.detach()
         if value.device.type != "cpu":
             value = value.cpu()

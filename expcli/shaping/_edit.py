@@ -22,11 +22,17 @@ from expcli.formats import open_lazy, source_format
 from expcli.formats.checked_write import check_target, write_checked
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import Layout
-from expcli.formats.registry import target_format
+from expcli.formats.registry import output_format
 from expcli.formats.table import suffix_help
 from expcli.shaping._mapping import map_in_place
 from expcli.shaping.episode_table import EpisodeRecords
-from expcli.shaping.lineage import LINEAGE_KEY, Source, checksum_later, lineage_entry
+from expcli.shaping.lineage import (
+    LINEAGE_KEY,
+    LineagePaths,
+    Source,
+    checksum_later,
+    lineage_entry,
+)
 from expcli.shaping.regrouped import Pick, regroup
 
 __all__ = ["Edit", "Opened", "ShapeResult", "Target", "opening", "write"]
@@ -90,7 +96,7 @@ class Target:
             OutputExistsError: It exists and ``overwrite`` is false.
         """
         where = Path(path)
-        fmt = to or target_format(where)
+        fmt = output_format(where, to)
         if fmt is None:
             raise ConfigError(
                 f"cannot tell the output format from {where.name!r}; "
@@ -156,8 +162,17 @@ class opening:
         self.opened.clear()
 
 
-def write(edit: Edit, target: Target, report: Progress, started: float) -> ShapeResult:
-    """Write the chosen episodes to ``target``, atomically, with the edit's lineage."""
+def write(
+    edit: Edit,
+    target: Target,
+    report: Progress,
+    started: float,
+    paths: LineagePaths = LineagePaths.RELATIVE,
+) -> ShapeResult:
+    """Write the chosen episodes to ``target``, atomically, with the edit's lineage.
+
+    ``paths``: how the lineage records the sources' paths (relative to ``target``'s folder).
+    """
     tables, chosen = edit.tables, edit.chosen
     kept_episodes = sum(len(p) for p in chosen)
     total_episodes = sum(len(t) for t in tables)
@@ -165,7 +180,7 @@ def write(edit: Edit, target: Target, report: Progress, started: float) -> Shape
     entry = lineage_entry(
         edit.verb,
         edit.arguments,
-        [one.source.result() for one in edit.opened],
+        [one.source.result(target.path, paths) for one in edit.opened],
         [one.dataset.metadata for one in edit.opened],
         kept={"episodes": kept_episodes, "transitions": kept_rows},
         dropped={

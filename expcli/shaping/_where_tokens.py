@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from expcli.errors import ConfigError, printable
+from expcli.errors import ConfigError, clipped, printable, quoted
 
 __all__ = ["Token", "tokenize", "where_error"]
 
@@ -47,7 +47,7 @@ def tokenize(text: str) -> list[Token]:
             end = match.end()
             while end < len(text) and (text[end].isalnum() or text[end] in "_."):
                 end += 1
-            raise where_error(text, f"{text[at:end]!r} at column {at + 1} is not a number")
+            raise where_error(text, f"{quoted(text[at:end])} at column {at + 1} is not a number")
         if kind in ("number", "name", "op"):
             tokens.append(Token(kind, match.group(), at))
         at = match.end()
@@ -58,11 +58,11 @@ def tokenize(text: str) -> list[Token]:
 def _mistake(text: str, at: int) -> str:
     for wrong, fix in _MISTAKES.items():
         if text.startswith(wrong, at):
-            return f"{wrong!r} at column {at + 1}: {fix}"
-    return f"unexpected character {text[at]!r} at column {at + 1}"
+            return f"{quoted(wrong)} at column {at + 1}: {fix}"
+    return f"unexpected character {quoted(text[at])} at column {at + 1}"
 
 
 def where_error(text: str, what: str) -> ConfigError:
     """``--where: <what>; in: <text>``, on one line whatever the text holds."""
-    shown = printable(re.sub(r"\s", " ", text))  # one character each: columns still match
+    shown = printable(clipped(re.sub(r"\s", " ", text)))  # one character each: columns match
     return ConfigError(f"--where: {what}; in: {shown}" if shown.strip() else f"--where: {what}")

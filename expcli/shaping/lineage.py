@@ -3,11 +3,18 @@
 Each output records, under the metadata key ``lineage``, one entry per edit: the verb and
 its arguments, the counts kept and dropped, and every source (path, format, size in bytes,
 a SHA-256 content checksum, and the source's own lineage, so that a chain of edits reads
-back to the collected data). Where the source already holds checksums of its content, the
-checksum is of those, which costs a read of a few bytes: a zip archive's (``.npz``, ``.pt``)
-of its members' names, sizes and CRC-32s, a sharded folder's of its manifest (each shard's
-size and CRC-32). Any other file's is of its bytes, computed on a thread while the episodes
-are found (both only read), and waited for before the output is written.
+back to the collected data). A path is relative to the output's folder (``../runs/a.h5``), so
+that a dataset shared does not show the directories of whoever made it; absolute only when
+asked (``LineagePaths.ABSOLUTE``, ``--lineage-paths absolute``). Files written before
+recorded absolute paths; they are read as they are.
+
+Where the source already holds checksums of its content, the checksum is of those, which
+costs a read of a few bytes: a zip archive's (``.npz``, ``.pt``) of its members' names,
+sizes and CRC-32s, a sharded folder's of its manifest (each shard's size and CRC-32).
+Any other file's is of its bytes, computed on a thread while the episodes are found (both
+only read), and waited for before the output is written: a bounded read, 8 MiB at a time,
+but a second read of such a source (HDF5, CSV, Parquet), since its rows are read in the
+order the episodes need, not front to back.
 """
 
 from __future__ import annotations
@@ -21,16 +28,55 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from expcli._version import __version__
-from expcli.errors import FormatError
+from expcli.errors import ConfigError, FormatError
 
-__all__ = ["LINEAGE_KEY", "Source", "checksum_later", "describe_edit", "edits", "lineage_entry"]
+__all__ = [
+    "LINEAGE_KEY",
+    "LineagePaths",
+    "Source",
+    "checksum_later",
+    "describe_edit",
+    "edits",
+    "lineage_entry",
+    "shown_path",
+]
 
 LINEAGE_KEY = "lineage"
 """The metadata key holding the list of edits."""
+
+
+class LineagePaths(StrEnum):
+    """How lineage records paths: relative to the output's folder, or absolute."""
+
+    RELATIVE = "relative"
+    ABSOLUTE = "absolute"
+
+    @classmethod
+    def parse(cls, value: str | LineagePaths) -> LineagePaths:
+        """The member spelled ``value``.
+
+        Raises:
+            ConfigError: None is.
+        """
+        try:
+            return cls(value)
+        except ValueError:
+            names = ", ".join(m.value for m in cls)
+            raise ConfigError(f"--lineage-paths {value!r}: expected one of {names}") from None
+
+
+def shown_path(path: str | os.PathLike[str], output: Path, paths: LineagePaths) -> str:
+    """``path`` as the lineage of ``output`` records it: relative to its folder, or absolute."""
+    where = Path(path).resolve()
+    if paths is LineagePaths.ABSOLUTE:
+        return str(where)
+    return Path(os.path.relpath(where, output.resolve().parent)).as_posix()
+
 
 _MANIFEST = "manifest.json"
 _MAX_DEPTH = 8  # sources' lineages read back at most this deep (a file could nest them forever)
@@ -49,10 +95,11 @@ class Source:
     of: str
     stop: threading.Event
 
-    def result(self) -> dict[str, Any]:
-        """The source as lineage records it."""
+    def result(self, output: Path, paths: LineagePaths = LineagePaths.RELATIVE) -> dict[str, Any]:
+        """The source as the lineage of ``output`` records it (its path as ``paths`` says)."""
         return {
-            "path": str(self.path.resolve()),
+            "path": shown_path(self.path, output, paths),
+            "path_is": "absolute" if paths is LineagePaths.ABSOLUTE else "relative to the output",
             "format": self.format,
             "bytes": self.size,
             "sha256": self.pending.result(),

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from expcli.errors import ConfigError
+from expcli.errors import ConfigError, quoted
 from expcli.formats.dataset import Dataset
 
 __all__ = ["Allowance", "first_difference"]
@@ -33,7 +33,7 @@ class Allowance(StrEnum):
             return cls(value)
         except ValueError:
             raise ConfigError(
-                f"--allow {value!r}: expected one of {', '.join(a.value for a in cls)}"
+                f"--allow {quoted(value)}: expected one of {', '.join(a.value for a in cls)}"
             ) from None
 
 

@@ -6,8 +6,9 @@ given, and applies ``--top`` last: ``--top 10% --where 'terminated'`` keeps the 
 the terminated episodes, not the terminated ones among the best tenth.
 
 ``--episodes`` counts rows of the table (0 is the first episode, -1 the last), with Python's
-slice semantics; ``--envs`` reads the ``env`` column. ``split_episodes`` deals out episode
-numbers into parts of exact, largest-remainder sizes by a seeded permutation.
+slice semantics; ``--envs`` reads the ``env`` column, its ranges written as slices too.
+``split_episodes`` deals out episode numbers into parts of exact, largest-remainder sizes
+by a seeded permutation.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from expcli.errors import ConfigError, InvalidValueError
+from expcli.errors import ConfigError, InvalidValueError, quoted
 from expcli.shaping._table import did_you_mean, episode_count, field_list, numbers
 from expcli.shaping.where import Expression, parse_where
 
@@ -32,6 +33,7 @@ __all__ = [
     "parse_episode_range",
     "parse_fractions",
     "parse_top",
+    "old_env_ranges",
     "select",
     "split_episodes",
 ]
@@ -40,7 +42,8 @@ _INDEX = r"[+-]?[0-9]+"
 _DECIMAL = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _COUNT = re.compile(r"\s*([0-9]+)\s*")
 _PERCENT = re.compile(r"\s*([0-9]+\.?[0-9]*|\.[0-9]+)\s*%\s*")
-_ENVS = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?")
+_ENVS = re.compile(r"\s*([0-9]+)\s*(?:([-:])\s*([0-9]*)\s*)?")
+_NO_END = 1 << 62  # ``4:``: every env from 4 on
 _SUM_TOLERANCE = 1e-9
 
 
@@ -110,9 +113,9 @@ def parse_top(text: str) -> Top:
     if percent := _PERCENT.fullmatch(text):
         share = Fraction(percent[1])
         if not 0 < share <= 100:
-            raise ConfigError(f"--top: {text.strip()!r} is not a percentage in (0, 100]")
+            raise ConfigError(f"--top: {quoted(text.strip())} is not a percentage in (0, 100]")
         return Top(fraction=share / 100)
-    raise ConfigError(f"--top: expected a count (10) or a percentage (10%), got {text!r}")
+    raise ConfigError(f"--top: expected a count (10) or a percentage (10%), got {quoted(text)}")
 
 
 def parse_episode_range(text: str) -> EpisodeRange:
@@ -126,40 +129,67 @@ def parse_episode_range(text: str) -> EpisodeRange:
         bounds = [b.strip() for b in item.split(":")]
         if len(bounds) > 3 or not all(re.fullmatch(_INDEX, b) or b == "" for b in bounds):
             raise ConfigError(
-                f"--episodes: {item.strip()!r} is not a number or a slice start:stop:step "
-                f"in {text!r} (such as 0:100, -10:, 0:100:2 or 3,7,9)"
+                f"--episodes: {quoted(item.strip())} is not a number or a slice start:stop:step "
+                f"in {quoted(text)} (such as 0:100, -10:, 0:100:2 or 3,7,9)"
             )
         if len(bounds) == 1:
             if not bounds[0]:
-                raise ConfigError(f"--episodes: an empty part in {text!r}")
+                raise ConfigError(f"--episodes: an empty part in {quoted(text)}")
             parts.append(int(bounds[0]))
             continue
         start, stop, step = (int(b) if b else None for b in [*bounds, ""][:3])
         if step == 0:
-            raise ConfigError(f"--episodes: {item.strip()!r} has a step of 0 in {text!r}")
+            raise ConfigError(
+                f"--episodes: {quoted(item.strip())} has a step of 0 in {quoted(text)}"
+            )
         parts.append(slice(start, stop, step))
     return EpisodeRange(tuple(parts))
 
 
 def parse_envs(text: str) -> tuple[range, ...]:
-    """``--envs``: env numbers and inclusive ranges, ``0,3`` or ``0-3`` or ``0-3,7``.
+    """``--envs``: env numbers and ranges ``start:stop`` as ``--episodes`` writes them.
+
+    ``0,3``, ``0:4`` (envs 0 to 3), ``0:4,7``, ``4:`` (4 and above); ``start:stop`` stops
+    before ``stop``, as a Python slice. The old spelling ``0-3`` (inclusive) is still read
+    (``old_env_ranges`` tells a caller to say how it was read).
 
     Raises:
-        ConfigError: A part is not a number or a range ``low-high`` with ``low <= high``.
+        ConfigError: A part is none of these, or a range runs backwards.
     """
     ranges: list[range] = []
     for item in text.split(","):
         match = _ENVS.fullmatch(item)
-        if match is None:
+        if match is None or (match[2] == "-" and not match[3]):
             raise ConfigError(
-                f"--envs: {item.strip()!r} is not an env number or a range such as 0-3 in {text!r}"
+                f"--envs: {quoted(item.strip())} is not an env number or a range start:stop "
+                f"in {quoted(text)} (such as 3, 0:4 or 4:)"
             )
         low = int(match[1])
-        high = int(match[2]) if match[2] is not None else low
-        if high < low:
-            raise ConfigError(f"--envs: {item.strip()!r} runs backwards in {text!r}")
-        ranges.append(range(low, high + 1))
+        if match[2] == "-":  # the old spelling: an inclusive range
+            stop = int(match[3]) + 1
+        elif match[2] == ":":
+            stop = int(match[3]) if match[3] else _NO_END
+        else:
+            stop = low + 1
+        if stop <= low:
+            raise ConfigError(f"--envs: {quoted(item.strip())} runs backwards in {quoted(text)}")
+        ranges.append(range(low, stop))
     return tuple(ranges)
+
+
+def old_env_ranges(text: str) -> str | None:
+    """``--envs`` in today's spelling when ``text`` uses the old one (``0-3``), else None."""
+    parts = [item.strip() for item in text.split(",")]
+    if not any("-" in part for part in parts):
+        return None
+    try:
+        ranges = parse_envs(text)
+    except ConfigError:
+        return None
+    return ",".join(
+        str(r.start) if len(r) == 1 else f"{r.start}:{'' if r.stop == _NO_END else r.stop}"
+        for r in ranges
+    )
 
 
 def select(
@@ -210,7 +240,7 @@ def select(
     if top is not None:
         if by not in table:
             raise ConfigError(
-                f"--by: unknown field {by!r}{did_you_mean(by, table)} ({field_list(table)})"
+                f"--by: unknown field {quoted(by)}{did_you_mean(by, table)} ({field_list(table)})"
             )
         mask = _best(numbers(table, by), mask, parse_top(top) if isinstance(top, str) else top)
     return mask
@@ -249,7 +279,9 @@ def parse_fractions(text: str) -> tuple[float, ...]:
     values = []
     for item in text.split(","):
         if not _DECIMAL.fullmatch(item.strip()):
-            raise ConfigError(f"--fractions: {item.strip()!r} is not a decimal number in {text!r}")
+            raise ConfigError(
+                f"--fractions: {quoted(item.strip())} is not a decimal number in {quoted(text)}"
+            )
         values.append(float(item))
     return _checked(values, text)
 
@@ -304,8 +336,12 @@ def split_episodes(
 def _checked(fractions: Sequence[float], text: str) -> tuple[float, ...]:
     values = tuple(float(f) for f in fractions)
     if not values or not all(math.isfinite(v) and v > 0 for v in values):
-        raise ConfigError(f"--fractions: every fraction must be a positive number, in {text!r}")
+        raise ConfigError(
+            f"--fractions: every fraction must be a positive number, in {quoted(text)}"
+        )
     total = math.fsum(values)
     if abs(total - 1) > _SUM_TOLERANCE:
-        raise ConfigError(f"--fractions: the fractions sum to {total:.10g}, not 1, in {text!r}")
+        raise ConfigError(
+            f"--fractions: the fractions sum to {total:.10g}, not 1, in {quoted(text)}"
+        )
     return values

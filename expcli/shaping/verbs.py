@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 
 from expcli.conversion import Progress
-from expcli.errors import ConfigError, SchemaError
+from expcli.errors import ConfigError, SchemaError, quoted
 from expcli.formats.dataset import Dataset
 from expcli.shaping._edit import Edit, Opened, ShapeResult, Target, opening, write
 from expcli.shaping.episode_table import EpisodeRecords, info_fields, scan_episodes
+from expcli.shaping.lineage import LineagePaths, shown_path
 from expcli.shaping.sameness import Allowance, first_difference
 
 __all__ = ["Incomplete", "ShapeResult", "filter_episodes", "merge", "split"]
@@ -57,6 +58,7 @@ def filter_episodes(
     shard_format: str | None = None,
     overwrite: bool = True,
     progress: Progress | None = None,
+    lineage_paths: LineagePaths | str = LineagePaths.RELATIVE,
 ) -> ShapeResult:
     """Write the episodes of ``source`` that the selectors pick (all given, combined) to ``target``.
 
@@ -82,6 +84,8 @@ def filter_episodes(
         shard_format: A folder output's shard format.
         overwrite: Replace an existing ``target`` (atomically).
         progress: Called with a phase ("read", "write") and the fraction done.
+        lineage_paths: How the output's lineage records the source's path: relative to the
+            output's folder (the default), or absolute.
 
     Raises:
         ConfigError: A bad selector or option (exit 2); nothing is written.
@@ -118,7 +122,7 @@ def filter_episodes(
             keep=list(keep or ()) or None, drop=list(drop or ()) or None, incomplete=mode.value,
         )  # fmt: skip
         edit = Edit("filter", arguments, [opened], [table], [chosen], cut, names)
-        return write(edit, output, report, started)
+        return write(edit, output, report, started, LineagePaths.parse(lineage_paths))
 
 
 def split(
@@ -133,6 +137,7 @@ def split(
     shard_format: str | None = None,
     overwrite: bool = True,
     progress: Progress | None = None,
+    lineage_paths: LineagePaths | str = LineagePaths.RELATIVE,
 ) -> list[ShapeResult]:
     """Share the episodes of ``source`` out among ``targets``, whole, at random (seeded).
 
@@ -140,7 +145,7 @@ def split(
     (summing to 1, one per target; default equal shares) set the shares, rounded so that
     the counts add up. Incomplete episodes are dropped and counted unless ``incomplete``
     names one of the targets (its file name, or its position ``0``, ``1``...), which then
-    gets them, marked as cut.
+    gets them, marked as cut. ``lineage_paths``: as ``merge``'s.
 
     Raises:
         ConfigError: Fewer than two targets, fractions that do not fit them, a target
@@ -172,14 +177,16 @@ def split(
         for number, output in enumerate(outputs):
             extra = cut if spare == number else cut[:0]
             chosen = np.sort(np.concatenate([complete[assigned == number], extra]))
+            shown = LineagePaths.parse(lineage_paths)
             arguments = _arguments(
-                fractions=shares, seed=seed, outputs=[str(p) for p in paths], part=number,
-                incomplete=None if spare is None else str(paths[spare]),
+                fractions=shares, seed=seed, part=number,
+                outputs=[shown_path(p, output.path, shown) for p in paths],
+                incomplete=None if spare is None else shown_path(paths[spare], output.path, shown),
             )  # fmt: skip
             dropped = 0 if spare is not None else len(cut)
             edit = Edit("split", arguments, [opened], [table], [chosen], dropped, names)
             phase = _phase(report, f"write {number + 1}/{len(paths)}")
-            results.append(write(edit, output, phase, started))
+            results.append(write(edit, output, phase, started, shown))
     return results
 
 
@@ -194,6 +201,7 @@ def merge(
     shard_format: str | None = None,
     overwrite: bool = True,
     progress: Progress | None = None,
+    lineage_paths: LineagePaths | str = LineagePaths.RELATIVE,
 ) -> ShapeResult:
     """Write the episodes of every source, source after source, to ``target``.
 
@@ -202,6 +210,8 @@ def merge(
     ``env-spec``), and then it is recorded in the output's lineage. Each source gives its
     episodes in the order they ended (a wrapped one its valid rows, oldest first).
     Incomplete episodes are kept by default, marked as cut; ``incomplete="drop"`` drops them.
+    The output's lineage records each source's path relative to the output's folder
+    (``lineage_paths="absolute"``: absolute), its size and SHA-256.
 
     Raises:
         ConfigError: Fewer than two sources, or sources that differ in what ``allow`` does
@@ -234,7 +244,7 @@ def merge(
         )
         names = sorted(opened[0].dataset.tensors)
         edit = Edit("merge", arguments, opened, tables, chosen, dropped, names)
-        return write(edit, output, report, started)
+        return write(edit, output, report, started, LineagePaths.parse(lineage_paths))
 
 
 # ------------------------------------------------------------------------- internals
@@ -249,7 +259,8 @@ def _incomplete(value: str | Incomplete) -> Incomplete:
         return Incomplete(value)
     except ValueError:
         raise ConfigError(
-            f"--incomplete {value!r}: expected one of {', '.join(m.value for m in Incomplete)}"
+            f"--incomplete {quoted(value)}: expected one of "
+            f"{', '.join(m.value for m in Incomplete)}"
         ) from None
 
 
@@ -260,7 +271,8 @@ def _incomplete_target(value: str | None, paths: list[Path]) -> int | None:
         if value in (str(path), path.name, str(number)):
             return number
     raise ConfigError(
-        f"--incomplete {value!r}: expected 'drop', an output's name or its position (0, 1, ...)"
+        f"--incomplete {quoted(value)}: expected 'drop', an output's name or its position "
+        "(0, 1, ...)"
     )
 
 

@@ -36,7 +36,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from expcli.errors import ConfigError, InvalidValueError
+from expcli.errors import ConfigError, InvalidValueError, quoted
 from expcli.shaping._table import did_you_mean, episode_count, field_list, numbers
 from expcli.shaping._where_tokens import Token, tokenize, where_error
 
@@ -169,7 +169,9 @@ def _read(table: Mapping[str, np.ndarray], name: str, condition: bool) -> np.nda
         return column
     if column.dtype.kind in "iu":
         return column.astype(bool)
-    raise InvalidValueError(f"episode table column {name!r} holds {column.dtype}, expected bools")
+    raise InvalidValueError(
+        f"episode table column {quoted(name)} holds {column.dtype}, expected bools"
+    )
 
 
 _ARITHMETIC: dict[str, Callable[[_Value, _Value], _Value]] = {
@@ -247,7 +249,7 @@ class _Parser:
             raise self.error(self.lowercase(token.text, token.start))
         if token.kind != "end":
             raise self.error(
-                f"expected an operator at column {token.start + 1}, got {token.text!r}"
+                f"expected an operator at column {token.start + 1}, got {quoted(token.text)}"
             )
         return self.require(root, "condition")
 
@@ -284,7 +286,7 @@ class _Parser:
             left, right = operands[i], operands[i + 1]
             if token.text in ("==", "!=") and left.kind != right.kind:
                 raise self.error(
-                    f"{token.text!r} at column {token.start + 1} compares a {left.kind} "
+                    f"{quoted(token.text)} at column {token.start + 1} compares a {left.kind} "
                     f"with a {right.kind}"
                 )
             if token.text not in ("==", "!="):
@@ -353,14 +355,14 @@ class _Parser:
             if closing.text != ")":
                 raise self.error(
                     f"expected ')' or an operator at column {closing.start + 1}, "
-                    f"got {closing.text!r}"
+                    f"got {quoted(closing.text)}"
                 )
             self.advance()
             return inner
         if token.kind == "name" and token.text not in ("and", "or", "not"):
             self.advance()
             return self.name(token)
-        raise self.error(f"expected a value at column {token.start + 1}, got {token.text!r}")
+        raise self.error(f"expected a value at column {token.start + 1}, got {quoted(token.text)}")
 
     def name(self, token: Token) -> _Node:
         name, start, end = token.text, token.start, token.start + len(token.text)
@@ -379,7 +381,7 @@ class _Parser:
         if name.lower() in _KEYWORDS:
             raise self.error(self.lowercase(name, start))
         raise self.error(
-            f"unknown field {name!r} at column {start + 1}{self.name_hint(name)} "
+            f"unknown field {quoted(name)} at column {start + 1}{self.name_hint(name)} "
             f"({field_list(self.fields)})"
         )
 
@@ -390,7 +392,7 @@ class _Parser:
             sign = name[len(field)]
             if sign in "-/":
                 spaced = f"{field} {sign} {name[len(field) + 1 :]}"
-                return f"; put spaces around {sign!r} to compute: {spaced!r}"
+                return f"; put spaces around {quoted(sign)} to compute: {quoted(spaced)}"
         return did_you_mean(name, self.fields)
 
     # helpers
@@ -409,17 +411,19 @@ class _Parser:
             raise self.error(f"nested deeper than {_MAX_DEPTH} levels at column {token.start + 1}")
 
     def lowercase(self, name: str, start: int) -> str:
-        return f"{name!r} at column {start + 1}: keywords are lowercase ({name.lower()!r})"
+        return (
+            f"{quoted(name)} at column {start + 1}: keywords are lowercase ({quoted(name.lower())})"
+        )
 
     def expected_value(self) -> str:
         before = self.tokens[self.at - 1]  # the text ended: the token it ended after
-        return f"expected a value after {before.text!r} at column {before.start + 1}"
+        return f"expected a value after {quoted(before.text)} at column {before.start + 1}"
 
     def require(self, node: _Node, kind: _Kind) -> _Node:
         if node.kind != kind:
             other = "number" if kind == "condition" else "condition"
             raise self.error(
-                f"{self.text[node.start : node.end]!r} at column {node.start + 1} is a "
+                f"{quoted(self.text[node.start : node.end])} at column {node.start + 1} is a "
                 f"{other}, not a {kind}"
             )
         return node

@@ -49,11 +49,14 @@ def test_importing_expcli_is_light_until_a_name_is_used() -> None:
         "import json, sys, expcli\n"
         "before = sorted(sys.modules)\n"
         "expcli.Memory\n"
-        "print(json.dumps([before, sorted(sys.modules)]))"
+        "memory = sorted(sys.modules)\n"
+        "expcli.DictBatch\n"
+        "print(json.dumps([before, memory, sorted(sys.modules)]))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    before, after = ({m.split(".")[0] for m in mods} for mods in json.loads(out.stdout))
+    before, memory, after = ({m.split(".")[0] for m in mods} for mods in json.loads(out.stdout))
     assert not before & HEAVY
+    assert "torch" not in memory  # a CPU Memory is numpy until torch is asked for
     assert "torch" in after
 
 

@@ -55,9 +55,10 @@ def test_value_options_show_one_upper_case_word_and_defaults_in_brackets() -> No
     text = _help("collect")
     assert re.search(r"--envs\s+-n\s+INTEGER\s+Parallel envs", text)
     assert re.search(r"--step-timeout\s+SECONDS\s", text)
-    assert "Transitions to store in all. [default: 10000]" in text
-    assert "[default: fits the run]" in text and "[default: 128MB]" in text
-    assert re.search(r"--sampler\s+random\|prioritized\|slice\s", _help("sample"))
+    flat = " ".join(text.replace("│", " ").split())
+    assert "Transitions to store in all. [default: 10000]" in flat
+    assert "[default: fits the run]" in flat and "[default: 128MB]" in flat
+    assert re.search(r"--sampler\s+\[random\|prioritized\|slice\]\s", _help("sample"))
 
 
 def test_policy_help_names_every_kind_of_policy() -> None:
@@ -74,3 +75,54 @@ def test_no_help_string_is_eaten_by_rich_markup() -> None:
             help_text = getattr(param, "help", None) or ""
             assert Text.from_markup(help_text).plain == help_text, (name, param.name)
             assert not help_text.rstrip().endswith(" ."), (name, param.name)
+
+
+CHOICES = {
+    ("collect", "--mode"): "[auto|dummy|subproc|ray|ray-subproc|vector|envpool]",
+    ("collect", "--async"): "[none|idle|restart|continue]",
+    ("collect", "--layout"): "[expcli|skrl|tianshou|minari|d4rl|lerobot]",
+    ("collect", "--to"): "[hdf5|parquet|arrow|video]",
+    ("collect", "--shard-format"): "[npz|parquet]",
+    ("collect", "--frames"): "[full|once]",
+    ("collect", "--compression"): "[none|gzip|lzf|zstd|snappy]",
+    ("convert", "--to"): "[pt|npz|csv|hdf5|parquet|folder|arrow|video]",
+    ("convert", "--layout"): "[expcli|skrl|tianshou|minari|d4rl|lerobot]",
+    ("convert", "--compression"): "[none|gzip|lzf|zstd|snappy]",
+    ("convert", "--shard-format"): "[npz|parquet]",
+    ("convert", "--frames"): "[full|once]",
+    ("merge", "--incomplete"): "[keep|drop]",
+    ("merge", "--to"): "[pt|npz|csv|hdf5|parquet|folder]",
+    ("split", "--incomplete"): "[drop|OUTPUT]",
+    ("filter", "--incomplete"): "[drop|keep]",
+    ("filter", "--shard-format"): "[npz|parquet]",
+    ("sample", "--sampler"): "[random|prioritized|slice]",
+}
+
+
+@pytest.mark.parametrize(("command", "option"), sorted(CHOICES))
+def test_choices_are_shown_in_brackets(command: str, option: str) -> None:
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "240", "NO_COLOR": "1"})
+    assert re.search(
+        rf"{option}\s+(-\S+\s+)?{re.escape(CHOICES[command, option])}\s", result.output
+    )
+
+
+def test_collect_mode_help_is_short_and_no_spool_sits_beside_spool() -> None:
+    collect = typer.main.get_command(app).commands["collect"]  # type: ignore[attr-defined]
+    [mode] = [p for p in collect.params if p.name == "mode"]
+    assert len(mode.help) <= 240, mode.help  # was ten lines of Ray internals
+    result = CliRunner().invoke(app, ["collect", "--help"], env={"COLUMNS": "240", "NO_COLOR": "1"})
+    assert re.search(r"│ --spool/--no-spool\s{5,}File output", result.output)
+
+
+@pytest.mark.parametrize("command", ["merge", "split", "filter", "convert", "collect"])
+def test_compression_help_names_parquets_gzip_and_none(command: str) -> None:
+    text = " ".join(_help(command).replace("│", " ").split())
+    assert "HDF5: none, gzip or lzf; Parquet: zstd, snappy, gzip or none" in text
+
+
+def test_choices_complete_in_the_shell() -> None:
+    from expcli.cli._read_options import completing
+
+    assert completing(["ray", "ray-subproc", "dummy"])("ra") == ["ray", "ray-subproc"]
+    assert "parquet" in completing(lambda: ["npz", "parquet"])("p")

@@ -101,4 +101,8 @@ def test_a_suffix_the_layout_cannot_have_is_refused_before_writing(
 def test_a_format_the_suffix_contradicts_is_refused(source: Path, tmp_path: Path) -> None:
     args = ("convert", str(source), str(tmp_path / "o.pt"), "--layout", "skrl", "--to", "npz")
     code, _, lines = expcli(*args)
-    assert code == 2 and len(lines) == 1 and "suffix names a pt file" in lines[0]
+    assert (
+        code == 2
+        and len(lines) == 1
+        and "o.pt names pt but --to says npz; drop --to or name the file o.npz" in lines[0]
+    )

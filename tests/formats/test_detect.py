@@ -64,7 +64,11 @@ def test_format_from_suffix(name: str, expected: str | None) -> None:
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("suffix", [".pt", ".npz", ".csv", ".bin", ""])
 def test_content_wins_over_the_suffix(tmp_path: Path, fmt: str, suffix: str) -> None:
-    path = write_dataset(sample(), tmp_path / f"data{suffix}", format=fmt)
+    written = write_dataset(sample(), tmp_path / "data", format=fmt)  # expcli names it right
+    for made in sorted(tmp_path.iterdir()):  # then misnamed elsewhere, with its sidecar
+        made.rename(tmp_path / made.name.replace("data", f"data{suffix}", 1))
+    path = tmp_path / f"data{suffix}"
+    assert written.name == "data"
     assert detect_format(path) == fmt
     back = read_dataset(path)
     np.testing.assert_array_equal(back.tensors["observations"], sample().tensors["observations"])

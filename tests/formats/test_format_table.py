@@ -122,16 +122,16 @@ def test_help_lists_a_registered_format_and_forgets_it_after(tmp_path: Path) -> 
         assert result.exit_code == 0, result.output
         return " ".join(result.output.replace("│", " ").split())
 
-    assert "Output format: pt, npz, csv, hdf5 or parquet." in help_text()
+    assert "--to [pt|npz|csv|hdf5|parquet|folder|arrow|video]" in help_text()
     unregister = register_format(TINY)
     try:
         text = help_text()
-        assert "Output format: pt, npz, csv, hdf5, parquet or tiny." in text
+        assert "--to [pt|npz|csv|hdf5|parquet|tiny|folder|arrow|video]" in text
         assert "(.pt, .npz, .csv, .h5, .parquet, .tiny, or a Minari or LeRobot folder)" in text
         assert "between pt, npz, csv, HDF5, Parquet and tiny" in text
     finally:
         unregister()
-    assert "Output format: pt, npz, csv, hdf5 or parquet." in help_text()
+    assert "--to [pt|npz|csv|hdf5|parquet|folder|arrow|video]" in help_text()
 
 
 def test_a_row_may_not_take_a_name_or_suffix_that_is_taken() -> None:

@@ -22,6 +22,10 @@ from expcli.formats.layouts import write_layout
 from expcli.spec import CircularState
 from tests.memory_probe import run_child
 
+# Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
+# layout does not keep is tested in tests/formats/layouts/test_layout_losses.py.
+pytestmark = pytest.mark.filterwarnings("ignore:.*layout does not keep:UserWarning")
+
 
 def dataset() -> Dataset:
     rng = np.random.default_rng(0)

@@ -19,6 +19,10 @@ from expcli.formats.lazy import RowSpill
 from expcli.spec import CircularState
 from tests.memory_probe import run_child
 
+# Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
+# layout does not keep is tested in tests/formats/layouts/test_layout_losses.py.
+pytestmark = pytest.mark.filterwarnings("ignore:.*layout does not keep:UserWarning")
+
 
 def dataset(metadata: dict[str, object] | None = None) -> Dataset:
     rng = np.random.default_rng(0)

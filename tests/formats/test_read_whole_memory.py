@@ -24,6 +24,10 @@ from expcli.spec import CircularState
 from tests.formats.layouts.sample import make_dataset
 from tests.formats.test_roundtrip import assert_same_dataset
 
+# Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
+# layout does not keep is tested in tests/formats/layouts/test_layout_losses.py.
+pytestmark = pytest.mark.filterwarnings("ignore:.*layout does not keep:UserWarning")
+
 
 def _frames(rows: int = 64) -> Dataset:
     rng = np.random.default_rng(3)

@@ -28,6 +28,10 @@ from expcli.spec import CircularState
 from tests.collect.structured_envs import ARM, PHASE, TEXT
 from tests.formats.test_roundtrip import arrays
 
+# Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
+# layout does not keep is tested in tests/formats/layouts/test_layout_losses.py.
+pytestmark = pytest.mark.filterwarnings("ignore:.*layout does not keep:UserWarning")
+
 minari = pytest.importorskip("minari")
 EpisodeBuffer = pytest.importorskip("minari.data_collector").EpisodeBuffer
 

@@ -84,7 +84,7 @@ def test_merge_is_the_concatenation_of_episodes(
         np.testing.assert_array_equal(np.asarray(merged.tensors[name])[:, 0], rows, err_msg=name)
     lineage = merged.metadata["lineage"][-1]
     assert lineage["verb"] == "merge"
-    assert [s["path"] for s in lineage["sources"]] == [str(p.resolve()) for p in paths]
+    assert [s["path"] for s in lineage["sources"]] == [p.name for p in paths]  # beside it
     episodes_of = summarize(target).episodes
     assert episodes_of is not None
     chosen = [e for _, picked in sources for e in picked]

@@ -142,11 +142,14 @@ def test_episode_ranges_as_the_help_shows_them() -> None:
     assert parse_episode_range("1:4:2") == EpisodeRange((slice(1, 4, 2),))
 
 
-def test_envs_are_numbers_and_inclusive_ranges() -> None:
+def test_envs_are_numbers_and_slices_and_the_old_inclusive_ranges() -> None:
     assert parse_envs("0,3") == (range(1), range(3, 4))
-    assert parse_envs("0-3, 7") == (range(4), range(7, 8))
+    assert parse_envs("0-3, 7") == (range(4), range(7, 8))  # the old spelling
+    assert parse_envs("0:4, 7:8") == (range(4), range(7, 8))
     table = _table(np.zeros(9))  # envs 0 1 2 0 1 2 ...
     assert select(table, envs="1-2").tolist() == [0, 1, 1] * 3
+    assert select(table, envs="1:3").tolist() == [0, 1, 1] * 3
+    assert select(table, envs="1:").tolist() == [0, 1, 1] * 3
     assert select(table, envs="0-1000000000").all()  # a wide range is two comparisons
 
 
@@ -165,8 +168,9 @@ def test_envs_are_numbers_and_inclusive_ranges() -> None:
         (parse_episode_range, "1:2:3:4", "'1:2:3:4' is not a number or a slice"),
         (parse_episode_range, "1_000", "'1_000' is not a number or a slice"),
         (parse_envs, "3-1", "--envs: '3-1' runs backwards in '3-1'"),
-        (parse_envs, "-1", "--envs: '-1' is not an env number or a range such as 0-3 in '-1'"),
+        (parse_envs, "-1", "--envs: '-1' is not an env number or a range start:stop in '-1'"),
         (parse_envs, "0,", "--envs: '' is not an env number"),
+        (parse_envs, "3:3", "--envs: '3:3' runs backwards in '3:3'"),
         (parse_fractions, "0.9,0.2", "--fractions: the fractions sum to 1.1, not 1, in '0.9,0.2'"),
         (parse_fractions, "1,0", "--fractions: every fraction must be a positive number"),
         (parse_fractions, "0.5,half", "--fractions: 'half' is not a decimal number in '0.5,half'"),

@@ -18,6 +18,10 @@ from expcli.spec import METADATA_KEY, CircularState
 from expcli.summary import Finding, Summary
 from tests.summary.reference import check_summary
 
+# Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
+# layout does not keep is tested in tests/formats/layouts/test_layout_losses.py.
+pytestmark = pytest.mark.filterwarnings("ignore:.*layout does not keep:UserWarning")
+
 
 def _space_json(space: Any) -> dict[str, Any]:
     """Spaces as the collector describes them (infinite bounds as strings)."""

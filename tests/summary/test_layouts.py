@@ -18,6 +18,10 @@ from expcli.summary.stats import TensorAccumulator
 from tests.formats.layouts.sample import make_dataset
 from tests.summary.reference import check_summary
 
+# Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
+# layout does not keep is tested in tests/formats/layouts/test_layout_losses.py.
+pytestmark = pytest.mark.filterwarnings("ignore:.*layout does not keep:UserWarning")
+
 TARGETS = {
     "d4rl": "d.hdf5",
     "tianshou": "t.h5",

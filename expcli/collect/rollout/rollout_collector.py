@@ -181,9 +181,8 @@ class _Run:
 
     def _row_bytes(self) -> int:
         memory = self.o.memory
-        return sum(
-            int(np.prod(t.shape[2:], dtype=np.int64)) * t.element_size() * memory.num_envs
-            for t in memory.tensors.values()
+        return sum(  # the numpy views: asking for torch tensors would import torch here
+            int(array[0].nbytes) for array in memory.to_dataset().tensors.values()
         )
 
     def _top_up(self) -> None:

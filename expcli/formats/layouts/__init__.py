@@ -23,13 +23,14 @@ Importing this package loads numpy only; h5py and torch are imported when used.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from expcli.errors import ConfigError
-from expcli.formats.layouts.kinds import SEAMS_KEY, Layout
+from expcli.formats.layouts.kinds import LOSSES_KEY, SEAMS_KEY, Layout, warn_losses
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LAYOUTS",
+    "LOSSES_KEY",
     "SEAMS_KEY",
     "Layout",
     "layout_format",
@@ -93,7 +95,8 @@ def layout_format(
         )
     if format is not None and named is not None and named != chosen:
         raise ConfigError(
-            f"{target}: the suffix names a {named} file but the format asked for is {chosen}"
+            f"{target.name} names {named} but --to says {chosen}; drop --to or name the "
+            f"file {target.stem}{_named_suffixes(format_row(format)).split(' or ')[0]}"
         )
     return chosen or allowed[0]
 
@@ -165,7 +168,10 @@ def write_layout(
     ``d4rl`` and ``tianshou`` write one HDF5 file, ``minari`` a dataset folder
     (``path/data/...``), ``lerobot`` a LeRobot v3.0 folder (``path/meta``, ``path/data``),
     ``skrl`` a ``.pt`` file (``.npz`` or ``.csv`` by suffix) and
-    ``expcli`` expcli's own format by suffix; another suffix is refused. ``format`` picks a
+    ``expcli`` expcli's own format by suffix; another suffix is refused. What the layout
+    cannot keep of the dataset (env columns, circular state, names, dtypes, metadata) is said
+    in one ``UserWarning`` and listed in the written metadata (``LOSSES_KEY``) where the
+    layout keeps metadata. ``format`` picks a
     folder layout's storage (``minari``: ``hdf5``, the default, ``parquet`` or ``arrow``;
     see ``minari_arrow``) or a file layout's format. Layouts with one
     row per transition (d4rl, tianshou with several env columns) lay the valid rows out env
@@ -191,10 +197,14 @@ def write_layout(
         return write_dataset(dataset, target, overwrite=overwrite)
     chosen = layout_format(name, target, format)
     dataset.validate(target)
+    losses = row.losses(dataset, chosen) if row.losses is not None else []
+    if losses and row.keeps_metadata:
+        dataset = dataclasses.replace(dataset, metadata={**dataset.metadata, LOSSES_KEY: losses})
     if row.write_in is not None and chosen in row.storages:
         row.write_in(dataset, target, overwrite, chosen)
     else:
         row.write(dataset, target, overwrite)
+    warn_losses(target, name, losses, recorded=row.keeps_metadata)
     return target
 
 

@@ -31,6 +31,7 @@ from expcli.formats.layouts._episodes import (
 )
 from expcli.formats.layouts._minari_spaces import StoredLeaf, stored_leaves
 from expcli.formats.layouts._row_streams import picked_rows, rows_of
+from expcli.formats.layouts.kinds import LOSSES_KEY
 
 __all__ = ["FLAG_KEYS", "MinariPlan", "Parts", "write_plan"]
 
@@ -69,6 +70,37 @@ class MinariPlan:
     flags: dict[str, np.ndarray]
     done: np.ndarray
     saved: dict[str, Any]
+
+    def losses(self) -> list[str]:
+        """What reading the written dataset back will not give as it is in the dataset."""
+        dataset, losses = self.dataset, []
+        rows = column_rows(dataset)
+        if dataset.num_envs > 1 or not np.array_equal(rows[0], np.arange(dataset.memory_size)):
+            losses.append(
+                f"the {dataset.num_envs} env column(s) and circular state (episodes are stored "
+                "one after another, oldest first, and read back as one env column)"
+            )
+        renamed = [name for name in self.extras if not name.startswith("infos/")]
+        if renamed:
+            losses.append(
+                f"the names of {', '.join(renamed)} (kept as infos: read as infos/<name>)"
+            )
+        if any(final is None for final in self.finals.values()):
+            losses.append("no next_observations (read back with each episode's last one repeated)")
+        flags = [flag for flag in self.flags if flag not in dataset.tensors]
+        flags += [
+            f for f in self.flags if f in dataset.tensors and dataset.tensors[f].shape[2:] != (1,)
+        ]
+        if flags:
+            losses.append(f"{', '.join(flags)} as they are (one flag a step; absent: false)")
+        return losses
+
+    def record_losses(self) -> list[str]:
+        """``losses()``, also listed in the metadata the dataset keeps (``LOSSES_KEY``)."""
+        losses = self.losses()
+        if losses:
+            self.saved[LOSSES_KEY] = losses
+        return losses
 
     def episodes(self) -> Iterator[tuple[int, np.ndarray]]:
         """Each episode's env column and rows, in the order they are written."""

@@ -47,7 +47,7 @@ from expcli.formats.layouts._row_streams import picked_rows
 from expcli.formats.lazy import LazyRows
 from expcli.spec import CircularState
 
-__all__ = ["is_d4rl", "read", "write"]
+__all__ = ["is_d4rl", "losses", "read", "write"]
 
 _REQUIRED = ("observations", "actions", "rewards")
 _FLAGS = {"terminals": "terminated", "timeouts": "truncated"}
@@ -183,6 +183,19 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
             timeouts = h5["timeouts"]
             timeouts[seams] = True
         h5.create_dataset(_EXPCLI_KEY, data=text)
+
+
+def losses(dataset: Dataset) -> list[str]:
+    """What a D4RL file does not keep of ``dataset``: its env columns and circular state."""
+    rows = column_rows(dataset)
+    if dataset.num_envs == 1 and np.array_equal(rows[0], np.arange(dataset.memory_size)):
+        return []
+    if dataset.num_envs == 1:
+        return ["the circular state (the valid rows are written oldest first)"]
+    return [
+        f"the {dataset.num_envs} env columns and circular state (laid out env by env, oldest "
+        f"first: read back as one env column unless --num-envs {dataset.num_envs})"
+    ]
 
 
 def _seams(columns: list[np.ndarray], done: np.ndarray) -> np.ndarray:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,6 @@ import numpy as np
 
 from expcli.errors import SchemaError
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts._episodes import column_rows
 from expcli.formats.layouts._minari_columns import (
     ARROW_STORAGES,
     DATA_FILE,
@@ -49,13 +47,12 @@ from expcli.formats.layouts._minari_meta import minari_metadata
 from expcli.formats.layouts._minari_plan import MinariPlan, write_plan
 from expcli.formats.layouts._minari_spaces import StoredLeaf, expcli_leaf, minari_space
 from expcli.formats.layouts._write import atomic_folder
+from expcli.formats.layouts.kinds import LOSSES_KEY, warn_losses
 from expcli.formats.layouts.minari_layout import METADATA_FILE, is_minari_folder
 from expcli.space_json import SEPARATOR
 
 __all__ = ["ARROW_STORAGES", "LOSSES_KEY", "write"]
 
-LOSSES_KEY = "lost_in_minari"
-"""expcli metadata key listing what a write to the minari layout could not keep."""
 
 _VERSION = "0.5.3"
 """The Minari dataset version written: the first with parquet and arrow storage."""
@@ -76,9 +73,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str) -> Non
 
     pq = pyarrow_parquet()
     plan = write_plan(dataset, path)
-    losses = _losses(plan)
-    if losses:
-        plan.saved[LOSSES_KEY] = losses
+    losses = plan.record_losses()
     spaces = {p: json.loads(minari_space(dataset, p)) for p in ("observations", "actions")}
     episode = steps = 0
     with atomic_folder(path, overwrite=overwrite, replaceable=is_minari_folder) as tmp:
@@ -116,35 +111,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str) -> Non
         )
         with open(data / METADATA_FILE, "w", encoding="utf-8") as f:
             json.dump(meta, f)
-    if losses:
-        warnings.warn(
-            f"{path}: the minari layout does not keep {'; '.join(losses)}",
-            UserWarning,
-            stacklevel=2,
-        )
-
-
-def _losses(plan: MinariPlan) -> list[str]:
-    """What reading the written folder back will not give as it is in the dataset."""
-    dataset, losses = plan.dataset, []
-    rows = column_rows(dataset)
-    if dataset.num_envs > 1 or not np.array_equal(rows[0], np.arange(dataset.memory_size)):
-        losses.append(
-            f"the {dataset.num_envs} env column(s) and circular state (episodes are stored "
-            "one after another, oldest first, and read back as one env column)"
-        )
-    renamed = [name for name in plan.extras if not name.startswith("infos/")]
-    if renamed:
-        losses.append(f"the names of {', '.join(renamed)} (kept as infos: read as infos/<name>)")
-    if any(final is None for final in plan.finals.values()):
-        losses.append("no next_observations (read back with each episode's last one repeated)")
-    flags = [flag for flag in plan.flags if flag not in dataset.tensors]
-    flags += [
-        f for f in plan.flags if f in dataset.tensors and dataset.tensors[f].shape[2:] != (1,)
-    ]
-    if flags:
-        losses.append(f"{', '.join(flags)} as they are (one flag a step; absent: false)")
-    return losses
+    warn_losses(path, "minari", losses)
 
 
 def _episode_table(

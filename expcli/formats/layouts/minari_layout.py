@@ -16,7 +16,8 @@ lazily (``open_folder``, ``read`` with ``lazy``), the rows stay in the file and 
 slice at a time across episodes (``_minari_episodes``); only the flags are read at once.
 
 ``write`` makes a folder that ``minari.MinariDataset(folder / "data")`` loads (and
-``minari.load_dataset`` when the folder sits in the datasets path under its id): one
+``minari.load_dataset`` when the folder sits in the datasets path under its id), and says
+what it cannot keep (env columns, extras' names) in one warning and the metadata: one
 episode per run of steps of each env column (valid rows, oldest first) up to a
 ``terminated | truncated`` row, the final observation of each taken from
 ``next_observations``. expcli does not keep reset infos, so each episode's first info row
@@ -58,6 +59,7 @@ from expcli.formats.layouts._minari_meta import (
 from expcli.formats.layouts._minari_plan import FLAG_KEYS, write_plan
 from expcli.formats.layouts._minari_spaces import step_data, step_rows, text_leaves
 from expcli.formats.layouts._write import atomic_folder
+from expcli.formats.layouts.kinds import warn_losses
 from expcli.formats.lazy import SLICE_BYTES
 from expcli.spec import CircularState
 
@@ -305,6 +307,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         ConfigError: ``path`` is a file or a folder that is not a Minari dataset.
     """
     plan = write_plan(dataset, path)
+    losses = plan.record_losses()
     episode = steps = 0
     with atomic_folder(path, overwrite=overwrite, replaceable=is_minari_folder) as tmp:
         data = tmp / "data"
@@ -332,6 +335,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         meta["dataset_size"] = round(os.path.getsize(data / MAIN_FILE) / 1e6, 1)
         with open(data / METADATA_FILE, "w", encoding="utf-8") as f:
             json.dump(meta, f)
+    warn_losses(path, "minari", losses)
 
 
 def _main_file(path: Path) -> Path:

@@ -25,7 +25,7 @@ from expcli.formats._atomic import atomic_write
 from expcli.formats.dataset import Dataset
 from expcli.formats.lazy import LazyRows, row_chunks
 
-__all__ = ["write"]
+__all__ = ["losses", "write"]
 
 
 def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
@@ -43,6 +43,37 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     write_to = npz_format.write_to if suffix == ".npz" else pt_format.write_to
     with atomic_write(path, overwrite=overwrite) as f:
         write_to(Dataset(flat, dataset.state), f, None)
+
+
+def losses(dataset: Dataset, storage: str) -> list[str]:
+    """What a skrl file in ``storage`` (pt, npz or csv) does not keep of ``dataset``."""
+    lost = []
+    state = dataset.state
+    if (state.memory_index, state.env_index, state.filled) != (0, 0, True):
+        lost.append(
+            "the circular state (skrl reads a full memory from row 0: a wrapped memory's "
+            "order, and which rows were never written, are lost)"
+        )
+    if storage == "csv":
+        if dataset.num_envs > 1:
+            lost.append(
+                f"the {dataset.num_envs} env columns (a CSV without sidecar reads back as "
+                f"one; --num-envs {dataset.num_envs} restores them)"
+            )
+        changed = sorted(
+            name for name, array in dataset.tensors.items() if array.dtype not in _CSV_DTYPES
+        )
+        if changed:
+            lost.append(
+                f"the dtypes of {', '.join(changed)} (CSV numbers read back as float32, "
+                "int64 or bool)"
+            )
+    if dataset.metadata:
+        lost.append("the metadata (env, spaces, seed, collector)")
+    return lost
+
+
+_CSV_DTYPES = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_))
 
 
 def _flat(array: Any) -> Any:

@@ -45,12 +45,13 @@ from expcli.formats.layouts._episodes import (
     foreign_rows,
     load_array,
     next_in_episode,
+    user_metadata,
 )
 from expcli.formats.layouts._lazy_columns import lazy_native
 from expcli.formats.layouts._row_streams import gathered, picked_rows, rows_of
 from expcli.spec import CircularState
 
-__all__ = ["is_tianshou", "read", "write"]
+__all__ = ["is_tianshou", "losses", "read", "write"]
 
 _TO_EXPCLI = {
     "obs": "observations",
@@ -206,6 +207,30 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         for name, key in names.items():
             if key not in data:
                 _rows_array(meta, key, name, dataset.tensors[name], rows, envs)
+
+
+def losses(dataset: Dataset) -> list[str]:
+    """What a tianshou ReplayBuffer file does not keep of ``dataset``."""
+    lost = []
+    if dataset.num_envs > 1:
+        lost.append(
+            f"the {dataset.num_envs} env columns and circular state (laid out env by env, "
+            "oldest first, seams marked truncated: read back as one env column)"
+        )
+    rewards = dataset.tensors.get("rewards")
+    if rewards is not None and rewards.dtype != np.float64:
+        lost.append(f"the rewards' dtype {rewards.dtype} (tianshou keeps float64)")
+    renamed = {
+        name: _tianshou_name(name)
+        for name in sorted(dataset.tensors)
+        if _tianshou_name(name).startswith("policy/") and not name.startswith("policy/")
+    }
+    if renamed:
+        shown = ", ".join(f"{name} (as {key})" for name, key in renamed.items())
+        lost.append(f"the names of {shown}")
+    if user_metadata(dataset.metadata, "tianshou"):
+        lost.append("the metadata (env, spaces, seed, collector)")
+    return lost
 
 
 def _tianshou_name(name: str) -> str:

@@ -15,6 +15,10 @@ from expcli.formats.layouts import read_foreign_hdf5, write_layout
 from expcli.spec import CircularState
 from tests.formats.layouts.sample import CHRONOLOGICAL, N, T
 
+# Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
+# layout does not keep is tested in tests/formats/layouts/test_layout_losses.py.
+pytestmark = pytest.mark.filterwarnings("ignore:.*layout does not keep:UserWarning")
+
 ROWS = 7
 TERMINALS = [False, False, True, False, False, False, False]
 TIMEOUTS = [False, False, False, False, False, True, False]
@@ -151,6 +155,10 @@ def test_write_lays_columns_out_env_by_env(tmp_path: Path, dataset: Dataset) -> 
     assert np.flatnonzero(terminals).tolist() == [1, 4, 7]
     # column 0 ends mid-episode (row 2) before column 1 starts: the seam is a timeout
     assert np.flatnonzero(timeouts).tolist() == [5, 9]
+    assert saved.pop("lost_in_layout") == [
+        "the 2 env columns and circular state (laid out env by env, oldest first: read back "
+        "as one env column unless --num-envs 2)"
+    ]
     assert saved == {"env_id": "Toy-v0", "seed": 3}
 
 

@@ -14,6 +14,10 @@ from expcli.errors import ConfigError, OutputExistsError
 from expcli.formats import Dataset, read_dataset
 from expcli.formats.layouts import LAYOUTS, read_foreign_hdf5, write_layout
 
+# Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
+# layout does not keep is tested in tests/formats/layouts/test_layout_losses.py.
+pytestmark = pytest.mark.filterwarnings("ignore:.*layout does not keep:UserWarning")
+
 
 def test_layout_names() -> None:
     assert LAYOUTS == ("expcli", "skrl", "tianshou", "minari", "d4rl", "lerobot")

@@ -25,6 +25,10 @@ from expcli.formats.layouts.minari_layout import is_minari_folder
 from expcli.spec import CircularState
 from tests.formats.layouts.sample import EPISODES
 
+# Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
+# layout does not keep is tested in tests/formats/layouts/test_layout_losses.py.
+pytestmark = pytest.mark.filterwarnings("ignore:.*layout does not keep:UserWarning")
+
 minari = pytest.importorskip("minari")
 EpisodeBuffer = pytest.importorskip("minari.data_collector").EpisodeBuffer
 
@@ -175,6 +179,7 @@ def test_written_folder_loads_in_minari(
         log_prob = dataset.tensors["log_prob"][rows, j, 0]
         assert np.array_equal(episode.infos["log_prob"][1:], log_prob)
     meta = json.loads((target / "data" / "metadata.json").read_text())
+    assert len(meta["expcli"].pop("lost_in_layout")) == 2  # the env columns, log_prob's name
     assert meta["expcli"] == {"env_id": "Toy-v0", "seed": 3}
     assert meta["jpeg_encoding"] is False
 

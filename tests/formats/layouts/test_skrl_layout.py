@@ -12,6 +12,10 @@ from expcli.formats.layouts import write_layout
 from expcli.spec import CircularState
 from tests.formats.layouts.sample import N, T, make_dataset
 
+# Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
+# layout does not keep is tested in tests/formats/layouts/test_layout_losses.py.
+pytestmark = pytest.mark.filterwarnings("ignore:.*layout does not keep:UserWarning")
+
 skrl_memories = pytest.importorskip("skrl.memories.torch")
 
 

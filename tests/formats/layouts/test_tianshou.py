@@ -17,6 +17,10 @@ from expcli.formats.layouts._episodes import column_rows
 from expcli.spec import CircularState
 from tests.formats.layouts.sample import CHRONOLOGICAL, N, T, make_dataset
 
+# Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
+# layout does not keep is tested in tests/formats/layouts/test_layout_losses.py.
+pytestmark = pytest.mark.filterwarnings("ignore:.*layout does not keep:UserWarning")
+
 data = pytest.importorskip("tianshou.data")
 
 
