@@ -83,6 +83,7 @@ __all__ = [
     "PARQUET_COMPRESSIONS",
     "open_lazy",
     "read",
+    "pyarrow_parquet",
     "refuse_extension_types",
     "shard_carry",
     "write",
