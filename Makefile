@@ -57,8 +57,9 @@ bench: $(VENV)/.bench
 docs: $(VENV)/.docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
-# LeRobot's own environment for tests/lerobot_env (LeRobot pins an older torch and datasets<5,
-# so it cannot share .venv): about 100 s and 6 GB here, once.
+# LeRobot's own environment for tests/lerobot_env. LeRobot 0.4.4 needs datasets<5 and .venv
+# holds datasets 5, so it cannot share .venv. Built once: 6 min 18 s and 5.9 GB (most of it a
+# CUDA build of torch) on a 2-core VM under a load average of 10, 2026-11-29.
 LEROBOT_VENV ?= .venv-lerobot
 
 lerobot-env: $(LEROBOT_VENV)/.built
