@@ -71,7 +71,7 @@ $(LEROBOT_VENV)/.built: tests/lerobot_env/requirements.txt
 	touch $@
 
 lint: $(VENV)/.dev
-	$(BIN)/ruff check expcli tests benchmarks examples
+	$(BIN)/ruff check expcli tests benchmarks examples scripts
 	$(BIN)/mypy
 
 clean:
