@@ -62,4 +62,4 @@ def test_every_docs_block_runs_in_nav_order(tmp_path: Path) -> None:
     fresh_clone(tmp_path)
     pages = [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")) for p in nav_pages()]
     ran = run_pages(pages, tmp_path)
-    assert ran >= 30, f"only {ran} blocks ran"
+    assert ran >= 20, f"only {ran} blocks ran"
