@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test bench lint clean lerobot-env browser
+.PHONY: demo test bench docs lint clean lerobot-env browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,12 +25,16 @@ $(VENV)/.bench: $(VENV)/.core
 	$(PIP) -e '.[bench,envpool]'
 	touch $@
 
+$(VENV)/.docs: $(VENV)/.core
+	$(PIP) -e '.[docs]'
+	touch $@
+
 demo: $(VENV)/.core
 	$(BIN)/expcli collect CartPole-v1 --envs 16 --seed 0 --output runs/cartpole.h5 --overwrite
 	$(BIN)/expcli inspect runs/cartpole.h5
 
 # A worker per core (at most 4), each running whole test files (module fixtures, such as a
-# Ray cluster, are set up once): 9.5 min on 2 cores where one process took 14.
+# Ray cluster, are set up once).
 # LeRobot's environment is built first when it can be (tests/lerobot_env runs its check
 # there); when it cannot, the build's output is kept in .venv-lerobot.log and the check is
 # skipped with its last line as the reason.
@@ -48,8 +52,15 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/inspect_dataset.py
 	$(BIN)/python benchmarks/sampling.py
 
-# LeRobot's own environment for tests/lerobot_env (LeRobot pins an older torch and datasets<5,
-# so it cannot share .venv): about 100 s and 6 GB here, once.
+# The docs site (mkdocs.yml, docs/) into site/. --strict: a warning (a broken link, a page
+# left out of the nav, a docstring mkdocstrings cannot read) fails the build. Material's
+# notice about MkDocs 2.0 is not a warning of the build; NO_MKDOCS_2_WARNING keeps it quiet.
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
+
+# LeRobot's own environment for tests/lerobot_env. LeRobot 0.4.4 needs datasets<5 and .venv
+# holds datasets 5, so it cannot share .venv. Built once: 6 min 18 s and 5.9 GB (most of it a
+# CUDA build of torch) on a 2-core VM under a load average of 10, 2026-11-29.
 LEROBOT_VENV ?= .venv-lerobot
 
 lerobot-env: $(LEROBOT_VENV)/.built
@@ -72,7 +83,7 @@ browser:
 		|| echo "make test: Chromium could not be installed (see .chromium.log): the browser tests are skipped"
 
 lint: $(VENV)/.dev
-	$(BIN)/ruff check expcli tests benchmarks examples
+	$(BIN)/ruff check expcli tests benchmarks examples scripts
 	$(BIN)/mypy
 
 clean:

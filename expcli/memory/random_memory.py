@@ -23,8 +23,12 @@ class RandomMemory(Memory):
     sampling reproducible, as in skrl.
 
     Args:
-        memory_size, num_envs, device, export, export_format, export_directory: As for
-            ``Memory``.
+        memory_size: As for ``Memory``.
+        num_envs: As for ``Memory``.
+        device: As for ``Memory``.
+        export: As for ``Memory``.
+        export_format: As for ``Memory``.
+        export_directory: As for ``Memory``.
         replacement: Draw with replacement (the batch size is always met), or without
             (a batch holds at most as many items as there are to draw).
 

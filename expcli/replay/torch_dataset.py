@@ -141,7 +141,10 @@ class ReplayDataset(Dataset[Item]):
             ``ReplayBuffer``'s.
         names: Tensors to put in batches; default all.
         transform: Called on every batch, as ``ReplayBuffer``'s.
-        replacement, num_batches, drop_last, seed: The sampler's (``ReplayBatchSampler``).
+        replacement: The sampler's (``ReplayBatchSampler``).
+        num_batches: The sampler's.
+        drop_last: The sampler's.
+        seed: The sampler's.
 
     Raises:
         ConfigError: As ``ReplayBuffer`` and ``ReplayBatchSampler``.
