@@ -5,7 +5,7 @@ The layers, top to bottom (docs/layering.md says why):
     4  cli, __main__
     3  collect, conversion, summary, replay, shaping, report
     2  memory, envs, formats
-    1  spec, space_json, named_callables, host_memory, distribution
+    1  spec, space_json, named_callables, host_memory, distribution, thread_pools
     0  errors, _version
 
 A module may import its own package, any package of a lower layer, and a package of its
@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "named_callables": 1,
     "host_memory": 1,
     "distribution": 1,
+    "thread_pools": 1,
     "memory": 2,
     "envs": 2,
     "formats": 2,

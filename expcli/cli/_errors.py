@@ -8,16 +8,23 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import NoReturn, ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 
+from expcli import thread_pools
 from expcli.errors import ExpcliError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-__all__ = ["EXIT_BROKEN_PIPE", "quiet_closed_pipes", "reports_errors", "term_as_interrupt"]
+__all__ = [
+    "EXIT_BROKEN_PIPE",
+    "quiet_closed_pipes",
+    "reports_errors",
+    "signals_end_at_once",
+    "term_as_interrupt",
+]
 
 # The reader of the output went away (``expcli inspect FILE | head``): exit as a Unix tool
 # killed by SIGPIPE is reported, 128 + 13, and print nothing.
@@ -61,11 +68,48 @@ def term_as_interrupt() -> None:
         return
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _interrupt)
+    sys.unraisablehook = _interrupt_again(sys.unraisablehook)
+
+
+def signals_end_at_once() -> None:
+    """SIGINT and SIGTERM end the process at once from now on (the command is done).
+
+    A ``KeyboardInterrupt`` raised while Python shuts down can stop the shutdown of a
+    thread pool half-way, leaving the interpreter waiting for its thread forever; and one
+    raised as a pool started a thread may have left it unknown to Python's own stop, so the
+    shared pools are told to stop here (``thread_pools``).
+    """
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+    thread_pools.shut_down()
 
 
 def _interrupt(signum: int, frame: object) -> None:
     del signum, frame
     raise KeyboardInterrupt
+
+
+def _interrupt_again(hook: Callable[[Any], Any]) -> Callable[[Any], None]:
+    """An ``unraisablehook`` that sends Ctrl-C again when Python swallowed one.
+
+    A signal's ``KeyboardInterrupt`` raised in a weak reference's callback or a ``__del__``
+    (run by the garbage collector wherever it runs) is printed and dropped: the write it
+    should stop would go on. The signal is sent to the main thread again, shortly, to be
+    raised where it can be.
+    """
+
+    def handle(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            main = threading.main_thread().ident
+            assert main is not None
+            later = threading.Timer(0.005, signal.pthread_kill, (main, signal.SIGINT))
+            later.daemon = True
+            later.start()
+            return
+        hook(unraisable)
+
+    return handle
 
 
 def quiet_closed_pipes() -> None:

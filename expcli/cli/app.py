@@ -67,10 +67,17 @@ def main() -> None:
 
     SIGTERM (what ``timeout``, systemd and Slurm send) is taken as Ctrl-C in every command:
     a write in progress removes its temporary file and lock, and the command exits 130.
+    Once the command is done (its output complete), a signal ends the process at once:
+    raised while Python shuts down, it would stop the shutdown half-way and hang it.
     Output left in stdout's buffer is flushed here, so that a reader that has gone is met
     by the quiet ``EXIT_BROKEN_PIPE`` as in every command, not by a note at exit.
     """
-    from expcli.cli._errors import EXIT_BROKEN_PIPE, quiet_closed_pipes, term_as_interrupt
+    from expcli.cli._errors import (
+        EXIT_BROKEN_PIPE,
+        quiet_closed_pipes,
+        signals_end_at_once,
+        term_as_interrupt,
+    )
 
     term_as_interrupt()
     try:
@@ -78,6 +85,7 @@ def main() -> None:
             app(prog_name="expcli")
         finally:
             sys.stdout.flush()
+            signals_end_at_once()
     except BrokenPipeError:
         quiet_closed_pipes()
         sys.exit(EXIT_BROKEN_PIPE)

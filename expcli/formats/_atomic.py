@@ -251,9 +251,10 @@ def _atomic_path(target: Path, overwrite: bool, companions: tuple[str, ...]) -> 
     for final in finals:
         check_writable(final, overwrite=overwrite)
     check_can_write(target)
-    tmp = create_temp(target)
-    temps = [tmp] + [tmp.with_name(tmp.name + s) for s in companions]
-    try:
+    temps: list[Path] = []
+    try:  # from the temporary's creation on: an interrupt there must remove it too
+        tmp = create_temp(target)
+        temps += [tmp] + [tmp.with_name(tmp.name + s) for s in companions]
         with output_errors(target, every=True):
             for temp, final in zip(temps[1:], finals[1:], strict=True):
                 _create(temp, final)
@@ -297,6 +298,9 @@ def create_temp(target: Path, *, folder: bool = False) -> Path:
             continue
         except OSError as e:
             raise output_error(e, target) from e
+        except BaseException:  # Ctrl-C or SIGTERM between making it and handing it over
+            remove(tmp)
+            raise
         return tmp
 
 

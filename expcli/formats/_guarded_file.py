@@ -134,7 +134,7 @@ def callbacks_spared() -> Iterator[None]:
     main = threading.main_thread().ident
 
     def handle(signum: int, frame: FrameType | None) -> None:
-        if frame is not None and frame.f_code in _CALLBACKS:
+        if _in_callback(frame):
             assert main is not None
             later = threading.Timer(_RETRY_SECONDS, signal.pthread_kill, (main, signum))
             later.daemon = True
@@ -155,6 +155,15 @@ def callbacks_spared() -> Iterator[None]:
         for sig, old in previous.items():
             if signal.getsignal(sig) is handle:  # not replaced meanwhile
                 signal.signal(sig, signal.SIG_DFL if old is None else old)
+
+
+def _in_callback(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside a ``GuardedFile`` method (called by the library's C code)."""
+    while frame is not None:
+        if frame.f_code in _CALLBACKS:
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextlib.contextmanager

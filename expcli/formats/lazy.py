@@ -20,6 +20,7 @@ import numpy as np
 
 from expcli.errors import ConfigError, InvalidValueError
 from expcli.formats.row_gather import cells_by_rows, take_rows
+from expcli.thread_pools import shared_pool
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import CachedBlocks
@@ -160,7 +161,6 @@ class LazyRows:
         return whole if dtype is None else np.asarray(whole.astype(dtype))
 
 
-_READ_AHEAD: ThreadPoolExecutor | None = None
 _ON_READER = threading.local()  # ``yes`` on the read-ahead thread
 
 
@@ -169,21 +169,14 @@ def _mark_reader() -> None:
 
 
 def _reader() -> ThreadPoolExecutor:
-    global _READ_AHEAD
-    if _READ_AHEAD is None:
-        _READ_AHEAD = ThreadPoolExecutor(
-            1, thread_name_prefix="expcli-read-ahead", initializer=_mark_reader
-        )
-    return _READ_AHEAD
+    return shared_pool("expcli-read-ahead", 1, _mark_reader)
 
 
 _GENERATION = [0]  # the process's: a forked child starts a new one
 
 
 def _forget_in_child() -> None:
-    """A forked child has none of its parent's threads: read ahead on a pool of its own."""
-    global _READ_AHEAD
-    _READ_AHEAD = None
+    """A forked child has none of its parent's threads (``thread_pools`` makes new ones)."""
     _GENERATION[0] += 1
 
 

@@ -26,7 +26,7 @@ import os
 import threading
 import zipfile
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -34,6 +34,7 @@ from typing import Any
 
 from expcli._version import __version__
 from expcli.errors import ConfigError, FormatError
+from expcli.thread_pools import shared_pool
 
 __all__ = [
     "LINEAGE_KEY",
@@ -112,27 +113,22 @@ class Source:
         self.pending.cancel()
 
 
-_POOL: ThreadPoolExecutor | None = None
-
-
 def checksum_later(path: Path, fmt: str) -> Source:
     """Start the SHA-256 of ``path`` (a folder: of its manifest) on a background thread."""
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="expcli-checksum")
+    pool = shared_pool("expcli-checksum", 2)
     stop = threading.Event()
     if fmt in _ZIPPED and path.is_file():
-        pending = _POOL.submit(_zip_digest, path)
+        pending = pool.submit(_zip_digest, path)
         return Source(path, fmt, path.stat().st_size, pending, "zip directory", stop)
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file())
         size = sum(p.stat().st_size for p in files)
         if (path / _MANIFEST).is_file():
-            pending = _POOL.submit(_digest, path / _MANIFEST, stop)
+            pending = pool.submit(_digest, path / _MANIFEST, stop)
             return Source(path, fmt, size, pending, "manifest", stop)
         # a foreign folder layout (Minari): every file in it
-        return Source(path, fmt, size, _POOL.submit(_digest_all, files, path, stop), "files", stop)
-    pending = _POOL.submit(_digest, path, stop)
+        return Source(path, fmt, size, pool.submit(_digest_all, files, path, stop), "files", stop)
+    pending = pool.submit(_digest, path, stop)
     return Source(path, fmt, path.stat().st_size, pending, "file", stop)
 
 
