@@ -58,6 +58,7 @@ class ProgressLog:
         self.every = progress_seconds()
         self.last = self.started
         self.pending: str | None = None
+        self.printed = False  # a work shorter than the interval prints no line at all
 
     def update(self, fraction: float | None, details: str) -> None:
         """Note the progress; print a line when the interval has passed since the last one.
@@ -72,14 +73,20 @@ class ProgressLog:
             self.last = now
 
     def close(self) -> None:
-        """Print the last progress noted, unless it was printed already."""
-        self._print()
+        """Print the last progress noted, unless it was printed already or none was.
+
+        A work shorter than the interval leaves no line: its result (or its one-line
+        error) says all there is.
+        """
+        if self.printed:
+            self._print()
 
     def _print(self) -> None:
         if self.pending is not None:
             sys.stderr.write(self.pending + "\n")
             sys.stderr.flush()
             self.pending = None
+            self.printed = True
 
     def _line(self, fraction: float | None, details: str, now: float) -> str:
         elapsed = now - self.started

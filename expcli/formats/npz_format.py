@@ -179,6 +179,12 @@ def _damaged(path: Path, error: Exception) -> FormatError:
     return FormatError(f"corrupt or truncated .npz archive ({error_summary(error)})", path=path)
 
 
+_NUMPY_HEADERS = threading.Lock()
+"""Held while numpy parses a member's header: it does so with ``ast.literal_eval``, which
+Python 3.11 cannot run on two threads at once (CPython gh-106905: "AST constructor
+recursion depth mismatch", seen when a read-ahead thread opened shards beside a reader)."""
+
+
 def _member(
     path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, closers: list[Callable[[], None]]
 ) -> Any:
@@ -191,7 +197,8 @@ def _member(
             if version == (1, 0)
             else np.lib.format.read_array_header_2_0
         )
-        shape, fortran, dtype = read_header(member)
+        with _NUMPY_HEADERS:
+            shape, fortran, dtype = read_header(member)
         header_bytes = member.tell()
     if dtype.hasobject:
         raise FormatError(
@@ -228,7 +235,8 @@ def _member(
     if fortran or len(shape) < 1:
         check_memory(nbytes, path, key)
         with archive.open(info) as member:
-            return np.lib.format.read_array(member, allow_pickle=False).astype(native)
+            with _NUMPY_HEADERS:
+                return np.lib.format.read_array(member, allow_pickle=False).astype(native)
     row_bytes = math.prod(shape[1:]) * dtype.itemsize
     if deflated:
         inflating = _Inflating(path, info.filename, header_bytes, row_bytes, shape, dtype)

@@ -41,8 +41,8 @@ def _shards(fmt: str) -> Writer:
 
 def _layout(layout: str, name: str, storage: str | None = None) -> Writer:
     def write(data: Dataset, folder: Path) -> Path:
-        with warnings.catch_warnings():  # Minari's columns say what they do not keep
-            warnings.filterwarnings("ignore", ".*the minari layout does not keep", UserWarning)
+        with warnings.catch_warnings():  # every layout says what it does not keep
+            warnings.filterwarnings("ignore", ".*layout does not keep", UserWarning)
             return write_layout(data, folder / name, layout, overwrite=False, format=storage)
 
     return write
