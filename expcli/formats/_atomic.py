@@ -253,8 +253,8 @@ def _atomic_path(target: Path, overwrite: bool, companions: tuple[str, ...]) -> 
     check_can_write(target)
     temps: list[Path] = []
     try:  # from the temporary's creation on: an interrupt there must remove it too
-        tmp = create_temp(target)
-        temps += [tmp] + [tmp.with_name(tmp.name + s) for s in companions]
+        tmp = create_temp(target, made=temps)
+        temps += [tmp.with_name(tmp.name + s) for s in companions]
         with output_errors(target, every=True):
             for temp, final in zip(temps[1:], finals[1:], strict=True):
                 _create(temp, final)
@@ -277,10 +277,12 @@ def _atomic_path(target: Path, overwrite: bool, companions: tuple[str, ...]) -> 
     fsync_dir(target.parent)
 
 
-def create_temp(target: Path, *, folder: bool = False) -> Path:
+def create_temp(target: Path, *, folder: bool = False, made: list[Path] | None = None) -> Path:
     """Create the temporary file (or folder) of ``target`` beside it, with its final permissions.
 
-    Temporary files that dead writers left behind are removed first.
+    Temporary files that dead writers left behind are removed first. The new one is added
+    to ``made`` before this returns, so that a caller's clean-up finds it even when an
+    interrupt lands between this call's return and the caller's next line.
 
     Raises:
         OutputError: The folder is missing, read-only, full or not writable.
@@ -294,6 +296,8 @@ def create_temp(target: Path, *, folder: bool = False) -> Path:
                 os.chmod(tmp, 0o777 & ~_umask())
             else:
                 _create(tmp, target)
+            if made is not None:
+                made.append(tmp)
         except FileExistsError:
             continue
         except OSError as e:

@@ -395,8 +395,9 @@ def write(
         raise OutputError(
             "exists and is not a sharded dataset folder; refusing to replace it", path=path
         )
-    tmp = create_temp(path, folder=True)
+    made: list[Path] = []
     try:
+        tmp = create_temp(path, folder=True, made=made)
         with commit_check_deferred() as check:  # ``convert --verify``: the whole folder
             writer = ShardWriter(tmp, manifest, dataset.state, frames)
             metadata = user_metadata(manifest.header)
@@ -410,7 +411,8 @@ def write(
             check(tmp)
         _replace_folder(tmp, path)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for tmp in made:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

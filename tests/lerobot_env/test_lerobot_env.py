@@ -1,9 +1,8 @@
 """LeRobot itself loads what expcli writes, and expcli reads what LeRobot's writer makes.
 
-Runs ``lerobot_side.py`` in ``.venv-lerobot`` (``make lerobot-env``: LeRobot 0.4.4 pins an
-older torch and ``datasets<5``, so it has its own environment); skipped, saying how to build
-it (or why ``make test`` could not), when that environment is not built. About 10 s once
-built.
+Runs ``lerobot_side.py`` in ``.venv-lerobot`` (``make lerobot-env``: LeRobot 0.4.4 needs
+``datasets<5``, so it has its own environment); skipped, saying how to build it (or why
+``make test`` could not), when that environment is not built.
 """
 
 from __future__ import annotations

@@ -49,15 +49,17 @@ def atomic_folder(
     check_writable(target, overwrite=overwrite)
     _check_replaceable(target, replaceable)
     parent = target.parent
-    tmp = create_temp(target, folder=True)
+    made: list[Path] = []
     try:
+        tmp = create_temp(target, folder=True, made=made)
         with output_errors(target):
             yield tmp
         with output_errors(target, every=True):
             fsync_tree(tmp)
             _swap(tmp, target, overwrite, replaceable)
     except BaseException as e:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for tmp in made:
+            shutil.rmtree(tmp, ignore_errors=True)
         fresh = recount_free(e, target)
         if fresh is e:
             raise
