@@ -34,7 +34,8 @@ demo: $(VENV)/.core
 	$(BIN)/expcli inspect runs/cartpole.h5
 
 # A worker per core (at most 4), each running whole test files (module fixtures, such as a
-# Ray cluster, are set up once).
+# Ray cluster, are set up once), handed out with the files of slow tests first
+# (tests/conftest.py), so that no worker is left running a long file alone at the end.
 # LeRobot's environment is built first when it can be (tests/lerobot_env runs its check
 # there); when it cannot, the build's output is kept in .venv-lerobot.log and the check is
 # skipped with its last line as the reason.
@@ -42,7 +43,7 @@ test: $(VENV)/.dev
 	@$(MAKE) --no-print-directory lerobot-env > $(LEROBOT_VENV).log 2>&1 \
 		|| echo "make test: LeRobot's environment could not be built (see $(LEROBOT_VENV).log)"
 	@$(MAKE) --no-print-directory browser
-	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadfile
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/memory.py

@@ -55,6 +55,7 @@ def test_the_pages_skip_only_what_cannot_run_here() -> None:
     assert problems == []
 
 
+@pytest.mark.slow
 def test_every_docs_block_runs_in_nav_order(tmp_path: Path) -> None:
     """Shell and Python blocks of every page, in nav order, in one fresh clone's folder."""
     if os.environ.get(NESTED):

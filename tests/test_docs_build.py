@@ -20,6 +20,7 @@ from tests.markdown_blocks import ROOT
 DEAD_PROXY = "http://127.0.0.1:9"  # the discard port: nothing listens
 
 
+@pytest.mark.slow
 def test_the_site_builds_strictly_offline(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs")
     pytest.importorskip("material")

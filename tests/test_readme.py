@@ -49,6 +49,7 @@ def test_the_readme_fits_on_a_screen_and_names_every_extra() -> None:
     assert sorted(set(extras) - listed) == []
 
 
+@pytest.mark.slow
 def test_every_readme_block_runs_in_order(tmp_path: Path) -> None:
     """Shell and Python blocks, in README order, in a folder a fresh clone would give."""
     if os.environ.get(NESTED):

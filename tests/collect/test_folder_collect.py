@@ -40,6 +40,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> expcli.Dataset:
     return expcli.load(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("seed", "shard_format"), [(1, "npz"), (2, "npz"), (3, "npz"), (4, "parquet")]
 )
@@ -148,6 +149,7 @@ def collect_run(target: Path, mib: float, *args: str) -> Run:
     return run
 
 
+@pytest.mark.slow
 def test_peak_memory_of_a_folder_collect_does_not_grow_with_the_run(tmp_path: Path) -> None:
     # in memory the larger run would hold 192 MiB more; here, two shards
     assert_flat(lambda mib: collect_run(tmp_path / f"{mib:.0f}", mib))

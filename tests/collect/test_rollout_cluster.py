@@ -109,6 +109,7 @@ def _arrays(dataset: Any) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in dataset.tensors.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["ray", "ray-subproc"])
 def test_a_collect_spread_over_two_nodes_gives_the_bytes_of_dummy_mode(
     cluster: Any, tmp_path: Path, mode: str
@@ -188,6 +189,7 @@ def test_a_killed_actor_is_an_env_error_within_seconds_and_the_rows_are_saved(
     assert job.stats is not None and len(saved) == job.stats.steps
 
 
+@pytest.mark.slow
 def test_a_killed_actor_is_replaced_and_reseeded_with_restart_on_error(
     cluster: Any, tmp_path: Path
 ) -> None:

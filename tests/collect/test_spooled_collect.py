@@ -96,6 +96,7 @@ def test_a_failed_merge_keeps_the_rows_and_says_where(tmp_path: Path) -> None:
     assert (out / "mine.txt").read_text() == "keep"
 
 
+@pytest.mark.slow
 def test_peak_memory_of_a_spooled_collect_does_not_grow_with_the_run(tmp_path: Path) -> None:
     # Both runs are larger than the merge's fixed buffers (slices of 16 MB read ahead,
     # 32 MB of shards mapped), so any growth left would come from the data itself. In

@@ -147,6 +147,7 @@ def by_hand(make: Any, n: int, seed: int, actions: list[list[int]]) -> list[Any]
 # ---------------------------------------------------------------------- tests
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", RAY_MODES)
 @pytest.mark.parametrize(
     "make", [functools.partial(gym.make, "CartPole-v1"), DictEnv], ids=["cartpole", "dict"]

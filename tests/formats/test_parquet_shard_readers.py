@@ -144,6 +144,7 @@ def test_hf_datasets_load_dataset_of_the_folder(
 
 
 # Ray Data's own context warns of its own deprecated settings as it starts
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*")
 def test_ray_data_read_parquet_of_the_folder(
     run: tuple[Path, expcli.Dataset, dict[str, Any]],

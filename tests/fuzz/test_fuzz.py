@@ -47,6 +47,7 @@ def test_the_seed_corpus_covers_every_format_and_layout_and_is_small() -> None:
     assert size < 640 * 1024  # far below a megabyte (HDF5 files alone take 25 kB each)
 
 
+@pytest.mark.slow
 def test_no_mutant_escapes_hangs_blows_up_or_crashes(tmp_path: Path) -> None:
     kept = tmp_path / "kept"
     kept.mkdir()

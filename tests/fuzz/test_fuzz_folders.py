@@ -55,6 +55,7 @@ def test_the_frames_folder_seed_stores_next_observations_once() -> None:
     assert sum(p.stat().st_size for p in FRAMES_SEED.iterdir()) < 16 * 1024
 
 
+@pytest.mark.slow
 def test_no_folder_mutant_escapes_hangs_reads_outside_or_changes_the_folder(
     tmp_path: Path,
 ) -> None:

@@ -12,6 +12,7 @@ from tests.fuzz import header_ints
 from tests.fuzz.campaign import Settings, run_campaign
 
 
+@pytest.mark.slow
 def test_every_header_integer_at_an_edge_is_read_or_refused_in_one_line() -> None:
     """Each integer of every header of every seed (437 of them) set to an edge of 64 bits.
 

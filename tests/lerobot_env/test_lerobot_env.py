@@ -70,6 +70,7 @@ def _dataset() -> Dataset:
     return Dataset(tensors, CircularState(4, 2, True), {"env_id": "Check-v0"})
 
 
+@pytest.mark.slow
 def test_lerobot_loads_what_expcli_writes(tmp_path: Path) -> None:
     dataset = _dataset()
     write_layout(dataset, tmp_path / "lr", "lerobot", overwrite=False)
@@ -97,6 +98,7 @@ def test_lerobot_loads_what_expcli_writes(tmp_path: Path) -> None:
     assert "features equal" in _lerobot("load", tmp_path / "lr", tmp_path / "expected.npz")
 
 
+@pytest.mark.slow
 def test_expcli_reads_what_lerobots_writer_makes(tmp_path: Path) -> None:
     _lerobot("create", tmp_path / "made", tmp_path / "frames.npz")
     frames = np.load(tmp_path / "frames.npz")
@@ -110,6 +112,7 @@ def test_expcli_reads_what_lerobots_writer_makes(tmp_path: Path) -> None:
     assert len(dataset.metadata["lerobot"]["unknown"]) == 2
 
 
+@pytest.mark.slow
 def test_lerobot_and_expcli_decode_the_same_video_frames(tmp_path: Path) -> None:
     """Both ways: LeRobot's frames of expcli's video folder, expcli's of LeRobot's own."""
     dataset = _dataset()

@@ -24,6 +24,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("real-envs")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("check", CHECKS, ids=[check.name for check in CHECKS])
 def test_real_env(check: Check, folder: Path) -> None:
     require(check.needs)
