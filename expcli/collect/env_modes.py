@@ -6,9 +6,9 @@ Each engine's builder and what ``auto`` may try are rows of the engine table (``
 (``gym.make_vec(..., vectorization_mode="vector_entry_point")``, e.g. CartPole);
 ``envpool`` is EnvPool's C++ implementation (the ``envpool`` extra); the other modes are
 ``ParallelEnv``'s. ``auto`` builds each candidate, steps it briefly with random actions,
-closes it, and names the fastest; a run shorter than a probe stops probing at the first
-candidate that would finish it sooner (``SHORT_RUN``). It never changes the data: every ``ParallelEnv`` mode
-gives the same bytes for the same seed, and ``vector`` and ``envpool`` (other
+closes it, and names the fastest; for a run shorter than a probe it stops at the first
+candidate that would finish it sooner (``SHORT_RUN``). It never changes the data: every
+``ParallelEnv`` mode gives the same bytes for the same seed, and ``vector`` and ``envpool`` (other
 implementations, with their own generators) are candidates only without a seed and where
 they are the env ``gym.make`` builds (``vector_checks``; ``envpool_envs.gym_equivalent``).
 """
@@ -192,9 +192,7 @@ def choose_mode(
     return CollectMode(best.mode), [*probes, *skipped]
 
 
-def _timed(
-    mode: str, envs: Envs, differences: list[str], own: bool, steps: int | None
-) -> Probe:
+def _timed(mode: str, envs: Envs, differences: list[str], own: bool, steps: int | None) -> Probe:
     """The built candidate, timed; an own implementation is skipped when it differs or fails."""
     if differences:
         return Probe(mode, math.nan, differ(differences))
