@@ -1,5 +1,6 @@
 """Commands that do not need torch do not import it (issue 42): a collect to a file or folder
-with the random policy, convert, inspect and the editing verbs, in a fresh interpreter."""
+with the random policy, convert, inspect, the editing verbs and sample (every sampler, from
+every torch-free source), in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -23,13 +24,13 @@ CHILD = textwrap.dedent(
         except SystemExit as end:
             if end.code:
                 raise SystemExit(f"expcli {' '.join(args)} exited {end.code}")
-        seen[args[0] + " " + args[-1]] = "torch" in sys.modules
+        seen[" ".join(args)] = "torch" in sys.modules
     print(json.dumps(seen))
     """
 )
 
 
-def test_collect_convert_inspect_and_the_editing_verbs_never_import_torch(tmp_path: Path) -> None:
+def test_collect_convert_inspect_edit_and_sample_never_import_torch(tmp_path: Path) -> None:
     run, folder = str(tmp_path / "run.npz"), str(tmp_path / "folder")
     commands = [
         ["collect", "CartPole-v1", "--steps", "100", "--mode", "dummy", "-q", "-o", run],
@@ -53,6 +54,13 @@ def test_collect_convert_inspect_and_the_editing_verbs_never_import_torch(tmp_pa
         ["merge", run, folder, "-o", str(tmp_path / "merged.parquet")],
         ["split", run, "-o", str(tmp_path / "a.npz"), "-o", str(tmp_path / "b.npz")],
         ["filter", run, "--top", "3", "-o", str(tmp_path / "top.npz")],
+    ]
+    sources = [run, folder, str(tmp_path / "run.h5"), str(tmp_path / "merged.parquet")]
+    samplers = [["random"], ["prioritized"], ["slice", "--slice-len", "4"]]
+    commands += [
+        ["sample", source, "-b", "16", "--seed", "0", "--sampler", *sampler, *shown]
+        for source in sources
+        for sampler, shown in zip(samplers * 2, [[], ["--json"]] * 3, strict=False)
     ]
     child = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(commands)],

@@ -21,6 +21,7 @@ from rich.markup import escape
 
 from expcli.cli._console import ProgressLog, bar_columns, err_console, out_console
 from expcli.collect.engines import ENGINES, CollectMode
+from expcli.collect.env_modes import SHORT_RUN
 
 if TYPE_CHECKING:
     from expcli.collect import CollectStats, Progress
@@ -117,16 +118,20 @@ class CollectView:
         s = job.settings
         how = ""
         timed = [p for p in job.probes if p.skipped is None]
+        untried = [p.mode for p in job.probes if p.skipped == SHORT_RUN]
         if len(timed) > 1:
             tried = ", ".join(f"{p.mode} {_rate(p.steps_per_second)}" for p in timed)
             how = f" (auto: fastest of {tried} steps/s)"
+        elif untried:
+            rate = _rate(timed[0].steps_per_second)
+            how = f" (auto: {rate} steps/s; the run is too short to try {', '.join(untried)})"
         elif s.mode is CollectMode.AUTO:
             how = " (auto: the only candidate)"
         # The path on a line of its own: a long one does not break the sentence mid-path.
         self._say(f"collecting {escape(s.env_id)} x {s.envs} in [bold]{job.mode}[/bold] mode{how}")
         self._say(f"  into {escape(str(job.output))}")
         for p in job.probes:
-            if p.skipped is not None:
+            if p.skipped is not None and p.skipped != SHORT_RUN:
                 self._say(f"auto: skipped {p.mode}: {escape(p.skipped)}")
         if job.mode_differences:
             self.err.print(

@@ -21,6 +21,8 @@ from typing import Any
 from typer import _click
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
+from expcli.cli._quick_values import quicken
+
 __all__ = [
     "PlainHelpCommand",
     "PlainHelpGroup",
@@ -252,10 +254,13 @@ def _plain(params: list[_click.Parameter]) -> list[_click.Parameter]:
 
 
 class PlainHelpCommand(TyperCommand):
-    """A Typer command whose help shows no type metavars (see the module)."""
+    """A Typer command whose help shows no type metavars (see the module).
+
+    Its parameters coerce plain values without pydantic (``_quick_values``).
+    """
 
     def get_params(self, ctx: _click.Context) -> list[_click.Parameter]:
-        return _plain(super().get_params(ctx))
+        return quicken(_plain(super().get_params(ctx)))
 
     def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         _fill([self])
@@ -276,10 +281,10 @@ def _pair_negations(params: list[_click.Parameter]) -> None:
 
 
 class PlainHelpGroup(TyperGroup):
-    """A Typer group whose help shows no type metavars (see the module)."""
+    """A Typer group whose help shows no type metavars (see the module), as the command."""
 
     def get_params(self, ctx: _click.Context) -> list[_click.Parameter]:
-        return _plain(super().get_params(ctx))
+        return quicken(_plain(super().get_params(ctx)))
 
     def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         _fill([self, *self.commands.values()])

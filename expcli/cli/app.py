@@ -2,13 +2,80 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import Annotated
+from collections.abc import Iterator, MutableMapping
+from typing import Annotated, Any
 
 import typer
+from typer import _click
+from typer.main import get_command_from_info
 
 from expcli._version import __version__
 from expcli.cli._help import PlainHelpCommand, PlainHelpGroup
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "collect": ("collect_cmd", "collect_cmd"),
+    "convert": ("convert_cmd", "convert_cmd"),
+    "envs": ("envs_cmd", "envs_cmd"),
+    "inspect": ("inspect_cmd", "inspect_cmd"),
+    "sample": ("sample_cmd", "sample_cmd"),
+    "merge": ("shape_cmds", "merge_cmd"),
+    "split": ("shape_cmds", "split_cmd"),
+    "filter": ("shape_cmds", "filter_cmd"),
+}
+"""The commands, in the order help lists them: name -> (module of ``expcli.cli``, function)."""
+
+
+class _LazyCommands(MutableMapping[str, _click.Command]):
+    """The group's commands, each imported and built by Typer when first looked up.
+
+    A run imports only its own command's module (``expcli collect`` never loads what
+    ``inspect`` or ``sample`` need) and Typer builds only that command's parameters;
+    ``--help`` looks up every command, so its page is what registering them all gives.
+    """
+
+    def __init__(self, markup: Any) -> None:
+        self._markup = markup
+        self._built: dict[str, _click.Command] = {}
+        self._added: dict[str, _click.Command] = {}  # add_command's, after the table's
+
+    def __getitem__(self, name: str) -> _click.Command:
+        command = self._added.get(name) or self._built.get(name)
+        if command is None:
+            module, function = COMMANDS[name]
+            callback = getattr(importlib.import_module(f"expcli.cli.{module}"), function)
+            scratch = typer.Typer()  # the CommandInfo that app.command(...) would register
+            scratch.command(name, cls=PlainHelpCommand)(callback)
+            [info] = scratch.registered_commands
+            command = self._built[name] = get_command_from_info(
+                info,
+                pretty_exceptions_short=app.pretty_exceptions_short,
+                rich_markup_mode=self._markup,
+            )
+        return command
+
+    def __setitem__(self, name: str, command: _click.Command) -> None:
+        self._added[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._added[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from COMMANDS
+        yield from (name for name in self._added if name not in COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS.keys() | self._added.keys())
+
+
+class _LazyGroup(PlainHelpGroup):
+    """The ``expcli`` group over ``_LazyCommands``."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = _LazyCommands(self.rich_markup_mode)
+
 
 app = typer.Typer(
     name="expcli",
@@ -16,7 +83,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     add_completion=False,
-    cls=PlainHelpGroup,
+    cls=_LazyGroup,
 )
 
 
@@ -39,27 +106,6 @@ def root(
     ] = False,
 ) -> None:
     """Collect, inspect and convert reinforcement-learning experience datasets."""
-
-
-def _register() -> None:
-    from expcli.cli.collect_cmd import collect_cmd
-    from expcli.cli.convert_cmd import convert_cmd
-    from expcli.cli.envs_cmd import envs_cmd
-    from expcli.cli.inspect_cmd import inspect_cmd
-    from expcli.cli.sample_cmd import sample_cmd
-    from expcli.cli.shape_cmds import filter_cmd, merge_cmd, split_cmd
-
-    app.command("collect", cls=PlainHelpCommand)(collect_cmd)
-    app.command("convert", cls=PlainHelpCommand)(convert_cmd)
-    app.command("envs", cls=PlainHelpCommand)(envs_cmd)
-    app.command("inspect", cls=PlainHelpCommand)(inspect_cmd)
-    app.command("sample", cls=PlainHelpCommand)(sample_cmd)
-    app.command("merge", cls=PlainHelpCommand)(merge_cmd)
-    app.command("split", cls=PlainHelpCommand)(split_cmd)
-    app.command("filter", cls=PlainHelpCommand)(filter_cmd)
-
-
-_register()
 
 
 def main() -> None:

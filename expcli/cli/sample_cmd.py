@@ -1,4 +1,9 @@
-"""``expcli sample``: print one batch as a trainer would receive it from a ReplayBuffer."""
+"""``expcli sample``: print one batch as a trainer would receive it from a ReplayBuffer.
+
+The batch is drawn as ``ReplayBuffer.sample`` draws it, as numpy arrays
+(``ReplayBuffer.sample_arrays``): the command never imports torch, unless the file is a
+``.pt`` (which only torch reads).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import enum
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,6 +20,9 @@ from expcli.cli._errors import reports_errors
 from expcli.cli._read_options import NumEnvs, warn_unrecorded_envs
 from expcli.errors import ConfigError, printable
 from expcli.host_memory import check_fits
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAX_ROW_VALUES = 64
 """Rows of more values than this (images) are summarised (min, max, mean), not printed."""
@@ -70,7 +78,7 @@ def sample_cmd(
     storage = DatasetStorage.open(file, num_envs=num_envs)  # rows are read as drawn
     buffer = ReplayBuffer(storage, sampler=chosen, seed=seed)
     _check_batch_fits(buffer, size)
-    batch, info = buffer.sample(size, return_info=True)
+    batch, info = buffer.sample_arrays(size)
     if size != batch_size:
         assert slice_len is not None
         err_console().print(
@@ -101,7 +109,7 @@ def _report(
     sampler: str,
     seed: int | None,
     held: int,
-    batch: Any,
+    batch: dict[str, np.ndarray],
     info: dict[str, Any],
     rows: int,
 ) -> dict[str, Any]:
@@ -121,20 +129,21 @@ def _report(
     return report
 
 
-def _tensor_report(tensor: Any, rows: int) -> dict[str, Any]:
+def _tensor_report(tensor: np.ndarray, rows: int) -> dict[str, Any]:
     """A tensor's dtype, shape and first rows, for printing.
 
     For rows of many values (images), the batch's min, max and mean instead of the rows.
+    The dtype is named as numpy and torch both name it (``float32``, ``bool``, ``uint8``).
     """
     out: dict[str, Any] = {
-        "dtype": str(tensor.dtype).removeprefix("torch."),
+        "dtype": str(tensor.dtype),
         "shape": list(tensor.shape),
     }
     per_row = math.prod(tensor.shape[1:])
     if per_row <= MAX_ROW_VALUES:
         out["first"] = _plain(tensor[:rows].tolist())
         return out
-    values = tensor.numpy().astype("float64")  # a batch (never empty): a small copy
+    values = tensor.astype("float64")  # a batch (never empty): a small copy
     out["summary"] = {
         "values_per_row": per_row,
         "min": _plain(float(values.min())),
@@ -153,7 +162,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _print(report: dict[str, Any], batch: Any, rows: int) -> None:
+def _print(report: dict[str, Any], batch: dict[str, np.ndarray], rows: int) -> None:
     import numpy as np
     from rich.markup import escape
     from rich.table import Table
@@ -175,7 +184,7 @@ def _print(report: dict[str, Any], batch: Any, rows: int) -> None:
                 f"{k} {float(summary[k]):.4g}" for k in ("min", "max", "mean")
             )
         else:
-            head = batch[name][:rows].numpy()
+            head = batch[name][:rows]
             first = "\n".join(
                 np.array2string(row, precision=4, separator=", ", max_line_width=60) for row in head
             )

@@ -6,8 +6,9 @@ Each engine's builder and what ``auto`` may try are rows of the engine table (``
 (``gym.make_vec(..., vectorization_mode="vector_entry_point")``, e.g. CartPole);
 ``envpool`` is EnvPool's C++ implementation (the ``envpool`` extra); the other modes are
 ``ParallelEnv``'s. ``auto`` builds each candidate, steps it briefly with random actions,
-closes it, and names the fastest. It never changes the data: every ``ParallelEnv`` mode
-gives the same bytes for the same seed, and ``vector`` and ``envpool`` (other
+closes it, and names the fastest; for a run shorter than a probe it stops at the first
+candidate that would finish it sooner (``SHORT_RUN``). It never changes the data: every
+``ParallelEnv`` mode gives the same bytes for the same seed, and ``vector`` and ``envpool`` (other
 implementations, with their own generators) are candidates only without a seed and where
 they are the env ``gym.make`` builds (``vector_checks``; ``envpool_envs.gym_equivalent``).
 """
@@ -24,9 +25,12 @@ from expcli.collect.engines import ENGINES, CollectMode
 from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, EnvError
 
-__all__ = ["Probe", "build_env", "candidate_modes", "choose_mode"]
+__all__ = ["SHORT_RUN", "Probe", "build_env", "candidate_modes", "choose_mode"]
 
 _PROBE_SECONDS = 0.3
+
+SHORT_RUN = "not tried: the run takes less time than a probe"
+"""Why ``auto`` tried no more candidates: the run is done sooner than one more probe."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,7 @@ def choose_mode(
     step_timeout: float | None = None,
     wrappers: tuple[str, ...] | list[str] = (),
     infos: bool = False,
+    steps: int | None = None,
 ) -> tuple[CollectMode, list[Probe]]:
     """The fastest mode that stores the data every mode stores, and what was tried.
 
@@ -131,6 +136,10 @@ def choose_mode(
     built or stepped is skipped too. Each candidate is built, stepped for a moment and
     closed: the caller builds the chosen mode afresh, because some envs'
     ``reset(seed)`` is not a full reset, and probed envs would change the data.
+
+    Probing never outlasts a run of ``steps`` transitions (None: no end known): a probe
+    stops after as many steps as the run, and once a probed mode would finish the run in
+    less time than a probe takes, the candidates left are not tried (``SHORT_RUN``).
 
     Returns:
         The chosen mode and one ``Probe`` per candidate (skipped ones with their reason).
@@ -170,28 +179,36 @@ def choose_mode(
             skipped.append(Probe(mode, math.nan, f"it could not be built ({e})"))
             continue
         try:
-            probe = _timed(mode, built.envs, built.differences, engine.own_implementation)
+            probe = _timed(mode, built.envs, built.differences, engine.own_implementation, steps)
         finally:
             built.envs.close()
         (skipped if probe.skipped else probes).append(probe)
+        if probes and steps is not None and i < len(runnable) - 1:
+            fastest = max(p.steps_per_second for p in probes)
+            if steps < fastest * _PROBE_SECONDS:
+                skipped += [Probe(m, math.nan, SHORT_RUN) for m in runnable[i + 1 :]]
+                break
     best = max(probes, key=lambda p: p.steps_per_second)
     return CollectMode(best.mode), [*probes, *skipped]
 
 
-def _timed(mode: str, envs: Envs, differences: list[str], own: bool) -> Probe:
+def _timed(mode: str, envs: Envs, differences: list[str], own: bool, steps: int | None) -> Probe:
     """The built candidate, timed; an own implementation is skipped when it differs or fails."""
     if differences:
         return Probe(mode, math.nan, differ(differences))
     if not own:
-        return Probe(mode, _probe(envs))
+        return Probe(mode, _probe(envs, steps))
     try:
-        return Probe(mode, _probe(envs))
+        return Probe(mode, _probe(envs, steps))
     except Exception as e:
         return Probe(mode, math.nan, f"it failed when stepped ({type(e).__name__}: {e})")
 
 
-def _probe(env: Envs) -> float:
-    """Env steps per second with random actions, over a short burst after a warm-up."""
+def _probe(env: Envs, steps: int | None) -> float:
+    """Env steps per second with random actions, over a short burst after a warm-up.
+
+    The burst lasts ``_PROBE_SECONDS``, or until it has made the run's ``steps``.
+    """
     from expcli.collect.policies import RandomPolicy
     from expcli.collect.steppers import make_stepper
 
@@ -200,10 +217,11 @@ def _probe(env: Envs) -> float:
     stepper.reset(None)
     for _ in range(5):
         stepper.step(policy())
-    steps = 0
+    limit = math.inf if steps is None else steps
+    made = 0
     start = time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < _PROBE_SECONDS:
+    while (elapsed := time.perf_counter() - start) < _PROBE_SECONDS and made < limit:
         for _ in range(10):
             stepper.step(policy())
-        steps += 10 * stepper.num_envs
-    return steps / elapsed
+        made += 10 * stepper.num_envs
+    return made / elapsed

@@ -181,6 +181,7 @@ class CollectJob:
                 step_timeout=s.step_timeout_seconds,
                 wrappers=self.wrappers,
                 infos=s.infos,
+                steps=s.steps,
             )
         engine = ENGINES[self.mode]
         from expcli.collect.rollout.rollout_job import build_fleet, rollout_applies

@@ -7,7 +7,6 @@ file (dashes or underscores); the command line wins over the file.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -166,6 +165,8 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         ConfigError: The file is missing or not TOML, or has an unknown key or a value of
             the wrong type (the message names the file and the key).
     """
+    import tomllib  # only a run with --config reads TOML
+
     path = Path(path)
     try:
         with path.open("rb") as f:

@@ -1,8 +1,9 @@
-"""Gathering a training batch once per tensor, straight into the tensors it is handed in.
+"""Gathering a training batch once per tensor, straight into the arrays it is handed in.
 
 A batch of frame stacks is where sampling spends its time: 256 four-frame stacks of Pong
 observations and next observations move 200 MB. Here each tensor is gathered once, into an
-output allocated once (pinned when asked, for ``non_blocking`` copies to a GPU):
+output allocated once (by an ``Empty`` that the caller may give: page-locked memory from
+torch, for ``non_blocking`` copies to a GPU):
 
 * frame stacks walk back from each drawn step to the frames before it in its episode
   (``frame_rows``: the first frame repeats at an episode's start), and read those frames
@@ -14,26 +15,36 @@ output allocated once (pinned when asked, for ``non_blocking`` copies to a GPU):
   output: no mapping to fault in and let go of, no copy in between; small rows are taken
   from the mapping with ``numpy.take(..., out=...)``; tensors left on disk read only the
   rows drawn (``row_gather``).
+
+The batch is numpy arrays, so sampling without torch (``expcli sample``) gathers the same
+bytes; torch is imported only to name devices and to allocate page-locked outputs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from expcli.errors import ConfigError
 from expcli.formats.row_gather import gather_flat, take_flat
 
+if TYPE_CHECKING:
+    import torch
+
 __all__ = [
+    "Empty",
     "frame_rows",
-    "gather_batch",
+    "gather_arrays",
     "gather_into",
     "is_observation",
+    "pinned_empty",
     "stack_base",
 ]
+
+Empty = Callable[[tuple[int, ...], np.dtype[Any]], np.ndarray]
+"""Allocates an output array of a shape and dtype (``numpy.empty``'s arguments)."""
 
 
 def is_observation(name: str) -> bool:
@@ -139,6 +150,8 @@ def torch_device(spec: str | torch.device) -> torch.device:
     Raises:
         ConfigError: Not a device torch knows, or a CUDA device where there is none.
     """
+    import torch
+
     try:
         device = torch.device(spec)
     except (RuntimeError, TypeError) as e:
@@ -150,30 +163,30 @@ def torch_device(spec: str | torch.device) -> torch.device:
 
 def cuda_available() -> bool:
     """Whether torch can use a CUDA device here (pinned memory needs one)."""
+    import torch
+
     return torch.cuda.is_available()
 
 
-def allocate(
-    shape: tuple[int, ...], dtype: np.dtype[Any], pin_memory: bool
-) -> tuple[torch.Tensor, np.ndarray]:
-    """An output tensor (pinned when asked and possible) and the numpy array sharing it.
+def pinned_empty(tensors: dict[int, torch.Tensor]) -> Empty:
+    """An ``Empty`` of page-locked torch tensors' arrays; ``tensors`` maps ``id(array)`` to each.
 
-    Unpinned outputs come from numpy, which asks Linux for huge pages for big arrays: a
-    batch of frames written into fresh memory then faults a page per 2 MiB, not per 4 KiB
-    (about 4x faster for a 100 MB batch here than ``torch.empty``).
+    The caller hands the batch on as those tensors (not ``torch.from_numpy`` of their
+    arrays), which torch knows to be pinned.
     """
-    if pin_memory and torch.cuda.is_available():
-        tensor = torch.empty(shape, dtype=_torch_dtype(dtype), pin_memory=True)
-        return tensor, tensor.numpy()
-    array = np.empty(shape, dtype)
-    return torch.from_numpy(array), array
+    import torch
+
+    def empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+        like = torch.from_numpy(np.empty(0, dtype)).dtype
+        tensor = torch.empty(shape, dtype=like, pin_memory=True)
+        array = tensor.numpy()
+        tensors[id(array)] = tensor
+        return array
+
+    return empty
 
 
-def _torch_dtype(dtype: np.dtype[Any]) -> torch.dtype:
-    return torch.from_numpy(np.empty(0, dtype)).dtype
-
-
-def gather_batch(
+def gather_arrays(
     arrays: Mapping[str, Any],
     names: Sequence[str],
     index: np.ndarray,
@@ -182,10 +195,15 @@ def gather_batch(
     stack_num: int = 1,
     stacked: Callable[[str], bool] = lambda name: False,
     frames: Callable[[], np.ndarray] | None = None,
-    pin_memory: bool = False,
+    empty: Empty | None = None,
     releases: Mapping[str, Callable[[], None]] | None = None,
-) -> dict[str, torch.Tensor]:
-    """The named tensors at flat ``index``, each gathered once into its own new tensor.
+) -> dict[str, np.ndarray]:
+    """The named tensors at flat ``index``, each gathered once into its own new array.
+
+    ``empty``: allocates every output (``pinned_empty``); by default numpy does, which asks
+    Linux for huge pages for big arrays: a batch of frames written into fresh memory then
+    faults a page per 2 MiB, not per 4 KiB (about 4x faster for a 100 MB batch here than
+    ``torch.empty``).
 
     ``releases``: for tensors that are mapped files, what lets go of the pages a gather
     brought in (``gather_into``).
@@ -197,36 +215,37 @@ def gather_batch(
     stacks, whose rows ``frames()`` gives (``frame_rows``), computed once per batch.
     """
     let_go = (releases or {}).get
-    result: dict[str, torch.Tensor] = {}
+    allocate: Empty = np.empty if empty is None else empty
+    result: dict[str, np.ndarray] = {}
     frame_index: np.ndarray | None = None
     stacks: dict[str, np.ndarray] = {}
-    if stack_num == 1 and not pin_memory and not releases:  # the short way, every tensor
+    if stack_num == 1 and empty is None and not releases:  # the short way, every tensor
         for name in names:
             array = arrays[name]
             if _in_place(array):
-                result[name] = torch.from_numpy(array.take(index, axis=0))
+                result[name] = array.take(index, axis=0)
             else:
-                tensor, out = allocate((*index.shape, *_feature(array)), array.dtype, False)
+                out = allocate((*index.shape, *_feature(array)), array.dtype)
                 gather_into(array, index, out, num_envs)
-                result[name] = tensor
+                result[name] = out
         return result
     order = sorted(names, key=lambda n: stack_base(n) is not None)  # bases before next_
     for name in order:
         array = arrays[name]
         plain = stack_num == 1 or not stacked(name)
-        if plain and not pin_memory and let_go(name) is None and _in_place(array):
-            result[name] = torch.from_numpy(array.take(index, axis=0))
+        if plain and empty is None and let_go(name) is None and _in_place(array):
+            result[name] = array.take(index, axis=0)
             continue
         feature = _feature(array)
         if plain:
-            tensor, out = allocate((*index.shape, *feature), array.dtype, pin_memory)
+            out = allocate((*index.shape, *feature), array.dtype)
             gather_into(array, index, out, num_envs, let_go(name))
-            result[name] = tensor
+            result[name] = out
             continue
         if frame_index is None:
             assert frames is not None
             frame_index = frames()
-        tensor, out = allocate((*index.shape, stack_num, *feature), array.dtype, pin_memory)
+        out = allocate((*index.shape, stack_num, *feature), array.dtype)
         base = stack_base(name)
         lead = (slice(None),) * index.ndim
         if base is not None and base in arrays:
@@ -246,7 +265,7 @@ def gather_batch(
         else:
             gather_into(array, frame_index, out, num_envs, let_go(name))
             stacks[name] = out
-        result[name] = tensor
+        result[name] = out
     return {name: result[name] for name in names}
 
 

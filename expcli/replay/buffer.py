@@ -5,18 +5,20 @@ dataset (``.pt`` memory-mapped). Batches are ``DictBatch`` of ``(B, *feature)`` 
 ``TemporalBatch`` of ``(slices, steps, *feature)`` tensors from a ``SliceSampler``. The
 buffer also offers tianshou's episode bookkeeping over its storage (``prev``, ``next``,
 ``episodes``, frame-stacking ``get``, ``episodes_batch``, ...).
+
+``sample_arrays`` draws the same batch as numpy arrays, without importing torch: the rows
+are gathered as numpy either way (``Storage.gather_arrays``) and become tensors at the edge.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from expcli.errors import ConfigError, InvalidTypeError, InvalidValueError
-from expcli.memory.batches import DictBatch, TemporalBatch
 from expcli.memory.episodes import EpisodeBookkeeping
 from expcli.replay.batch_gather import cuda_available, is_observation, torch_device
 from expcli.replay.prefetch import Prefetcher
@@ -30,9 +32,11 @@ from expcli.replay.storages import Storage, StorageSource, as_storage
 from expcli.replay.writers import RoundRobinWriter
 from expcli.spec import CircularState
 
+if TYPE_CHECKING:
+    from expcli.memory.batches import TemporalBatch
+
 __all__ = ["ReplayBuffer"]
 
-Batch = DictBatch | TemporalBatch
 Transform = Callable[[Any], Any]
 _Draw = tuple[Any, dict[str, Any], bool]
 
@@ -177,11 +181,54 @@ class ReplayBuffer(EpisodeBookkeeping):
         return size
 
     def _draw(self, batch_size: int) -> _Draw:
-        self._sync()
-        index, info = self.sampler.sample(self.storage, batch_size, self._rng)
+        index, info = self._draw_index(batch_size)
         batch = self._batch(index, info.get("lengths"))
         info["index"] = index
         return batch, info, self.sampler.ran_out
+
+    def _draw_index(self, batch_size: int) -> tuple[np.ndarray, dict[str, Any]]:
+        """The sampler's next indexes and info, drawn from the buffer's generator."""
+        self._sync()
+        return self.sampler.sample(self.storage, batch_size, self._rng)
+
+    def sample_arrays(
+        self, batch_size: int | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The batch ``sample`` would draw, as numpy arrays, and its info; torch is not imported.
+
+        The same indexes from the same generator (a seeded buffer draws what ``sample``
+        would draw in its place) and the same values: name to ``(B, *feature)`` arrays, or
+        ``(slices, steps, *feature)`` from a ``SliceSampler`` with the steps past a short
+        slice's ``info["lengths"]`` zeroed; frame stacks as ``stack_num`` says. What only
+        tensors have is left out: no ``transform``, no ``device``, no pinned memory.
+
+        Returns:
+            The arrays and ``info`` (``info["index"]``, and ``info["priority_weight"]`` or
+            ``info["lengths"]`` as for ``sample``).
+
+        Raises:
+            ConfigError, SchemaError: As ``sample``.
+        """
+        size = self._batch_size(batch_size)
+        if self._prefetcher is not None:
+            self._prefetcher.settle()
+        index, info = self._draw_index(size)
+        names = self.names if self.names is not None else self.storage.names()
+        stack_here = self.stack_num > 1 and not self.storage.can_stack
+        arrays = self.storage.gather_arrays(
+            names, index, stack_num=1 if stack_here else self.stack_num
+        )
+        if stack_here:
+            for name in arrays:
+                if is_observation(name):
+                    arrays[name] = self.get(index, name, self.stack_num)
+        lengths = info.get("lengths")
+        if lengths is not None:
+            padding = np.arange(index.shape[1])[None, :] >= lengths[:, None]
+            for array in arrays.values():
+                array[padding] = 0
+        info["index"] = index
+        return arrays, info
 
     def batch(self, index: npt.ArrayLike, lengths: np.ndarray | None = None) -> Any:
         """The batch at flat ``index``, made as ``sample`` makes it (names, stacks, transform).
@@ -220,6 +267,8 @@ class ReplayBuffer(EpisodeBookkeeping):
                 name: tensor.to(self.device, non_blocking=self._pin)
                 for name, tensor in tensors.items()
             }
+        from expcli.memory.batches import DictBatch
+
         batch: Any
         if index.ndim == 1:
             batch = DictBatch.of(tensors)
@@ -320,9 +369,12 @@ class ReplayBuffer(EpisodeBookkeeping):
 
 def _temporal(tensors: dict[str, Any], lengths: np.ndarray | None) -> TemporalBatch:
     """Slices as a ``TemporalBatch``; steps past a short slice's length are zeroed."""
+    import torch
+
+    from expcli.memory.batches import TemporalBatch
+
     if lengths is None:
         return TemporalBatch(tensors)
-    import torch
 
     lengths_t = torch.from_numpy(lengths)
     batch = TemporalBatch(tensors, lengths_t)

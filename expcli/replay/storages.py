@@ -2,8 +2,10 @@
 
 Both are seen through the same small interface: tensors shaped ``(T, N, *feature)`` (numpy
 arrays, or for a dataset left on disk anything that reads rows with ``take``),
-the circular state, a ``revision`` that changes whenever the data changes, and ``gather``,
-which reads flat indexes (``t * num_envs + env``) of any shape into torch tensors.
+the circular state, a ``revision`` that changes whenever the data changes, and
+``gather_arrays``, which reads flat indexes (``t * num_envs + env``) of any shape into numpy
+arrays; ``gather`` hands those on as torch tensors (the edge where torch comes in: sampling
+for ``expcli sample`` stops before it and never imports torch).
 """
 
 from __future__ import annotations
@@ -15,10 +17,9 @@ import os
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from expcli.errors import ConfigError, InvalidTypeError, SchemaError
 from expcli.formats.block_cache import DEFAULT_CACHE_BYTES, BlockCache, CacheStats
@@ -27,9 +28,19 @@ from expcli.formats.table import format_row
 from expcli.host_memory import available_bytes
 from expcli.memory import Memory
 from expcli.memory.episodes import DONE_NAMES, TensorSource, resident
-from expcli.replay.batch_gather import frame_rows, gather_batch, is_observation
+from expcli.replay.batch_gather import (
+    Empty,
+    cuda_available,
+    frame_rows,
+    gather_arrays,
+    is_observation,
+    pinned_empty,
+)
 from expcli.replay.packed_rows import PackedRows, packable
 from expcli.spec import CircularState
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["DatasetStorage", "MemoryStorage", "Storage", "StorageSource", "as_storage"]
 
@@ -96,8 +107,37 @@ class Storage:
     ) -> dict[str, torch.Tensor]:
         """The named tensors at flat ``index`` (any shape), as ``(*index.shape, *feature)``.
 
-        Each tensor is gathered once, straight into a new tensor (pinned with
-        ``pin_memory`` where CUDA is there to use it). With ``stack_num`` above 1,
+        ``gather_arrays``' arrays as torch tensors, sharing their memory; with
+        ``pin_memory`` (where CUDA is there to use it) gathered straight into page-locked
+        tensors.
+
+        Raises:
+            SchemaError: A name is not a tensor of the storage.
+        """
+        import torch
+
+        if not (pin_memory and cuda_available()):
+            arrays = self.gather_arrays(names, index, stack_num=stack_num)
+            return {name: torch.from_numpy(array) for name, array in arrays.items()}
+        pinned: dict[int, torch.Tensor] = {}
+        arrays = self.gather_arrays(names, index, stack_num=stack_num, empty=pinned_empty(pinned))
+        return {
+            name: pinned[id(array)] if id(array) in pinned else torch.from_numpy(array)
+            for name, array in arrays.items()
+        }
+
+    def gather_arrays(
+        self,
+        names: Sequence[str],
+        index: np.ndarray,
+        *,
+        stack_num: int = 1,
+        empty: Empty | None = None,
+    ) -> dict[str, np.ndarray]:
+        """The named tensors at flat ``index`` (any shape), as ``(*index.shape, *feature)`` arrays.
+
+        Each tensor is gathered once, straight into a new array (allocated by ``empty``
+        when given: ``batch_gather.pinned_empty``). With ``stack_num`` above 1,
         observations (``observations``, ``next_observations`` and their leaves) come as
         frame stacks ``(*index.shape, stack_num, *feature)``, as ``ReplayBuffer.get``
         stacks them. Numpy arrays (memory maps too) are indexed in place; tensors left
@@ -113,7 +153,7 @@ class Storage:
         index = np.asarray(index, dtype=np.int64)
         if stack_num > 1 and index.size and (index.min() < 0 or index.max() >= self.capacity):
             raise IndexError(f"transition index out of range for {self.capacity} transitions")
-        return gather_batch(
+        return gather_arrays(
             flat,
             names,
             index,
@@ -121,7 +161,7 @@ class Storage:
             stack_num=stack_num,
             stacked=is_observation,
             frames=lambda: self._frames(flat, index, stack_num),
-            pin_memory=pin_memory,
+            empty=empty,
             releases=self._page_releases(),
         )
 
@@ -242,13 +282,15 @@ class MemoryStorage(Storage):
         The memory's small CPU tensors (``Memory.packed``) come from one gather of their
         records, as views of them (strided tensors), unless frames are stacked or pinned.
         """
+        import torch
+
+        if self._view_key()[2]:
+            return super().gather(names, index, stack_num=stack_num, pin_memory=pin_memory)
         packed = self.memory.packed
         if packed is not None and stack_num == 1 and not pin_memory:
             if packed.names.issuperset(names):
                 records = packed.records(index)
                 return {name: torch.from_numpy(records[name]) for name in names}
-        if self._view_key()[2]:
-            return super().gather(names, index, stack_num=stack_num, pin_memory=pin_memory)
         missing = [name for name in names if name not in self.memory.tensors]
         if missing:
             raise SchemaError("no such tensor in the memory", key=missing[0])
@@ -258,6 +300,30 @@ class MemoryStorage(Storage):
             for name, value in zip(names, values, strict=True)
             if value is not None
         }
+
+    def gather_arrays(
+        self,
+        names: Sequence[str],
+        index: np.ndarray,
+        *,
+        stack_num: int = 1,
+        empty: Empty | None = None,
+    ) -> dict[str, np.ndarray]:
+        """See ``Storage.gather_arrays``; tensors on a GPU are gathered there, then copied here.
+
+        The memory's small CPU tensors (``Memory.packed``) come from one gather of their
+        records, as views of them (strided arrays), unless frames are stacked or ``empty``
+        is given.
+        """
+        packed = self.memory.packed
+        if packed is not None and stack_num == 1 and empty is None:
+            if packed.names.issuperset(names):
+                records = packed.records(index)
+                return {name: records[name] for name in names}
+        if self._view_key()[2]:
+            return super().gather_arrays(names, index, stack_num=stack_num, empty=empty)
+        tensors = self.gather(names, index, stack_num=stack_num)
+        return {name: tensor.cpu().numpy() for name, tensor in tensors.items()}
 
     def _view_key(self) -> tuple[int, int, bool]:
         """Epoch, tensor count, and whether every tensor is a CPU tensor numpy can view."""
@@ -333,38 +399,39 @@ class DatasetStorage(Storage):
     def _page_releases(self) -> Mapping[str, Callable[[], None]]:
         return self._let_go
 
-    def gather(
+    def gather_arrays(
         self,
         names: Sequence[str],
         index: np.ndarray,
         *,
         stack_num: int = 1,
-        pin_memory: bool = False,
-    ) -> dict[str, torch.Tensor]:
-        """See ``Storage.gather``; small tensors come from records packed in memory.
+        empty: Empty | None = None,
+    ) -> dict[str, np.ndarray]:
+        """See ``Storage.gather_arrays``; small tensors come from records packed in memory.
 
         Tensors with small rows (``packed_rows``) are packed one record per transition on
-        first use and gathered together, as views of the records drawn (strided tensors).
+        first use and gathered together, as views of the records drawn (strided arrays),
+        unless ``empty`` is given.
         The pages others took from a mapping are let go of once the batch is gathered
         (``MADV_DONTNEED``: they stay in the page cache, not in this process): the kernel
         maps whole page-cache folios per row touched, so without this a sampler's RSS
         would grow towards the file's size.
         """
-        packed = None if pin_memory else self._packed if not self._pack else self._packed_rows()
+        packed = None if empty is not None else self._packed_rows() if self._pack else self._packed
         if packed is not None and stack_num == 1 and packed.names.issuperset(names):
             records = packed.records(index)  # the common case, straight through
-            return {name: torch.from_numpy(records[name]) for name in names}
+            return {name: records[name] for name in names}
         if packed is None:
-            rest, batch = list(names), dict[str, torch.Tensor]()
+            rest, batch = list(names), dict[str, np.ndarray]()
         else:
             index = np.asarray(index, dtype=np.int64)
             stacked = stack_num > 1
             mine = [n for n in names if n in packed.names and not (stacked and is_observation(n))]
             rest = [n for n in names if n not in mine]
-            batch = {n: torch.from_numpy(a) for n, a in packed.gather(index, mine).items()}
+            batch = packed.gather(index, mine)
         if rest:
             try:
-                batch |= super().gather(rest, index, stack_num=stack_num, pin_memory=pin_memory)
+                batch |= super().gather_arrays(rest, index, stack_num=stack_num, empty=empty)
             finally:
                 if stack_num > 1:
                     self._release(DONE_NAMES)  # frame stacks read the episode flags

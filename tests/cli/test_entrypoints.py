@@ -77,3 +77,20 @@ def test_library_packages_import_only_what_they_own() -> None:
     )  # the mode enums come without gymnasium (the CLI types with them)
     assert "gymnasium" in loaded
     assert not loaded & {"torch", "ray", "h5py"}, loaded & {"torch", "ray", "h5py"}
+
+
+def test_a_command_imports_its_own_module_and_no_other_command() -> None:
+    """Commands are built when looked up: ``expcli inspect`` loads no other command's module."""
+    from expcli.cli.app import COMMANDS
+
+    code = (
+        "import json, sys\n"
+        "from expcli.cli import main\n"
+        "sys.argv = ['expcli', 'inspect', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(out.stdout.splitlines()[-1]))
+    modules = {f"expcli.cli.{module}" for module, _ in COMMANDS.values()}
+    assert loaded & modules == {"expcli.cli.inspect_cmd"}

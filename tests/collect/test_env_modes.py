@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -143,3 +144,17 @@ def test_cartpole_auto_picks_vector_only_without_a_seed(tmp_path: Path, seed: st
     assert result.exit_code == 0, result.stderr
     probes = {p["mode"]: p for p in load(out).metadata["collector"]["probes"]}
     assert (probes["vector"]["skipped"] is None) is (seed is None)
+
+
+def test_auto_probes_no_longer_than_a_short_run_takes() -> None:
+    """A run shorter than a probe takes the first candidate that would finish it sooner."""
+    from expcli.collect.env_modes import SHORT_RUN
+
+    start = time.perf_counter()
+    mode, probes = choose_mode("CartPole-v1", 1, "restart", {}, steps=50)
+    assert mode == "vector"
+    assert [(p.mode, p.skipped) for p in probes] == [("vector", None), ("dummy", SHORT_RUN)]
+    assert probes[0].steps_per_second > 0
+    assert time.perf_counter() - start < 0.3  # no 0.3 s burst: 50 steps, then done
+    _, probes = choose_mode("CartPole-v1", 1, "restart", {}, steps=10**9)  # a long run tries both
+    assert [p.mode for p in probes if p.skipped is None] == ["vector", "dummy"]

@@ -205,3 +205,37 @@ def test_big_rows_of_a_folder_are_copied_into_place(tmp_path: Path) -> None:
     got = DatasetStorage.open(folder).gather(names, index, stack_num=3)
     for name in names:
         assert torch.equal(got[name], expected[name]), name
+
+
+def test_a_pinned_batch_is_the_tensors_its_outputs_were_allocated_as(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gather(pin_memory=True)`` hands on the allocator's own tensors, not copies or views.
+
+    Without CUDA here, the allocator's tensors are plain ones: what is checked is that the
+    batch is made of them (torch knows those to be pinned) and holds the unpinned values.
+    """
+    from expcli.replay import storages
+
+    made: list[torch.Tensor] = []
+
+    def plain_empty(tensors: dict[int, torch.Tensor]) -> object:
+        def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+            tensor = torch.from_numpy(np.empty(shape, dtype))
+            array = tensor.numpy()
+            tensors[id(array)] = tensor
+            made.append(tensor)
+            return array
+
+        return empty
+
+    monkeypatch.setattr(storages, "cuda_available", lambda: True)
+    monkeypatch.setattr(storages, "pinned_empty", plain_empty)
+    storage = DatasetStorage.open(frames_file(tmp_path))
+    index = np.array([[0, 5, 9], [3, 3, 7]])
+    names = storage.names()
+    pinned = storage.gather(names, index, stack_num=2, pin_memory=True)
+    plain = storage.gather(names, index, stack_num=2)
+    assert made and all(any(t is m for m in made) for t in pinned.values())
+    for name in names:
+        assert torch.equal(pinned[name], plain[name]), name
