@@ -77,6 +77,7 @@ def collector(
 ) -> tuple[Callable[[int], int], Callable[[], None], str]:
     """Collect into a fresh memory each repeat with expcli's Collector in ``mode``."""
     from expcli.collect import Collector
+    from expcli.collect.collector import create_tensors
     from expcli.collect.env_modes import build_env, choose_mode
     from expcli.memory import RandomMemory
 
@@ -91,7 +92,9 @@ def collector(
             c = holder["collector"] = Collector(env, memory, seed=0)
         else:  # the same envs, a new memory
             c.memory = memory
-            c._create_tensors()
+            create_tensors(
+                memory, c.stepper.observation_space, c.stepper.action_space, c.rewards_note
+            )
         return c.collect(steps=steps).steps
 
     return run, env.close, picked
