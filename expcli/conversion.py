@@ -24,7 +24,7 @@ from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import LAYOUTS, Layout
 from expcli.formats.lazy import LazyRows
 from expcli.formats.registry import frames_form, output_format
-from expcli.formats.table import format_row, stream_formats, suffix_help
+from expcli.formats.table import format_named, stream_formats, suffix_help
 from expcli.spec import COMPRESSIONS, FramesForm
 
 __all__ = [
@@ -217,8 +217,8 @@ def convert_to_stream(
         ConfigError: ``to`` is not one of ``table.stream_formats()``.
         FormatError, SchemaError: The source cannot be read.
     """
-    row = format_row(to)
-    if row is None or row.name != to or row.streaming is None:
+    row = format_named(to)
+    if row is None or row.name != to or not row.streams:
         raise ConfigError(
             f"{to} cannot be written to a stream (it is written out of order); "
             f"name a file, or stream one of {', '.join(stream_formats())}"
@@ -228,7 +228,7 @@ def convert_to_stream(
     dataset, _, close = _open_source(Path(src), num_envs)
     try:
         dataset.validate(src)
-        row.streaming.write(dataset, counted, src)
+        row.write_stream(dataset, counted, src)
         out.flush()
     finally:
         close()

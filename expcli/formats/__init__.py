@@ -1,6 +1,6 @@
 """Dataset files: read and write every format of the table through one interchange type.
 
-The formats and layouts, one row each, are ``formats.table``'s (pt, npz, csv, HDF5, sharded
+The formats and layouts, one object each, are ``formats.table``'s (pt, npz, csv, HDF5, sharded
 folders, and any registered with ``table.register_format``).
 
 ``read_dataset`` tells a file's format by its bytes (then its suffix), ``write_dataset`` by

@@ -37,7 +37,7 @@ from expcli.formats.layouts.kinds import Layout
 from expcli.formats.lazy import row_chunks
 from expcli.formats.output_lock import OutputLock
 from expcli.formats.registry import open_lazy, output_files, write_dataset
-from expcli.formats.table import format_row, layout_row
+from expcli.formats.table import format_named, layout_named
 from expcli.spec import FramesForm
 
 __all__ = [
@@ -64,8 +64,8 @@ def check_target(target: Path, fmt: str, layout: Layout, overwrite: bool) -> Non
         pass
     for path in output_files(target, fmt) if layout is Layout.EXPCLI else (target,):
         check_writable(path, overwrite=overwrite)
-    row = format_row(fmt)
-    kept = layout is not Layout.EXPCLI and fmt in layout_row(layout).storages  # Minari parquet
+    row = format_named(fmt)
+    kept = layout is not Layout.EXPCLI and fmt in layout_named(layout).storages  # Minari parquet
     check_can_write(target, folder=row is None or row.folder or kept)  # None: a folder layout
 
 
@@ -119,7 +119,7 @@ def _write_checked(
 ) -> None:
     with output_errors(target, every=True):
         target.parent.mkdir(parents=True, exist_ok=True)
-    row = format_row(shard_format or fmt)  # Parquet shards: sized as Parquet
+    row = format_named(shard_format or fmt)  # Parquet shards: sized as Parquet
     needed = None
     if layout is Layout.EXPCLI and row is not None:  # a foreign layout's size is not told
         needed = estimate_size(dataset.tensors, row, compression)

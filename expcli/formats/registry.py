@@ -12,32 +12,33 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING
 
 from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundError
 from expcli.formats._guards import check_source
 from expcli.formats._manifest import has_manifest, is_folder_target
 from expcli.formats._sniffing import SNIFF_BYTES, looks_like_text
+from expcli.formats.builtin.sharded_folder import ShardedFolder
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts.kinds import Layout
-from expcli.formats.rows import FormatRow
+from expcli.formats.rows import FileLayout, Format
 from expcli.formats.table import (
     MINARI_FOLDER,
     SHARDED_FOLDER,
     compressing_formats,
     file_formats,
     format_from_suffix,
-    format_row,
-    format_rows,
-    layout_row,
-    layout_rows,
+    format_named,
+    formats_in_order,
+    layout_named,
+    layouts_in_order,
+    shard_formats,
     sniff_format,
 )
 from expcli.spec import METADATA_KEY, FramesForm
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
-    from expcli.formats.rows import CachingOpener, FramesWriter
 
 __all__ = [
     "FORMATS",
@@ -65,7 +66,7 @@ def _expected() -> str:
 
 
 def _described() -> str:
-    return ", ".join(f"{r.name} ({r.holds})" for r in format_rows() if not r.folder)
+    return ", ".join(f"{r.name} ({r.holds})" for r in formats_in_order() if not r.folder)
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
@@ -182,7 +183,7 @@ def write_dataset(
             (``npz``, the default, or ``parquet``).
         frames: ``once`` (the default) stores each next-observation cell that equals the
             next row's observation only there (``formats.frames``), in a format that can
-            (``FormatRow.frames``: pt, npz, HDF5, Parquet, folders); ``full`` stores every
+            (pt, npz, HDF5, Parquet, folders; CSV stores every cell); ``full`` stores every
             cell.
 
     Returns:
@@ -228,11 +229,7 @@ def write_dataset(
     if METADATA_KEY in dataset.tensors:
         raise SchemaError("this name is reserved for the metadata", path=path, key=METADATA_KEY)
     compression = compression if row.compresses else None
-    if row.frames:
-        writer = cast("FramesWriter", row.write)
-        writer(dataset, target, overwrite=overwrite, compression=compression, frames=form)
-    else:
-        row.write(dataset, target, overwrite=overwrite, compression=compression)
+    row.write(dataset, target, overwrite=overwrite, compression=compression, frames=form)
     return target
 
 
@@ -270,7 +267,7 @@ def output_format(target: str | os.PathLike[str], to: str | None) -> str | None:
     """
     if to is None:
         return target_format(target)
-    row = format_row(to)
+    row = format_named(to)
     named = format_from_suffix(target)
     if row is None or named is None or named == row.name:
         return to if row is None else row.name
@@ -289,10 +286,8 @@ def output_files(target: str | os.PathLike[str], format: str) -> tuple[Path, ...
     The target, and a CSV's metadata sidecar (``PATH.meta.json``).
     """
     path = Path(target)
-    row = format_row(format)
-    if row is None or row.companions is None:
-        return (path,)
-    return (path, *row.companions(path))
+    row = format_named(format)
+    return (path,) if row is None else (path, *row.companions(path))
 
 
 def open_lazy(
@@ -311,8 +306,8 @@ def open_lazy(
         path: File to read, or a Minari dataset folder.
         format: As ``read_dataset``.
         num_envs: As ``read_dataset``: for files that do not record it (CSV, D4RL).
-        cache: Where compressed formats (``FormatRow.caches``: HDF5, Parquet, folders of
-            Parquet shards) keep the blocks they decode, for draws at random.
+        cache: Where compressed formats (HDF5, Parquet, folders of Parquet shards) keep
+            the blocks they decode, for draws at random; the others do not take it.
 
     Returns:
         The dataset, and a function to call once done with it.
@@ -326,14 +321,7 @@ def open_lazy(
     if _is_folder_layout(fmt):
         dataset, close = _folder_layout(Path(path)).open_folder(Path(path))
     else:
-        row = _row(fmt)
-        if row.open_lazy is None:
-            return read_dataset(path, fmt, num_envs=num_envs), lambda: None
-        if cache is not None and row.caches:
-            opener = cast("CachingOpener", row.open_lazy)
-            dataset, close = opener(Path(path), num_envs=num_envs, cache=cache)
-        else:
-            dataset, close = row.open_lazy(Path(path), num_envs=num_envs)
+        dataset, close = _row(fmt).open_lazy(Path(path), num_envs=num_envs, cache=cache)
     try:
         dataset.validate(path)
     except BaseException:
@@ -343,43 +331,37 @@ def open_lazy(
 
 
 def _normalise(format: str, path: str | os.PathLike[str]) -> str:
-    row = format_row(format)
+    row = format_named(format)
     if row is None:
         raise FormatError(f"unknown format {format!r}; expected one of {_expected()}", path=path)
     return row.name
 
 
-def _row(fmt: str) -> FormatRow:
-    row = format_row(fmt)
+def _row(fmt: str) -> Format:
+    row = format_named(fmt)
     if row is None:
         raise FormatError(f"unknown format {fmt!r}; expected one of {_expected()}")
     return row
 
 
-class _FolderLayout(NamedTuple):
-    name: str
-    read_folder: Callable[[Path], Dataset]
-    open_folder: Callable[[Path], tuple[Dataset, Callable[[], None]]]
-
-
-def _folder_layout(path: Path) -> _FolderLayout:
-    """How a folder (``MINARI_FOLDER``) is read: the first layout row claiming it, else Minari's."""
-    rows = [r for r in layout_rows() if r.claims is not None and r.claims(path)]
-    row = rows[0] if rows else layout_row(Layout(MINARI_FOLDER))
-    if row.read_folder is None or row.open_folder is None:
-        raise FormatError(f"the {row.name} layout reads no folders")
-    return _FolderLayout(row.name.value, row.read_folder, row.open_folder)
+def _folder_layout(path: Path) -> FileLayout:
+    """How a folder (``MINARI_FOLDER``) is read: the first layout claiming it, else Minari's."""
+    claimed = [layout for layout in layouts_in_order() if layout.claims(path)]
+    layout = claimed[0] if claimed else layout_named(Layout(MINARI_FOLDER))
+    if not layout.reads_folders:
+        raise FormatError(f"the {layout.name} layout reads no folders")
+    return layout
 
 
 def _is_folder_layout(fmt: str) -> bool:
     """Whether ``source_format`` named a layout kept in folders (Minari, LeRobot)."""
-    return any(row.read_folder is not None and row.name.value == fmt for row in layout_rows())
+    return any(layout.reads_folders and layout.name.value == fmt for layout in layouts_in_order())
 
 
 def _write_shards(
     dataset: Dataset,
     target: Path,
-    row: FormatRow,
+    row: Format,
     shard_format: str,
     overwrite: bool,
     compression: str | None,
@@ -391,16 +373,15 @@ def _write_shards(
         ConfigError: The target is not a folder, or ``shard_format`` cannot be a shard, or
             does not take ``compression``.
     """
-    from expcli.formats._builtin_rows import write_shards
-
-    shard = format_row(shard_format)
-    if not row.folder or row.name != SHARDED_FOLDER:
+    shard = format_named(shard_format)
+    if not isinstance(row, ShardedFolder):
         raise ConfigError(
             f"--shard-format applies to a sharded folder (a target without suffix), not {target}"
         )
-    kinds = [r.name for r in format_rows() if r.shard]
-    if shard is None or not shard.shard:
-        raise ConfigError(f"--shard-format takes {', '.join(kinds)}; got {shard_format!r}")
+    if shard is None or not shard.shards:
+        raise ConfigError(
+            f"--shard-format takes {', '.join(shard_formats())}; got {shard_format!r}"
+        )
     if compression is not None and compression.lower() != "none":
         if compression.lower() not in shard.compressions:
             raise ConfigError(
@@ -410,7 +391,7 @@ def _write_shards(
     dataset.validate(target)
     if METADATA_KEY in dataset.tensors:
         raise SchemaError("this name is reserved for the metadata", path=target, key=METADATA_KEY)
-    write_shards(
-        dataset, target, shard.name, overwrite=overwrite, compression=compression, frames=frames
+    row.write_in(
+        dataset, target, shard, overwrite=overwrite, compression=compression, frames=frames
     )
     return target

@@ -34,7 +34,7 @@ from expcli.formats.layouts.kinds import LOSSES_KEY, SEAMS_KEY, Layout, warn_los
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
-    from expcli.formats.rows import FormatRow
+    from expcli.formats.rows import Format
     from expcli.formats.table import read_foreign_hdf5
 
 __all__ = [
@@ -70,14 +70,14 @@ def layout_format(
             writes pt, npz or csv; tianshou and d4rl an HDF5 file; minari a folder), or a
             format that the suffix contradicts.
     """
-    from expcli.formats.table import format_from_suffix, format_row, layout_row
+    from expcli.formats.table import format_from_suffix, format_named, layout_named
 
     name, target = Layout.parse(layout, foreign=True, any_case=True), Path(path)
     named = format_from_suffix(target)
     chosen = format.lower().lstrip(".") if format is not None else named
-    allowed = layout_row(name).formats
+    allowed = layout_named(name).formats
     if not allowed:  # a layout kept in a folder, in one of its storages
-        storages = layout_row(name).storages
+        storages = layout_named(name).storages
         if named is None and chosen in (None, name.value):
             return name.value
         if named is None and chosen in storages:
@@ -87,7 +87,7 @@ def layout_format(
             f"{target}: the {name} layout writes a dataset folder (DIR/data/...), not a "
             f"{chosen} file; name a folder without a file suffix{picks}"
         )
-    suffixes = " or ".join(_named_suffixes(format_row(f)) for f in allowed)
+    suffixes = " or ".join(_named_suffixes(format_named(f)) for f in allowed)
     if chosen is not None and chosen not in allowed:
         raise ConfigError(
             f"{target}: the {name} layout writes {', '.join(allowed)} files, not {chosen}; "
@@ -96,12 +96,12 @@ def layout_format(
     if format is not None and named is not None and named != chosen:
         raise ConfigError(
             f"{target.name} names {named} but --to says {chosen}; drop --to or name the "
-            f"file {target.stem}{_named_suffixes(format_row(format)).split(' or ')[0]}"
+            f"file {target.stem}{_named_suffixes(format_named(format)).split(' or ')[0]}"
         )
     return chosen or allowed[0]
 
 
-def _named_suffixes(row: FormatRow | None) -> str:
+def _named_suffixes(row: Format | None) -> str:
     """``.h5 or .hdf5``: a format's suffixes, less aliases that extend another (``.pth``)."""
     if row is None:
         return ""
@@ -186,24 +186,21 @@ def write_layout(
         SchemaError: The dataset is inconsistent or lacks a tensor the layout needs.
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
     """
-    from expcli.formats.table import layout_row
+    from expcli.formats.table import layout_named
 
     target = Path(path)
     name = Layout.parse(layout, any_case=True)
-    row = layout_row(name)
-    if row.write is None:  # expcli's own: the format's writer
+    row = layout_named(name)
+    if not row.writes:  # expcli's own: the format's writer
         from expcli.formats.registry import write_dataset
 
         return write_dataset(dataset, target, overwrite=overwrite)
     chosen = layout_format(name, target, format)
     dataset.validate(target)
-    losses = row.losses(dataset, chosen) if row.losses is not None else []
+    losses = row.losses(dataset, chosen)
     if losses and row.keeps_metadata:
         dataset = dataclasses.replace(dataset, metadata={**dataset.metadata, LOSSES_KEY: losses})
-    if row.write_in is not None and chosen in row.storages:
-        row.write_in(dataset, target, overwrite, chosen)
-    else:
-        row.write(dataset, target, overwrite)
+    row.write(dataset, target, overwrite, chosen)
     warn_losses(target, name, losses, recorded=row.keeps_metadata)
     return target
 
