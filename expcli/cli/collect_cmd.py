@@ -26,7 +26,7 @@ from expcli.cli._read_options import FramesOption, completing, typed_choice
 from expcli.collect.engines import CollectMode
 from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, EnvError, OutputError, quoted
-from expcli.formats.layouts.kinds import Layout
+from expcli.formats.rows import Layout
 from expcli.spec import Compression, FramesForm
 
 if TYPE_CHECKING:

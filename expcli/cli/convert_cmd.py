@@ -21,7 +21,7 @@ from expcli.cli._read_options import (
     warn_unrecorded_envs,
 )
 from expcli.errors import ConfigError, printable
-from expcli.formats.layouts.kinds import Layout
+from expcli.formats.rows import Layout
 from expcli.spec import Compression, FramesForm
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024

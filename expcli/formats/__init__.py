@@ -44,7 +44,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     """Import each public name from its module on first use.
 
-    So that a leaf such as ``formats.layouts.kinds`` is imported without the registry and numpy.
+    So that a leaf such as ``formats.layout_keys`` is imported without the registry and numpy.
     """
     if name == "Dataset":
         from expcli.formats.dataset import Dataset

@@ -33,10 +33,10 @@ from expcli.formats._free_space import (
 )
 from expcli.formats._temp_names import leftover_temps, remove, remove_stale, temp_name
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts.kinds import Layout
 from expcli.formats.lazy import row_chunks
 from expcli.formats.output_lock import OutputLock
 from expcli.formats.registry import open_lazy, output_files, write_dataset
+from expcli.formats.rows import Layout
 from expcli.formats.table import format_named, layout_named
 from expcli.spec import FramesForm
 

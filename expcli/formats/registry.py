@@ -9,6 +9,7 @@ error's gist is ``_error_summary``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -20,8 +21,8 @@ from expcli.formats._manifest import has_manifest, is_folder_target
 from expcli.formats._sniffing import SNIFF_BYTES, looks_like_text
 from expcli.formats.builtin.sharded_folder import ShardedFolder
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts.kinds import Layout
-from expcli.formats.rows import FileLayout, Format
+from expcli.formats.layout_keys import LOSSES_KEY, warn_losses
+from expcli.formats.rows import FileLayout, Format, Layout
 from expcli.formats.table import (
     MINARI_FOLDER,
     SHARDED_FOLDER,
@@ -42,11 +43,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMATS",
+    "LAYOUTS",
     "MINARI_FOLDER",
     "SHARDED_FOLDER",
     "detect_format",
     "format_from_suffix",
     "frames_form",
+    "layout_format",
     "open_lazy",
     "output_files",
     "output_format",
@@ -54,6 +57,7 @@ __all__ = [
     "source_format",
     "target_format",
     "write_dataset",
+    "write_layout",
 ]
 
 
@@ -394,4 +398,106 @@ def _write_shards(
     row.write_in(
         dataset, target, shard, overwrite=overwrite, compression=compression, frames=frames
     )
+    return target
+
+
+LAYOUTS: tuple[str, ...] = tuple(Layout)
+"""Names accepted by ``write_layout`` (``expcli`` is expcli's own format)."""
+
+
+def layout_format(
+    layout: str | Layout, path: str | os.PathLike[str], format: str | None = None
+) -> str:
+    """The format a foreign layout writes to ``path`` (``minari``: a dataset folder).
+
+    It is told by ``format``, else by the suffix of ``path``, else it is the layout's own
+    (the first of its row's formats: skrl pt, tianshou and d4rl hdf5). A folder layout
+    gives its name, or the storage ``format`` names (``minari``: hdf5, parquet, arrow).
+    Checked before anything is read or written.
+
+    Raises:
+        ConfigError: An unknown layout, or a format or suffix the layout cannot write (skrl
+            writes pt, npz or csv; tianshou and d4rl an HDF5 file; minari a folder), or a
+            format that the suffix contradicts.
+    """
+    name, target = Layout.parse(layout, foreign=True, any_case=True), Path(path)
+    named = format_from_suffix(target)
+    chosen = format.lower().lstrip(".") if format is not None else named
+    allowed = layout_named(name).formats
+    if not allowed:  # a layout kept in a folder, in one of its storages
+        storages = layout_named(name).storages
+        if named is None and chosen in (None, name.value):
+            return name.value
+        if named is None and chosen in storages:
+            return str(chosen)
+        picks = f" (--to picks its storage: {', '.join(storages)})" if storages else ""
+        raise ConfigError(
+            f"{target}: the {name} layout writes a dataset folder (DIR/data/...), not a "
+            f"{chosen} file; name a folder without a file suffix{picks}"
+        )
+    suffixes = " or ".join(_named_suffixes(format_named(f)) for f in allowed)
+    if chosen is not None and chosen not in allowed:
+        raise ConfigError(
+            f"{target}: the {name} layout writes {', '.join(allowed)} files, not {chosen}; "
+            f"name the file {suffixes}"
+        )
+    if format is not None and named is not None and named != chosen:
+        raise ConfigError(
+            f"{target.name} names {named} but --to says {chosen}; drop --to or name the "
+            f"file {target.stem}{_named_suffixes(format_named(format)).split(' or ')[0]}"
+        )
+    return chosen or allowed[0]
+
+
+def _named_suffixes(row: Format | None) -> str:
+    """``.h5 or .hdf5``: a format's suffixes, less aliases that extend another (``.pth``)."""
+    if row is None:
+        return ""
+    named = [s for s in row.suffixes if not any(s != o and s.startswith(o) for o in row.suffixes)]
+    return " or ".join(named)
+
+
+def write_layout(
+    dataset: Dataset,
+    path: str | os.PathLike[str],
+    layout: str | Layout,
+    *,
+    overwrite: bool,
+    format: str | None = None,
+) -> Path:
+    """Write a dataset in a layout of ``LAYOUTS``, atomically.
+
+    ``d4rl`` and ``tianshou`` write one HDF5 file, ``minari`` a dataset folder
+    (``path/data/...``), ``lerobot`` a LeRobot v3.0 folder (``path/meta``, ``path/data``),
+    ``skrl`` a ``.pt`` file (``.npz`` or ``.csv`` by suffix) and
+    ``expcli`` expcli's own format by suffix; another suffix is refused. What the layout
+    cannot keep of the dataset (env columns, circular state, names, dtypes, metadata) is said
+    in one ``UserWarning`` and listed in the written metadata (``LOSSES_KEY``) where the
+    layout keeps metadata. ``format`` picks a
+    folder layout's storage (``minari``: ``hdf5``, the default, ``parquet`` or ``arrow``;
+    see ``minari_arrow``) or a file layout's format. Layouts with one
+    row per transition (d4rl, tianshou with several env columns) lay the valid rows out env
+    column by env column, oldest first.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ConfigError: Unknown layout, a suffix the layout cannot write (see
+            ``layout_format``), or a ``minari`` target that is a file or another folder.
+        SchemaError: The dataset is inconsistent or lacks a tensor the layout needs.
+        OutputExistsError: ``path`` exists and ``overwrite`` is false.
+    """
+    target = Path(path)
+    name = Layout.parse(layout, any_case=True)
+    row = layout_named(name)
+    if not row.writes:  # expcli's own: the format's writer
+        return write_dataset(dataset, target, overwrite=overwrite)
+    chosen = layout_format(name, target, format)
+    dataset.validate(target)
+    losses = row.losses(dataset, chosen)
+    if losses and row.keeps_metadata:
+        dataset = dataclasses.replace(dataset, metadata={**dataset.metadata, LOSSES_KEY: losses})
+    row.write(dataset, target, overwrite, chosen)
+    warn_losses(target, name, losses, recorded=row.keeps_metadata)
     return target

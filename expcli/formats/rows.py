@@ -1,11 +1,12 @@
 """The base types of the format table: what a format or a layout is, and what it does.
 
-A format is one ``Format`` object: its name, suffixes, what it holds and the compressions
-it takes, and its methods: how its bytes are told, read, opened lazily and written, and
-where it can, streamed and sharded. A layout is one ``FileLayout`` object. ``formats.table``
-keeps them by name (``"module:attr"``, imported when first asked for) and every dispatcher
-asks it; a format defined outside expcli becomes one with ``table.register_format``. This
-module is a leaf: it imports no format module.
+A layout's name is a ``Layout``. A format is one ``Format`` object: its name, suffixes,
+what it holds and the compressions it takes, and its methods: how its bytes are told,
+read, opened lazily and written, and where it can, streamed and sharded. A layout is one
+``FileLayout`` object. ``formats.table`` keeps them by name (``"module:attr"``, imported
+when first asked for) and every dispatcher asks it; a format defined outside expcli
+becomes one with ``table.register_format``. This module is a leaf: it imports no format
+module.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from os import PathLike
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
-from expcli.formats.layouts.kinds import Layout
+from expcli.errors import ConfigError
 from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
@@ -31,12 +32,40 @@ __all__ = [
     "ExpcliLayout",
     "FileLayout",
     "Format",
+    "Layout",
     "SpaceEstimate",
     "WrittenShard",
 ]
 
 Closer = Callable[[], None]
 """Called once done with a lazily opened dataset."""
+
+
+class Layout(StrEnum):
+    """A layout a dataset is written in: ``EXPCLI`` is expcli's own schema."""
+
+    EXPCLI = "expcli"
+    SKRL = "skrl"
+    TIANSHOU = "tianshou"
+    MINARI = "minari"
+    D4RL = "d4rl"
+    LEROBOT = "lerobot"
+
+    @classmethod
+    def parse(cls, name: str, *, foreign: bool = False, any_case: bool = False) -> Layout:
+        """The layout spelled ``name`` (``any_case``: in any case).
+
+        ``foreign``: one other than ``EXPCLI``.
+
+        Raises:
+            ConfigError: No such layout, naming the ones there are.
+        """
+        choices = [layout for layout in cls if not foreign or layout is not cls.EXPCLI]
+        wanted = name.lower() if any_case else name
+        for layout in choices:
+            if wanted == layout.value:
+                return layout
+        raise ConfigError(f"unknown layout {name!r}; expected one of {', '.join(choices)}")
 
 
 class SpaceEstimate(StrEnum):

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from expcli.errors import ConfigError
-from expcli.formats.layouts.kinds import Layout
-from expcli.formats.rows import FileLayout, Format
+from expcli.formats.rows import FileLayout, Format, Layout
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from expcli.errors import InvalidValueError
-from expcli.formats.layouts.kinds import Layout
+from expcli.formats.rows import Layout
 from expcli.formats.table import layout_named
 
 if TYPE_CHECKING:

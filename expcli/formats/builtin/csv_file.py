@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from expcli.formats._sniffing import looks_like_csv
-from expcli.formats.layouts.kinds import Layout
-from expcli.formats.rows import Closer, Format, SpaceEstimate
+from expcli.formats.rows import Closer, Format, Layout, SpaceEstimate
 from expcli.spec import FramesForm
 
 if TYPE_CHECKING:

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from expcli.formats._sniffing import is_hdf5
-from expcli.formats.layouts.kinds import Layout
-from expcli.formats.rows import Closer, Format
+from expcli.formats.rows import Closer, Format, Layout
 from expcli.formats.table import foreign_hdf5_titles, read_foreign_hdf5
 from expcli.spec import FramesForm
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from expcli.formats.layouts.kinds import Layout
-from expcli.formats.rows import Closer, FileLayout
+from expcli.formats.rows import Closer, FileLayout, Layout
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset

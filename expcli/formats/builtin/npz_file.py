@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from expcli.formats._sniffing import is_npy_zip
-from expcli.formats.layouts.kinds import Layout
-from expcli.formats.rows import Closer, Format, WrittenShard
+from expcli.formats.rows import Closer, Format, Layout, WrittenShard
 from expcli.spec import FramesForm
 
 if TYPE_CHECKING:

@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from expcli.formats._sniffing import is_torch_file
-from expcli.formats.layouts.kinds import Layout
-from expcli.formats.rows import Closer, Format
+from expcli.formats.rows import Closer, Format, Layout
 from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
