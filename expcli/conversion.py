@@ -24,6 +24,7 @@ from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import LAYOUTS, Layout
 from expcli.formats.lazy import LazyRows
 from expcli.formats.registry import frames_form, output_format
+from expcli.formats.rows import WritePlan
 from expcli.formats.table import format_named, stream_formats, suffix_help
 from expcli.spec import COMPRESSIONS, FramesForm
 
@@ -128,9 +129,9 @@ def save(
     layout = _check_options(layout, compression)
     form = frames_form(frames)
     fmt = _target_format(target, format, layout)
-    check_target(target, fmt, layout, overwrite)
-    sums = checksums(dataset) if verify else None
-    write_checked(dataset, target, fmt, layout, compression, sums, overwrite, frames=form)
+    plan = WritePlan(target, fmt, layout, compression, None, form, overwrite)
+    check_target(plan)
+    write_checked(dataset, plan, checksums(dataset) if verify else None)
     return target
 
 
@@ -168,7 +169,8 @@ def convert(
     layout = _check_options(layout, compression)
     form = frames_form(frames)
     fmt = _target_format(target, to, layout)
-    check_target(target, fmt, layout, overwrite)
+    plan = WritePlan(target, fmt, layout, compression, shard_format, form, overwrite)
+    check_target(plan)
     if source.resolve() == target.resolve():
         raise ConfigError(f"source and destination are the same file: {source}")
     report = progress or (lambda phase, done: None)
@@ -180,9 +182,7 @@ def convert(
         report("write", 0.0)
         if progress is not None and layout is Layout.EXPCLI:
             dataset = reporting_reads(dataset, lambda done: report("write", done))
-        write_checked(
-            dataset, target, fmt, layout, compression, sums, overwrite, shard_format, form
-        )
+        write_checked(dataset, plan, sums)
         report("write", 1.0)
     finally:
         close()

@@ -22,7 +22,7 @@ from expcli.formats._sniffing import SNIFF_BYTES, looks_like_text
 from expcli.formats.builtin.sharded_folder import ShardedFolder
 from expcli.formats.dataset import Dataset
 from expcli.formats.layout_keys import LOSSES_KEY, warn_losses
-from expcli.formats.rows import FileLayout, Format, Layout
+from expcli.formats.rows import FileLayout, Format, Layout, WritePlan
 from expcli.formats.table import (
     MINARI_FOLDER,
     SHARDED_FOLDER,
@@ -58,6 +58,7 @@ __all__ = [
     "target_format",
     "write_dataset",
     "write_layout",
+    "write_planned",
 ]
 
 
@@ -216,12 +217,52 @@ def write_dataset(
                 path=path,
             )
         fmt = found
-    row = _row(fmt)
-    if shard_format is not None:
-        return _write_shards(dataset, target, row, shard_format, overwrite, compression, form)
+    plan = WritePlan(target, fmt, Layout.EXPCLI, compression, shard_format, form, overwrite)
+    return write_planned(dataset, plan)
+
+
+def write_planned(dataset: Dataset, plan: WritePlan) -> Path:
+    """Write a dataset as ``plan`` says, atomically, once the plan is checked.
+
+    The one place a write's options are checked against its format: the compression it
+    takes (a sharded folder: its shard format's), the shard format. A foreign layout is
+    written by its layout object (``write_layout``), expcli's by the format's object.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ConfigError: A compression the format cannot take, a shard format for a target that
+            is no folder or a format that cannot be a shard.
+        FormatError, SchemaError, OutputExistsError, OSError: As ``write_dataset``.
+    """
+    if plan.layout is not Layout.EXPCLI:
+        return write_layout(
+            dataset, plan.target, plan.layout, overwrite=plan.overwrite, format=plan.format
+        )
+    row, plan = _checked(plan)
+    dataset.validate(plan.target)
+    if METADATA_KEY in dataset.tensors:
+        raise SchemaError(
+            "this name is reserved for the metadata", path=plan.target, key=METADATA_KEY
+        )
+    row.write(dataset, plan)
+    return plan.target
+
+
+def _checked(plan: WritePlan) -> tuple[Format, WritePlan]:
+    """The format of ``plan`` and the plan as its writer takes it (no compression it lacks).
+
+    Raises:
+        ConfigError: The compression or the shard format does not fit (``write_planned``).
+    """
+    row, compression = _row(plan.format), plan.compression
+    if plan.shard_format is not None:
+        _check_shards(plan.target, row, plan.shard_format, compression)
+        return row, plan
     if not row.compresses and compression is not None and compression.lower() != "none":
         raise ConfigError(
-            f"{fmt} files cannot be compressed (got compression {str(compression)!r}); "
+            f"{row.name} files cannot be compressed (got compression {str(compression)!r}); "
             f"compression is for {', '.join(compressing_formats())}"
         )
     if row.compressions and compression is not None and compression.lower() not in row.compressions:
@@ -229,12 +270,7 @@ def write_dataset(
             f"{row.shown} files take compression {', '.join(row.compressions)}; got "
             f"{str(compression)!r}"
         )
-    dataset.validate(path)
-    if METADATA_KEY in dataset.tensors:
-        raise SchemaError("this name is reserved for the metadata", path=path, key=METADATA_KEY)
-    compression = compression if row.compresses else None
-    row.write(dataset, target, overwrite=overwrite, compression=compression, frames=form)
-    return target
+    return row, dataclasses.replace(plan, compression=compression if row.compresses else None)
 
 
 def frames_form(frames: FramesForm | str) -> FramesForm:
@@ -362,16 +398,8 @@ def _is_folder_layout(fmt: str) -> bool:
     return any(layout.reads_folders and layout.name.value == fmt for layout in layouts_in_order())
 
 
-def _write_shards(
-    dataset: Dataset,
-    target: Path,
-    row: Format,
-    shard_format: str,
-    overwrite: bool,
-    compression: str | None,
-    frames: FramesForm,
-) -> Path:
-    """``write_dataset`` of a sharded folder in ``shard_format`` shards.
+def _check_shards(target: Path, row: Format, shard_format: str, compression: str | None) -> None:
+    """Refuse shards for a target that is no sharded folder, or that do not fit.
 
     Raises:
         ConfigError: The target is not a folder, or ``shard_format`` cannot be a shard, or
@@ -383,22 +411,14 @@ def _write_shards(
             f"--shard-format applies to a sharded folder (a target without suffix), not {target}"
         )
     if shard is None or not shard.shards:
-        raise ConfigError(
-            f"--shard-format takes {', '.join(shard_formats())}; got {shard_format!r}"
-        )
+        kinds = ", ".join(shard_formats())
+        raise ConfigError(f"--shard-format takes {kinds}; got {shard_format!r}")
     if compression is not None and compression.lower() != "none":
         if compression.lower() not in shard.compressions:
             raise ConfigError(
                 f"{shard.shown} shards take no compression {compression!r}"
                 + (f"; they take {', '.join(shard.compressions)}" if shard.compressions else "")
             )
-    dataset.validate(target)
-    if METADATA_KEY in dataset.tensors:
-        raise SchemaError("this name is reserved for the metadata", path=target, key=METADATA_KEY)
-    row.write_in(
-        dataset, target, shard, overwrite=overwrite, compression=compression, frames=frames
-    )
-    return target
 
 
 LAYOUTS: tuple[str, ...] = tuple(Layout)

@@ -34,6 +34,7 @@ __all__ = [
     "Format",
     "Layout",
     "SpaceEstimate",
+    "WritePlan",
     "WrittenShard",
 ]
 
@@ -124,19 +125,12 @@ class Format(ABC):
         """Read the whole dataset at ``path``; ``num_envs`` for files that do not record it."""
 
     @abstractmethod
-    def write(
-        self,
-        dataset: Dataset,
-        path: Path,
-        *,
-        overwrite: bool,
-        compression: str | None = None,
-        frames: FramesForm = FramesForm.FULL,
-    ) -> None:
-        """Write ``dataset`` to ``path`` atomically.
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
+        """Write ``dataset`` to ``plan.target`` atomically, as the registry checked ``plan``.
 
-        ``compression`` is one of ``compressions`` (None: the default); ``frames``: how next
-        observations are stored, where the format can store them once (``formats.frames``).
+        ``plan.compression`` is one of ``compressions`` (None: the default); ``plan.frames``:
+        how next observations are stored, where the format can store them once
+        (``formats.frames``); ``plan.overwrite``: whether an existing target is replaced.
         """
 
     def open_lazy(
@@ -226,6 +220,33 @@ class Format(ABC):
     def shards(self) -> bool:
         """Whether a file of it can be a shard of a sharded folder (``write_shard``)."""
         return type(self).write_shard is not Format.write_shard
+
+
+@dataclass(frozen=True, slots=True)
+class WritePlan:
+    """One write, handed down whole: what to write where, and how.
+
+    The registry checks it once (``registry.write_planned``: the format, the compression
+    it takes, the shard format) before a format's ``write`` is given it.
+
+    Attributes:
+        target: The file or folder to write.
+        format: The format's name (a foreign layout's: the format or storage it writes).
+        layout: expcli's own schema, or a foreign layout.
+        compression: One the format (a sharded folder: its shard format) takes; None: its
+            default, or none.
+        shard_format: A sharded folder's shards' format; None: npz.
+        frames: How next observations are stored (``formats.frames``).
+        overwrite: Whether an existing target may be replaced.
+    """
+
+    target: Path
+    format: str
+    layout: Layout = Layout.EXPCLI
+    compression: str | None = None
+    shard_format: str | None = None
+    frames: FramesForm = FramesForm.ONCE
+    overwrite: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,13 @@ As Minari keeps its storages: a name stands for ``"module:attr"``, the object (a
 The registry's reads and writes, sniffing, the free-space estimate, the layouts' writes,
 ``conversion``'s stream formats, ``summary.latest`` and the command line's help texts all
 ask this table; no other module lists format names or suffixes. A format defined outside
-expcli is added with ``register_format``::
+expcli comes from an installed package that names it in the entry-point group
+``expcli.formats`` (``ENTRY_POINT_GROUP``), read once, on the table's first use::
+
+    [project.entry-points."expcli.formats"]
+    json = "my_package.json_file:JSON_FILE"  # a ``rows.Format`` object named "json"
+
+or is added at run time with ``register_format``::
 
     from expcli.formats.table import register_format
 
@@ -18,6 +24,7 @@ earlier ones.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +37,7 @@ if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "MINARI_FOLDER",
     "SHARDED_FOLDER",
     "compressing_formats",
@@ -67,6 +75,11 @@ _FORMATS: dict[str, str | Format] = {
 }
 """Each format by name, in the order messages list them (and sniffing tries them)."""
 
+ENTRY_POINT_GROUP = "expcli.formats"
+"""Where installed packages name their formats: ``NAME = "module:attr"``, a ``rows.Format``."""
+
+_plugins_read = False
+
 _LAYOUTS: dict[Layout, str | FileLayout] = {
     Layout.EXPCLI: "expcli.formats.rows:EXPCLI_LAYOUT",
     Layout.SKRL: f"{_BUILTIN}.skrl_export:SKRL_EXPORT",
@@ -85,13 +98,31 @@ def _imported(entry: str) -> object:
     return found
 
 
+def _read_plugins() -> None:
+    """Add, once, the formats installed packages name in ``ENTRY_POINT_GROUP``.
+
+    After expcli's own, in the order found; a name the table has already is left out.
+    """
+    global _plugins_read
+    if _plugins_read:
+        return
+    _plugins_read = True
+    for point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if point.name not in _FORMATS and point.name != MINARI_FOLDER:
+            _FORMATS[point.name] = point.value
+
+
 def _format(name: str) -> Format:
-    """The format of the table called ``name``, imported (and kept) on first use."""
+    """The format of the table called ``name``, imported (and kept) on first use.
+
+    Raises:
+        ConfigError: What an entry point names is not a format of that name.
+    """
     entry = _FORMATS[name]
     if isinstance(entry, str):
         found = _imported(entry)
-        if not isinstance(found, Format):
-            raise TypeError(f"{entry} is not a Format")
+        if not isinstance(found, Format) or found.name != name:
+            raise ConfigError(f"{entry} (format {name!r}) is not a Format named {name!r}")
         _FORMATS[name] = entry = found
     return entry
 
@@ -114,6 +145,7 @@ def register_format(fmt: Format) -> Callable[[], None]:
         ConfigError: A format of that name, or one of its suffixes, is in the table already,
             or a suffix is not lower case with its dot.
     """
+    _read_plugins()
     if fmt.name in _FORMATS or fmt.name == MINARI_FOLDER:
         raise ConfigError(f"a format named {fmt.name!r} is registered already")
     for suffix in fmt.suffixes:
@@ -132,6 +164,7 @@ def register_format(fmt: Format) -> Callable[[], None]:
 
 
 def _all() -> tuple[Format, ...]:
+    _read_plugins()
     return tuple(_format(name) for name in list(_FORMATS))
 
 
@@ -143,6 +176,7 @@ def formats_in_order() -> tuple[Format, ...]:
 
 def format_named(name: str) -> Format | None:
     """The format named ``name`` (case-insensitive, a leading dot allowed), or None."""
+    _read_plugins()
     key = name.lower().lstrip(".")
     return _format(key) if key in _FORMATS else None
 

@@ -1,14 +1,13 @@
 """A format defined outside expcli is one object: registered, it converts, is told and listed.
 
-``tiny`` lives in this module only: a JSON text holding expcli's metadata and each tensor's
-bytes. Registering its ``Format`` is all it takes for ``expcli.conversion.convert``, ``expcli
-convert``, the suffix dispatch and the help texts to know it; no file of ``expcli/`` names it.
+``tiny`` lives in ``tests/formats/tiny_plugin.py`` only: a JSON text holding expcli's
+metadata and each tensor's bytes. Registering its ``Format`` is all it takes for
+``expcli.conversion.convert``, ``expcli convert``, the suffix dispatch and the help texts to
+know it; no file of ``expcli/`` names it.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,69 +20,13 @@ from expcli.cli import app
 from expcli.conversion import convert
 from expcli.errors import ConfigError
 from expcli.formats import Dataset, detect_format, format_from_suffix, read_dataset
-from expcli.formats._atomic import atomic_path
 from expcli.formats._free_space import estimate_size
-from expcli.formats.header import dataset_from_header, encode_header, parse_header
 from expcli.formats.rows import Format, SpaceEstimate
 from expcli.formats.table import file_formats, format_named, register_format
-from expcli.spec import FramesForm
+from tests.formats.tiny_plugin import MAGIC as _MAGIC
+from tests.formats.tiny_plugin import TINY, Tiny
 
 GOLDEN = Path(__file__).parents[1] / "data" / "golden.npz"
-_MAGIC = '{"tiny": 1'
-
-
-def _read_tiny(path: Path, *, num_envs: int | None = None) -> Dataset:
-    stored = json.loads(path.read_text(encoding="utf-8"))
-    arrays = {
-        name: np.frombuffer(base64.b64decode(t["bytes"]), dtype=t["dtype"]).reshape(t["shape"])
-        for name, t in stored["tensors"].items()
-    }
-    return dataset_from_header(arrays, parse_header(stored["header"], path, "header"), path)
-
-
-def _write_tiny(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
-    tensors = {
-        name: {
-            "dtype": np.asarray(a).dtype.str,
-            "shape": list(a.shape),
-            "bytes": base64.b64encode(np.ascontiguousarray(a).tobytes()).decode(),
-        }
-        for name, a in dataset.tensors.items()
-    }
-    text = json.dumps(
-        {"tiny": 1, "header": encode_header(dataset.header(), path), "tensors": tensors}
-    )
-    with atomic_path(path, overwrite=overwrite) as tmp:
-        Path(tmp).write_text(text, encoding="utf-8")
-
-
-def _is_tiny(path: Path, head: bytes) -> bool:
-    return head.startswith(_MAGIC.encode())
-
-
-class Tiny(Format):
-    """A JSON text: the metadata and each tensor's bytes in base64."""
-
-    name = "tiny"
-    suffixes = (".tiny",)
-    holds = "a JSON text"
-
-    def read(self, path: Path, *, num_envs: int | None = None) -> Dataset:
-        return _read_tiny(path, num_envs=num_envs)
-
-    def write(
-        self,
-        dataset: Dataset,
-        path: Path,
-        *,
-        overwrite: bool,
-        compression: str | None = None,
-        frames: FramesForm = FramesForm.FULL,
-    ) -> None:
-        _write_tiny(dataset, path, overwrite=overwrite)
-
-    def sniff(self, path: Path, head: bytes) -> bool:
-        return _is_tiny(path, head)
 
 
 def _taken(name: str, suffix: str) -> Format:
@@ -96,9 +39,6 @@ class AlwaysPacked(Tiny):
     """A format whose size cannot be told up front."""
 
     space = SpaceEstimate.UNKNOWN
-
-
-TINY = Tiny()
 
 
 @pytest.fixture

@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from expcli.formats._sniffing import looks_like_csv
-from expcli.formats.rows import Closer, Format, Layout, SpaceEstimate
-from expcli.spec import FramesForm
+from expcli.formats.rows import Closer, Format, Layout, SpaceEstimate, WritePlan
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
@@ -50,19 +49,11 @@ class CsvFile(Format):
 
         return csv_format.open_lazy(path, num_envs=num_envs)
 
-    def write(
-        self,
-        dataset: Dataset,
-        path: Path,
-        *,
-        overwrite: bool,
-        compression: str | None = None,
-        frames: FramesForm = FramesForm.FULL,
-    ) -> None:
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
         """Write the file and its sidecar atomically."""
         from expcli.formats import csv_format
 
-        csv_format.write(dataset, path, overwrite=overwrite)
+        csv_format.write(dataset, plan.target, overwrite=plan.overwrite)
 
     def write_stream(self, dataset: Dataset, out: IO[bytes], source: str | PathLike[str]) -> None:
         """Write the rows (no sidecar) front to back."""

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from expcli.formats._sniffing import is_hdf5
-from expcli.formats.rows import Closer, Format, Layout
+from expcli.formats.rows import Closer, Format, Layout, WritePlan
 from expcli.formats.table import foreign_hdf5_titles, read_foreign_hdf5
-from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
@@ -50,20 +49,16 @@ class Hdf5File(Format):
 
         return hdf5_format.open_lazy(path, num_envs=num_envs, foreign=_foreign(), cache=cache)
 
-    def write(
-        self,
-        dataset: Dataset,
-        path: Path,
-        *,
-        overwrite: bool,
-        compression: str | None = None,
-        frames: FramesForm = FramesForm.FULL,
-    ) -> None:
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
         """Write the file atomically."""
         from expcli.formats import hdf5_format
 
         hdf5_format.write(
-            dataset, path, overwrite=overwrite, compression=compression, frames=frames
+            dataset,
+            plan.target,
+            overwrite=plan.overwrite,
+            compression=plan.compression,
+            frames=plan.frames,
         )
 
 

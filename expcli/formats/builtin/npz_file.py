@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from expcli.formats._sniffing import is_npy_zip
-from expcli.formats.rows import Closer, Format, Layout, WrittenShard
+from expcli.formats.rows import Closer, Format, Layout, WritePlan, WrittenShard
 from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
@@ -47,19 +47,11 @@ class NpzFile(Format):
 
         return npz_format.open_lazy(path, num_envs=num_envs)
 
-    def write(
-        self,
-        dataset: Dataset,
-        path: Path,
-        *,
-        overwrite: bool,
-        compression: str | None = None,
-        frames: FramesForm = FramesForm.FULL,
-    ) -> None:
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
         """Write the file atomically."""
         from expcli.formats import npz_format
 
-        npz_format.write(dataset, path, overwrite=overwrite, frames=frames)
+        npz_format.write(dataset, plan.target, overwrite=plan.overwrite, frames=plan.frames)
 
     def write_stream(self, dataset: Dataset, out: IO[bytes], source: str | PathLike[str]) -> None:
         """Write the archive front to back."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from expcli.formats._sniffing import is_parquet
-from expcli.formats.rows import Closer, Format, SpaceEstimate, WrittenShard
+from expcli.formats.rows import Closer, Format, SpaceEstimate, WritePlan, WrittenShard
 from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
@@ -65,20 +65,16 @@ class ParquetFile(Format):
 
         return parquet_format.open_lazy(path, num_envs=num_envs, cache=cache)
 
-    def write(
-        self,
-        dataset: Dataset,
-        path: Path,
-        *,
-        overwrite: bool,
-        compression: str | None = None,
-        frames: FramesForm = FramesForm.FULL,
-    ) -> None:
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
         """Write the file atomically."""
         from expcli.formats import parquet_format
 
         parquet_format.write(
-            dataset, path, overwrite=overwrite, compression=self._codec(compression), frames=frames
+            dataset,
+            plan.target,
+            overwrite=plan.overwrite,
+            compression=self._codec(plan.compression),
+            frames=plan.frames,
         )
 
     def write_shard(

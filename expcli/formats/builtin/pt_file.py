@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from expcli.formats._sniffing import is_torch_file
-from expcli.formats.rows import Closer, Format, Layout
-from expcli.spec import FramesForm
+from expcli.formats.rows import Closer, Format, Layout, WritePlan
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
@@ -44,19 +43,11 @@ class PtFile(Format):
 
         return pt_format.open_lazy(path, num_envs=num_envs)
 
-    def write(
-        self,
-        dataset: Dataset,
-        path: Path,
-        *,
-        overwrite: bool,
-        compression: str | None = None,
-        frames: FramesForm = FramesForm.FULL,
-    ) -> None:
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
         """Write the file atomically."""
         from expcli.formats import pt_format
 
-        pt_format.write(dataset, path, overwrite=overwrite, frames=frames)
+        pt_format.write(dataset, plan.target, overwrite=plan.overwrite, frames=plan.frames)
 
     def write_stream(self, dataset: Dataset, out: IO[bytes], source: str | PathLike[str]) -> None:
         """Write the archive front to back."""

@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from expcli.formats.rows import Closer, Format
-from expcli.spec import FramesForm
+from expcli.formats.rows import Closer, Format, WritePlan
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
@@ -40,38 +39,17 @@ class ShardedFolder(Format):
 
         return sharded.open_lazy(path, num_envs=num_envs, cache=cache)
 
-    def write(
-        self,
-        dataset: Dataset,
-        path: Path,
-        *,
-        overwrite: bool,
-        compression: str | None = None,
-        frames: FramesForm = FramesForm.FULL,
-    ) -> None:
-        """Write the folder in the default shard format (npz), atomically."""
-        self.write_in(dataset, path, None, overwrite=overwrite, compression=None, frames=frames)
-
-    def write_in(
-        self,
-        dataset: Dataset,
-        path: Path,
-        shard: Format | None,
-        *,
-        overwrite: bool,
-        compression: str | None,
-        frames: FramesForm,
-    ) -> None:
-        """Write the folder with ``shard`` files as its shards (None: npz), atomically."""
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
+        """Write the folder, its shards in ``plan.shard_format`` (None: npz), atomically."""
         from expcli.formats import sharded
 
         sharded.write(
             dataset,
-            path,
-            overwrite=overwrite,
-            shard_format=None if shard is None else shard.name,
-            compression=compression,
-            frames=frames,
+            plan.target,
+            overwrite=plan.overwrite,
+            shard_format=plan.shard_format,
+            compression=plan.compression,
+            frames=plan.frames,
         )
 
 
