@@ -133,7 +133,7 @@ def _layout(name: Layout) -> FileLayout:
     if isinstance(entry, str):
         found = _imported(entry)
         if not isinstance(found, FileLayout):
-            raise TypeError(f"{entry} is not a FileLayout")
+            raise ConfigError(f"{entry} (layout {name}) is not a FileLayout")
         _LAYOUTS[name] = entry = found
     return entry
 
