@@ -24,7 +24,8 @@ from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import LAYOUTS, Layout
 from expcli.formats.lazy import LazyRows
 from expcli.formats.registry import frames_form, output_format
-from expcli.formats.table import format_row, stream_formats, suffix_help
+from expcli.formats.rows import WritePlan
+from expcli.formats.table import format_named, stream_formats, suffix_help
 from expcli.spec import COMPRESSIONS, FramesForm
 
 __all__ = [
@@ -128,9 +129,9 @@ def save(
     layout = _check_options(layout, compression)
     form = frames_form(frames)
     fmt = _target_format(target, format, layout)
-    check_target(target, fmt, layout, overwrite)
-    sums = checksums(dataset) if verify else None
-    write_checked(dataset, target, fmt, layout, compression, sums, overwrite, frames=form)
+    plan = WritePlan(target, fmt, layout, compression, None, form, overwrite)
+    check_target(plan)
+    write_checked(dataset, plan, checksums(dataset) if verify else None)
     return target
 
 
@@ -168,7 +169,8 @@ def convert(
     layout = _check_options(layout, compression)
     form = frames_form(frames)
     fmt = _target_format(target, to, layout)
-    check_target(target, fmt, layout, overwrite)
+    plan = WritePlan(target, fmt, layout, compression, shard_format, form, overwrite)
+    check_target(plan)
     if source.resolve() == target.resolve():
         raise ConfigError(f"source and destination are the same file: {source}")
     report = progress or (lambda phase, done: None)
@@ -180,9 +182,7 @@ def convert(
         report("write", 0.0)
         if progress is not None and layout is Layout.EXPCLI:
             dataset = reporting_reads(dataset, lambda done: report("write", done))
-        write_checked(
-            dataset, target, fmt, layout, compression, sums, overwrite, shard_format, form
-        )
+        write_checked(dataset, plan, sums)
         report("write", 1.0)
     finally:
         close()
@@ -217,8 +217,8 @@ def convert_to_stream(
         ConfigError: ``to`` is not one of ``table.stream_formats()``.
         FormatError, SchemaError: The source cannot be read.
     """
-    row = format_row(to)
-    if row is None or row.name != to or row.streaming is None:
+    row = format_named(to)
+    if row is None or row.name != to or not row.streams:
         raise ConfigError(
             f"{to} cannot be written to a stream (it is written out of order); "
             f"name a file, or stream one of {', '.join(stream_formats())}"
@@ -228,7 +228,7 @@ def convert_to_stream(
     dataset, _, close = _open_source(Path(src), num_envs)
     try:
         dataset.validate(src)
-        row.streaming.write(dataset, counted, src)
+        row.write_stream(dataset, counted, src)
         out.flush()
     finally:
         close()

@@ -108,7 +108,7 @@ def test_a_failed_conversion_leaves_nothing(
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("expcli.formats.checked_write.write_dataset", broken)
+    monkeypatch.setattr("expcli.formats.checked_write.write_planned", broken)
     for target in ("c.csv", "b.csv"):
         with pytest.raises(OSError):
             convert(tmp_path / "a.npz", tmp_path / target, overwrite=True)

@@ -153,16 +153,29 @@ def test_no_circle_between_packages() -> None:
     assert not circles, "\n".join(sorted(set(circles)))
 
 
+def _ran_first(source: str, target: str) -> list[str]:
+    """The packages whose ``__init__`` importing ``target`` runs, that ``source`` is not in.
+
+    ``import expcli.formats.layouts.kinds`` runs ``expcli/formats/layouts/__init__.py``
+    first: an arrow to that package too. A module's own packages have run already.
+    """
+    parts = target.split(".")
+    ancestors = [".".join(parts[:end]) for end in range(2, len(parts))]
+    return [a for a in ancestors if not (source == a or source.startswith(a + "."))]
+
+
 def _module_edges() -> dict[str, set[str]]:
-    """Runtime imports between modules of one package (lazy ones included)."""
+    """Imports between modules of one package: lazy ones, typing ones and the ``__init__``
+    of each package an import runs included."""
     edges: dict[str, set[str]] = defaultdict(set)
     for path in sorted(PACKAGE.rglob("*.py")):
         source = _module_name(path)
-        for target, typing in _imports(path):
-            if typing or target == source or not _is_module(target):
+        for target, _typing in _imports(path):
+            if target == source or not _is_module(target):
                 continue
-            if _package(target) == _package(source):
-                edges[source].add(target)
+            for module in [*_ran_first(source, target), target]:
+                if _package(module) == _package(source) and module != source:
+                    edges[source].add(module)
     return edges
 
 
@@ -200,7 +213,9 @@ def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_circle_between_modules_of_a_package() -> None:
     """Inside a package too, imports form a tree: a factory does not sit in the module
-    that the things it builds import, and two dispatchers do not call each other."""
+    that the things it builds import, and two dispatchers do not call each other. Typing
+    imports count (two modules that name each other's types are one), and so does the
+    ``__init__`` that importing a module of a subpackage runs."""
     circles = _circles(_module_edges())
     assert not circles, "\n".join(" <-> ".join(group) for group in circles)
 
@@ -209,6 +224,17 @@ def test_the_circle_finder_finds_a_circle() -> None:
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _circles(edges) == [["a", "b", "c"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_importing_a_module_runs_its_packages_init() -> None:
+    """The arrow that hid a circle: ``formats.table`` imported ``formats.layouts.kinds``,
+    which ran ``formats/layouts/__init__.py``, which called back into the table."""
+    layouts = "expcli.formats.layouts"
+    assert _ran_first("expcli.formats.table", f"{layouts}.kinds") == [layouts]
+    assert _ran_first(f"{layouts}.d4rl_layout", f"{layouts}._write") == []
+    assert _ran_first(layouts, f"{layouts}.kinds") == []
+    edges = {"expcli.formats.table": {layouts}, layouts: {"expcli.formats.table"}}
+    assert _circles(edges) == [["expcli.formats.layouts", "expcli.formats.table"]]
 
 
 def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:

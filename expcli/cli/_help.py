@@ -74,8 +74,8 @@ def table_words() -> dict[str, str]:
     """
     from expcli.formats.layouts import LAYOUTS
     from expcli.formats.table import (
-        format_row,
-        format_rows,
+        format_named,
+        formats_in_order,
         listed,
         shard_formats,
         source_help,
@@ -84,21 +84,16 @@ def table_words() -> dict[str, str]:
     )
     from expcli.spec import COMPRESSIONS
 
-    files = [row for row in format_rows() if not row.folder]
+    files = [row for row in formats_in_order() if not row.folder]
     formats, storages = to_choices()
-    streams = [row for name in stream_formats() if (row := format_row(name)) is not None]
+    streams = [row for name in stream_formats() if (row := format_named(name)) is not None]
     return {
         "formats": listed([row.name for row in files]),
         "titles": listed([row.shown for row in files], "and"),
         "sources": source_help(),
         "suffixes": suffix_help(),
         "streams": listed(
-            [
-                f"{row.name} ({row.streaming.note})"
-                if row.streaming and row.streaming.note
-                else row.name
-                for row in streams
-            ]
+            [f"{row.name} ({row.stream_note})" if row.stream_note else row.name for row in streams]
         ),
         "stream_names": listed([row.name for row in streams]),
         "compressing": listed([row.shown for row in files if row.compresses]),
@@ -119,12 +114,12 @@ def table_words() -> dict[str, str]:
 
 def to_choices() -> tuple[list[str], list[str]]:
     """What ``--to`` may name: the formats (files, then folders), and the layouts' storages."""
-    from expcli.formats.table import format_rows, layout_rows
+    from expcli.formats.table import formats_in_order, layouts_in_order
 
     storages: list[str] = []
-    for row in layout_rows():
+    for row in layouts_in_order():
         storages += [s for s in row.storages if s not in storages]
-    return [row.name for row in format_rows()], storages
+    return [row.name for row in formats_in_order()], storages
 
 
 def file_and_folder_formats() -> list[str]:

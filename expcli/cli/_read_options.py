@@ -137,11 +137,11 @@ def warn_unrecorded_envs(path: Path, num_envs: int | None) -> None:
     from rich.markup import escape
 
     from expcli.formats import detect_format
-    from expcli.formats.table import format_row
+    from expcli.formats.table import format_named
 
     try:
-        row = format_row(detect_format(path))
-        what = None if row is None or row.unrecorded_envs is None else row.unrecorded_envs(path)
+        row = format_named(detect_format(path))
+        what = None if row is None else row.unrecorded_envs(path)
     except (ExpcliError, OSError):
         return  # the read that follows reports it
     if what is None:

@@ -26,7 +26,7 @@ from expcli.cli._read_options import FramesOption, completing, typed_choice
 from expcli.collect.engines import CollectMode
 from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, EnvError, OutputError, quoted
-from expcli.formats.layouts.kinds import Layout
+from expcli.formats.rows import Layout
 from expcli.spec import Compression, FramesForm
 
 if TYPE_CHECKING:
@@ -364,12 +364,13 @@ def _collect_in_layout(options: CollectSettings, layout: Layout, to: str | None)
     from expcli.collect.job import CollectJob
     from expcli.formats.checked_write import check_target
     from expcli.formats.layouts import layout_format
+    from expcli.formats.rows import WritePlan
 
     if options.output is None:
         raise ConfigError(f"--layout {layout} needs --output, the dataset to write")
     target = Path(options.output)
     fmt = layout_format(layout, target, to)
-    check_target(target, fmt, layout, options.overwrite)  # refused before the envs start
+    check_target(WritePlan(target, fmt, layout, overwrite=options.overwrite))  # before the envs
     staging = target.with_name(target.name.replace(".", "-") + "-collecting")  # no suffix
     finish = (
         f"`expcli collect --resume {staging}` finishes the run; "

@@ -21,7 +21,7 @@ from expcli.cli._read_options import (
     warn_unrecorded_envs,
 )
 from expcli.errors import ConfigError, printable
-from expcli.formats.layouts.kinds import Layout
+from expcli.formats.rows import Layout
 from expcli.spec import Compression, FramesForm
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
@@ -154,7 +154,7 @@ def _to_stdout(
     import sys
 
     from expcli.conversion import convert_to_stream
-    from expcli.formats.table import compressing_formats, format_row, listed, stream_formats
+    from expcli.formats.table import compressing_formats, format_named, listed, stream_formats
 
     if to is None:
         names = listed(stream_formats())
@@ -163,11 +163,11 @@ def _to_stdout(
         if given:
             raise ConfigError(f"writing to stdout (-): {option} needs a file to write")
     if compression not in (None, Compression.NONE):
-        rows = [row for name in compressing_formats() if (row := format_row(name)) is not None]
+        rows = [row for name in compressing_formats() if (row := format_named(name)) is not None]
         shown = listed([row.shown for row in rows])
         raise ConfigError(f"writing to stdout (-): --compression is for {shown} files")
-    row = format_row(to)
-    text = row is not None and row.streaming is not None and row.streaming.text
+    row = format_named(to)
+    text = row is not None and row.streams and row.stream_text
     if not text and sys.stdout.isatty():
         raise ConfigError(
             f"refusing to write binary {to} to a terminal; redirect stdout or name a file"

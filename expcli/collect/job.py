@@ -42,7 +42,7 @@ from expcli.errors import (
 )
 from expcli.formats.dataset import Dataset
 from expcli.formats.output_lock import OutputLock
-from expcli.formats.table import SHARDED_FOLDER, format_from_suffix, format_row, format_rows
+from expcli.formats.table import SHARDED_FOLDER, format_from_suffix, format_named, formats_in_order
 from expcli.spec import CircularState, Compression, FramesForm
 
 if TYPE_CHECKING:
@@ -524,9 +524,9 @@ def _env_spec(env_id: str, env_kwargs: dict[str, Any]) -> Any:
 
 def _check_compresses(format: str | None, output: Path, compression: str) -> None:
     """Refuse ``--compression`` for an output whose format does not compress, or not so."""
-    row = None if format is None else format_row(format)
+    row = None if format is None else format_named(format)
     if row is None or not row.compresses:
-        suffixes = "/".join(s for r in format_rows() if r.compresses for s in r.suffixes)
+        suffixes = "/".join(s for r in formats_in_order() if r.compresses for s in r.suffixes)
         raise ConfigError(f"--compression applies to {suffixes} output, not {output}")
     if row.compressions and compression not in row.compressions:
         raise ConfigError(

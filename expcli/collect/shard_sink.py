@@ -24,7 +24,7 @@ import numpy as np
 
 from expcli.errors import ConfigError
 from expcli.formats.dataset import Dataset
-from expcli.formats.sharded import Manifest, ShardWriter, new_manifest
+from expcli.formats.sharded import Manifest, ShardWriter, find_shard_format, new_manifest
 from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class ShardSink:
         if manifest is None:
             empty = {name: tensors[name][:0] for name in sorted(tensors)}
             header = Dataset(empty, metadata=metadata()).header()
-            manifest = new_manifest(header, shard_format, compression)
+            manifest = new_manifest(header, find_shard_format(shard_format), compression)
             self.writer = ShardWriter(folder, manifest, frames=frames)
             self.writer.replace_metadata(metadata())
         else:

@@ -27,14 +27,19 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from expcli.errors import InvalidValueError
 
-if TYPE_CHECKING:
-    from expcli.envs.env_group import EnvGroup
-
-__all__ = ["INTERRUPT_GRACE", "Abandon", "Stall", "StepInterrupted", "Watchdog", "check_timeout"]
+__all__ = [
+    "INTERRUPT_GRACE",
+    "Abandon",
+    "Stall",
+    "StepInterrupted",
+    "Watchdog",
+    "Watched",
+    "check_timeout",
+]
 
 INTERRUPT_GRACE = 1.0  # seconds a call may still take once interrupt() was called
 SLICE = 0.1  # seconds between checks of those who wait on pipes or on Ray
@@ -92,11 +97,28 @@ class Stall:
         return now - self.since >= self.limit
 
 
+class Watched(Protocol):
+    """What a watchdog reads of the group it watches (``env_group.EnvGroup`` is one).
+
+    Attributes:
+        tick: Commands run so far.
+        busy: One int64: the global index of the env being called, -1 between calls.
+        method: The method being called.
+        thread: The id of the thread calling it.
+    """
+
+    tick: int
+    busy: memoryview
+    method: str
+    thread: int
+
+
 class Watchdog:
     """Watches an in-process group from a thread and gives up on a call that hangs.
 
     Args:
-        group: The ``EnvGroup`` watched (its ``tick``, ``busy``, ``method`` and ``thread``).
+        group: The group watched (an ``EnvGroup``: its ``tick``, ``busy``, ``method`` and
+            ``thread``).
         step_timeout: Seconds an env's call may take; None: only ``interrupt()``.
 
     The thread runs while there is something to watch for (a timeout, or an interrupt);
@@ -104,7 +126,7 @@ class Watchdog:
     handles SIGALRM while it lives (if nothing else did), and gives it back when closed.
     """
 
-    def __init__(self, group: EnvGroup, step_timeout: float | None) -> None:
+    def __init__(self, group: Watched, step_timeout: float | None) -> None:
         self.group = group
         self.step_timeout = step_timeout
         self.period = min(0.25, step_timeout / 4) if step_timeout else 0.25

@@ -1,6 +1,6 @@
 """Dataset files: read and write every format of the table through one interchange type.
 
-The formats and layouts, one row each, are ``formats.table``'s (pt, npz, csv, HDF5, sharded
+The formats and layouts, one object each, are ``formats.table``'s (pt, npz, csv, HDF5, sharded
 folders, and any registered with ``table.register_format``).
 
 ``read_dataset`` tells a file's format by its bytes (then its suffix), ``write_dataset`` by
@@ -44,7 +44,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     """Import each public name from its module on first use.
 
-    So that a leaf such as ``formats.layouts.kinds`` is imported without the registry and numpy.
+    So that a leaf such as ``formats.layout_keys`` is imported without the registry and numpy.
     """
     if name == "Dataset":
         from expcli.formats.dataset import Dataset

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from expcli.errors import OutputError
-from expcli.formats.rows import FormatRow, SpaceEstimate
+from expcli.formats.rows import Format, SpaceEstimate
 
 __all__ = [
     "check_space",
@@ -45,7 +45,7 @@ def free_bytes(folder: str | os.PathLike[str]) -> int | None:
 
 
 def estimate_size(
-    tensors: Mapping[str, Any], row: FormatRow, compression: str | None = None
+    tensors: Mapping[str, Any], row: Format, compression: str | None = None
 ) -> int | None:
     """A lower bound of the bytes an expcli file of the format ``row`` takes for ``tensors``.
 

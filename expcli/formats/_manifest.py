@@ -33,21 +33,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from expcli.errors import FormatError
+from expcli.errors import ConfigError, FormatError
 from expcli.formats._atomic import atomic_write
 from expcli.formats._guards import MAX_METADATA_BYTES, brief, open_inside
 from expcli.formats.header import encode_header, parse_header
 from expcli.formats.lazy import SLICE_BYTES
+from expcli.formats.rows import Format
+from expcli.formats.table import format_named, formats_in_order, shard_formats
 from expcli.spec import FRAMES_SCHEMA, SCHEMA
 
 __all__ = [
     "DEFAULT_SHARD_FORMAT",
     "FORMAT_KEY",
     "MANIFEST",
-    "SHARD_FORMATS",
     "Manifest",
     "ShardEntry",
     "file_crc32",
+    "find_shard_format",
     "has_manifest",
     "is_folder_target",
     "is_sharded_folder",
@@ -56,10 +58,6 @@ __all__ = [
 ]
 
 MANIFEST = "manifest.json"
-SHARD_FORMATS = ("npz", "parquet")
-"""The formats a shard may be in (the table's rows with ``shard``; checked by a test)."""
-# a billion shards; no name too long to open
-_SHARD_NAME = re.compile(r"shard-(\d{6,9})\.(npz|parquet)")
 _CRC = re.compile(r"[0-9a-f]{8}")
 FORMAT_KEY = "shard_format"
 """The manifest's key naming its shards' format (absent: ``npz``)."""
@@ -67,9 +65,28 @@ DEFAULT_SHARD_FORMAT = "npz"
 _SCHEMAS = (SCHEMA, FRAMES_SCHEMA)  # the second: some shard stores next observations once
 
 
-def shard_name(index: int, shard_format: str = DEFAULT_SHARD_FORMAT) -> str:
+def find_shard_format(name: str | None) -> Format:
+    """The format called ``name`` (None: ``DEFAULT_SHARD_FORMAT``) if it can be a shard.
+
+    Raises:
+        ConfigError: No format of the table that can be a shard is called ``name``.
+    """
+    found = format_named(name or DEFAULT_SHARD_FORMAT)
+    if found is None or not found.shards:
+        raise ConfigError(f"--shard-format takes {', '.join(shard_formats())}; got {name!r}")
+    return found
+
+
+def shard_name(index: int, shard: Format) -> str:
     """``shard-000042.npz``: the file name of the shard numbered ``index``."""
-    return f"shard-{index:06d}.{shard_format}"
+    return f"shard-{index:06d}{shard.suffixes[0]}"
+
+
+def _shard_name() -> re.Pattern[str]:
+    """A shard's file name in any shard format (a billion shards; no name too long to open)."""
+    shards = [f for f in formats_in_order() if f.shards]
+    suffixes = "|".join(re.escape(suffix) for f in shards for suffix in f.suffixes)
+    return re.compile(rf"shard-(\d{{6,9}})({suffixes})")
 
 
 def is_folder_target(path: str | os.PathLike[str]) -> bool:
@@ -158,6 +175,11 @@ class Manifest:
         """The format of the folder's shards (``npz`` unless the manifest names another)."""
         return str(self.header.get(FORMAT_KEY, DEFAULT_SHARD_FORMAT))
 
+    @property
+    def shard(self) -> Format:
+        """The format object of the folder's shards (``load`` checked that it is one)."""
+        return find_shard_format(self.shard_format)
+
     def next_index(self, folder: Path) -> int:
         """A shard number above every listed one and every shard file in the folder."""
         numbers = [_number(e.file) for e in self.shards]
@@ -192,9 +214,9 @@ class Manifest:
                 key="schema",
             )
         kind = header.get(FORMAT_KEY, DEFAULT_SHARD_FORMAT)
-        if kind not in SHARD_FORMATS:
+        if kind not in shard_formats():
             raise FormatError(
-                f"names shard format {brief(kind)}; expected one of {', '.join(SHARD_FORMATS)}",
+                f"names shard format {brief(kind)}; expected one of {', '.join(shard_formats())}",
                 path=path,
                 key=FORMAT_KEY,
             )
@@ -245,7 +267,7 @@ def _entry(item: Any) -> ShardEntry | None:
         return None
     file, rows, size, crc = (item.get(k) for k in ("file", "rows", "bytes", "crc32"))
     missing = item.get("missing", [])
-    if not (isinstance(file, str) and _SHARD_NAME.fullmatch(file)):
+    if not (isinstance(file, str) and _shard_name().fullmatch(file)):
         return None
     if not (type(rows) is int and rows >= 1 and type(size) is int and size >= 0):
         return None  # a writer never lists a shard of no rows
@@ -257,7 +279,7 @@ def _entry(item: Any) -> ShardEntry | None:
 
 
 def _number(name: str) -> int:
-    match = _SHARD_NAME.fullmatch(name)
+    match = _shard_name().fullmatch(name)
     return int(match.group(1)) if match else -1
 
 
@@ -267,7 +289,8 @@ def stray_shards(folder: Path, listed: Collection[str]) -> list[Path]:
         names = sorted(os.listdir(folder))
     except OSError:
         return []
-    return [folder / n for n in names if _SHARD_NAME.fullmatch(n) and n not in listed]
+    pattern = _shard_name()
+    return [folder / n for n in names if pattern.fullmatch(n) and n not in listed]
 
 
 def file_crc32(path: Path, chunk: int = SLICE_BYTES) -> str:

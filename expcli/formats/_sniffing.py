@@ -1,7 +1,7 @@
 """What a file's first bytes show: zip members, HDF5 and pickle signatures, text.
 
 Each test answers for one kind of content; the format table names the format each one
-tells (``FormatRow.sniff``) and tries them in its order.
+tells (``Format.sniff``) and tries them in its order.
 """
 
 from __future__ import annotations

@@ -33,12 +33,11 @@ from expcli.formats._free_space import (
 )
 from expcli.formats._temp_names import leftover_temps, remove, remove_stale, temp_name
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts.kinds import Layout
 from expcli.formats.lazy import row_chunks
 from expcli.formats.output_lock import OutputLock
-from expcli.formats.registry import open_lazy, output_files, write_dataset
-from expcli.formats.table import format_row, layout_row
-from expcli.spec import FramesForm
+from expcli.formats.registry import open_lazy, output_files, write_planned
+from expcli.formats.rows import Layout, WritePlan
+from expcli.formats.table import format_named, layout_named
 
 __all__ = [
     "check_can_write",
@@ -53,96 +52,56 @@ __all__ = [
 ]
 
 
-def check_target(target: Path, fmt: str, layout: Layout, overwrite: bool) -> None:
+def check_target(plan: WritePlan) -> None:
     """Refuse, before reading anything, a target that may not be written.
 
     Its lock is taken for a moment: a writer at work is named (not the output it makes),
     and a lock file that is not one refused, before any output of a command of several
     outputs is written.
     """
+    target, fmt, layout = plan.target, plan.format, plan.layout
     with OutputLock(target):
         pass
     for path in output_files(target, fmt) if layout is Layout.EXPCLI else (target,):
-        check_writable(path, overwrite=overwrite)
-    row = format_row(fmt)
-    kept = layout is not Layout.EXPCLI and fmt in layout_row(layout).storages  # Minari parquet
+        check_writable(path, overwrite=plan.overwrite)
+    row = format_named(fmt)
+    kept = layout is not Layout.EXPCLI and fmt in layout_named(layout).storages  # Minari parquet
     check_can_write(target, folder=row is None or row.folder or kept)  # None: a folder layout
 
 
-def write_checked(
-    dataset: Dataset,
-    target: Path,
-    fmt: str,
-    layout: Layout,
-    compression: str | None,
-    checksums: dict[str, str] | None,
-    overwrite: bool,
-    shard_format: str | None = None,
-    frames: FramesForm | str = FramesForm.ONCE,
-) -> None:
+def write_checked(dataset: Dataset, plan: WritePlan, checksums: dict[str, str] | None) -> None:
     """Write beside the target under a temporary name, check, then rename into place.
 
     Refuse at once what cannot fit in the target's folder, or what another process writes
-    (``OutputLockedError``: the target's lock is held while writing). ``shard_format``: a
-    sharded folder's shards (None: npz). ``frames``: as ``write_dataset`` takes it.
+    (``OutputLockedError``: the target's lock is held while writing). ``checksums``: read
+    the written file back and compare every tensor before it is renamed into place.
     """
     try:
-        with OutputLock(target):
-            _write_checked(
-                dataset,
-                target,
-                fmt,
-                layout,
-                compression,
-                checksums,
-                overwrite,
-                shard_format,
-                frames,
-            )
+        with OutputLock(plan.target):
+            _write_checked(dataset, plan, checksums)
     except OutputError as e:
-        fresh = recount_free(e, target)  # the lock file let go of its bytes too
+        fresh = recount_free(e, plan.target)  # the lock file let go of its bytes too
         if fresh is e:
             raise
         raise fresh from e.__cause__
 
 
-def _write_checked(
-    dataset: Dataset,
-    target: Path,
-    fmt: str,
-    layout: Layout,
-    compression: str | None,
-    checksums: dict[str, str] | None,
-    overwrite: bool,
-    shard_format: str | None = None,
-    frames: FramesForm | str = FramesForm.ONCE,
-) -> None:
+def _write_checked(dataset: Dataset, plan: WritePlan, checksums: dict[str, str] | None) -> None:
+    target = plan.target
     with output_errors(target, every=True):
         target.parent.mkdir(parents=True, exist_ok=True)
-    row = format_row(shard_format or fmt)  # Parquet shards: sized as Parquet
+    row = format_named(plan.shard_format or plan.format)  # Parquet shards: sized as Parquet
     needed = None
-    if layout is Layout.EXPCLI and row is not None:  # a foreign layout's size is not told
-        needed = estimate_size(dataset.tensors, row, compression)
+    if plan.layout is Layout.EXPCLI and row is not None:  # a foreign layout's size is not told
+        needed = estimate_size(dataset.tensors, row, plan.compression)
     check_space(target, needed)
     try:
-        if layout is not Layout.EXPCLI:
-            from expcli.formats.layouts import write_layout
-
-            write_layout(dataset, target, layout, overwrite=overwrite, format=fmt)  # by slices
-            return
         verifying: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-        if checksums is not None:
+        if checksums is not None and plan.layout is Layout.EXPCLI:
+            fmt = plan.format
             verifying = check_before_commit(lambda tmp: _verify(tmp, fmt, checksums, target))
         with verifying:
-            write_dataset(
-                dataset,
-                target,
-                fmt,
-                overwrite=overwrite,
-                compression=compression,
-                shard_format=shard_format,
-                frames=frames,
-            )
+            write_planned(dataset, plan)  # a foreign layout: by slices
     except OutputError as e:
         if e.errno not in DISK_FULL or e.needed is not None or needed is None:
             raise

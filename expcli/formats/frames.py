@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import SchemaError
-from expcli.formats.concat_rows import ConcatRows
 from expcli.formats.lazy import LazyRows, row_chunks
 from expcli.formats.row_gather import cells_by_rows, copy_cells, flat_rows, gather_flat, take_rows
 from expcli.spec import FRAMES_SCHEMA, SUPPORTED_DTYPES, FramesForm
@@ -348,7 +347,8 @@ def stored_once(tensors: Mapping[str, object]) -> dict[str, StoredOnce]:
     """
     out = {}
     for name, array in sorted(tensors.items()):
-        form = array.once if isinstance(array, ConcatRows) else None
+        form = getattr(array, "once", None)  # a folder's ``ConcatRows``: its shards' figures
+        form = form if isinstance(form, StoredOnce) else None
         if isinstance(array, ByCells):
             form = array.stored_once()
         if form is not None:

@@ -38,9 +38,10 @@ from expcli.formats.dataset import Dataset
 from expcli.formats.frames import DerivedRows, derive, encode
 from expcli.formats.header import dataset_from_header, encode_header, foreign_dataset, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows, row_chunks
-from expcli.spec import METADATA_KEY, FramesForm
+from expcli.formats.rows import WrittenShard
+from expcli.spec import FRAMES_SCHEMA, METADATA_KEY, FramesForm
 
-__all__ = ["open_lazy", "read", "write", "write_members", "write_to"]
+__all__ = ["open_lazy", "read", "write", "write_members", "write_shard", "write_to"]
 
 
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
@@ -61,6 +62,18 @@ def write(
     text = encode_header(header, path)
     with atomic_write(path, overwrite=overwrite) as f:
         write_members(members, f, text)
+
+
+def write_shard(shard: Dataset, path: Path, frames: FramesForm) -> WrittenShard:
+    """Write a sharded folder's shard whole (its rows alone: no wrap), then rename it into place.
+
+    Its size and CRC-32 come from the bytes written, not read back.
+    """
+    members, header = encode(shard.tensors, shard.header(), frames, path, wrap=False)
+    text = encode_header(header, path)
+    with atomic_write(path) as f:
+        size, crc = write_members(members, f, text)
+    return WrittenShard(size, f"{crc:08x}", header["schema"] == FRAMES_SCHEMA)
 
 
 def write_to(dataset: Dataset, file: IO[bytes], header: str | None) -> tuple[int, int]:

@@ -40,7 +40,6 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import (
-    ConfigError,
     ExpcliError,
     FormatError,
     InvalidValueError,
@@ -54,7 +53,9 @@ from expcli.formats._guards import (
     check_read_whole,
     check_source,
     load_json,
+    regular_size,
 )
+from expcli.formats._manifest import file_crc32
 from expcli.formats._parquet_columns import (
     BOOKKEEPING,
     BOOKKEEPING_DTYPES,
@@ -76,11 +77,11 @@ from expcli.formats.frames import ByCells, StoredOnce, find_cells, frame_pairs, 
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows
 from expcli.formats.row_gather import flat_rows, gather_flat
+from expcli.formats.rows import WrittenShard
 from expcli.spec import FRAMES_SCHEMA, FramesForm, done_flags
 
 __all__ = [
     "LAYOUT",
-    "PARQUET_COMPRESSIONS",
     "open_lazy",
     "read",
     "pyarrow_parquet",
@@ -92,9 +93,6 @@ __all__ = [
 
 LAYOUT = "expcli-parquet/1"
 """The value of ``layout`` in a file's ``expcli.parquet`` metadata."""
-
-PARQUET_COMPRESSIONS = ("zstd", "snappy", "gzip", "none")
-"""Compressions a Parquet file may use, the default first."""
 
 HEADER_KEY, LAYOUT_KEY = b"expcli", b"expcli.parquet"
 NULLS = "nulls"
@@ -114,7 +112,7 @@ def write(
     path: Path,
     *,
     overwrite: bool,
-    compression: str | None = None,
+    compression: str,
     frames: FramesForm = FramesForm.FULL,
 ) -> None:
     """Write ``dataset`` as one Parquet file, a row group of about 8 MB at a time.
@@ -123,7 +121,7 @@ def write(
         dataset: What to write; tensors read lazily are read a row group at a time.
         path: The file.
         overwrite: Whether an existing file may be replaced.
-        compression: zstd (None: the default), snappy, gzip or none.
+        compression: One of ``ParquetFile.compressions`` (checked by the registry).
         frames: ``FramesForm.ONCE``: a next observation equal to the next row's observation
             of its env column is null (``formats.frames``; the header's ``frames`` names
             such columns ``{"form": "nulls"}``). Readers other than expcli (polars, duckdb,
@@ -132,7 +130,6 @@ def write(
             ``frames`` entry says ``"wrap": false``).
 
     Raises:
-        ConfigError: Another compression.
         SchemaError: A tensor is named as a bookkeeping column, or the metadata is not JSON.
         OutputExistsError, OutputError: As ``atomic_path``.
     """
@@ -143,22 +140,24 @@ def write_shard(
     dataset: Dataset,
     path: Path,
     *,
-    overwrite: bool,
-    compression: str | None = None,
-    carry: Carry | None = None,
+    compression: str,
+    carry: object | None = None,
     frames: FramesForm = FramesForm.FULL,
-) -> tuple[Carry, bool]:
+) -> WrittenShard:
     """``write`` a folder's shard (full rows), its bookkeeping going on from ``carry``.
 
+    ``carry``: what the shard before handed on (a ``Carry``; None: the first shard).
     ``frames``: as ``write``'s, over the shard's rows alone: its last row is kept.
 
     Returns:
-        The carry after the file's rows (for the folder's next shard), and whether some
-        next observations are stored once (the file's schema is ``FRAMES_SCHEMA``).
+        Its size and CRC-32 (read back), whether some next observations are stored once
+        (the file's schema is ``FRAMES_SCHEMA``), and the carry after its rows (for the
+        folder's next shard).
     """
-    carry = carry or Carry.start(dataset.num_envs)
-    after, once = _write(dataset, path, overwrite, compression, carry, frames, False)
-    return after.next_shard(dataset.memory_size), once
+    start = carry if isinstance(carry, Carry) else Carry.start(dataset.num_envs)
+    after, once = _write(dataset, path, True, compression, start, frames, False)
+    size, crc = regular_size(path), file_crc32(path)
+    return WrittenShard(size, crc, once, after.next_shard(dataset.memory_size))
 
 
 def _null_cells(dataset: Dataset, frames: FramesForm, wrap: bool) -> dict[str, np.ndarray]:
@@ -195,7 +194,7 @@ def _write(
     dataset: Dataset,
     path: Path,
     overwrite: bool,
-    compression: str | None,
+    compression: str,
     carry: Carry,
     frames: FramesForm = FramesForm.FULL,
     wrap: bool = True,
@@ -208,7 +207,7 @@ def _write(
     pq = pyarrow_parquet()
     import pyarrow as pa
 
-    codec = _codec(compression)
+    codec = compression.lower()
     kept = _null_cells(dataset, FramesForm(frames), wrap)
     columns = [column_for(spec) for spec in dataset.specs()]
     for column in columns:
@@ -346,16 +345,6 @@ def _ints(array: Any) -> np.ndarray:
     if array.type != pa.int64() or array.null_count:
         raise InvalidValueError(f"a bookkeeping column is {array.type}; expected int64")
     return np.frombuffer(array.buffers()[1], np.int64, len(array), array.offset * 8)
-
-
-def _codec(compression: str | None) -> str:
-    name = PARQUET_COMPRESSIONS[0] if compression is None else compression.lower()
-    if name not in PARQUET_COMPRESSIONS:
-        raise ConfigError(
-            f"Parquet files take compression {', '.join(PARQUET_COMPRESSIONS)}; "
-            f"got {str(compression)!r}"
-        )
-    return name
 
 
 def _cells(tensor: Any, flat: np.ndarray, envs: int) -> np.ndarray:

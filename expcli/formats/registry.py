@@ -9,43 +9,47 @@ error's gist is ``_error_summary``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING
 
 from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundError
 from expcli.formats._guards import check_source
 from expcli.formats._manifest import has_manifest, is_folder_target
 from expcli.formats._sniffing import SNIFF_BYTES, looks_like_text
+from expcli.formats.builtin.sharded_folder import ShardedFolder
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts.kinds import Layout
-from expcli.formats.rows import FormatRow
+from expcli.formats.layout_keys import LOSSES_KEY, warn_losses
+from expcli.formats.rows import FileLayout, Format, Layout, WritePlan
 from expcli.formats.table import (
     MINARI_FOLDER,
     SHARDED_FOLDER,
     compressing_formats,
     file_formats,
     format_from_suffix,
-    format_row,
-    format_rows,
-    layout_row,
-    layout_rows,
+    format_named,
+    formats_in_order,
+    layout_named,
+    layouts_in_order,
+    shard_formats,
     sniff_format,
 )
 from expcli.spec import METADATA_KEY, FramesForm
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
-    from expcli.formats.rows import CachingOpener, FramesWriter
 
 __all__ = [
     "FORMATS",
+    "LAYOUTS",
     "MINARI_FOLDER",
     "SHARDED_FOLDER",
     "detect_format",
     "format_from_suffix",
     "frames_form",
+    "layout_format",
     "open_lazy",
     "output_files",
     "output_format",
@@ -53,6 +57,8 @@ __all__ = [
     "source_format",
     "target_format",
     "write_dataset",
+    "write_layout",
+    "write_planned",
 ]
 
 
@@ -65,7 +71,7 @@ def _expected() -> str:
 
 
 def _described() -> str:
-    return ", ".join(f"{r.name} ({r.holds})" for r in format_rows() if not r.folder)
+    return ", ".join(f"{r.name} ({r.holds})" for r in formats_in_order() if not r.folder)
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
@@ -182,7 +188,7 @@ def write_dataset(
             (``npz``, the default, or ``parquet``).
         frames: ``once`` (the default) stores each next-observation cell that equals the
             next row's observation only there (``formats.frames``), in a format that can
-            (``FormatRow.frames``: pt, npz, HDF5, Parquet, folders); ``full`` stores every
+            (pt, npz, HDF5, Parquet, folders; CSV stores every cell); ``full`` stores every
             cell.
 
     Returns:
@@ -211,12 +217,52 @@ def write_dataset(
                 path=path,
             )
         fmt = found
-    row = _row(fmt)
-    if shard_format is not None:
-        return _write_shards(dataset, target, row, shard_format, overwrite, compression, form)
+    plan = WritePlan(target, fmt, Layout.EXPCLI, compression, shard_format, form, overwrite)
+    return write_planned(dataset, plan)
+
+
+def write_planned(dataset: Dataset, plan: WritePlan) -> Path:
+    """Write a dataset as ``plan`` says, atomically, once the plan is checked.
+
+    The one place a write's options are checked against its format: the compression it
+    takes (a sharded folder: its shard format's), the shard format. A foreign layout is
+    written by its layout object (``write_layout``), expcli's by the format's object.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ConfigError: A compression the format cannot take, a shard format for a target that
+            is no folder or a format that cannot be a shard.
+        FormatError, SchemaError, OutputExistsError, OSError: As ``write_dataset``.
+    """
+    if plan.layout is not Layout.EXPCLI:
+        return write_layout(
+            dataset, plan.target, plan.layout, overwrite=plan.overwrite, format=plan.format
+        )
+    row, plan = _checked(plan)
+    dataset.validate(plan.target)
+    if METADATA_KEY in dataset.tensors:
+        raise SchemaError(
+            "this name is reserved for the metadata", path=plan.target, key=METADATA_KEY
+        )
+    row.write(dataset, plan)
+    return plan.target
+
+
+def _checked(plan: WritePlan) -> tuple[Format, WritePlan]:
+    """The format of ``plan`` and the plan as its writer takes it (no compression it lacks).
+
+    Raises:
+        ConfigError: The compression or the shard format does not fit (``write_planned``).
+    """
+    row, compression = _row(plan.format), plan.compression
+    if plan.shard_format is not None:
+        _check_shards(plan.target, row, plan.shard_format, compression)
+        return row, plan
     if not row.compresses and compression is not None and compression.lower() != "none":
         raise ConfigError(
-            f"{fmt} files cannot be compressed (got compression {str(compression)!r}); "
+            f"{row.name} files cannot be compressed (got compression {str(compression)!r}); "
             f"compression is for {', '.join(compressing_formats())}"
         )
     if row.compressions and compression is not None and compression.lower() not in row.compressions:
@@ -224,16 +270,7 @@ def write_dataset(
             f"{row.shown} files take compression {', '.join(row.compressions)}; got "
             f"{str(compression)!r}"
         )
-    dataset.validate(path)
-    if METADATA_KEY in dataset.tensors:
-        raise SchemaError("this name is reserved for the metadata", path=path, key=METADATA_KEY)
-    compression = compression if row.compresses else None
-    if row.frames:
-        writer = cast("FramesWriter", row.write)
-        writer(dataset, target, overwrite=overwrite, compression=compression, frames=form)
-    else:
-        row.write(dataset, target, overwrite=overwrite, compression=compression)
-    return target
+    return row, dataclasses.replace(plan, compression=compression if row.compresses else None)
 
 
 def frames_form(frames: FramesForm | str) -> FramesForm:
@@ -270,7 +307,7 @@ def output_format(target: str | os.PathLike[str], to: str | None) -> str | None:
     """
     if to is None:
         return target_format(target)
-    row = format_row(to)
+    row = format_named(to)
     named = format_from_suffix(target)
     if row is None or named is None or named == row.name:
         return to if row is None else row.name
@@ -289,10 +326,8 @@ def output_files(target: str | os.PathLike[str], format: str) -> tuple[Path, ...
     The target, and a CSV's metadata sidecar (``PATH.meta.json``).
     """
     path = Path(target)
-    row = format_row(format)
-    if row is None or row.companions is None:
-        return (path,)
-    return (path, *row.companions(path))
+    row = format_named(format)
+    return (path,) if row is None else (path, *row.companions(path))
 
 
 def open_lazy(
@@ -311,8 +346,8 @@ def open_lazy(
         path: File to read, or a Minari dataset folder.
         format: As ``read_dataset``.
         num_envs: As ``read_dataset``: for files that do not record it (CSV, D4RL).
-        cache: Where compressed formats (``FormatRow.caches``: HDF5, Parquet, folders of
-            Parquet shards) keep the blocks they decode, for draws at random.
+        cache: Where compressed formats (HDF5, Parquet, folders of Parquet shards) keep
+            the blocks they decode, for draws at random; the others do not take it.
 
     Returns:
         The dataset, and a function to call once done with it.
@@ -326,14 +361,7 @@ def open_lazy(
     if _is_folder_layout(fmt):
         dataset, close = _folder_layout(Path(path)).open_folder(Path(path))
     else:
-        row = _row(fmt)
-        if row.open_lazy is None:
-            return read_dataset(path, fmt, num_envs=num_envs), lambda: None
-        if cache is not None and row.caches:
-            opener = cast("CachingOpener", row.open_lazy)
-            dataset, close = opener(Path(path), num_envs=num_envs, cache=cache)
-        else:
-            dataset, close = row.open_lazy(Path(path), num_envs=num_envs)
+        dataset, close = _row(fmt).open_lazy(Path(path), num_envs=num_envs, cache=cache)
     try:
         dataset.validate(path)
     except BaseException:
@@ -343,74 +371,153 @@ def open_lazy(
 
 
 def _normalise(format: str, path: str | os.PathLike[str]) -> str:
-    row = format_row(format)
+    row = format_named(format)
     if row is None:
         raise FormatError(f"unknown format {format!r}; expected one of {_expected()}", path=path)
     return row.name
 
 
-def _row(fmt: str) -> FormatRow:
-    row = format_row(fmt)
+def _row(fmt: str) -> Format:
+    row = format_named(fmt)
     if row is None:
         raise FormatError(f"unknown format {fmt!r}; expected one of {_expected()}")
     return row
 
 
-class _FolderLayout(NamedTuple):
-    name: str
-    read_folder: Callable[[Path], Dataset]
-    open_folder: Callable[[Path], tuple[Dataset, Callable[[], None]]]
-
-
-def _folder_layout(path: Path) -> _FolderLayout:
-    """How a folder (``MINARI_FOLDER``) is read: the first layout row claiming it, else Minari's."""
-    rows = [r for r in layout_rows() if r.claims is not None and r.claims(path)]
-    row = rows[0] if rows else layout_row(Layout(MINARI_FOLDER))
-    if row.read_folder is None or row.open_folder is None:
-        raise FormatError(f"the {row.name} layout reads no folders")
-    return _FolderLayout(row.name.value, row.read_folder, row.open_folder)
+def _folder_layout(path: Path) -> FileLayout:
+    """How a folder (``MINARI_FOLDER``) is read: the first layout claiming it, else Minari's."""
+    claimed = [layout for layout in layouts_in_order() if layout.claims(path)]
+    layout = claimed[0] if claimed else layout_named(Layout(MINARI_FOLDER))
+    if not layout.reads_folders:
+        raise FormatError(f"the {layout.name} layout reads no folders")
+    return layout
 
 
 def _is_folder_layout(fmt: str) -> bool:
     """Whether ``source_format`` named a layout kept in folders (Minari, LeRobot)."""
-    return any(row.read_folder is not None and row.name.value == fmt for row in layout_rows())
+    return any(layout.reads_folders and layout.name.value == fmt for layout in layouts_in_order())
 
 
-def _write_shards(
-    dataset: Dataset,
-    target: Path,
-    row: FormatRow,
-    shard_format: str,
-    overwrite: bool,
-    compression: str | None,
-    frames: FramesForm,
-) -> Path:
-    """``write_dataset`` of a sharded folder in ``shard_format`` shards.
+def _check_shards(target: Path, row: Format, shard_format: str, compression: str | None) -> None:
+    """Refuse shards for a target that is no sharded folder, or that do not fit.
 
     Raises:
         ConfigError: The target is not a folder, or ``shard_format`` cannot be a shard, or
             does not take ``compression``.
     """
-    from expcli.formats._builtin_rows import write_shards
-
-    shard = format_row(shard_format)
-    if not row.folder or row.name != SHARDED_FOLDER:
+    shard = format_named(shard_format)
+    if not isinstance(row, ShardedFolder):
         raise ConfigError(
             f"--shard-format applies to a sharded folder (a target without suffix), not {target}"
         )
-    kinds = [r.name for r in format_rows() if r.shard]
-    if shard is None or not shard.shard:
-        raise ConfigError(f"--shard-format takes {', '.join(kinds)}; got {shard_format!r}")
+    if shard is None or not shard.shards:
+        kinds = ", ".join(shard_formats())
+        raise ConfigError(f"--shard-format takes {kinds}; got {shard_format!r}")
     if compression is not None and compression.lower() != "none":
         if compression.lower() not in shard.compressions:
             raise ConfigError(
                 f"{shard.shown} shards take no compression {compression!r}"
                 + (f"; they take {', '.join(shard.compressions)}" if shard.compressions else "")
             )
+
+
+LAYOUTS: tuple[str, ...] = tuple(Layout)
+"""Names accepted by ``write_layout`` (``expcli`` is expcli's own format)."""
+
+
+def layout_format(
+    layout: str | Layout, path: str | os.PathLike[str], format: str | None = None
+) -> str:
+    """The format a foreign layout writes to ``path`` (``minari``: a dataset folder).
+
+    It is told by ``format``, else by the suffix of ``path``, else it is the layout's own
+    (the first of its row's formats: skrl pt, tianshou and d4rl hdf5). A folder layout
+    gives its name, or the storage ``format`` names (``minari``: hdf5, parquet, arrow).
+    Checked before anything is read or written.
+
+    Raises:
+        ConfigError: An unknown layout, or a format or suffix the layout cannot write (skrl
+            writes pt, npz or csv; tianshou and d4rl an HDF5 file; minari a folder), or a
+            format that the suffix contradicts.
+    """
+    name, target = Layout.parse(layout, foreign=True, any_case=True), Path(path)
+    named = format_from_suffix(target)
+    chosen = format.lower().lstrip(".") if format is not None else named
+    allowed = layout_named(name).formats
+    if not allowed:  # a layout kept in a folder, in one of its storages
+        storages = layout_named(name).storages
+        if named is None and chosen in (None, name.value):
+            return name.value
+        if named is None and chosen in storages:
+            return str(chosen)
+        picks = f" (--to picks its storage: {', '.join(storages)})" if storages else ""
+        raise ConfigError(
+            f"{target}: the {name} layout writes a dataset folder (DIR/data/...), not a "
+            f"{chosen} file; name a folder without a file suffix{picks}"
+        )
+    suffixes = " or ".join(_named_suffixes(format_named(f)) for f in allowed)
+    if chosen is not None and chosen not in allowed:
+        raise ConfigError(
+            f"{target}: the {name} layout writes {', '.join(allowed)} files, not {chosen}; "
+            f"name the file {suffixes}"
+        )
+    if format is not None and named is not None and named != chosen:
+        raise ConfigError(
+            f"{target.name} names {named} but --to says {chosen}; drop --to or name the "
+            f"file {target.stem}{_named_suffixes(format_named(format)).split(' or ')[0]}"
+        )
+    return chosen or allowed[0]
+
+
+def _named_suffixes(row: Format | None) -> str:
+    """``.h5 or .hdf5``: a format's suffixes, less aliases that extend another (``.pth``)."""
+    if row is None:
+        return ""
+    named = [s for s in row.suffixes if not any(s != o and s.startswith(o) for o in row.suffixes)]
+    return " or ".join(named)
+
+
+def write_layout(
+    dataset: Dataset,
+    path: str | os.PathLike[str],
+    layout: str | Layout,
+    *,
+    overwrite: bool,
+    format: str | None = None,
+) -> Path:
+    """Write a dataset in a layout of ``LAYOUTS``, atomically.
+
+    ``d4rl`` and ``tianshou`` write one HDF5 file, ``minari`` a dataset folder
+    (``path/data/...``), ``lerobot`` a LeRobot v3.0 folder (``path/meta``, ``path/data``),
+    ``skrl`` a ``.pt`` file (``.npz`` or ``.csv`` by suffix) and
+    ``expcli`` expcli's own format by suffix; another suffix is refused. What the layout
+    cannot keep of the dataset (env columns, circular state, names, dtypes, metadata) is said
+    in one ``UserWarning`` and listed in the written metadata (``LOSSES_KEY``) where the
+    layout keeps metadata. ``format`` picks a
+    folder layout's storage (``minari``: ``hdf5``, the default, ``parquet`` or ``arrow``;
+    see ``minari_arrow``) or a file layout's format. Layouts with one
+    row per transition (d4rl, tianshou with several env columns) lay the valid rows out env
+    column by env column, oldest first.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ConfigError: Unknown layout, a suffix the layout cannot write (see
+            ``layout_format``), or a ``minari`` target that is a file or another folder.
+        SchemaError: The dataset is inconsistent or lacks a tensor the layout needs.
+        OutputExistsError: ``path`` exists and ``overwrite`` is false.
+    """
+    target = Path(path)
+    name = Layout.parse(layout, any_case=True)
+    row = layout_named(name)
+    if not row.writes:  # expcli's own: the format's writer
+        return write_dataset(dataset, target, overwrite=overwrite)
+    chosen = layout_format(name, target, format)
     dataset.validate(target)
-    if METADATA_KEY in dataset.tensors:
-        raise SchemaError("this name is reserved for the metadata", path=target, key=METADATA_KEY)
-    write_shards(
-        dataset, target, shard.name, overwrite=overwrite, compression=compression, frames=frames
-    )
+    losses = row.losses(dataset, chosen)
+    if losses and row.keeps_metadata:
+        dataset = dataclasses.replace(dataset, metadata={**dataset.metadata, LOSSES_KEY: losses})
+    row.write(dataset, target, overwrite, chosen)
+    warn_losses(target, name, losses, recorded=row.keeps_metadata)
     return target

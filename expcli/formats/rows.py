@@ -1,110 +1,72 @@
-"""The row types of the format table: what a format or a layout is, and what it does.
+"""The base types of the format table: what a format or a layout is, and what it does.
 
-A format is one ``FormatRow``: its name, suffixes, how its bytes are told, its reader,
-lazy opener and writer, whether it compresses, streams and how much room it needs, and
-the layouts it carries. A layout is one ``LayoutRow``. ``formats.table`` holds the rows
-and every dispatcher reads them; a format defined outside expcli becomes one with
-``table.register_format``. This module is a leaf: it imports no format module.
+A layout's name is a ``Layout``. A format is one ``Format`` object: its name, suffixes,
+what it holds and the compressions it takes, and its methods: how its bytes are told,
+read, opened lazily and written, and where it can, streamed and sharded. A layout is one
+``FileLayout`` object. ``formats.table`` keeps them by name (``"module:attr"``, imported
+when first asked for) and every dispatcher asks it; a format defined outside expcli
+becomes one with ``table.register_format``. This module is a leaf: it imports no format
+module.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from os import PathLike
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, ClassVar
 
-from expcli.formats.layouts.kinds import Layout
+from expcli.errors import ConfigError
+from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
     from expcli.formats.dataset import Dataset
-    from expcli.spec import FramesForm
 
 __all__ = [
-    "CachingOpener",
+    "EXPCLI_LAYOUT",
     "Closer",
-    "FormatRow",
-    "FramesWriter",
-    "LayoutRow",
-    "LazyOpener",
-    "Reader",
+    "ExpcliLayout",
+    "FileLayout",
+    "Format",
+    "Layout",
     "SpaceEstimate",
-    "Streaming",
-    "Writer",
+    "WritePlan",
+    "WrittenShard",
 ]
 
 Closer = Callable[[], None]
 """Called once done with a lazily opened dataset."""
 
 
-class Reader(Protocol):
-    """Reads a whole dataset; ``num_envs`` for files that do not record it."""
+class Layout(StrEnum):
+    """A layout a dataset is written in: ``EXPCLI`` is expcli's own schema."""
 
-    def __call__(self, path: Path, *, num_envs: int | None = None) -> Dataset:
-        """Read the dataset at ``path``."""
-        ...
+    EXPCLI = "expcli"
+    SKRL = "skrl"
+    TIANSHOU = "tianshou"
+    MINARI = "minari"
+    D4RL = "d4rl"
+    LEROBOT = "lerobot"
 
+    @classmethod
+    def parse(cls, name: str, *, foreign: bool = False, any_case: bool = False) -> Layout:
+        """The layout spelled ``name`` (``any_case``: in any case).
 
-class LazyOpener(Protocol):
-    """Opens a dataset whose rows stay on disk, with the function that closes it."""
+        ``foreign``: one other than ``EXPCLI``.
 
-    def __call__(self, path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Closer]:
-        """Open the dataset at ``path``; call the closer once done."""
-        ...
-
-
-class CachingOpener(Protocol):
-    """A ``LazyOpener`` that keeps the blocks it decodes in ``cache`` (``FormatRow.caches``)."""
-
-    def __call__(
-        self, path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
-    ) -> tuple[Dataset, Closer]:
-        """Open the dataset at ``path``; call the closer once done."""
-        ...
-
-
-class Writer(Protocol):
-    """Writes a dataset atomically; ``compression`` only reaches a row that compresses."""
-
-    def __call__(
-        self, dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None
-    ) -> None:
-        """Write ``dataset`` to ``path``."""
-        ...
-
-
-class FramesWriter(Protocol):
-    """A ``Writer`` that also takes ``frames``: how next observations are stored."""
-
-    def __call__(
-        self,
-        dataset: Dataset,
-        path: Path,
-        *,
-        overwrite: bool,
-        compression: str | None,
-        frames: FramesForm,
-    ) -> None:
-        """Write ``dataset`` to ``path``."""
-        ...
-
-
-class StreamWriter(Protocol):
-    """Writes a dataset front to back to an open binary stream (``source`` for messages)."""
-
-    def __call__(self, dataset: Dataset, out: IO[bytes], source: str | PathLike[str]) -> None:
-        """Write ``dataset`` to ``out``."""
-        ...
-
-
-Sniffer = Callable[[Path, bytes], bool]
-"""Whether a file (its path and first ``SNIFF_BYTES`` bytes) is of the format."""
-
-ForeignHdf5Reader = Callable[[Any, Path, "int | None", bool], "Dataset | None"]
-"""Reads an open ``h5py.File`` of a foreign layout (num_envs, lazy), or None: not this layout."""
+        Raises:
+            ConfigError: No such layout, naming the ones there are.
+        """
+        choices = [layout for layout in cls if not foreign or layout is not cls.EXPCLI]
+        wanted = name.lower() if any_case else name
+        for layout in choices:
+            if wanted == layout.value:
+                return layout
+        raise ConfigError(f"unknown layout {name!r}; expected one of {', '.join(choices)}")
 
 
 class SpaceEstimate(StrEnum):
@@ -118,69 +80,121 @@ class SpaceEstimate(StrEnum):
     """Cannot be told up front (always compressed): nothing is refused."""
 
 
-@dataclass(frozen=True, slots=True)
-class Streaming:
-    """How a format is written to a stream (``expcli convert SRC -``).
-
-    ``note`` says what a stream of it leaves out ("rows only"); ``text``: printable, so it
-    may go to a terminal; ``rank`` orders the stream formats in help texts, lowest first.
-    """
-
-    write: StreamWriter
-    note: str = ""
-    text: bool = False
-    rank: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class FormatRow:
+class Format(ABC):
     """A format: a file (named by its suffixes) or a folder (named by none).
+
+    One object per format, each in its own module; ``formats.table`` keeps them by name.
+    What a format can do beyond reading and writing is what its methods do: a stream
+    writer (``write_stream``), shards (``write_shard``, ``open_shard``); the base's
+    versions of those say it cannot, and ``streams`` and ``shards`` tell from them.
 
     Attributes:
         name: What users type (``--to``) and results report.
         suffixes: File name suffixes, lower case with the dot, the usual one first; none
             for a folder.
         holds: What its files hold, for "expected a dataset: ..." messages.
-        read: Reads a whole dataset.
-        write: Writes a dataset atomically.
-        open_lazy: Opens a dataset whose rows stay on disk; None: read whole.
-        sniff: Tells the format from a file's first bytes; None: the suffix only.
-        compresses: Whether its writer takes a compression other than none.
-        compressions: The compressions it takes, its default first (when it compresses).
+        compressions: The compressions its writer takes, its default first; none: it does
+            not compress.
         space: How the free-space check estimates its size (compressed: unknown).
-        streaming: How it is written to a stream; None: it cannot be (it seeks).
         layouts: The layouts its files carry, expcli's own first.
         title: How prose names it ("HDF5"); default its name.
-        companions: The files beside the target that a write also makes (a sidecar).
-        unrecorded_envs: What a file of it is when it does not record its number of env
-            columns ("a CSV file without its sidecar"), or None when it does.
-        shard: Whether a file of it can be a shard of a sharded folder
-            (``--shard-format``).
-        caches: Whether its lazy opener is a ``CachingOpener``: it keeps the blocks it
-            decodes in a ``BlockCache`` given as ``cache`` (a compressed format sampled at
-            random).
-        frames: Whether its writer is a ``FramesWriter``: it can store next observations
-            once (``formats.frames``).
+        stream_note: What a stream of it leaves out ("rows only").
+        stream_text: Whether a stream of it is printable, so it may go to a terminal.
+        stream_rank: Orders the stream formats in help texts, lowest first.
+        shard_card: A folder of its shards gets this dataset card (``README.md``), and loses
+            the shard files its manifest does not list, since outside readers glob them.
+        shards_mapped: Its shards' members are read over a memory mapping (else each shard
+            stays open while its rows are read).
     """
 
-    name: str
-    suffixes: tuple[str, ...]
-    holds: str
-    read: Reader
-    write: Writer
-    open_lazy: LazyOpener | None = None
-    sniff: Sniffer | None = None
-    compresses: bool = False
-    compressions: tuple[str, ...] = ()
-    space: SpaceEstimate = SpaceEstimate.BYTES
-    streaming: Streaming | None = None
-    layouts: tuple[Layout, ...] = (Layout.EXPCLI,)
-    title: str = ""
-    companions: Callable[[Path], tuple[Path, ...]] | None = None
-    unrecorded_envs: Callable[[Path], str | None] | None = None
-    shard: bool = False
-    caches: bool = False
-    frames: bool = False
+    name: ClassVar[str]
+    suffixes: ClassVar[tuple[str, ...]]
+    holds: ClassVar[str]
+    compressions: ClassVar[tuple[str, ...]] = ()
+    space: ClassVar[SpaceEstimate] = SpaceEstimate.BYTES
+    layouts: ClassVar[tuple[Layout, ...]] = (Layout.EXPCLI,)
+    title: ClassVar[str] = ""
+    stream_note: ClassVar[str] = ""
+    stream_text: ClassVar[bool] = False
+    stream_rank: ClassVar[int] = 0
+    shard_card: ClassVar[str | None] = None
+    shards_mapped: ClassVar[bool] = False
+
+    @abstractmethod
+    def read(self, path: Path, *, num_envs: int | None = None) -> Dataset:
+        """Read the whole dataset at ``path``; ``num_envs`` for files that do not record it."""
+
+    @abstractmethod
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
+        """Write ``dataset`` to ``plan.target`` atomically, as the registry checked ``plan``.
+
+        ``plan.compression`` is one of ``compressions`` (None: the default); ``plan.frames``:
+        how next observations are stored, where the format can store them once
+        (``formats.frames``); ``plan.overwrite``: whether an existing target is replaced.
+        """
+
+    def open_lazy(
+        self, path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
+    ) -> tuple[Dataset, Closer]:
+        """Open the dataset at ``path`` with its rows left on disk; call the closer once done.
+
+        ``cache``: where a compressed format keeps the blocks it decodes (draws at random).
+        The base reads it whole.
+        """
+        return self.read(path, num_envs=num_envs), _nothing
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        """Whether a file (its path and first ``SNIFF_BYTES`` bytes) is of the format.
+
+        The base cannot tell: the suffix only.
+        """
+        return False
+
+    def write_stream(self, dataset: Dataset, out: IO[bytes], source: str | PathLike[str]) -> None:
+        """Write ``dataset`` front to back to the binary stream ``out`` (``source``: messages).
+
+        Raises:
+            NotImplementedError: The format seeks: it cannot be streamed (the base).
+        """
+        raise NotImplementedError(f"{self.name} files cannot be written to a stream")
+
+    def write_shard(
+        self,
+        shard: Dataset,
+        path: Path,
+        *,
+        frames: FramesForm,
+        compression: str | None,
+        after: object | None,
+    ) -> WrittenShard:
+        """Write one shard of a sharded folder whole, then rename it into place.
+
+        ``after``: what the previous shard's ``WrittenShard.carry`` (or ``shard_carry``)
+        gave, None for the first.
+
+        Raises:
+            NotImplementedError: The format cannot be a shard (the base).
+        """
+        raise NotImplementedError(f"{self.name} files cannot be shards")
+
+    def open_shard(self, path: Path, *, cache: BlockCache | None) -> tuple[Dataset, Closer]:
+        """Open a shard with its rows left on disk (``open_lazy``, for a format that shards)."""
+        return self.open_lazy(path, cache=cache)
+
+    def shard_carry(self, path: Path) -> object | None:
+        """What the shard at ``path`` hands the next one (``write_shard``'s ``after``)."""
+        return None
+
+    def companions(self, path: Path) -> tuple[Path, ...]:
+        """The files beside the target that a write also makes (a sidecar)."""
+        return ()
+
+    def unrecorded_envs(self, path: Path) -> str | None:
+        """What a file of it is when it does not record its number of env columns, or None.
+
+        ("a CSV file without its sidecar"); None: it records it.
+        """
+        return None
 
     @property
     def folder(self) -> bool:
@@ -192,44 +206,146 @@ class FormatRow:
         """Its name in prose: ``title``, else ``name``."""
         return self.title or self.name
 
+    @property
+    def compresses(self) -> bool:
+        """Whether its writer takes a compression other than none."""
+        return bool(self.compressions)
+
+    @property
+    def streams(self) -> bool:
+        """Whether it is written to a stream (``write_stream``): it does not seek."""
+        return type(self).write_stream is not Format.write_stream
+
+    @property
+    def shards(self) -> bool:
+        """Whether a file of it can be a shard of a sharded folder (``write_shard``)."""
+        return type(self).write_shard is not Format.write_shard
+
 
 @dataclass(frozen=True, slots=True)
-class LayoutRow:
+class WritePlan:
+    """One write, handed down whole: what to write where, and how.
+
+    The registry checks it once (``registry.write_planned``: the format, the compression
+    it takes, the shard format) before a format's ``write`` is given it.
+
+    Attributes:
+        target: The file or folder to write.
+        format: The format's name (a foreign layout's: the format or storage it writes).
+        layout: expcli's own schema, or a foreign layout.
+        compression: One the format (a sharded folder: its shard format) takes; None: its
+            default, or none.
+        shard_format: A sharded folder's shards' format; None: npz.
+        frames: How next observations are stored (``formats.frames``).
+        overwrite: Whether an existing target may be replaced.
+    """
+
+    target: Path
+    format: str
+    layout: Layout = Layout.EXPCLI
+    compression: str | None = None
+    shard_format: str | None = None
+    frames: FramesForm = FramesForm.ONCE
+    overwrite: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenShard:
+    """A shard as ``Format.write_shard`` left it.
+
+    Attributes:
+        bytes: Its size.
+        crc32: The CRC-32 of its bytes, 8 hex digits.
+        once: Whether it stores some next observations once (schema ``FRAMES_SCHEMA``).
+        carry: What the next shard is handed (``Format.write_shard``'s ``after``).
+    """
+
+    bytes: int
+    crc32: str
+    once: bool
+    carry: object | None = None
+
+
+def _nothing() -> None:
+    """The closer of a dataset read whole."""
+
+
+class FileLayout(ABC):
     """A layout: the formats it is written in, and how it is read and written.
+
+    Its methods say what it does; the base's versions say it does not (``writes``,
+    ``reads_folders`` tell from them).
 
     Attributes:
         name: The layout.
         formats: The formats it writes, its default first; none for a folder layout.
-        write: Writes it atomically; None for expcli's own (the format's writer).
-        read_hdf5: Reads an open HDF5 file of the layout, or returns None when the file is
-            not of it (tried in table order).
-        read_folder: Reads a folder of the layout (one held in a folder).
-        open_folder: Opens such a folder with its rows left on disk.
         title: How prose names it ("Minari").
         storage: The format a folder of the layout keeps its data in (Minari: hdf5).
-        claims: Whether a folder is of the layout (checked before a folder is taken for the
-            default folder layout, Minari).
         storages: The formats a folder layout may keep its data in, ``storage`` first
             (``--to`` picks one; Minari: hdf5, parquet, arrow).
-        write_in: Writes a folder layout in one of ``storages``.
-        losses: What writing a dataset in a storage of the layout does not keep, one phrase
-            each (said in one warning and, where the layout keeps metadata, under
-            ``LOSSES_KEY``); None: the writer says so itself (Minari, LeRobot) or nothing is
-            lost.
         keeps_metadata: Whether the layout's files carry expcli's metadata (skrl's and
             tianshou's do not).
     """
 
-    name: Layout
-    formats: tuple[str, ...] = ()
-    write: Callable[[Dataset, Path, bool], None] | None = None
-    read_hdf5: ForeignHdf5Reader | None = None
-    read_folder: Callable[[Path], Dataset] | None = None
-    open_folder: Callable[[Path], tuple[Dataset, Closer]] | None = None
-    title: str = ""
-    storage: str | None = None
-    claims: Callable[[Path], bool] | None = None
-    storages: tuple[str, ...] = ()
-    write_in: Callable[[Dataset, Path, bool, str], None] | None = None
-    losses: Callable[[Dataset, str], list[str]] | None = None
-    keeps_metadata: bool = True
+    name: ClassVar[Layout]
+    formats: ClassVar[tuple[str, ...]] = ()
+    title: ClassVar[str] = ""
+    storage: ClassVar[str | None] = None
+    storages: ClassVar[tuple[str, ...]] = ()
+    keeps_metadata: ClassVar[bool] = True
+
+    def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
+        """Write the layout atomically, in ``storage`` (one of ``formats`` or ``storages``).
+
+        Raises:
+            NotImplementedError: expcli's own layout: the format's writer writes it (the base).
+        """
+        raise NotImplementedError(f"the {self.name} layout is written by its format")
+
+    def read_hdf5(self, h5: Any, path: Path, num_envs: int | None, lazy: bool) -> Dataset | None:
+        """Read an open HDF5 file of the layout, or None: the file is not of it (the base)."""
+        return None
+
+    def read_folder(self, path: Path) -> Dataset:
+        """Read a folder of the layout.
+
+        Raises:
+            NotImplementedError: The layout is not kept in folders (the base).
+        """
+        raise NotImplementedError(f"the {self.name} layout reads no folders")
+
+    def open_folder(self, path: Path) -> tuple[Dataset, Closer]:
+        """Open a folder of the layout with its rows left on disk (the base reads it whole)."""
+        return self.read_folder(path), _nothing
+
+    def claims(self, path: Path) -> bool:
+        """Whether a folder is of the layout, before it is taken for Minari's (the default)."""
+        return False
+
+    def losses(self, dataset: Dataset, storage: str) -> list[str]:
+        """What writing ``dataset`` in ``storage`` does not keep, one phrase each.
+
+        Said in one warning and, where the layout keeps metadata, under ``LOSSES_KEY``;
+        none (the base): the writer says so itself (Minari, LeRobot) or nothing is lost.
+        """
+        return []
+
+    @property
+    def writes(self) -> bool:
+        """Whether it has its own writer (expcli's own layout is its format's)."""
+        return type(self).write is not FileLayout.write
+
+    @property
+    def reads_folders(self) -> bool:
+        """Whether it is kept in folders (``read_folder``)."""
+        return type(self).read_folder is not FileLayout.read_folder
+
+
+class ExpcliLayout(FileLayout):
+    """expcli's own schema, written by each format's writer."""
+
+    name = Layout.EXPCLI
+
+
+EXPCLI_LAYOUT = ExpcliLayout()
+"""expcli's own layout (``formats.table`` names it)."""

@@ -60,6 +60,7 @@ from expcli.formats._manifest import (
     Manifest,
     ShardEntry,
     file_crc32,
+    find_shard_format,
     is_folder_target,
     is_sharded_folder,
     shard_name,
@@ -67,12 +68,13 @@ from expcli.formats._manifest import (
 from expcli.formats.concat_rows import ConcatRows
 from expcli.formats.dataset import Dataset
 from expcli.formats.frames import ByCells, DerivedRows, StoredOnce, combined
-from expcli.formats.header import encode_header, header_specs
+from expcli.formats.header import header_specs
 from expcli.formats.lazy import LazyRows
+from expcli.formats.rows import Format
+from expcli.formats.table import format_named, shard_formats
 from expcli.spec import FRAMES_SCHEMA, CircularState, FramesForm
 
 if TYPE_CHECKING:
-    from expcli.formats._parquet_columns import Carry
     from expcli.formats.block_cache import BlockCache
 
 __all__ = [
@@ -83,6 +85,7 @@ __all__ = [
     "ShardWriter",
     "check_shard",
     "check_shards",
+    "find_shard_format",
     "is_folder_target",
     "is_sharded_folder",
     "new_manifest",
@@ -100,23 +103,9 @@ _MAPPED_SHARDS = 256  # shard files kept mapped at once (each mapping holds a de
 _MAPPED_BYTES = 32 << 20
 _MMAP = "\0mmap"  # a shard's members: its mapping, beside its tensors (never a tensor name)
 CARD = "README.md"
-"""The dataset card of a folder of Parquet shards (no YAML ``configs``: see the module)."""
+"""The dataset card of a folder whose shard format has one (``Format.shard_card``)."""
 COMPRESSION_KEY = "shard_compression"
-"""The manifest's key naming its Parquet shards' compression (absent: the format's own)."""
-_CARD_TEXT = """# An expcli dataset: Parquet shards
-
-One row per transition, in the order collected: `index`, `episode_index`, `frame_index`,
-`env`, `row`, then one column per tensor (`observations`, `actions`, `rewards`,
-`terminated`, `truncated`, ...). `next_observations` is null where it is the
-`observations` of the next `row` of the same `env` (stored once). `manifest.json` lists the
-complete shards (a reader of
-the glob `shard-*.parquet` sees the same rows once a run has ended); each shard's footer
-holds the whole expcli metadata. Written by expcli; `expcli inspect` describes it.
-
-`datasets.load_dataset(FOLDER)` reads the shards (it prefers Parquet files to the one JSON
-file), `polars.scan_parquet("FOLDER/shard-*.parquet")`, duckdb's
-`read_parquet('FOLDER/shard-*.parquet')` and `ray.data.read_parquet("FOLDER")` too.
-"""
+"""The manifest's key naming its shards' compression (absent: the format's own)."""
 
 
 def shard_rows(tensors: Mapping[str, Any], shard_bytes: int) -> int:
@@ -148,15 +137,15 @@ class ShardWriter:
         self.manifest = manifest
         self.state = state
         self.frames = frames
-        self.shard_format = manifest.shard_format
+        self.shard = manifest.shard
         with output_errors(folder, every=True):
             folder.mkdir(parents=True, exist_ok=True)
-        self._carries: dict[int, Carry] = {}  # Parquet: after the shard of that position
-        if self.shard_format != DEFAULT_SHARD_FORMAT:
+        self._carries: dict[int, object | None] = {}  # after the shard of that position
+        if self.shard.shard_card is not None:
             with output_errors(folder, every=True):
                 for stray in manifest.strays(folder):  # the glob's readers would count them
                     stray.unlink()
-                _write_card(folder)
+                _write_card(folder, self.shard.shard_card)
         self._next = manifest.next_index(folder)
         self._lock = threading.Lock()
 
@@ -181,46 +170,34 @@ class ShardWriter:
 
     def _write(self, tensors: Mapping[str, Any]) -> ShardEntry:
         """Write ``tensors`` as a new shard after the listed ones; its entry, not yet listed."""
-        name = shard_name(self._next, self.shard_format)
+        name = shard_name(self._next, self.shard)
         self._next += 1
         first = self.manifest.rows
         shard = Dataset(dict(tensors), CircularState(0, 0, True), {"shard": {"first_row": first}})
         missing = self._schema(shard)
         path = self.folder / name
-        if self.shard_format == DEFAULT_SHARD_FORMAT:
-            entry, once = _write_shard(shard, path, missing, self.frames)
-            if once:
-                self.manifest.header["schema"] = FRAMES_SCHEMA
-            return entry
-        from expcli.formats.parquet_format import write_shard
-
         position = len(self.manifest.shards)
         compression = self.manifest.header.get(COMPRESSION_KEY)
-        carry, once = write_shard(
+        written = self.shard.write_shard(
             shard,
             path,
-            overwrite=True,
-            compression=None if compression is None else str(compression),
-            carry=self._carry(position - 1),
             frames=self.frames,
+            compression=None if compression is None else str(compression),
+            after=self._carry(position - 1),
         )
-        if once:
+        if written.once:
             self.manifest.header["schema"] = FRAMES_SCHEMA
-        self._carries[position] = carry
-        size = regular_size(path)
-        return ShardEntry(name, shard.memory_size, size, file_crc32(path), missing)
+        self._carries[position] = written.carry
+        return ShardEntry(name, shard.memory_size, written.bytes, written.crc32, missing)
 
-    def _carry(self, position: int) -> Carry | None:
-        """The bookkeeping after the listed shard at ``position`` (None: before the first)."""
+    def _carry(self, position: int) -> object | None:
+        """What the listed shard at ``position`` hands the next (None: before the first)."""
         if position < 0:
             return None
-        carry = self._carries.get(position)
-        if carry is None:
-            from expcli.formats.parquet_format import shard_carry
-
-            carry = shard_carry(self.folder / self.manifest.shards[position].file)
-            self._carries[position] = carry
-        return carry
+        if position not in self._carries:
+            path = self.folder / self.manifest.shards[position].file
+            self._carries[position] = self.shard.shard_carry(path)
+        return self._carries[position]
 
     def _schema(self, shard: Dataset) -> tuple[str, ...]:
         """Add the shard's new tensors to the manifest; return the folder's it lacks.
@@ -263,8 +240,7 @@ class ShardWriter:
         deleted.
         """
         with self._lock:
-            if self.shard_format != DEFAULT_SHARD_FORMAT:
-                self._carry(len(self.manifest.shards) - 2)  # read before the shard goes
+            self._carry(len(self.manifest.shards) - 2)  # read before the shard goes
             old = self.manifest.shards.pop()
             self.manifest.shards.append(self._write(tensors))
             self._save(metadata)
@@ -297,73 +273,50 @@ _HEADER_KEYS = frozenset(
 
 
 def new_manifest(
-    header: Mapping[str, object], shard_format: str | None = None, compression: str | None = None
+    header: Mapping[str, object], shard: Format | None = None, compression: str | None = None
 ) -> Manifest:
-    """The manifest of a new folder of ``header``'s dataset, its shards in ``shard_format``.
+    """The manifest of a new folder of ``header``'s dataset, its shards ``shard`` files.
 
-    ``compression``: a Parquet shard's (None: zstd); npz shards are never compressed.
+    ``shard``: a format that can be a shard (None: npz); ``compression``: one that format
+    takes (None: its default); npz shards are never compressed.
 
     Raises:
         ConfigError: A format that cannot be a shard, or a compression it does not take.
     """
-    from expcli.formats._manifest import SHARD_FORMATS
-
-    kind = shard_format or DEFAULT_SHARD_FORMAT
-    if kind not in SHARD_FORMATS:
-        raise ConfigError(
-            f"--shard-format takes {', '.join(SHARD_FORMATS)}; got {str(shard_format)!r}"
-        )
+    kind = shard or find_shard_format(None)
+    if not kind.shards:
+        find_shard_format(kind.name)  # says which can
     extra: dict[str, Any] = {}
-    if kind != DEFAULT_SHARD_FORMAT:
-        extra[FORMAT_KEY] = kind
-        if compression is not None:
-            from expcli.formats.parquet_format import PARQUET_COMPRESSIONS
-
-            if compression.lower() not in PARQUET_COMPRESSIONS:
-                raise ConfigError(
-                    f"Parquet shards take compression {', '.join(PARQUET_COMPRESSIONS)}; got "
-                    f"{compression!r}"
-                )
-            extra[COMPRESSION_KEY] = compression.lower()
-    elif compression not in (None, "none"):
+    if kind.name != DEFAULT_SHARD_FORMAT:
+        extra[FORMAT_KEY] = kind.name
+    if kind.compresses and compression is not None:
+        if compression.lower() not in kind.compressions:
+            raise ConfigError(
+                f"{kind.shown} shards take compression {', '.join(kind.compressions)}; got "
+                f"{compression!r}"
+            )
+        extra[COMPRESSION_KEY] = compression.lower()
+    elif not kind.compresses and compression not in (None, "none"):
+        others = [f for f in shard_formats() if (found := format_named(f)) and found.compresses]
         raise ConfigError(
-            f"npz shards are not compressed (got compression {compression!r}); "
-            "use --shard-format parquet"
+            f"{kind.name} shards are not compressed (got compression {compression!r}); "
+            f"use --shard-format {' or '.join(others)}"
         )
     return Manifest({**header, **extra})
 
 
-def _write_card(folder: Path) -> None:
+def _write_card(folder: Path, text: str) -> None:
     """Write the folder's ``README.md`` (its dataset card) unless it holds one."""
     card = folder / CARD
     if card.exists():
         return
     with atomic_write(card, "w") as f:
-        f.write(_CARD_TEXT)
+        f.write(text)
 
 
 def user_metadata(header: Mapping[str, Any]) -> dict[str, Any]:
     """A metadata object without the keys the manifest owns (``created`` stays)."""
     return {k: v for k, v in header.items() if k not in _HEADER_KEYS}
-
-
-def _write_shard(
-    shard: Dataset, path: Path, missing: tuple[str, ...], frames: FramesForm
-) -> tuple[ShardEntry, bool]:
-    """Write an npz shard whole, then rename it into place.
-
-    Returns its entry, and whether it is of schema ``FRAMES_SCHEMA`` (some next
-    observations stored once, without the wrap).
-    """
-    from expcli.formats.frames import encode
-    from expcli.formats.npz_format import write_members
-
-    members, header = encode(shard.tensors, shard.header(), frames, path, wrap=False)
-    text = encode_header(header, path)
-    with atomic_write(path) as f:
-        size, crc = write_members(members, f, text)
-    entry = ShardEntry(path.name, shard.memory_size, size, f"{crc:08x}", missing)
-    return entry, header["schema"] == FRAMES_SCHEMA
 
 
 def write(
@@ -388,7 +341,7 @@ def write(
         OutputError: The folder cannot be written.
         ConfigError: A format that cannot be a shard, or a compression it does not take.
     """
-    manifest = new_manifest(dataset.header(), shard_format, compression)
+    manifest = new_manifest(dataset.header(), find_shard_format(shard_format), compression)
     if os.path.lexists(path) and not overwrite:
         raise OutputExistsError(path)
     if os.path.lexists(path) and not is_sharded_folder(path):
@@ -469,7 +422,7 @@ def open_lazy(
             key="num_envs",
         )
     by_name = {s.name: s for s in specs}
-    maps = _ShardMaps(path, manifest.shards, by_name, num, manifest.shard_format, cache)
+    maps = _ShardMaps(path, manifest.shards, by_name, num, manifest.shard, cache)
     pieces: dict[str, list[tuple[StoredOnce | None, int]]] = {name: [] for name in by_name}
     for index, entry in enumerate(manifest.shards):
         found = maps.check(index)
@@ -587,11 +540,12 @@ class _ShardMaps:
         shards: list[ShardEntry],
         specs: Mapping[str, Any],
         num_envs: int,
-        shard_format: str = DEFAULT_SHARD_FORMAT,
+        shard: Format,
         cache: BlockCache | None = None,
     ) -> None:
         self.folder, self.shards, self.specs, self.num_envs = folder, shards, specs, num_envs
-        self.mapped = shard_format == DEFAULT_SHARD_FORMAT
+        self.shard = shard
+        self.mapped = shard.shards_mapped
         self.cache = None if self.mapped else cache
         self._open: OrderedDict[int, dict[str, Any]] = OrderedDict()
         self._mapped_bytes = 0
@@ -707,13 +661,7 @@ class _ShardMaps:
 
     def _open_shard(self, path: Path) -> tuple[Dataset, Callable[[], None]]:
         try:
-            if self.mapped:
-                from expcli.formats.npz_format import open_lazy as open_npz
-
-                return open_npz(path)
-            from expcli.formats.parquet_format import open_lazy as open_parquet
-
-            return open_parquet(path, cache=self.cache)
+            return self.shard.open_shard(path, cache=self.cache)
         except OSError as e:  # unreadable (permissions, I/O): the folder's fault, named
             raise FormatError(f"cannot be read ({e.strerror or e})", path=path) from None
 

@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from expcli.errors import InvalidValueError
-from expcli.formats.layouts.kinds import Layout
-from expcli.formats.table import layout_row
+from expcli.formats.rows import Layout
+from expcli.formats.table import layout_named
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
 
 __all__ = ["EXPORT_FORMATS", "check_export_format", "save_dataset"]
 
-EXPORT_FORMATS = layout_row(Layout.SKRL).formats  # skrl's exports: pt, npz, csv
+EXPORT_FORMATS = layout_named(Layout.SKRL).formats  # skrl's exports: pt, npz, csv
 
 
 def check_export_format(format: str) -> None:

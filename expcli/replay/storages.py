@@ -24,7 +24,6 @@ import numpy as np
 from expcli.errors import ConfigError, InvalidTypeError, SchemaError
 from expcli.formats.block_cache import DEFAULT_CACHE_BYTES, BlockCache, CacheStats
 from expcli.formats.dataset import Dataset
-from expcli.formats.table import format_row
 from expcli.host_memory import available_bytes
 from expcli.memory import Memory
 from expcli.memory.episodes import DONE_NAMES, TensorSource, resident
@@ -458,7 +457,7 @@ class DatasetStorage(Storage):
             FormatError, SchemaError: The path cannot be read as a dataset.
             ConfigError: ``cache_bytes`` is negative.
         """
-        from expcli.formats import open_lazy, read_dataset, source_format
+        from expcli.formats import open_lazy, source_format
 
         source = Path(path)
         if cache_bytes is None:
@@ -466,9 +465,6 @@ class DatasetStorage(Storage):
             cache_bytes = min(DEFAULT_CACHE_BYTES, room // 8 if room is not None else 1 << 62)
         cache = BlockCache(cache_bytes)
         fmt = source_format(source)
-        row = format_row(fmt)
-        if row is not None and row.open_lazy is None:  # a .pt: mapped by its reader
-            return cls(read_dataset(source, fmt, num_envs=num_envs))
         dataset, close_lazy = open_lazy(source, fmt, num_envs=num_envs, cache=cache)
         file = source.open("rb") if source.is_file() else None
 

@@ -1,8 +1,8 @@
 """The plumbing the verbs share: opening sources, checking a target, writing an edit.
 
 ``opening`` opens each source lazily (its stored tensors mapped, its checksum started);
-``Target`` is an output checked before anything is read; ``write`` makes the lineage entry,
-regroups the chosen episodes and writes them atomically through the format's writer.
+``check_output`` plans an output, checked before anything is read; ``write`` makes the
+lineage entry, regroups the chosen episodes and writes them atomically through the format's writer.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from expcli.errors import ConfigError
 from expcli.formats import open_lazy, source_format
 from expcli.formats.checked_write import check_target, write_checked
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts import Layout
 from expcli.formats.registry import output_format
+from expcli.formats.rows import WritePlan
 from expcli.formats.table import suffix_help
 from expcli.shaping._mapping import map_in_place
 from expcli.shaping.episode_table import EpisodeRecords
@@ -34,8 +34,9 @@ from expcli.shaping.lineage import (
     lineage_entry,
 )
 from expcli.shaping.regrouped import Pick, regroup
+from expcli.spec import FramesForm
 
-__all__ = ["Edit", "Opened", "ShapeResult", "Target", "opening", "write"]
+__all__ = ["Edit", "Opened", "ShapeResult", "check_output", "opening", "write"]
 
 
 @dataclass(frozen=True)
@@ -70,40 +71,38 @@ class Opened:
     release: Callable[[], None] | None = None
 
 
-@dataclass(frozen=True)
-class Target:
-    """An output, checked before anything is read (format known, writable)."""
+def check_output(
+    path: str | os.PathLike[str],
+    to: str | None,
+    compression: str | None,
+    shard_format: str | None,
+    overwrite: bool,
+) -> WritePlan:
+    """The plan of writing the output ``path``, checked before anything is read.
 
-    path: Path
-    format: str
-    compression: str | None
-    shard_format: str | None
-    overwrite: bool
+    ``to`` names its format where the name does not tell; the format is known and the
+    target writable (the registry checks the rest of the plan as it writes).
 
-    @classmethod
-    def check(
-        cls,
-        path: str | os.PathLike[str],
-        to: str | None,
-        compression: str | None,
-        shard_format: str | None,
-        overwrite: bool,
-    ) -> Target:
-        """The output ``path``; ``to`` names its format where the name does not tell.
-
-        Raises:
-            ConfigError: The format cannot be told.
-            OutputExistsError: It exists and ``overwrite`` is false.
-        """
-        where = Path(path)
-        fmt = output_format(where, to)
-        if fmt is None:
-            raise ConfigError(
-                f"cannot tell the output format from {where.name!r}; "
-                f"name a suffix ({suffix_help()})"
-            )
-        check_target(where, fmt, Layout.EXPCLI, overwrite)
-        return cls(where, fmt, compression, shard_format, overwrite)
+    Raises:
+        ConfigError: The format cannot be told.
+        OutputExistsError: It exists and ``overwrite`` is false.
+    """
+    where = Path(path)
+    fmt = output_format(where, to)
+    if fmt is None:
+        raise ConfigError(
+            f"cannot tell the output format from {where.name!r}; name a suffix ({suffix_help()})"
+        )
+    plan = WritePlan(
+        where,
+        fmt,
+        compression=compression,
+        shard_format=shard_format,
+        frames=FramesForm.ONCE,
+        overwrite=overwrite,
+    )
+    check_target(plan)
+    return plan
 
 
 @dataclass(frozen=True)
@@ -130,14 +129,14 @@ class opening:
     """
 
     def __init__(
-        self, sources: Sequence[str | os.PathLike[str]], targets: Sequence[Target] = ()
+        self, sources: Sequence[str | os.PathLike[str]], targets: Sequence[WritePlan] = ()
     ) -> None:
         self.paths = [Path(s) for s in sources]
         self.opened: list[Opened] = []
         read = {path.resolve() for path in self.paths}
         for target in targets:
-            if target.path.resolve() in read:
-                raise ConfigError(f"the output is also a source: {target.path}")
+            if target.target.resolve() in read:
+                raise ConfigError(f"the output is also a source: {target.target}")
 
     def __enter__(self) -> list[Opened]:
         try:
@@ -164,7 +163,7 @@ class opening:
 
 def write(
     edit: Edit,
-    target: Target,
+    target: WritePlan,
     report: Progress,
     started: float,
     paths: LineagePaths = LineagePaths.RELATIVE,
@@ -180,7 +179,7 @@ def write(
     entry = lineage_entry(
         edit.verb,
         edit.arguments,
-        [one.source.result(target.path, paths) for one in edit.opened],
+        [one.source.result(target.target, paths) for one in edit.opened],
         [one.dataset.metadata for one in edit.opened],
         kept={"episodes": kept_episodes, "transitions": kept_rows},
         dropped={
@@ -196,19 +195,10 @@ def write(
     out = regroup(picks, _output_metadata(edit.opened[0].dataset.metadata, entry))
     report("write", 0.0)
     out = reporting_reads(out, lambda done: report("write", done))
-    write_checked(
-        out,
-        target.path,
-        target.format,
-        Layout.EXPCLI,
-        target.compression,
-        None,
-        target.overwrite,
-        target.shard_format,
-    )
+    write_checked(out, target, None)
     report("write", 1.0)
     return ShapeResult(
-        target.path,
+        target.target,
         target.format,
         kept_episodes,
         kept_rows,

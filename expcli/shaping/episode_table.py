@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts.kinds import SEAMS_KEY, STARTS_CUT_KEY
+from expcli.formats.layout_keys import SEAMS_KEY, STARTS_CUT_KEY
 from expcli.spec import overwritten_columns
 from expcli.summary.chronology import Segment, chunks, segments
 from expcli.summary.episodes import chunk_flags

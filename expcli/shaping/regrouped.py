@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts.kinds import SEAMS_KEY, STARTS_CUT_KEY
+from expcli.formats.layout_keys import SEAMS_KEY, STARTS_CUT_KEY
 from expcli.formats.lazy import LazyRows
 from expcli.host_memory import available_bytes
 from expcli.shaping.episode_table import EpisodeRecords, column_runs

@@ -21,7 +21,7 @@ import numpy as np
 from expcli.conversion import Progress
 from expcli.errors import ConfigError, SchemaError, quoted
 from expcli.formats.dataset import Dataset
-from expcli.shaping._edit import Edit, Opened, ShapeResult, Target, opening, write
+from expcli.shaping._edit import Edit, Opened, ShapeResult, check_output, opening, write
 from expcli.shaping.episode_table import EpisodeRecords, info_fields, scan_episodes
 from expcli.shaping.lineage import LineagePaths, shown_path
 from expcli.shaping.sameness import Allowance, first_difference
@@ -97,7 +97,7 @@ def filter_episodes(
     started = time.perf_counter()
     mode = _incomplete(incomplete)
     report = progress or _silent
-    output = Target.check(target, to, compression, shard_format, overwrite)
+    output = check_output(target, to, compression, shard_format, overwrite)
     with opening([source], [output]) as [opened]:
         names = _tensors_kept(opened, keep, drop)
         expression = parse_where(where, _field_names(opened.dataset)) if where else None
@@ -164,7 +164,7 @@ def split(
         raise ConfigError(f"--fractions gives {len(shares)} shares for {len(paths)} outputs")
     spare = _incomplete_target(incomplete, paths)
     report = progress or _silent
-    outputs = [Target.check(p, to, compression, shard_format, overwrite) for p in paths]
+    outputs = [check_output(p, to, compression, shard_format, overwrite) for p in paths]
     results = []
     with opening([source], outputs) as [opened]:
         report("read", 0.0)
@@ -180,8 +180,10 @@ def split(
             shown = LineagePaths.parse(lineage_paths)
             arguments = _arguments(
                 fractions=shares, seed=seed, part=number,
-                outputs=[shown_path(p, output.path, shown) for p in paths],
-                incomplete=None if spare is None else shown_path(paths[spare], output.path, shown),
+                outputs=[shown_path(p, output.target, shown) for p in paths],
+                incomplete=(
+                    None if spare is None else shown_path(paths[spare], output.target, shown)
+                ),
             )  # fmt: skip
             dropped = 0 if spare is not None else len(cut)
             edit = Edit("split", arguments, [opened], [table], [chosen], dropped, names)
@@ -223,7 +225,7 @@ def merge(
     mode = _incomplete(incomplete)
     allowed = {Allowance.parse(a) for a in allow}
     report = progress or _silent
-    output = Target.check(target, to, compression, shard_format, overwrite)
+    output = check_output(target, to, compression, shard_format, overwrite)
     with opening(sources, [output]) as opened:
         differences = []
         for other in opened[1:]:

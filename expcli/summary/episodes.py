@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from expcli.distribution import Distribution
-from expcli.formats.layouts.kinds import SEAMS_KEY, STARTS_CUT_KEY
+from expcli.formats.layout_keys import SEAMS_KEY, STARTS_CUT_KEY
 from expcli.spec import CircularState, flag_rows, oldest_rows, overwritten_columns
 from expcli.summary.chronology import Chunk
 

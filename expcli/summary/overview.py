@@ -23,7 +23,7 @@ from expcli.errors import FormatError, SchemaError
 from expcli.formats.dataset import Dataset
 from expcli.formats.frames import StoredOnce, stored_once
 from expcli.formats.layouts import Layout
-from expcli.formats.table import MINARI_FOLDER, format_row, layout_rows
+from expcli.formats.table import MINARI_FOLDER, format_named, layouts_in_order
 from expcli.spec import overwritten_columns
 from expcli.summary.checks import FAILED, Finding, RowFinder
 from expcli.summary.chronology import Chunk, chunks, segments
@@ -176,12 +176,12 @@ def summarize(
     shares, whole = _shares([source, *others]), progress
     if progress is not None and others:  # each file its share of the bar, by size
         progress = _scaled(progress, 0, shares[0])
-    folder = next((r for r in layout_rows() if r.read_folder and r.name.value == found), None)
+    folder = next((r for r in layouts_in_order() if r.reads_folders and r.name == found), None)
     storage = folder.storage if folder is not None else None
     if found == MINARI_FOLDER:  # hdf5, parquet or arrow
-        from expcli.formats.layouts import minari_storage
+        from expcli.formats.layouts.minari_layout import folder_storage
 
-        storage = minari_storage(source) or storage
+        storage = folder_storage(source) or storage
     fmt = storage or found  # a Minari folder's: the format of its files
     minari = minari_episode_findings(source) if check and _carries(fmt, Layout.MINARI) else None
     shards = None
@@ -258,7 +258,7 @@ def _shares(paths: list[Path]) -> list[float]:
 
 def _carries(fmt: str, layout: Layout) -> bool:
     """Whether files of the format ``fmt`` may hold ``layout``."""
-    row = format_row(fmt)
+    row = format_named(fmt)
     return row is not None and layout in row.layouts
 
 

@@ -82,10 +82,10 @@ def minari_episode_findings(path: Path) -> Finding | None:
     message lists the episode ids. Returns None when ``path`` is not a Minari file or
     folder.
     """
-    from expcli.formats.layouts import minari_episode_mismatches
+    from expcli.formats.layouts.minari_layout import mismatched_episodes
 
     try:
-        bad = minari_episode_mismatches(path)
+        bad = mismatched_episodes(path)
     except FormatError as e:
         return Finding("minari_episodes", FAILED, e.message, 1)
     if bad is None:

@@ -1,15 +1,13 @@
-"""A format defined outside expcli is one row: registered, it converts, is told and is listed.
+"""A format defined outside expcli is one object: registered, it converts, is told and listed.
 
-``tiny`` lives in this module only: a JSON text holding expcli's metadata and each tensor's
-bytes. Registering its row is all it takes for ``expcli.conversion.convert``, ``expcli
-convert``, the suffix dispatch and the help texts to know it; no file of ``expcli/`` names it.
+``tiny`` lives in ``tests/formats/tiny_plugin.py`` only: a JSON text holding expcli's
+metadata and each tensor's bytes. Registering its ``Format`` is all it takes for
+``expcli.conversion.convert``, ``expcli convert``, the suffix dispatch and the help texts to
+know it; no file of ``expcli/`` names it.
 """
 
 from __future__ import annotations
 
-import base64
-import dataclasses
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,56 +20,35 @@ from expcli.cli import app
 from expcli.conversion import convert
 from expcli.errors import ConfigError
 from expcli.formats import Dataset, detect_format, format_from_suffix, read_dataset
-from expcli.formats._atomic import atomic_path
 from expcli.formats._free_space import estimate_size
-from expcli.formats.header import dataset_from_header, encode_header, parse_header
-from expcli.formats.rows import FormatRow, SpaceEstimate
-from expcli.formats.table import file_formats, format_row, register_format
+from expcli.formats.rows import Format, SpaceEstimate
+from expcli.formats.table import file_formats, format_named, register_format
+from tests.formats.tiny_plugin import MAGIC as _MAGIC
+from tests.formats.tiny_plugin import TINY, Tiny
 
 GOLDEN = Path(__file__).parents[1] / "data" / "golden.npz"
-_MAGIC = '{"tiny": 1'
 
 
-def _read_tiny(path: Path, *, num_envs: int | None = None) -> Dataset:
-    stored = json.loads(path.read_text(encoding="utf-8"))
-    arrays = {
-        name: np.frombuffer(base64.b64decode(t["bytes"]), dtype=t["dtype"]).reshape(t["shape"])
-        for name, t in stored["tensors"].items()
-    }
-    return dataset_from_header(arrays, parse_header(stored["header"], path, "header"), path)
+def _taken(name: str, suffix: str) -> Format:
+    """A format called ``name`` with the one ``suffix``."""
+    kind: type[Format] = type("Taken", (Tiny,), {"name": name, "suffixes": (suffix,)})
+    return kind()
 
 
-def _write_tiny(dataset: Dataset, path: Path, *, overwrite: bool, compression: str | None) -> None:
-    tensors = {
-        name: {
-            "dtype": np.asarray(a).dtype.str,
-            "shape": list(a.shape),
-            "bytes": base64.b64encode(np.ascontiguousarray(a).tobytes()).decode(),
-        }
-        for name, a in dataset.tensors.items()
-    }
-    text = json.dumps(
-        {"tiny": 1, "header": encode_header(dataset.header(), path), "tensors": tensors}
-    )
-    with atomic_path(path, overwrite=overwrite) as tmp:
-        Path(tmp).write_text(text, encoding="utf-8")
+class AlwaysPacked(Tiny):
+    """A format whose size cannot be told up front."""
 
-
-def _is_tiny(path: Path, head: bytes) -> bool:
-    return head.startswith(_MAGIC.encode())
-
-
-TINY = FormatRow("tiny", (".tiny",), "a JSON text", _read_tiny, _write_tiny, sniff=_is_tiny)
+    space = SpaceEstimate.UNKNOWN
 
 
 @pytest.fixture
-def tiny() -> Iterator[FormatRow]:
+def tiny() -> Iterator[Format]:
     unregister = register_format(TINY)
     try:
         yield TINY
     finally:
         unregister()
-    assert format_row("tiny") is None and "tiny" not in file_formats()
+    assert format_named("tiny") is None and "tiny" not in file_formats()
 
 
 def _same(a: Dataset, b: Dataset) -> None:
@@ -85,7 +62,7 @@ def _same(a: Dataset, b: Dataset) -> None:
     assert a.header() == b.header()
 
 
-def test_a_registered_format_converts_both_ways(tiny: FormatRow, tmp_path: Path) -> None:
+def test_a_registered_format_converts_both_ways(tiny: Format, tmp_path: Path) -> None:
     original = read_dataset(GOLDEN)
     there = convert(GOLDEN, tmp_path / "d.tiny")
     assert there.dst_format == "tiny" and (tmp_path / "d.tiny").read_text().startswith(_MAGIC)
@@ -96,16 +73,14 @@ def test_a_registered_format_converts_both_ways(tiny: FormatRow, tmp_path: Path)
     _same(original, read_dataset(tmp_path / "named.json", "tiny"))
 
 
-def test_a_registered_format_is_told_by_suffix_and_by_content(
-    tiny: FormatRow, tmp_path: Path
-) -> None:
+def test_a_registered_format_is_told_by_suffix_and_by_content(tiny: Format, tmp_path: Path) -> None:
     assert format_from_suffix("run.TINY") == "tiny" and "tiny" in file_formats()
     convert(GOLDEN, tmp_path / "d.tiny")
     os.replace(tmp_path / "d.tiny", tmp_path / "d.dat")
     assert detect_format(tmp_path / "d.dat") == "tiny"  # its sniffer, not the suffix
 
 
-def test_the_cli_converts_to_and_from_a_registered_format(tiny: FormatRow, tmp_path: Path) -> None:
+def test_the_cli_converts_to_and_from_a_registered_format(tiny: Format, tmp_path: Path) -> None:
     runner = CliRunner()
     out, back = tmp_path / "d.tiny", tmp_path / "back.npz"
     result = runner.invoke(app, ["convert", str(GOLDEN), str(out)])
@@ -136,21 +111,20 @@ def test_help_lists_a_registered_format_and_forgets_it_after(tmp_path: Path) -> 
 
 def test_a_row_may_not_take_a_name_or_suffix_that_is_taken() -> None:
     with pytest.raises(ConfigError, match="named 'npz' is registered already"):
-        register_format(FormatRow("npz", (".x",), "x", _read_tiny, _write_tiny))
+        register_format(_taken("npz", ".x"))
     with pytest.raises(ConfigError, match="suffix '.h5' is hdf5's already"):
-        register_format(FormatRow("mine", (".h5",), "x", _read_tiny, _write_tiny))
-    assert format_row("mine") is None
+        register_format(_taken("mine", ".h5"))
+    assert format_named("mine") is None
 
 
 def test_the_free_space_estimate_asks_the_row() -> None:
     """Compression and text size come from the row: no format name is compared."""
     tensors = {"x": np.zeros((4, 2, 3), np.float32)}
-    rows = {name: format_row(name) for name in ("npz", "csv", "hdf5")}
+    rows = {name: format_named(name) for name in ("npz", "csv", "hdf5")}
     assert all(row is not None for row in rows.values())
     npz, csv, hdf5 = (row for row in rows.values() if row is not None)
     assert estimate_size(tensors, npz) == 96  # every byte
     assert estimate_size(tensors, csv) == 24 * 4  # "0.0," per cell
     assert estimate_size(tensors, hdf5, "none") == 96
     assert estimate_size(tensors, hdf5, "GZIP") is None  # compressed: cannot be told
-    always_packed = dataclasses.replace(TINY, space=SpaceEstimate.UNKNOWN)
-    assert estimate_size(tensors, always_packed) is None
+    assert estimate_size(tensors, AlwaysPacked()) is None

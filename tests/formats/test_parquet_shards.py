@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from expcli.conversion import convert
 from expcli.errors import ConfigError, FormatError
 from expcli.formats import Dataset, read_dataset, sharded
-from expcli.formats._manifest import SHARD_FORMATS, Manifest
+from expcli.formats._manifest import Manifest
 from expcli.formats._parquet_columns import BOOKKEEPING, positions
-from expcli.formats.table import shard_formats
+from expcli.formats.table import format_named, shard_formats
 from expcli.spec import CircularState, done_flags
 from tests.formats.test_parquet_bookkeeping import reference
 from tests.formats.test_roundtrip import assert_same_dataset, datasets
@@ -121,9 +121,13 @@ def test_a_manifest_mixing_shard_formats_is_refused_in_one_line(tmp_path: Path) 
 
 
 def test_the_shard_formats_are_the_table_rows_that_can_be_shards() -> None:
-    assert shard_formats() == SHARD_FORMATS == ("npz", "parquet")
+    assert shard_formats() == ("npz", "parquet")
     with pytest.raises(ConfigError, match="takes npz, parquet"):
-        sharded.new_manifest({}, "hdf5")
+        sharded.find_shard_format("hdf5")
+    hdf5 = format_named("hdf5")
+    assert hdf5 is not None
+    with pytest.raises(ConfigError, match="takes npz, parquet"):
+        sharded.new_manifest({}, hdf5)
 
 
 def test_convert_npz_to_parquet_shards_and_back_gives_the_same_bytes(tmp_path: Path) -> None:

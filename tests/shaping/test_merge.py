@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from expcli import RandomMemory, load, save, summarize
 from expcli.errors import ConfigError
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts.kinds import SEAMS_KEY, STARTS_CUT_KEY
+from expcli.formats.layout_keys import SEAMS_KEY, STARTS_CUT_KEY
 from expcli.formats.sharded import write as write_folder
 from expcli.shaping.verbs import merge
 from expcli.spec import CircularState

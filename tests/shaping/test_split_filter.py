@@ -135,7 +135,7 @@ def test_a_seam_stays_a_seam_even_at_the_end(tmp_path: Path) -> None:
     """A foreign layout's seam (an end the env never gave) keeps its listing when kept."""
     from expcli import save, summarize
     from expcli.formats.dataset import Dataset
-    from expcli.formats.layouts.kinds import SEAMS_KEY
+    from expcli.formats.layout_keys import SEAMS_KEY
     from expcli.spec import CircularState
 
     truncated = np.zeros((9, 1, 1), dtype=bool)

@@ -104,7 +104,7 @@ def test_a_folder_of_both_forms_counts_its_whole_shards_as_kept(
 ) -> None:
     """A ``--resume`` with another ``--frames``: the whole shards keep all their cells."""
     dataset = frame_dataset(np.random.default_rng(3), 12, 2, 0.1)
-    manifest = sharded.new_manifest(dataset.header(), shard_format)
+    manifest = sharded.new_manifest(dataset.header(), sharded.find_shard_format(shard_format))
     writer = sharded.ShardWriter(tmp_path / "f", manifest, None, FramesForm.ONCE)
     for start, frames in ((0, "once"), (4, "full"), (8, "once")):
         writer.frames = FramesForm(frames)

@@ -23,7 +23,7 @@ import numpy as np
 from expcli.errors import FormatError, SchemaError
 from expcli.formats._error_summary import error_summary
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts.kinds import SEAMS_KEY
+from expcli.formats.layout_keys import SEAMS_KEY
 from expcli.spec import SUPPORTED_DTYPES, CircularState, chronological_rows, done_flags
 
 __all__ = [

@@ -22,6 +22,7 @@ import numpy as np
 from expcli.errors import SchemaError
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import encode_header
+from expcli.formats.layout_keys import LOSSES_KEY
 from expcli.formats.layouts._episodes import (
     column_rows,
     done_flags,
@@ -31,7 +32,6 @@ from expcli.formats.layouts._episodes import (
 )
 from expcli.formats.layouts._minari_spaces import StoredLeaf, stored_leaves
 from expcli.formats.layouts._row_streams import picked_rows, rows_of
-from expcli.formats.layouts.kinds import LOSSES_KEY
 
 __all__ = ["FLAG_KEYS", "MinariPlan", "Parts", "write_plan"]
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from expcli.errors import SchemaError
 from expcli.formats.dataset import Dataset
+from expcli.formats.layout_keys import LOSSES_KEY, warn_losses
 from expcli.formats.layouts._minari_columns import (
     ARROW_STORAGES,
     DATA_FILE,
@@ -47,7 +48,6 @@ from expcli.formats.layouts._minari_meta import minari_metadata
 from expcli.formats.layouts._minari_plan import MinariPlan, write_plan
 from expcli.formats.layouts._minari_spaces import StoredLeaf, expcli_leaf, minari_space
 from expcli.formats.layouts._write import atomic_folder
-from expcli.formats.layouts.kinds import LOSSES_KEY, warn_losses
 from expcli.formats.layouts.minari_layout import METADATA_FILE, is_minari_folder
 from expcli.space_json import SEPARATOR
 

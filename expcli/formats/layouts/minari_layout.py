@@ -46,6 +46,7 @@ from expcli.formats._folder_members import member
 from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._guards import check_read_whole
 from expcli.formats.dataset import Dataset
+from expcli.formats.layout_keys import warn_losses
 from expcli.formats.layouts._episodes import SEAMS_KEY
 from expcli.formats.layouts._minari_columns import mark_seams, scan_folder
 from expcli.formats.layouts._minari_episodes import EpisodeScan
@@ -59,7 +60,6 @@ from expcli.formats.layouts._minari_meta import (
 from expcli.formats.layouts._minari_plan import FLAG_KEYS, write_plan
 from expcli.formats.layouts._minari_spaces import step_data, step_rows, text_leaves
 from expcli.formats.layouts._write import atomic_folder
-from expcli.formats.layouts.kinds import warn_losses
 from expcli.formats.lazy import SLICE_BYTES
 from expcli.spec import CircularState
 

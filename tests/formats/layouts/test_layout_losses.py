@@ -17,12 +17,12 @@ import pytest
 from expcli import load
 from expcli.formats import Dataset
 from expcli.formats.layouts import LOSSES_KEY, Layout, write_layout
-from expcli.formats.table import format_row, layout_rows
+from expcli.formats.table import format_named, layouts_in_order
 from expcli.spec import CircularState
 
 PAIRS = [
     (row, storage)
-    for row in layout_rows()
+    for row in layouts_in_order()
     if row.name is not Layout.EXPCLI
     for storage in (row.formats or row.storages)
 ]
@@ -89,7 +89,7 @@ def test_a_layout_warns_once_and_records_exactly_what_it_loses(
     if storage == "video":
         pytest.skip("video keeps images only: tests/formats/layouts/test_lerobot_video.py")
     dataset = make()
-    named = format_row(storage)
+    named = format_named(storage)
     suffix = named.suffixes[0] if row.formats and named is not None else ""
     target = tmp_path / f"out{suffix}"
     with warnings.catch_warnings(record=True) as caught:

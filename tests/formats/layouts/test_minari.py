@@ -18,10 +18,10 @@ from expcli.formats.layouts import (
     SEAMS_KEY,
     minari_layout,
     read_foreign_hdf5,
-    read_minari_folder,
     write_layout,
 )
 from expcli.formats.layouts.minari_layout import is_minari_folder
+from expcli.formats.layouts.minari_layout import read_folder as read_minari_folder
 from expcli.spec import CircularState
 from tests.formats.layouts.sample import EPISODES
 

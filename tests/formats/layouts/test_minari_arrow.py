@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from expcli import convert, load
 from expcli.errors import ConfigError, FormatError, SchemaError
 from expcli.formats import Dataset, open_lazy
-from expcli.formats.layouts import read_minari_folder, write_layout
+from expcli.formats.layouts import write_layout
 from expcli.formats.layouts.minari_arrow import LOSSES_KEY
+from expcli.formats.layouts.minari_layout import read_folder as read_minari_folder
 from expcli.spec import CircularState
 
 minari = pytest.importorskip("minari")

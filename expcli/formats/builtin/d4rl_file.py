@@ -1,0 +1,42 @@
+"""The ``d4rl`` layout: D4RL HDF5 files, one row per transition (``d4rl_layout``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from expcli.formats.rows import FileLayout, Layout
+
+if TYPE_CHECKING:
+    from expcli.formats.dataset import Dataset
+
+__all__ = ["D4RL_FILE", "D4rlFile"]
+
+
+class D4rlFile(FileLayout):
+    """``observations``, ``actions``, ``rewards``, ``terminals``, ``timeouts`` at the root."""
+
+    name = Layout.D4RL
+    formats = ("hdf5",)
+    title = "D4RL"
+
+    def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
+        """Write the file atomically, env column by env column."""
+        from expcli.formats.layouts import d4rl_layout
+
+        d4rl_layout.write(dataset, path, overwrite=overwrite)
+
+    def read_hdf5(self, h5: Any, path: Path, num_envs: int | None, lazy: bool) -> Dataset | None:
+        """A file of D4RL's datasets at the root; ``num_envs`` splits its rows."""
+        from expcli.formats.layouts import d4rl_layout
+
+        return d4rl_layout.read(h5, path, num_envs, lazy=lazy) if d4rl_layout.is_d4rl(h5) else None
+
+    def losses(self, dataset: Dataset, storage: str) -> list[str]:
+        """The env columns and the circular state."""
+        from expcli.formats.layouts import d4rl_layout
+
+        return d4rl_layout.losses(dataset)
+
+
+D4RL_FILE = D4rlFile()

@@ -1,0 +1,58 @@
+"""The ``minari`` layout: a Minari dataset folder, or its ``main_data.hdf5`` (``minari_layout``).
+
+Its storage is hdf5 (the default), parquet or arrow (``minari_arrow``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from expcli.formats.rows import Closer, FileLayout, Layout
+
+if TYPE_CHECKING:
+    from expcli.formats.dataset import Dataset
+
+__all__ = ["MINARI_DATASET", "MinariDataset"]
+
+
+class MinariDataset(FileLayout):
+    """Episodes one after another, one env column; the writer says what it does not keep."""
+
+    name = Layout.MINARI
+    title = "Minari"
+    storage = "hdf5"
+    storages = ("hdf5", "parquet", "arrow")
+
+    def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
+        """Write the dataset folder atomically, in ``storage``."""
+        if storage == "hdf5" or storage not in self.storages:
+            from expcli.formats.layouts import minari_layout
+
+            minari_layout.write(dataset, path, overwrite=overwrite)
+            return
+        from expcli.formats.layouts import minari_arrow
+
+        minari_arrow.write(dataset, path, overwrite=overwrite, storage=storage)
+
+    def read_hdf5(self, h5: Any, path: Path, num_envs: int | None, lazy: bool) -> Dataset | None:
+        """A file of ``episode_<id>`` groups only."""
+        from expcli.formats.layouts import minari_layout
+
+        found = minari_layout.is_minari_file(h5, path)
+        return minari_layout.read(h5, path, lazy=lazy) if found else None
+
+    def read_folder(self, path: Path) -> Dataset:
+        """Read the folder (any storage) whole."""
+        from expcli.formats.layouts import minari_layout
+
+        return minari_layout.read_folder(path)
+
+    def open_folder(self, path: Path) -> tuple[Dataset, Closer]:
+        """Open the folder with its rows read a slice at a time."""
+        from expcli.formats.layouts import minari_layout
+
+        return minari_layout.open_folder(path)
+
+
+MINARI_DATASET = MinariDataset()

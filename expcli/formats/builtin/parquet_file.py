@@ -1,0 +1,107 @@
+"""The ``parquet`` format: one row per transition, chronological (``parquet_format``).
+
+Also a shard format: a folder of Parquet shards is what HF ``datasets``, polars, duckdb and
+Ray Data open as it is, so it gets a dataset card (``PARQUET_CARD``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from expcli.formats._sniffing import is_parquet
+from expcli.formats.rows import Closer, Format, SpaceEstimate, WritePlan, WrittenShard
+from expcli.spec import FramesForm
+
+if TYPE_CHECKING:
+    from expcli.formats.block_cache import BlockCache
+    from expcli.formats.dataset import Dataset
+
+__all__ = ["PARQUET_CARD", "PARQUET_FILE", "ParquetFile"]
+
+PARQUET_CARD = """# An expcli dataset: Parquet shards
+
+One row per transition, in the order collected: `index`, `episode_index`, `frame_index`,
+`env`, `row`, then one column per tensor (`observations`, `actions`, `rewards`,
+`terminated`, `truncated`, ...). `next_observations` is null where it is the
+`observations` of the next `row` of the same `env` (stored once). `manifest.json` lists the
+complete shards (a reader of
+the glob `shard-*.parquet` sees the same rows once a run has ended); each shard's footer
+holds the whole expcli metadata. Written by expcli; `expcli inspect` describes it.
+
+`datasets.load_dataset(FOLDER)` reads the shards (it prefers Parquet files to the one JSON
+file), `polars.scan_parquet("FOLDER/shard-*.parquet")`, duckdb's
+`read_parquet('FOLDER/shard-*.parquet')` and `ray.data.read_parquet("FOLDER")` too.
+"""
+"""The dataset card of a folder of Parquet shards (no YAML ``configs``: see ``sharded``)."""
+
+
+class ParquetFile(Format):
+    """``.parquet`` files: row groups, zstd by default; decoded groups kept in a cache."""
+
+    name = "parquet"
+    suffixes = (".parquet",)
+    holds = "a Parquet file"
+    compressions = ("zstd", "snappy", "gzip", "none")
+    space = SpaceEstimate.UNKNOWN
+    title = "Parquet"
+    shard_card = PARQUET_CARD
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        """The ``PAR1`` magic."""
+        return is_parquet(path, head)
+
+    def read(self, path: Path, *, num_envs: int | None = None) -> Dataset:
+        """Read the file whole."""
+        from expcli.formats import parquet_format
+
+        return parquet_format.read(path, num_envs=num_envs)
+
+    def open_lazy(
+        self, path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
+    ) -> tuple[Dataset, Closer]:
+        """Open the file with its row groups read as they are asked for."""
+        from expcli.formats import parquet_format
+
+        return parquet_format.open_lazy(path, num_envs=num_envs, cache=cache)
+
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
+        """Write the file atomically."""
+        from expcli.formats import parquet_format
+
+        parquet_format.write(
+            dataset,
+            plan.target,
+            overwrite=plan.overwrite,
+            compression=self._codec(plan.compression),
+            frames=plan.frames,
+        )
+
+    def write_shard(
+        self,
+        shard: Dataset,
+        path: Path,
+        *,
+        frames: FramesForm,
+        compression: str | None,
+        after: object | None,
+    ) -> WrittenShard:
+        """Write a shard whose bookkeeping columns continue those of the shard before."""
+        from expcli.formats import parquet_format
+
+        return parquet_format.write_shard(
+            shard, path, compression=self._codec(compression), carry=after, frames=frames
+        )
+
+    def shard_carry(self, path: Path) -> object | None:
+        """The bookkeeping after the shard at ``path`` (its last index, episodes, frames)."""
+        from expcli.formats import parquet_format
+
+        return parquet_format.shard_carry(path)
+
+    def _codec(self, compression: str | None) -> str:
+        """``compression``, lower case, or the default (the first of ``compressions``)."""
+        return self.compressions[0] if compression is None else compression.lower()
+
+
+PARQUET_FILE = ParquetFile()

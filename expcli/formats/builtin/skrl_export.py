@@ -1,0 +1,39 @@
+"""The ``skrl`` layout: skrl's memory exports, a full memory from row 0 (``skrl_layout``).
+
+Read by the pt, npz and csv readers (a file without expcli's metadata is one).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from expcli.formats.rows import FileLayout, Layout
+
+if TYPE_CHECKING:
+    from expcli.formats.dataset import Dataset
+
+__all__ = ["SKRL_EXPORT", "SkrlExport"]
+
+
+class SkrlExport(FileLayout):
+    """skrl's ``Memory.save``: pt, npz or csv, no metadata."""
+
+    name = Layout.SKRL
+    formats = ("pt", "npz", "csv")
+    keeps_metadata = False
+
+    def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
+        """Write the export atomically, in the format its suffix names."""
+        from expcli.formats.layouts import skrl_layout
+
+        skrl_layout.write(dataset, path, overwrite=overwrite)
+
+    def losses(self, dataset: Dataset, storage: str) -> list[str]:
+        """The circular state and the metadata, and what ``storage`` cannot keep."""
+        from expcli.formats.layouts import skrl_layout
+
+        return skrl_layout.losses(dataset, storage)
+
+
+SKRL_EXPORT = SkrlExport()
