@@ -82,7 +82,7 @@ class FakeFleet:
         import gymnasium as gym
         import numpy as np
 
-        from expcli.collect.rollout.rollout_actor import SliceSpec
+        from expcli.collect.rollout.actor import SliceSpec
 
         self.num_envs = num_envs
         self.observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -109,7 +109,7 @@ class FakeFleet:
         self.restarts: list[dict[str, Any]] = []
 
     def request(self, a: int, seq: int, steps: int) -> Any:
-        from expcli.collect.rollout.rollout_fleet import Request
+        from expcli.collect.rollout.fleet import Request
 
         return Request(a, seq, steps, None, time.monotonic())
 
@@ -134,7 +134,7 @@ class FakeFleet:
 
 def driver_rate(transitions: int, num_envs: int = 64, chunk_rows: int = 1024) -> float:
     """Transitions/s the driver merges from fake chunks into a preallocated memory."""
-    from expcli.collect.rollout.rollout_collector import RolloutCollector
+    from expcli.collect.rollout.collector import RolloutCollector
     from expcli.memory import RandomMemory
 
     fleet = FakeFleet(num_envs, 2, chunk_rows)

@@ -88,7 +88,7 @@ class Engine:
         auto_candidate: Whether ``auto`` considers it for an env and a number of envs.
         auto_skip: Why ``auto`` must not try it for a run; None: try it.
         rollout_actors: It runs Ray rollout actors where they apply (see
-            ``rollout.rollout_job``).
+            ``rollout.job``).
         actor_workers: Each rollout actor steps its envs in worker processes.
         force_mode: ``--force-mode`` applies.
         uses_ray: Its envs run on a Ray cluster (``--ray-address``).

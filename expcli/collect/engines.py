@@ -1,7 +1,7 @@
 """The table of collection engines: one row per ``--mode``, read by everything that varies by it.
 
 Settings validation (``settings``), ``auto``'s candidates (``env_modes``), the job, the
-rollout actors (``rollout.rollout_job``) and the CLI (``--mode``'s choices and help, the
+rollout actors (``rollout.job``) and the CLI (``--mode``'s choices and help, the
 lines it prints) read a row's fields (``engine_spec.Engine``) instead of comparing the
 mode's spelling. A new engine is one module (its builder) and one row here, under a
 member of ``CollectMode``.

@@ -46,8 +46,8 @@ from expcli.formats.table import SHARDED_FOLDER, format_from_suffix, format_name
 from expcli.spec import CircularState, Compression, FramesForm
 
 if TYPE_CHECKING:
-    from expcli.collect.rollout.rollout_collector import RolloutCollector
-    from expcli.collect.rollout.rollout_fleet import RolloutFleet
+    from expcli.collect.rollout.collector import RolloutCollector
+    from expcli.collect.rollout.fleet import RolloutFleet
     from expcli.collect.step_outcome import HasSpaces
 
 __all__ = ["CollectJob", "SavedFile", "default_output"]
@@ -184,7 +184,7 @@ class CollectJob:
                 steps=s.steps,
             )
         engine = ENGINES[self.mode]
-        from expcli.collect.rollout.rollout_job import build_fleet, rollout_applies
+        from expcli.collect.rollout.job import build_fleet, rollout_applies
 
         if rollout_applies(s, engine):
             self._fleet, self.policy_seed = build_fleet(s, engine, self.wrappers)
@@ -251,7 +251,7 @@ class CollectJob:
         memory = RandomMemory(rows, s.envs, device="cpu")
 
         if fleet is not None and self.policy_seed is not None:
-            from expcli.collect.rollout.rollout_collector import RolloutCollector
+            from expcli.collect.rollout.collector import RolloutCollector
 
             return RolloutCollector(
                 fleet,

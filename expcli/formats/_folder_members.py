@@ -15,11 +15,12 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from expcli.errors import FormatError
-from expcli.formats._guards import regular_size
+from expcli.formats._guards import MAX_METADATA_BYTES, load_json, open_inside, regular_size
 
-__all__ = ["folder_member", "member", "members"]
+__all__ = ["folder_member", "json_object", "member", "members", "metadata_file"]
 
 
 def member(root: Path, path: Path, layout: str) -> Path:
@@ -109,3 +110,31 @@ def _refused(path: Path, layout: str, what: str) -> FormatError:
         "is followed, no pipe or device opened)",
         path=path,
     )
+
+
+def json_object(path: Path) -> dict[str, Any]:
+    """A JSON object from a regular file, or ``{}`` when there is none (or it is not one)."""
+    try:
+        return metadata_file(path)
+    except (OSError, FormatError):
+        return {}
+
+
+def metadata_file(path: Path) -> dict[str, Any]:
+    """A dataset's ``metadata.json``.
+
+    Raises:
+        FormatError: The file is not a regular file (a link to one neither), larger than
+            metadata can be, or not a JSON object (nested too deep included).
+        OSError: The file cannot be read.
+    """
+    with open_inside(path) as f:  # no link followed, no pipe waited on
+        text = f.read(MAX_METADATA_BYTES + 1)
+    if len(text) > MAX_METADATA_BYTES:
+        raise FormatError(
+            f"is larger than {MAX_METADATA_BYTES:,} bytes; expected metadata", path=path
+        )
+    obj = load_json(text, path, None)
+    if not isinstance(obj, dict):
+        raise FormatError("is not a JSON object", path=path)
+    return obj

@@ -21,7 +21,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
@@ -33,7 +33,11 @@ from expcli.formats._guards import MAX_METADATA_BYTES, check_read_whole
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import LazyRows, RowSpill
+from expcli.formats.rows import WritePlan
 from expcli.spec import CircularState, TensorSpec
+
+if TYPE_CHECKING:
+    from expcli.formats.block_cache import BlockCache
 
 __all__ = ["open_lazy", "read", "sidecar_path", "write", "write_rows"]
 
@@ -51,7 +55,7 @@ def sidecar_path(path: str | Path) -> Path:
     return path.with_name(path.name + ".meta.json")
 
 
-def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
+def write(dataset: Dataset, plan: WritePlan) -> None:
     """Write all ``T * N`` rows and the sidecar, both atomically, a chunk of rows at a time.
 
     Both go to temporary files first; the sidecar is then renamed into place, and the CSV
@@ -62,6 +66,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
         SchemaError: The metadata uses the sidecar's reserved key ``rows``.
         OutputExistsError: The CSV or its sidecar exists and ``overwrite`` is false.
     """
+    path = plan.target
     if ROWS_KEY in dataset.metadata:
         raise SchemaError(
             "this metadata key is reserved for the row count in the CSV sidecar",
@@ -71,7 +76,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
     header = {**dataset.header(), ROWS_KEY: dataset.memory_size * dataset.num_envs}
     text = encode_header(header, path, indent=2)
     suffix = sidecar_path(path).name[len(path.name) :]
-    with atomic_path(path, overwrite=overwrite, companions=(suffix,)) as tmp:
+    with atomic_path(path, overwrite=plan.overwrite, companions=(suffix,)) as tmp:
         with open(tmp, "wb", opener=open_own) as file:
             write_rows(dataset, file)
         with open(sidecar_path(tmp), "w", encoding="utf-8", newline="", opener=open_own) as meta:
@@ -126,7 +131,9 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
     return Dataset(tensors, lazy.state, lazy.metadata)
 
 
-def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
+def open_lazy(
+    path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
+) -> tuple[Dataset, Callable[[], None]]:
     """Like ``read``, but the tensors are ``LazyRows`` over a scratch file of parsed rows.
 
     The scratch file is in the temporary folder (``TMPDIR``), never beside the CSV; call the
@@ -135,6 +142,7 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
     Raises:
         FormatError, SchemaError: As ``read``.
     """
+    del cache  # the parsed rows are a scratch file, read in place
     sidecar = sidecar_path(path)
     try:
         with open(path, encoding="utf-8-sig", newline="") as file:

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple, cast
 
 import numpy as np
 
-from expcli.errors import ConfigError, FormatError, InvalidValueError, SchemaError
+from expcli.errors import FormatError, InvalidValueError, SchemaError
 from expcli.formats._atomic import atomic_path
 from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._guards import check_read_whole
@@ -50,7 +50,8 @@ from expcli.formats.dataset import Dataset
 from expcli.formats.frames import PREFIX, derive, encode, sparse_members
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES
-from expcli.spec import COMPRESSIONS, Compression, FramesForm, TensorSpec
+from expcli.formats.rows import WritePlan
+from expcli.spec import COMPRESSIONS, TensorSpec
 
 __all__ = [
     "ATTRIBUTE",
@@ -65,11 +66,6 @@ __all__ = [
     "read",
     "write",
 ]
-
-_HDF5_COMPRESSIONS: tuple[str, ...] = tuple(
-    c.value for c in (Compression.NONE, Compression.GZIP, Compression.LZF)
-)
-"""The compressions an HDF5 file takes (Parquet's zstd and snappy are not among them)."""
 
 CHUNK_BYTES = 1 << 20
 """Target size of one HDF5 chunk as stored in the file (what a read moves: ``SLICE_BYTES``)."""
@@ -145,7 +141,7 @@ class Hdf5Writer:
         """Check the options; the file is created on ``__enter__``.
 
         Raises:
-            ConfigError: ``compression`` is not one of ``COMPRESSIONS`` (or None).
+            ConfigError: ``compression`` is not one HDF5 takes (or None).
         """
         self.path = Path(path)
         self.compression = _compression(compression)
@@ -342,25 +338,19 @@ class Hdf5Reader:
         return _slab_rows(self._datasets[name])
 
 
-def write(
-    dataset: Dataset,
-    path: Path,
-    *,
-    overwrite: bool,
-    compression: str | None = None,
-    frames: FramesForm | str = FramesForm.FULL,
-) -> None:
+def write(dataset: Dataset, plan: WritePlan) -> None:
     """Write every tensor as a chunked dataset, and the metadata as the root attribute.
 
-    ``frames``: ``FramesForm.ONCE`` stores next observations once (``formats.frames``).
+    ``plan.frames``: ``FramesForm.ONCE`` stores next observations once (``formats.frames``).
 
     Raises:
-        ConfigError: ``compression`` is not one of ``COMPRESSIONS``.
+        ConfigError: ``plan.compression`` is not one HDF5 takes.
         SchemaError: The metadata is not JSON-serialisable, or a tensor name cannot be an
             HDF5 path (empty parts, ``.`` parts, or a tensor named as another's group).
     """
-    members, header = encode(dataset.tensors, dataset.header(), frames, path)
-    with Hdf5Writer(path, overwrite=overwrite, compression=compression) as writer:
+    path = plan.target
+    members, header = encode(dataset.tensors, dataset.header(), plan.frames, path)
+    with Hdf5Writer(path, overwrite=plan.overwrite, compression=plan.compression) as writer:
         writer.create(header)
         for name in sorted(members):
             array = members[name]
@@ -440,12 +430,11 @@ def open_lazy(
 
 
 def _compression(compression: str | None) -> str | None:
-    name = None if compression is None else compression.lower()
-    if name is not None and name not in _HDF5_COMPRESSIONS:
-        raise ConfigError(
-            f"unknown compression {compression!r}; expected one of {', '.join(_HDF5_COMPRESSIONS)}"
-        )
-    return None if name == "none" else name
+    """``compression`` as h5py takes it: None for none."""
+    from expcli.formats.builtin.hdf5_file import HDF5_FILE
+
+    checked = HDF5_FILE.checked_compression(compression)
+    return None if checked == "none" else checked
 
 
 def _slab_rows(dataset: Any) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import struct
 import threading
 import zipfile
@@ -19,7 +20,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,8 +39,11 @@ from expcli.formats.dataset import Dataset
 from expcli.formats.frames import DerivedRows, derive, encode
 from expcli.formats.header import dataset_from_header, encode_header, foreign_dataset, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows, row_chunks
-from expcli.formats.rows import WrittenShard
+from expcli.formats.rows import WritePlan, WrittenShard
 from expcli.spec import FRAMES_SCHEMA, METADATA_KEY, FramesForm
+
+if TYPE_CHECKING:
+    from expcli.formats.block_cache import BlockCache
 
 __all__ = ["open_lazy", "read", "write", "write_members", "write_shard", "write_to"]
 
@@ -49,18 +53,17 @@ _MAX_RATIO = 1100  # deflate expands at most ~1032:1; a larger claim is not real
 _SLACK = 1 << 16  # bytes any member may claim beyond the ratio (headers, tiny members)
 
 
-def write(
-    dataset: Dataset, path: Path, *, overwrite: bool, frames: FramesForm | str = FramesForm.FULL
-) -> None:
+def write(dataset: Dataset, plan: WritePlan) -> None:
     """Write every tensor as a ``.npy`` member, plus the metadata member ``__expcli__``.
 
     Members are stored uncompressed and written slice of rows by slice of rows, so a
     dataset read lazily from another file is never held in memory whole. ``frames``:
     ``FramesForm.ONCE`` stores next observations once (``formats.frames``).
     """
-    members, header = encode(dataset.tensors, dataset.header(), frames, path)
+    path = plan.target
+    members, header = encode(dataset.tensors, dataset.header(), plan.frames, path)
     text = encode_header(header, path)
-    with atomic_write(path, overwrite=overwrite) as f:
+    with atomic_write(path, overwrite=plan.overwrite) as f:
         write_members(members, f, text)
 
 
@@ -74,6 +77,11 @@ def write_shard(shard: Dataset, path: Path, frames: FramesForm) -> WrittenShard:
     with atomic_write(path) as f:
         size, crc = write_members(members, f, text)
     return WrittenShard(size, f"{crc:08x}", header["schema"] == FRAMES_SCHEMA)
+
+
+def write_stream(dataset: Dataset, out: IO[bytes], source: str | os.PathLike[str]) -> None:
+    """Write ``dataset`` front to back to the binary stream ``out`` (``source``: messages)."""
+    write_to(dataset, out, encode_header(dataset.header(), source))
 
 
 def write_to(dataset: Dataset, file: IO[bytes], header: str | None) -> tuple[int, int]:
@@ -124,7 +132,9 @@ def _write_member(archive: ZipStreamWriter, name: str, array: Any) -> None:
             member.write(rows.reshape(-1).view(np.uint8).data)
 
 
-def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
+def open_lazy(
+    path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
+) -> tuple[Dataset, Callable[[], None]]:
     """Like ``read``, but members stay on disk as ``LazyRows``.
 
     Stored ones read in place, deflated ones inflated as their rows are asked for. Call the closer
@@ -137,7 +147,7 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
     Raises:
         FormatError, SchemaError: As ``read``.
     """
-    del num_envs
+    del num_envs, cache  # the file records its shape; nothing decoded is kept
     check_source(path)  # a named pipe or a device would block or never end
     with open(path, "rb") as file:
         head = file.read(6)

@@ -72,12 +72,13 @@ from expcli.formats._parquet_columns import (
 )
 from expcli.formats._parquet_open import open_parquet, pyarrow_parquet, refuse_extension_types
 from expcli.formats.block_cache import BlockCache, CachedBlocks
+from expcli.formats.builtin.parquet_file import PARQUET_FILE
 from expcli.formats.dataset import Dataset
 from expcli.formats.frames import ByCells, StoredOnce, find_cells, frame_pairs, kept_cells
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows
 from expcli.formats.row_gather import flat_rows, gather_flat
-from expcli.formats.rows import WrittenShard
+from expcli.formats.rows import WritePlan, WrittenShard
 from expcli.spec import FRAMES_SCHEMA, FramesForm, done_flags
 
 __all__ = [
@@ -107,23 +108,15 @@ a reader one decoded group a tensor: well under 200 MB at peak either way, whate
 file's size (benchmarks/parquet_scale)."""
 
 
-def write(
-    dataset: Dataset,
-    path: Path,
-    *,
-    overwrite: bool,
-    compression: str,
-    frames: FramesForm = FramesForm.FULL,
-) -> None:
+def write(dataset: Dataset, plan: WritePlan) -> None:
     """Write ``dataset`` as one Parquet file, a row group of about 8 MB at a time.
 
     Args:
         dataset: What to write; tensors read lazily are read a row group at a time.
-        path: The file.
-        overwrite: Whether an existing file may be replaced.
-        compression: One of ``ParquetFile.compressions`` (checked by the registry).
-        frames: ``FramesForm.ONCE``: a next observation equal to the next row's observation
-            of its env column is null (``formats.frames``; the header's ``frames`` names
+        plan: The file (``target``), whether it may be replaced, its compression (one of
+            ``ParquetFile.compressions``, checked by the registry; None: the first) and
+            ``frames``: ``FramesForm.ONCE``: a next observation equal to the next row's
+            observation of its env column is null (``formats.frames``; the header's ``frames`` names
             such columns ``{"form": "nulls"}``). Readers other than expcli (polars, duckdb,
             HF ``datasets``) see those nulls: the value is the ``observations`` of the row of
             the same ``env`` whose ``row`` is one more (row 0 after the last, unless the
@@ -133,7 +126,9 @@ def write(
         SchemaError: A tensor is named as a bookkeeping column, or the metadata is not JSON.
         OutputExistsError, OutputError: As ``atomic_path``.
     """
-    _write(dataset, path, overwrite, compression, Carry.start(dataset.num_envs), frames, True)
+    codec = plan.compression or PARQUET_FILE.compressions[0]
+    carry = Carry.start(dataset.num_envs)
+    _write(dataset, plan.target, plan.overwrite, codec, carry, plan.frames, True)
 
 
 def write_shard(

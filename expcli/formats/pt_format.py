@@ -10,6 +10,7 @@ lazily.
 
 from __future__ import annotations
 
+import os
 import pickle
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -28,10 +29,13 @@ from expcli.formats.dataset import Dataset
 from expcli.formats.frames import derive, encode
 from expcli.formats.header import dataset_from_header, encode_header, foreign_dataset, parse_header
 from expcli.formats.lazy import row_chunks
-from expcli.spec import METADATA_KEY, SUPPORTED_DTYPES, FramesForm
+from expcli.formats.rows import WritePlan
+from expcli.spec import METADATA_KEY, SUPPORTED_DTYPES
 
 if TYPE_CHECKING:
     import torch
+
+    from expcli.formats.block_cache import BlockCache
 
 __all__ = ["open_lazy", "read", "write", "write_to"]
 
@@ -43,18 +47,22 @@ _UNMAPPED = (
 )
 
 
-def write(
-    dataset: Dataset, path: Path, *, overwrite: bool, frames: FramesForm | str = FramesForm.FULL
-) -> None:
+def write(dataset: Dataset, plan: WritePlan) -> None:
     """Write the tensors, then the metadata string, as the one dict torch.save would write.
 
     Tensors go in name order, each streamed slice of rows by slice of rows. ``frames``:
     ``FramesForm.ONCE`` stores next observations once (``formats.frames``).
     """
-    members, header = encode(dataset.tensors, dataset.header(), frames, path)
+    path = plan.target
+    members, header = encode(dataset.tensors, dataset.header(), plan.frames, path)
     text = encode_header(header, path)
-    with atomic_write(path, overwrite=overwrite) as f:
+    with atomic_write(path, overwrite=plan.overwrite) as f:
         _write_members(members, f, text)
+
+
+def write_stream(dataset: Dataset, out: IO[bytes], source: str | os.PathLike[str]) -> None:
+    """Write ``dataset`` front to back to the binary stream ``out`` (``source``: messages)."""
+    write_to(dataset, out, encode_header(dataset.header(), source))
 
 
 def write_to(dataset: Dataset, file: IO[bytes], header: str | None) -> None:
@@ -121,7 +129,9 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
     return Dataset(held, dataset.state, dataset.metadata)
 
 
-def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Callable[[], None]]:
+def open_lazy(
+    path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
+) -> tuple[Dataset, Callable[[], None]]:
     """Like ``read``, but next observations stored once stay ``DerivedRows``.
 
     The other tensors are mapped (or read) as ``read`` does; nothing is left to close.
@@ -129,7 +139,7 @@ def open_lazy(path: Path, *, num_envs: int | None = None) -> tuple[Dataset, Call
     Raises:
         FormatError, SchemaError, ConfigError: As ``read``.
     """
-    del num_envs
+    del num_envs, cache  # the file records its shape; nothing decoded is kept
     import torch
 
     obj = _load(path)

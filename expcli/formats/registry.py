@@ -258,19 +258,10 @@ def _checked(plan: WritePlan) -> tuple[Format, WritePlan]:
     """
     row, compression = _row(plan.format), plan.compression
     if plan.shard_format is not None:
-        _check_shards(plan.target, row, plan.shard_format, compression)
-        return row, plan
-    if not row.compresses and compression is not None and compression.lower() != "none":
-        raise ConfigError(
-            f"{row.name} files cannot be compressed (got compression {str(compression)!r}); "
-            f"compression is for {', '.join(compressing_formats())}"
-        )
-    if row.compressions and compression is not None and compression.lower() not in row.compressions:
-        raise ConfigError(
-            f"{row.shown} files take compression {', '.join(row.compressions)}; got "
-            f"{str(compression)!r}"
-        )
-    return row, dataclasses.replace(plan, compression=compression if row.compresses else None)
+        compression = _check_shards(plan.target, row, plan.shard_format, compression)
+    else:
+        compression = row.checked_compression(compression, others=compressing_formats())
+    return row, dataclasses.replace(plan, compression=compression)
 
 
 def frames_form(frames: FramesForm | str) -> FramesForm:
@@ -398,8 +389,10 @@ def _is_folder_layout(fmt: str) -> bool:
     return any(layout.reads_folders and layout.name.value == fmt for layout in layouts_in_order())
 
 
-def _check_shards(target: Path, row: Format, shard_format: str, compression: str | None) -> None:
-    """Refuse shards for a target that is no sharded folder, or that do not fit.
+def _check_shards(
+    target: Path, row: Format, shard_format: str, compression: str | None
+) -> str | None:
+    """The compression of a sharded folder's shards, as they take it.
 
     Raises:
         ConfigError: The target is not a folder, or ``shard_format`` cannot be a shard, or
@@ -413,12 +406,7 @@ def _check_shards(target: Path, row: Format, shard_format: str, compression: str
     if shard is None or not shard.shards:
         kinds = ", ".join(shard_formats())
         raise ConfigError(f"--shard-format takes {kinds}; got {shard_format!r}")
-    if compression is not None and compression.lower() != "none":
-        if compression.lower() not in shard.compressions:
-            raise ConfigError(
-                f"{shard.shown} shards take no compression {compression!r}"
-                + (f"; they take {', '.join(shard.compressions)}" if shard.compressions else "")
-            )
+    return shard.checked_compression(compression, what="shards")
 
 
 LAYOUTS: tuple[str, ...] = tuple(Layout)
@@ -495,7 +483,7 @@ def write_layout(
     in one ``UserWarning`` and listed in the written metadata (``LOSSES_KEY``) where the
     layout keeps metadata. ``format`` picks a
     folder layout's storage (``minari``: ``hdf5``, the default, ``parquet`` or ``arrow``;
-    see ``minari_arrow``) or a file layout's format. Layouts with one
+    see ``minari.arrow``) or a file layout's format. Layouts with one
     row per transition (d4rl, tianshou with several env columns) lay the valid rows out env
     column by env column, oldest first.
 

@@ -11,6 +11,7 @@ module.
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ __all__ = [
     "FileLayout",
     "Format",
     "Layout",
+    "ModuleFormat",
     "SpaceEstimate",
     "WritePlan",
     "WrittenShard",
@@ -196,6 +198,35 @@ class Format(ABC):
         """
         return None
 
+    def checked_compression(
+        self, compression: str | None, *, what: str = "files", others: tuple[str, ...] = ()
+    ) -> str | None:
+        """``compression`` as this format's writer takes it, lower case: the one check of it.
+
+        None stays None (the writer's default); a format that does not compress takes none
+        but ``"none"``, and gets None. ``what``: "files" or "shards", for the message;
+        ``others``: the formats that do compress, named where this one does not.
+
+        Raises:
+            ConfigError: The format does not compress, or not so.
+        """
+        if compression is None:
+            return None
+        name = str(compression).lower()
+        if not self.compresses:
+            if name == "none":
+                return None
+            hint = f"; compression is for {', '.join(others)}" if others else ""
+            raise ConfigError(
+                f"{self.name} {what} cannot be compressed (got compression {compression!r}){hint}"
+            )
+        if name not in self.compressions:
+            raise ConfigError(
+                f"{self.shown} {what} take compression {', '.join(self.compressions)}; "
+                f"got {compression!r}"
+            )
+        return name
+
     @property
     def folder(self) -> bool:
         """Whether it is a folder, named by no suffix."""
@@ -220,6 +251,38 @@ class Format(ABC):
     def shards(self) -> bool:
         """Whether a file of it can be a shard of a sharded folder (``write_shard``)."""
         return type(self).write_shard is not Format.write_shard
+
+
+class ModuleFormat(Format):
+    """A format whose work is done by the functions of one module, imported on first use.
+
+    ``work`` names that module. It has ``read(path, *, num_envs)``, ``open_lazy(path, *,
+    num_envs, cache)`` and ``write(dataset, plan)``; what else the format does (a stream,
+    shards) its object says in methods of its own, calling the module too.
+    """
+
+    work: ClassVar[str]
+
+    @property
+    def module(self) -> Any:
+        """The working module (``work``): the table stays light until a file is read."""
+        return importlib.import_module(self.work)
+
+    def read(self, path: Path, *, num_envs: int | None = None) -> Dataset:
+        """Read the whole dataset at ``path`` (the module's ``read``)."""
+        found: Dataset = self.module.read(path, num_envs=num_envs)
+        return found
+
+    def open_lazy(
+        self, path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
+    ) -> tuple[Dataset, Closer]:
+        """Open the dataset at ``path`` with its rows left on disk (the module's ``open_lazy``)."""
+        opened: tuple[Dataset, Closer] = self.module.open_lazy(path, num_envs=num_envs, cache=cache)
+        return opened
+
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
+        """Write ``dataset`` as ``plan`` says, atomically (the module's ``write``)."""
+        self.module.write(dataset, plan)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +348,7 @@ class FileLayout(ABC):
             (``--to`` picks one; Minari: hdf5, parquet, arrow).
         keeps_metadata: Whether the layout's files carry expcli's metadata (skrl's and
             tianshou's do not).
+        work: The module that reads and writes it (``module``).
     """
 
     name: ClassVar[Layout]
@@ -293,6 +357,12 @@ class FileLayout(ABC):
     storage: ClassVar[str | None] = None
     storages: ClassVar[tuple[str, ...]] = ()
     keeps_metadata: ClassVar[bool] = True
+    work: ClassVar[str] = ""
+
+    @property
+    def module(self) -> Any:
+        """The module that does the layout's work (``work``), imported on first use."""
+        return importlib.import_module(self.work)
 
     def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
         """Write the layout atomically, in ``storage`` (one of ``formats`` or ``storages``).

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from expcli.errors import ConfigError, FormatError, OutputError, OutputExistsError, SchemaError
+from expcli.errors import FormatError, OutputError, OutputExistsError, SchemaError
 from expcli.formats._atomic import (
     atomic_write,
     commit_check_deferred,
@@ -289,19 +289,10 @@ def new_manifest(
     extra: dict[str, Any] = {}
     if kind.name != DEFAULT_SHARD_FORMAT:
         extra[FORMAT_KEY] = kind.name
-    if kind.compresses and compression is not None:
-        if compression.lower() not in kind.compressions:
-            raise ConfigError(
-                f"{kind.shown} shards take compression {', '.join(kind.compressions)}; got "
-                f"{compression!r}"
-            )
-        extra[COMPRESSION_KEY] = compression.lower()
-    elif not kind.compresses and compression not in (None, "none"):
-        others = [f for f in shard_formats() if (found := format_named(f)) and found.compresses]
-        raise ConfigError(
-            f"{kind.name} shards are not compressed (got compression {compression!r}); "
-            f"use --shard-format {' or '.join(others)}"
-        )
+    others = tuple(f for f in shard_formats() if (found := format_named(f)) and found.compresses)
+    checked = kind.checked_compression(compression, what="shards", others=others)
+    if checked is not None:
+        extra[COMPRESSION_KEY] = checked
     return Manifest({**header, **extra})
 
 

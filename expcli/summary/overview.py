@@ -179,7 +179,7 @@ def summarize(
     folder = next((r for r in layouts_in_order() if r.reads_folders and r.name == found), None)
     storage = folder.storage if folder is not None else None
     if found == MINARI_FOLDER:  # hdf5, parquet or arrow
-        from expcli.formats.layouts.minari_layout import folder_storage
+        from expcli.formats.layouts.minari.layout import folder_storage
 
         storage = folder_storage(source) or storage
     fmt = storage or found  # a Minari folder's: the format of its files

@@ -82,7 +82,7 @@ def minari_episode_findings(path: Path) -> Finding | None:
     message lists the episode ids. Returns None when ``path`` is not a Minari file or
     folder.
     """
-    from expcli.formats.layouts.minari_layout import mismatched_episodes
+    from expcli.formats.layouts.minari.layout import mismatched_episodes
 
     try:
         bad = mismatched_episodes(path)

@@ -29,7 +29,7 @@ def _time_sharing() -> None:
 
     Seen here: the xdist worker running this file had been made SCHED_FIFO 99 by SVT-AV1,
     which does that to a root thread opening an encoder, in an earlier file's video write
-    (``_lerobot_video`` now puts the policy back); the hanging env's workers inherited it,
+    (``lerobot._video`` now puts the policy back); the hanging env's workers inherited it,
     and their busy loops held both cores for good, the test's own signal included.
     """
     normal = (os.SCHED_OTHER, os.SCHED_BATCH, os.SCHED_IDLE)

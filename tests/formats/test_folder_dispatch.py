@@ -17,7 +17,7 @@ from expcli import RandomMemory, ReplayBuffer, load, save, summarize
 from expcli.errors import FormatError, SourceNotFoundError
 from expcli.formats import MINARI_FOLDER, open_lazy, read_dataset, source_format
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts.minari_layout import read_folder as read_minari_folder
+from expcli.formats.layouts.minari.layout import read_folder as read_minari_folder
 from expcli.spec import CircularState
 
 

@@ -24,7 +24,7 @@ from expcli.collect import Collector
 from expcli.collect.spaces import space_record
 from expcli.formats import Dataset
 from expcli.formats.layouts import write_layout
-from expcli.formats.layouts.minari_layout import read_folder as read_minari_folder
+from expcli.formats.layouts.minari.layout import read_folder as read_minari_folder
 from expcli.spec import CircularState
 from tests.collect.structured_envs import ARM, PHASE, TEXT
 from tests.formats.test_roundtrip import arrays

@@ -17,26 +17,21 @@ class D4rlFile(FileLayout):
     """``observations``, ``actions``, ``rewards``, ``terminals``, ``timeouts`` at the root."""
 
     name = Layout.D4RL
+    work = "expcli.formats.layouts.d4rl_layout"
     formats = ("hdf5",)
     title = "D4RL"
 
     def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
         """Write the file atomically, env column by env column."""
-        from expcli.formats.layouts import d4rl_layout
-
-        d4rl_layout.write(dataset, path, overwrite=overwrite)
+        self.module.write(dataset, path, overwrite=overwrite)
 
     def read_hdf5(self, h5: Any, path: Path, num_envs: int | None, lazy: bool) -> Dataset | None:
         """A file of D4RL's datasets at the root; ``num_envs`` splits its rows."""
-        from expcli.formats.layouts import d4rl_layout
-
-        return d4rl_layout.read(h5, path, num_envs, lazy=lazy) if d4rl_layout.is_d4rl(h5) else None
+        return self.module.read(h5, path, num_envs, lazy=lazy) if self.module.is_d4rl(h5) else None
 
     def losses(self, dataset: Dataset, storage: str) -> list[str]:
         """The env columns and the circular state."""
-        from expcli.formats.layouts import d4rl_layout
-
-        return d4rl_layout.losses(dataset)
+        return list(self.module.losses(dataset))
 
 
 D4RL_FILE = D4rlFile()

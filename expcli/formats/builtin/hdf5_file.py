@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from expcli.formats._sniffing import is_hdf5
-from expcli.formats.rows import Closer, Format, Layout, WritePlan
+from expcli.formats.rows import Closer, Layout, ModuleFormat
 from expcli.formats.table import foreign_hdf5_titles, read_foreign_hdf5
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["HDF5_FILE", "Hdf5File"]
 
 
-class Hdf5File(Format):
+class Hdf5File(ModuleFormat):
     """``.h5``/``.hdf5`` files, gzip or lzf optional; compressed blocks kept in a cache."""
 
     name = "hdf5"
@@ -30,36 +30,25 @@ class Hdf5File(Format):
     compressions = ("none", "gzip", "lzf")
     layouts = (Layout.EXPCLI, Layout.TIANSHOU, Layout.MINARI, Layout.D4RL)
     title = "HDF5"
+    work = "expcli.formats.hdf5_format"
 
     def sniff(self, path: Path, head: bytes) -> bool:
         """The HDF5 signature."""
         return is_hdf5(path, head)
 
     def read(self, path: Path, *, num_envs: int | None = None) -> Dataset:
-        """Read the file whole."""
-        from expcli.formats import hdf5_format
-
-        return hdf5_format.read(path, num_envs=num_envs, foreign=_foreign())
+        """Read the file whole, offering one without expcli's metadata to the layouts."""
+        found: Dataset = self.module.read(path, num_envs=num_envs, foreign=_foreign())
+        return found
 
     def open_lazy(
         self, path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
     ) -> tuple[Dataset, Closer]:
         """Open the file with its datasets read by slices of rows."""
-        from expcli.formats import hdf5_format
-
-        return hdf5_format.open_lazy(path, num_envs=num_envs, foreign=_foreign(), cache=cache)
-
-    def write(self, dataset: Dataset, plan: WritePlan) -> None:
-        """Write the file atomically."""
-        from expcli.formats import hdf5_format
-
-        hdf5_format.write(
-            dataset,
-            plan.target,
-            overwrite=plan.overwrite,
-            compression=plan.compression,
-            frames=plan.frames,
+        opened: tuple[Dataset, Closer] = self.module.open_lazy(
+            path, num_envs=num_envs, foreign=_foreign(), cache=cache
         )
+        return opened
 
 
 def _foreign() -> ForeignLayouts:

@@ -1,4 +1,4 @@
-"""The ``lerobot`` layout: a LeRobot v3.0 dataset folder (``lerobot_layout``)."""
+"""The ``lerobot`` layout: a LeRobot v3.0 dataset folder (``lerobot.layout``)."""
 
 from __future__ import annotations
 
@@ -17,36 +17,31 @@ class LerobotDataset(FileLayout):
     """``meta/info.json`` and ``data/chunk-*/*.parquet``, which ``LeRobotDataset`` loads."""
 
     name = Layout.LEROBOT
+    work = "expcli.formats.layouts.lerobot.layout"
     title = "LeRobot"
     storage = "parquet"
     storages = ("parquet", "video")  # video: uint8 (H, W, 3) tensors as lossy MP4
 
     def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
         """Write the dataset folder atomically, in ``storage``."""
-        from expcli.formats.layouts import lerobot_layout
-
         if storage in self.storages:
-            lerobot_layout.write(dataset, path, overwrite=overwrite, storage=storage)
+            self.module.write(dataset, path, overwrite=overwrite, storage=storage)
         else:
-            lerobot_layout.write(dataset, path, overwrite=overwrite)
+            self.module.write(dataset, path, overwrite=overwrite)
 
     def read_folder(self, path: Path) -> Dataset:
         """Read the folder whole."""
-        from expcli.formats.layouts import lerobot_layout
-
-        return lerobot_layout.read_lerobot(path)
+        found: Dataset = self.module.read_lerobot(path)
+        return found
 
     def open_folder(self, path: Path) -> tuple[Dataset, Closer]:
         """Open the folder with its rows left in its files."""
-        from expcli.formats.layouts import lerobot_layout
-
-        return lerobot_layout.open_lerobot(path)
+        opened: tuple[Dataset, Closer] = self.module.open_lerobot(path)
+        return opened
 
     def claims(self, path: Path) -> bool:
         """A folder holding LeRobot's ``meta/info.json``."""
-        from expcli.formats.layouts import lerobot_layout
-
-        return lerobot_layout.is_lerobot_folder(path)
+        return bool(self.module.is_lerobot_folder(path))
 
 
 LEROBOT_DATASET = LerobotDataset()

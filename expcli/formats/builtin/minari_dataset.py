@@ -1,6 +1,6 @@
-"""The ``minari`` layout: a Minari dataset folder, or its ``main_data.hdf5`` (``minari_layout``).
+"""The ``minari`` layout: a Minari dataset folder, or its ``main_data.hdf5`` (``minari.layout``).
 
-Its storage is hdf5 (the default), parquet or arrow (``minari_arrow``).
+Its storage is hdf5 (the default), parquet or arrow (``minari.arrow``).
 """
 
 from __future__ import annotations
@@ -22,37 +22,32 @@ class MinariDataset(FileLayout):
     name = Layout.MINARI
     title = "Minari"
     storage = "hdf5"
+    work = "expcli.formats.layouts.minari.layout"
     storages = ("hdf5", "parquet", "arrow")
 
     def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
         """Write the dataset folder atomically, in ``storage``."""
         if storage == "hdf5" or storage not in self.storages:
-            from expcli.formats.layouts import minari_layout
+            self.module.write(dataset, path, overwrite=overwrite)
+        else:
+            from expcli.formats.layouts.minari import arrow
 
-            minari_layout.write(dataset, path, overwrite=overwrite)
-            return
-        from expcli.formats.layouts import minari_arrow
-
-        minari_arrow.write(dataset, path, overwrite=overwrite, storage=storage)
+            arrow.write(dataset, path, overwrite=overwrite, storage=storage)
 
     def read_hdf5(self, h5: Any, path: Path, num_envs: int | None, lazy: bool) -> Dataset | None:
         """A file of ``episode_<id>`` groups only."""
-        from expcli.formats.layouts import minari_layout
-
-        found = minari_layout.is_minari_file(h5, path)
-        return minari_layout.read(h5, path, lazy=lazy) if found else None
+        found = self.module.is_minari_file(h5, path)
+        return self.module.read(h5, path, lazy=lazy) if found else None
 
     def read_folder(self, path: Path) -> Dataset:
         """Read the folder (any storage) whole."""
-        from expcli.formats.layouts import minari_layout
-
-        return minari_layout.read_folder(path)
+        found: Dataset = self.module.read_folder(path)
+        return found
 
     def open_folder(self, path: Path) -> tuple[Dataset, Closer]:
         """Open the folder with its rows read a slice at a time."""
-        from expcli.formats.layouts import minari_layout
-
-        return minari_layout.open_folder(path)
+        opened: tuple[Dataset, Closer] = self.module.open_folder(path)
+        return opened
 
 
 MINARI_DATASET = MinariDataset()

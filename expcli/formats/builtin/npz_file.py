@@ -7,20 +7,20 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from expcli.formats._sniffing import is_npy_zip
-from expcli.formats.rows import Closer, Format, Layout, WritePlan, WrittenShard
+from expcli.formats.rows import Layout, ModuleFormat, WrittenShard
 from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
-    from expcli.formats.block_cache import BlockCache
     from expcli.formats.dataset import Dataset
 
 __all__ = ["NPZ_FILE", "NpzFile"]
 
 
-class NpzFile(Format):
+class NpzFile(ModuleFormat):
     """``.npz`` files: one member per tensor, the metadata a 0-d unicode array ``__expcli__``.
 
-    Its shards are uncompressed, so their members are read over a memory mapping.
+    Read with ``np.load(allow_pickle=False)``; opened lazily, members are read by slices of
+    rows. Its shards are uncompressed, so their members are read over a memory mapping.
     """
 
     name = "npz"
@@ -28,37 +28,15 @@ class NpzFile(Format):
     holds = "a zip archive of .npy members"
     layouts = (Layout.EXPCLI, Layout.SKRL)
     shards_mapped = True
+    work = "expcli.formats.npz_format"
 
     def sniff(self, path: Path, head: bytes) -> bool:
         """A zip archive of ``.npy`` members."""
         return is_npy_zip(path, head)
 
-    def read(self, path: Path, *, num_envs: int | None = None) -> Dataset:
-        """Read the file whole (``np.load(allow_pickle=False)``)."""
-        from expcli.formats import npz_format
-
-        return npz_format.read(path, num_envs=num_envs)
-
-    def open_lazy(
-        self, path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
-    ) -> tuple[Dataset, Closer]:
-        """Open the file with its members read by slices of rows."""
-        from expcli.formats import npz_format
-
-        return npz_format.open_lazy(path, num_envs=num_envs)
-
-    def write(self, dataset: Dataset, plan: WritePlan) -> None:
-        """Write the file atomically."""
-        from expcli.formats import npz_format
-
-        npz_format.write(dataset, plan.target, overwrite=plan.overwrite, frames=plan.frames)
-
     def write_stream(self, dataset: Dataset, out: IO[bytes], source: str | PathLike[str]) -> None:
         """Write the archive front to back."""
-        from expcli.formats import npz_format
-        from expcli.formats.header import encode_header
-
-        npz_format.write_to(dataset, out, encode_header(dataset.header(), source))
+        self.module.write_stream(dataset, out, source)
 
     def write_shard(
         self,
@@ -70,9 +48,8 @@ class NpzFile(Format):
         after: object | None,
     ) -> WrittenShard:
         """Write an uncompressed shard whole, then rename it into place."""
-        from expcli.formats import npz_format
-
-        return npz_format.write_shard(shard, path, frames)
+        written: WrittenShard = self.module.write_shard(shard, path, frames)
+        return written
 
 
 NPZ_FILE = NpzFile()

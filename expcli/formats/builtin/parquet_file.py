@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from expcli.formats._sniffing import is_parquet
-from expcli.formats.rows import Closer, Format, SpaceEstimate, WritePlan, WrittenShard
+from expcli.formats.rows import ModuleFormat, SpaceEstimate, WrittenShard
 from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
-    from expcli.formats.block_cache import BlockCache
     from expcli.formats.dataset import Dataset
 
 __all__ = ["PARQUET_CARD", "PARQUET_FILE", "ParquetFile"]
@@ -36,8 +35,11 @@ file), `polars.scan_parquet("FOLDER/shard-*.parquet")`, duckdb's
 """The dataset card of a folder of Parquet shards (no YAML ``configs``: see ``sharded``)."""
 
 
-class ParquetFile(Format):
-    """``.parquet`` files: row groups, zstd by default; decoded groups kept in a cache."""
+class ParquetFile(ModuleFormat):
+    """``.parquet`` files: row groups, zstd by default; decoded groups kept in a cache.
+
+    Opened lazily, its row groups are read as they are asked for.
+    """
 
     name = "parquet"
     suffixes = (".parquet",)
@@ -46,36 +48,11 @@ class ParquetFile(Format):
     space = SpaceEstimate.UNKNOWN
     title = "Parquet"
     shard_card = PARQUET_CARD
+    work = "expcli.formats.parquet_format"
 
     def sniff(self, path: Path, head: bytes) -> bool:
         """The ``PAR1`` magic."""
         return is_parquet(path, head)
-
-    def read(self, path: Path, *, num_envs: int | None = None) -> Dataset:
-        """Read the file whole."""
-        from expcli.formats import parquet_format
-
-        return parquet_format.read(path, num_envs=num_envs)
-
-    def open_lazy(
-        self, path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
-    ) -> tuple[Dataset, Closer]:
-        """Open the file with its row groups read as they are asked for."""
-        from expcli.formats import parquet_format
-
-        return parquet_format.open_lazy(path, num_envs=num_envs, cache=cache)
-
-    def write(self, dataset: Dataset, plan: WritePlan) -> None:
-        """Write the file atomically."""
-        from expcli.formats import parquet_format
-
-        parquet_format.write(
-            dataset,
-            plan.target,
-            overwrite=plan.overwrite,
-            compression=self._codec(plan.compression),
-            frames=plan.frames,
-        )
 
     def write_shard(
         self,
@@ -87,21 +64,16 @@ class ParquetFile(Format):
         after: object | None,
     ) -> WrittenShard:
         """Write a shard whose bookkeeping columns continue those of the shard before."""
-        from expcli.formats import parquet_format
-
-        return parquet_format.write_shard(
-            shard, path, compression=self._codec(compression), carry=after, frames=frames
+        codec = compression or self.compressions[0]
+        written: WrittenShard = self.module.write_shard(
+            shard, path, compression=codec, carry=after, frames=frames
         )
+        return written
 
     def shard_carry(self, path: Path) -> object | None:
         """The bookkeeping after the shard at ``path`` (its last index, episodes, frames)."""
-        from expcli.formats import parquet_format
-
-        return parquet_format.shard_carry(path)
-
-    def _codec(self, compression: str | None) -> str:
-        """``compression``, lower case, or the default (the first of ``compressions``)."""
-        return self.compressions[0] if compression is None else compression.lower()
+        carry: object | None = self.module.shard_carry(path)
+        return carry
 
 
 PARQUET_FILE = ParquetFile()

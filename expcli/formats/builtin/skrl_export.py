@@ -20,20 +20,17 @@ class SkrlExport(FileLayout):
     """skrl's ``Memory.save``: pt, npz or csv, no metadata."""
 
     name = Layout.SKRL
+    work = "expcli.formats.layouts.skrl_layout"
     formats = ("pt", "npz", "csv")
     keeps_metadata = False
 
     def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
         """Write the export atomically, in the format its suffix names."""
-        from expcli.formats.layouts import skrl_layout
-
-        skrl_layout.write(dataset, path, overwrite=overwrite)
+        self.module.write(dataset, path, overwrite=overwrite)
 
     def losses(self, dataset: Dataset, storage: str) -> list[str]:
         """The circular state and the metadata, and what ``storage`` cannot keep."""
-        from expcli.formats.layouts import skrl_layout
-
-        return skrl_layout.losses(dataset, storage)
+        return list(self.module.losses(dataset, storage))
 
 
 SKRL_EXPORT = SkrlExport()

@@ -17,29 +17,22 @@ class TianshouBuffer(FileLayout):
     """A ReplayBuffer or VectorReplayBuffer saved to HDF5, no metadata."""
 
     name = Layout.TIANSHOU
+    work = "expcli.formats.layouts.tianshou_layout"
     formats = ("hdf5",)
     title = "tianshou"
     keeps_metadata = False
 
     def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
         """Write the buffer's HDF5 file atomically."""
-        from expcli.formats.layouts import tianshou_layout
-
-        tianshou_layout.write(dataset, path, overwrite=overwrite)
+        self.module.write(dataset, path, overwrite=overwrite)
 
     def read_hdf5(self, h5: Any, path: Path, num_envs: int | None, lazy: bool) -> Dataset | None:
         """A file with a ``_meta`` group and a ``maxsize`` attribute."""
-        from expcli.formats.layouts import tianshou_layout
-
-        return (
-            tianshou_layout.read(h5, path, lazy=lazy) if tianshou_layout.is_tianshou(h5) else None
-        )
+        return self.module.read(h5, path, lazy=lazy) if self.module.is_tianshou(h5) else None
 
     def losses(self, dataset: Dataset, storage: str) -> list[str]:
         """The metadata, and what a buffer of its env columns cannot keep."""
-        from expcli.formats.layouts import tianshou_layout
-
-        return tianshou_layout.losses(dataset)
+        return list(self.module.losses(dataset))
 
 
 TIANSHOU_BUFFER = TianshouBuffer()

@@ -5,11 +5,11 @@
 * ``tianshou``: ``ReplayBuffer.save_hdf5`` of a ReplayBuffer or a VectorReplayBuffer.
 * ``minari``: a Minari dataset folder (``data/main_data.hdf5`` with ``episode_*`` groups
   and ``data/metadata.json``), or its ``main_data.hdf5`` alone; or in parquet or arrow
-  storage (``data/<id>/part-0.parquet`` per episode: ``minari_arrow``).
+  storage (``data/<id>/part-0.parquet`` per episode: ``minari.arrow``).
 * ``d4rl``: D4RL HDF5 files (``observations``, ``actions``, ``rewards``, ``terminals``,
   ``timeouts`` at the root).
 * ``lerobot``: a LeRobot v3.0 dataset folder (``meta/info.json``, ``data/chunk-*/*.parquet``),
-  which ``LeRobotDataset(repo_id, root=DIR)`` loads (``lerobot_layout``).
+  which ``LeRobotDataset(repo_id, root=DIR)`` loads (``lerobot.layout``).
 
 Every layout is read into expcli's schema: ``(T, N, *feature)`` tensors named
 ``observations``, ``next_observations``, ``actions``, ``rewards``, ``terminated``,

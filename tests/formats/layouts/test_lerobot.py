@@ -340,7 +340,7 @@ def test_the_cells_of_episode_runs_equal_the_grid_filled_frame_by_frame(
     grid: tuple[int, int, list[tuple[int, int, int]]], cuts: list[int]
 ) -> None:
     """What ``Cells`` works out a row range at a time is the dense grid of the episodes."""
-    from expcli.formats.layouts._lerobot_read import Cells
+    from expcli.formats.layouts.lerobot._read import Cells
 
     size, envs, runs = grid
     dense = np.full((size, envs), -1, np.int64)
@@ -367,7 +367,7 @@ def test_the_cells_of_episode_runs_equal_the_grid_filled_frame_by_frame(
 
 
 def test_episodes_sharing_a_cell_are_refused() -> None:
-    from expcli.formats.layouts._lerobot_read import Cells
+    from expcli.formats.layouts.lerobot._read import Cells
 
     starts, stops = np.array([0, 3]), np.array([3, 5])
     with pytest.raises(FormatError, match="two frames of the episodes fall in one"):
@@ -379,7 +379,8 @@ def test_a_folder_of_many_data_files_reads_back_with_one_file_open_at_a_time(
 ) -> None:
     """Footers are parsed again for a file read again: only row counts stay held; a
     slice's frames are placed a few rows at a time."""
-    from expcli.formats.layouts import _lerobot_read, lerobot_layout
+    from expcli.formats.layouts.lerobot import _read as _lerobot_read
+    from expcli.formats.layouts.lerobot import layout as lerobot_layout
 
     monkeypatch.setattr(lerobot_layout, "DATA_FILE_MB", 0)  # a new data file per episode
     monkeypatch.setattr(_lerobot_read, "_FOOTER_BYTES", 0)  # one file open at a time
@@ -414,7 +415,7 @@ def test_a_data_file_holds_at_most_file_episodes_row_groups(
 ) -> None:
     """A reader parses a file's footer whole: many short episodes go in several files, and
     each episode's row points at the file it is in."""
-    from expcli.formats.layouts import lerobot_layout
+    from expcli.formats.layouts.lerobot import layout as lerobot_layout
 
     monkeypatch.setattr(lerobot_layout, "FILE_EPISODES", 2)
     target = tmp_path / "lr"

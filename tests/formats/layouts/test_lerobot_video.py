@@ -32,8 +32,8 @@ from expcli import load
 from expcli.cli import app
 from expcli.errors import FormatError
 from expcli.formats import Dataset
-from expcli.formats.layouts import _lerobot_video as videos
 from expcli.formats.layouts import write_layout
+from expcli.formats.layouts.lerobot import _video as videos
 from expcli.formats.registry import open_lazy, read_dataset
 from expcli.spec import CircularState
 

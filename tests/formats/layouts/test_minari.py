@@ -14,14 +14,10 @@ import pytest
 
 from expcli.errors import ConfigError, FormatError, OutputExistsError, SchemaError
 from expcli.formats import Dataset
-from expcli.formats.layouts import (
-    SEAMS_KEY,
-    minari_layout,
-    read_foreign_hdf5,
-    write_layout,
-)
-from expcli.formats.layouts.minari_layout import is_minari_folder
-from expcli.formats.layouts.minari_layout import read_folder as read_minari_folder
+from expcli.formats.layouts import SEAMS_KEY, read_foreign_hdf5, write_layout
+from expcli.formats.layouts.minari import layout as minari_layout
+from expcli.formats.layouts.minari.layout import is_minari_folder
+from expcli.formats.layouts.minari.layout import read_folder as read_minari_folder
 from expcli.spec import CircularState
 from tests.formats.layouts.sample import EPISODES
 

@@ -17,8 +17,8 @@ from expcli import convert, load
 from expcli.errors import ConfigError, FormatError, SchemaError
 from expcli.formats import Dataset, open_lazy
 from expcli.formats.layouts import write_layout
-from expcli.formats.layouts.minari_arrow import LOSSES_KEY
-from expcli.formats.layouts.minari_layout import read_folder as read_minari_folder
+from expcli.formats.layouts.minari.arrow import LOSSES_KEY
+from expcli.formats.layouts.minari.layout import read_folder as read_minari_folder
 from expcli.spec import CircularState
 
 minari = pytest.importorskip("minari")
@@ -220,7 +220,7 @@ def test_reads_in_any_order_give_the_written_rows(
 ) -> None:
     """Slices and gathers of the tensors that share a leaf (observations and next
     observations), in any order, whatever the decoded rows and mapped files kept."""
-    from expcli.formats.layouts import _minari_columns
+    from expcli.formats.layouts.minari import _columns as _minari_columns
 
     folder, dataset = dict_folder
     with (

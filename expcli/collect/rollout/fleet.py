@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from expcli.collect.rollout.rollout_actor import RemoteError, RolloutActor, SliceSpec
+from expcli.collect.rollout.actor import RemoteError, RolloutActor, SliceSpec
 from expcli.envs.ray_backend import close_actors, kill_actor
 from expcli.envs.ray_session import connect, disconnect
 from expcli.errors import EnvError

@@ -35,7 +35,7 @@ from expcli.formats._parquet_columns import LIST, SCALAR, Column, flat_array, fr
 from expcli.formats.concat_rows import ConcatRows
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts._episodes import SEAMS_KEY, native, one_column
-from expcli.formats.layouts._minari_meta import expcli_metadata, jpeg_image_shape
+from expcli.formats.layouts.minari._meta import expcli_metadata, jpeg_image_shape
 from expcli.formats.lazy import SLICE_BYTES
 from expcli.space_json import encode_text
 from expcli.spec import CircularState, TensorSpec

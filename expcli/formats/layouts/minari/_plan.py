@@ -1,6 +1,6 @@
 """What a Minari dataset written from expcli holds, checked before anything is written.
 
-Every storage (hdf5: ``minari_layout``; parquet and arrow: ``minari_arrow``) writes the same
+Every storage (hdf5: ``minari.layout``; parquet and arrow: ``minari.arrow``) writes the same
 episodes: one per run of steps of each env column (valid rows, oldest first) up to a
 ``terminated | truncated`` row. ``MinariPlan`` lists them and gives each episode's rows of
 every stored array a bounded slice at a time, as Minari keeps them: observations one row
@@ -30,8 +30,8 @@ from expcli.formats.layouts._episodes import (
     foreign_rows,
     user_metadata,
 )
-from expcli.formats.layouts._minari_spaces import StoredLeaf, stored_leaves
 from expcli.formats.layouts._row_streams import picked_rows, rows_of
+from expcli.formats.layouts.minari._spaces import StoredLeaf, stored_leaves
 
 __all__ = ["FLAG_KEYS", "MinariPlan", "Parts", "write_plan"]
 

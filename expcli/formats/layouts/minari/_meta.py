@@ -15,16 +15,14 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError
-from expcli.formats._guards import MAX_METADATA_BYTES, load_json, open_inside
+from expcli.formats._guards import load_json
 from expcli.formats.dataset import Dataset
-from expcli.formats.layouts._minari_spaces import minari_space
+from expcli.formats.layouts.minari._spaces import minari_space
 
 __all__ = [
     "MINARI_VERSION",
     "expcli_metadata",
     "jpeg_image_shape",
-    "json_object",
-    "metadata_file",
     "minari_metadata",
 ]
 
@@ -43,34 +41,6 @@ _DESCRIPTIVE = (
     "ref_max_score",
     "num_episodes_average_score",
 )
-
-
-def json_object(path: Path) -> dict[str, Any]:
-    """A JSON object from a regular file, or ``{}`` when there is none (or it is not one)."""
-    try:
-        return metadata_file(path)
-    except (OSError, FormatError):
-        return {}
-
-
-def metadata_file(path: Path) -> dict[str, Any]:
-    """A dataset's ``metadata.json``.
-
-    Raises:
-        FormatError: The file is not a regular file (a link to one neither), larger than
-            metadata can be, or not a JSON object (nested too deep included).
-        OSError: The file cannot be read.
-    """
-    with open_inside(path) as f:  # no link followed, no pipe waited on
-        text = f.read(MAX_METADATA_BYTES + 1)
-    if len(text) > MAX_METADATA_BYTES:
-        raise FormatError(
-            f"is larger than {MAX_METADATA_BYTES:,} bytes; expected metadata", path=path
-        )
-    obj = load_json(text, path, None)
-    if not isinstance(obj, dict):
-        raise FormatError("is not a JSON object", path=path)
-    return obj
 
 
 def _parse_space(value: Any) -> dict[str, Any] | None:

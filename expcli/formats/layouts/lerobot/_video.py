@@ -46,7 +46,7 @@ from expcli.formats._folder_members import member, members
 from expcli.formats._guards import brief
 from expcli.formats._parquet_open import read_columns
 from expcli.formats.block_cache import BlockCache
-from expcli.formats.layouts._lerobot_features import Feature
+from expcli.formats.layouts.lerobot._features import Feature
 from expcli.spec import TensorSpec
 
 __all__ = [
@@ -381,7 +381,7 @@ def _episode_columns(root: Path, names: list[str]) -> tuple[np.ndarray, dict[str
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from expcli.formats.layouts._lerobot_features import feature_values
+    from expcli.formats.layouts.lerobot._features import feature_values
 
     files = members(root, "meta/episodes", ".parquet", "LeRobot")
     if not files:

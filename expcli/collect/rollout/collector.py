@@ -26,7 +26,7 @@ import numpy as np
 from expcli.collect.collector import CollectorBase, CollectStats, Progress, create_tensors
 from expcli.collect.episode_stats import EpisodeTracker
 from expcli.collect.reward_dtypes import RewardsNote
-from expcli.collect.rollout.rollout_fleet import ActorLost, Request, RolloutFleet
+from expcli.collect.rollout.fleet import ActorLost, Request, RolloutFleet
 from expcli.collect.row_writer import RowWriter
 from expcli.errors import ConfigError
 

@@ -12,17 +12,17 @@ is the space's), a Discrete one a scalar, a Dict or Tuple a struct of its parts 
 whose field metadata ``shape`` gives its shape, or a scalar. Minari reads an episode as one
 record batch: its file must hold one row group (one record batch) of at most 131,072 rows.
 
-``write`` makes such a folder from the episodes ``_minari_plan`` lists (images raw:
+``write`` makes such a folder from the episodes ``minari._plan`` lists (images raw:
 ``jpeg_encoding`` false), one episode in memory at a time. Minari keeps no next
 observations: within every episode ``next_observations[t]`` must equal
 ``observations[t + 1]`` bit for bit, or nothing is written. What the layout cannot carry
 (env columns and circular state, extras' names) is named in ``metadata.json`` (``expcli``
 ``lost_in_minari``) and in one warning.
 
-``minari_layout.open_folder`` reads such a folder as it reads the hdf5 storage: one env
+``minari.layout.open_folder`` reads such a folder as it reads the hdf5 storage: one env
 column, a step's next observation the episode's row ``t + 1``, a step's infos its row
 ``t + 1``; the rows of every tensor are decoded an episode at a time, observations and next
-observations from one decoded leaf (``_minari_columns``).
+observations from one decoded leaf (``minari._columns``).
 """
 
 from __future__ import annotations
@@ -38,17 +38,17 @@ import numpy as np
 from expcli.errors import SchemaError
 from expcli.formats.dataset import Dataset
 from expcli.formats.layout_keys import LOSSES_KEY, warn_losses
-from expcli.formats.layouts._minari_columns import (
+from expcli.formats.layouts._write import atomic_folder
+from expcli.formats.layouts.minari._columns import (
     ARROW_STORAGES,
     DATA_FILE,
     MAX_EPISODE_ROWS,
     flat_array,
 )
-from expcli.formats.layouts._minari_meta import minari_metadata
-from expcli.formats.layouts._minari_plan import MinariPlan, write_plan
-from expcli.formats.layouts._minari_spaces import StoredLeaf, expcli_leaf, minari_space
-from expcli.formats.layouts._write import atomic_folder
-from expcli.formats.layouts.minari_layout import METADATA_FILE, is_minari_folder
+from expcli.formats.layouts.minari._meta import minari_metadata
+from expcli.formats.layouts.minari._plan import MinariPlan, write_plan
+from expcli.formats.layouts.minari._spaces import StoredLeaf, expcli_leaf, minari_space
+from expcli.formats.layouts.minari.layout import METADATA_FILE, is_minari_folder
 from expcli.space_json import SEPARATOR
 
 __all__ = ["ARROW_STORAGES", "LOSSES_KEY", "write"]
@@ -62,7 +62,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str) -> Non
     """Write a Minari dataset folder in ``storage`` (``parquet`` or ``arrow``).
 
     Raises:
-        SchemaError: As ``minari_layout.write``; also a ``next_observations`` that is not the
+        SchemaError: As ``minari.layout.write``; also a ``next_observations`` that is not the
             next step's observation within an episode, or an episode longer than Minari
             reads (131,071 steps).
         OutputExistsError: ``path`` exists and ``overwrite`` is false.

@@ -13,7 +13,7 @@ next observation nor the two end flags apart, so, to lose nothing, the frames al
 ``next.observation.*``, ``next.terminated`` and ``next.truncated`` besides ``next.done``
 (which LeRobot's own code reads). Images (uint8 ``(H, W[, C])``) are PNG, or, with
 storage ``"video"`` (``--to video``), those of ``(H, W, 3)`` are video features, lossy
-(``_lerobot_video``); other features as ``_lerobot_features`` says. ``meta/expcli.json``
+(``lerobot._video``); other features as ``lerobot._features`` says. ``meta/expcli.json``
 holds expcli's header (``info.json`` drops unknown keys) and each tensor's feature; each
 episode row also says its env column and first row (``expcli/env``, ``expcli/first_row``),
 so that ``read`` puts every value back in its ``(t, n)`` cell. What a LeRobot folder cannot
@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
-from expcli.formats._folder_members import member
+from expcli.formats._folder_members import json_object, member, metadata_file
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import encode_header
 from expcli.formats.layouts._episodes import (
@@ -58,18 +58,17 @@ from expcli.formats.layouts._episodes import (
     episode_bounds,
     user_metadata,
 )
-from expcli.formats.layouts._lerobot_features import (
+from expcli.formats.layouts._row_streams import rows_of
+from expcli.formats.layouts._write import atomic_folder
+from expcli.formats.layouts.lerobot._features import (
     AUTO_FEATURES,
     Feature,
     FeatureStats,
     feature_column,
     feature_for,
 )
-from expcli.formats.layouts._lerobot_read import EXPCLI, INFO, Cells, Frames, read_frames
-from expcli.formats.layouts._lerobot_video import VIDEO_PATH, VideoWriter, can_encode
-from expcli.formats.layouts._minari_meta import json_object, metadata_file
-from expcli.formats.layouts._row_streams import rows_of
-from expcli.formats.layouts._write import atomic_folder
+from expcli.formats.layouts.lerobot._read import EXPCLI, INFO, Cells, Frames, read_frames
+from expcli.formats.layouts.lerobot._video import VIDEO_PATH, VideoWriter, can_encode
 from expcli.formats.lazy import SLICE_BYTES
 from expcli.formats.parquet_format import pyarrow_parquet
 from expcli.spec import CircularState, TensorSpec

@@ -9,7 +9,7 @@ hold a bounded amount whatever the folder's size. A folder expcli wrote is place
 ``(T, N)`` cells from ``meta/episodes`` (``expcli/env``, ``expcli/first_row``: a row per
 episode), one range of rows at a time (``Cells``); of one LeRobot wrote, the
 ``episode_index`` of every frame is read, a block at a time, to tell where its episodes
-end (a byte a frame kept). Video features are no columns: ``_lerobot_video`` decodes their
+end (a byte a frame kept). Video features are no columns: ``lerobot._video`` decodes their
 frames from the MP4 files (``Frames.videos``).
 """
 
@@ -31,9 +31,9 @@ from expcli.formats._guards import brief
 from expcli.formats._parquet_open import open_parquet, read_columns
 from expcli.formats.dataset import Dataset
 from expcli.formats.header import dataset_from_header, header_specs, parse_header
-from expcli.formats.layouts._lerobot_features import AUTO_FEATURES, Feature
-from expcli.formats.layouts._lerobot_features import feature_values as column_values
-from expcli.formats.layouts._lerobot_video import VideoFrames, require_decoder
+from expcli.formats.layouts.lerobot._features import AUTO_FEATURES, Feature
+from expcli.formats.layouts.lerobot._features import feature_values as column_values
+from expcli.formats.layouts.lerobot._video import VideoFrames, require_decoder
 from expcli.formats.lazy import LazyRows
 from expcli.spec import SUPPORTED_DTYPES, TensorSpec
 

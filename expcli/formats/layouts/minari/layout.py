@@ -13,7 +13,7 @@ infos are the episode's info row ``t + 1`` (the reset info is dropped). Where an
 is not the last one ends with neither flag, its last step is marked ``truncated`` and listed
 under ``seams_marked_truncated``, so that episodes stay apart in expcli's view. Opened
 lazily (``open_folder``, ``read`` with ``lazy``), the rows stay in the file and are read a
-slice at a time across episodes (``_minari_episodes``); only the flags are read at once.
+slice at a time across episodes (``minari._episodes``); only the flags are read at once.
 
 ``write`` makes a folder that ``minari.MinariDataset(folder / "data")`` loads (and
 ``minari.load_dataset`` when the folder sits in the datasets path under its id), and says
@@ -27,7 +27,7 @@ infos under their own names (read back as ``infos/<name>``). Images are stored r
 
 Dict and Tuple observations and actions are groups of one dataset per leaf both ways
 (``observations/pos``; Tuple parts ``_index_<i>`` become ``observations/<i>``; Text
-leaves are strings in Minari, code points in expcli): see ``_minari_spaces``.
+leaves are strings in Minari, code points in expcli): see ``minari._spaces``.
 """
 
 from __future__ import annotations
@@ -42,24 +42,22 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError
-from expcli.formats._folder_members import member
+from expcli.formats._folder_members import json_object, member, metadata_file
 from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._guards import check_read_whole
 from expcli.formats.dataset import Dataset
 from expcli.formats.layout_keys import warn_losses
 from expcli.formats.layouts._episodes import SEAMS_KEY
-from expcli.formats.layouts._minari_columns import mark_seams, scan_folder
-from expcli.formats.layouts._minari_episodes import EpisodeScan
-from expcli.formats.layouts._minari_meta import (
+from expcli.formats.layouts._write import atomic_folder
+from expcli.formats.layouts.minari._columns import mark_seams, scan_folder
+from expcli.formats.layouts.minari._episodes import EpisodeScan
+from expcli.formats.layouts.minari._meta import (
     expcli_metadata,
     jpeg_image_shape,
-    json_object,
-    metadata_file,
     minari_metadata,
 )
-from expcli.formats.layouts._minari_plan import FLAG_KEYS, write_plan
-from expcli.formats.layouts._minari_spaces import step_data, step_rows, text_leaves
-from expcli.formats.layouts._write import atomic_folder
+from expcli.formats.layouts.minari._plan import FLAG_KEYS, write_plan
+from expcli.formats.layouts.minari._spaces import step_data, step_rows, text_leaves
 from expcli.formats.lazy import SLICE_BYTES
 from expcli.spec import CircularState
 
@@ -233,7 +231,7 @@ def open_folder(path: Path) -> tuple[Dataset, Callable[[], None]]:
     meta = metadata_file(member(path, data / METADATA_FILE, "Minari"))
     storage = meta.get("data_format")
     if storage in ("parquet", "arrow"):
-        return scan_folder(data, meta)  # parquet or arrow storage: minari_arrow
+        return scan_folder(data, meta)  # parquet or arrow storage: minari.arrow
     if storage != "hdf5":
         raise FormatError(
             f"Minari {storage} storage is not supported; expected hdf5, parquet or arrow",

@@ -1,6 +1,6 @@
 """How a collect job runs ``--mode ray`` / ``ray-subproc`` with rollout actors.
 
-Rollout actors (``rollout_fleet``, ``rollout_collector``) step their envs and their own
+Rollout actors (``fleet``, ``collector``) step their envs and their own
 copy of the policy many steps per call. They serve ``--async restart`` (the default)
 without ``--infos``; other runs take the step-level path (``ParallelEnv``'s ray backend:
 one actor call per step, the policy in the driver).
@@ -19,7 +19,7 @@ from expcli.envs.modes import AsyncMode
 from expcli.named_callables import is_file_target
 
 if TYPE_CHECKING:
-    from expcli.collect.rollout.rollout_fleet import RolloutFleet
+    from expcli.collect.rollout.fleet import RolloutFleet
 
 __all__ = ["build_fleet", "policy_file", "rollout_applies"]
 
@@ -56,8 +56,8 @@ def build_fleet(
         EnvError: Ray could not start or join, or an actor could not build its envs.
         ConfigError: The policy failed to load in an actor.
     """
-    from expcli.collect.rollout.rollout_actor import SliceSpec
-    from expcli.collect.rollout.rollout_fleet import RolloutFleet
+    from expcli.collect.rollout.actor import SliceSpec
+    from expcli.collect.rollout.fleet import RolloutFleet
 
     s = settings
     policy_seed = s.seed if s.seed is not None else secrets.randbits(128)  # as SeedSequence()

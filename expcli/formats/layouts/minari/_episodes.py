@@ -23,7 +23,7 @@ from expcli.errors import FormatError, SchemaError
 from expcli.formats._hdf5_lazy import read_dataset_rows
 from expcli.formats.concat_rows import ConcatRows
 from expcli.formats.layouts._episodes import load_array, native, one_column
-from expcli.formats.layouts._minari_spaces import expcli_leaf, read_leaf
+from expcli.formats.layouts.minari._spaces import expcli_leaf, read_leaf
 from expcli.formats.row_gather import take_rows
 
 __all__ = ["EpisodeScan"]
