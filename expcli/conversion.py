@@ -41,7 +41,7 @@ __all__ = [
     "save",
 ]
 
-STREAM_FORMATS: tuple[str, ...] = stream_formats()
+STREAM_FORMATS: tuple[str, ...] = stream_formats(installed=False)
 """expcli's formats that ``convert_to_stream`` writes: those written front to back, never
 seeking (the table's rows with ``streaming``; ``table.stream_formats()`` adds registered ones)."""
 

@@ -6,7 +6,7 @@ The layers, top to bottom (docs/layering.md says why):
     3  collect, conversion, summary, replay, shaping, report
     2  memory, envs, formats
     1  spec, space_json, named_callables, host_memory, distribution, thread_pools
-    0  errors, _version
+    0  errors, _version, _lazy_names
 
 A module may import its own package, any package of a lower layer, and a package of its
 own layer as long as the packages of a layer import each other without a circle. Lazy
@@ -26,6 +26,7 @@ PACKAGE = Path(__file__).parents[1] / "expcli"
 LAYERS: dict[str, int] = {
     "errors": 0,
     "_version": 0,
+    "_lazy_names": 0,
     "spec": 1,
     "space_json": 1,
     "named_callables": 1,

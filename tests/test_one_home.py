@@ -22,6 +22,7 @@ ALLOWED: dict[str, str] = {
     "losses": "what a layout module's files do not keep, offered to the layout table",
     "open_lazy": "the lazy reader some format modules offer the registry",
     "write_to": "the stream writer of the formats written front to back",
+    "write_stream": "what a stream format's object calls: its header made, then write_to",
     "write_shard": "the shard writer of the formats a sharded folder's shards may be in",
     "Factory": "a local alias of 'callable that makes an env' in each backend",
     "Batch": "a local alias in each module that hands batches out",

@@ -6,9 +6,9 @@ so that the CLI can type its options with ``EnvMode``/``AsyncMode`` without load
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from expcli._lazy_names import lazy_names
 from expcli.envs.modes import AsyncMode, EnvMode
 
 if TYPE_CHECKING:
@@ -24,10 +24,4 @@ _LAZY = {
     "StepInterrupted": "expcli.envs.watchdog",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'expcli.envs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

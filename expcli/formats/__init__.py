@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from expcli._lazy_names import lazy_names
+
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
     from expcli.formats.registry import (
@@ -40,18 +42,7 @@ __all__ = [
     "write_dataset",
 ]
 
-
-def __getattr__(name: str) -> object:
-    """Import each public name from its module on first use.
-
-    So that a leaf such as ``formats.layout_keys`` is imported without the registry and numpy.
-    """
-    if name == "Dataset":
-        from expcli.formats.dataset import Dataset
-
-        return Dataset
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from expcli.formats import registry
-
-    return getattr(registry, name)
+# a leaf such as ``formats.layout_keys`` is imported without the registry and numpy
+__getattr__, __dir__ = lazy_names(
+    __name__, dict.fromkeys(__all__, ".registry") | {"Dataset": ".dataset"}
+)

@@ -29,8 +29,8 @@ from expcli.errors import FormatError, SchemaError
 from expcli.formats._atomic import atomic_path, open_own
 from expcli.formats._csv_rows import Chunk, Group, read_chunks
 from expcli.formats._csv_text import encode_rows
-from expcli.formats._guards import MAX_METADATA_BYTES, check_read_whole
-from expcli.formats.dataset import Dataset
+from expcli.formats._guards import MAX_METADATA_BYTES
+from expcli.formats.dataset import Dataset, read_whole
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import LazyRows, RowSpill
 from expcli.formats.rows import WritePlan
@@ -122,13 +122,7 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
         ConfigError: The memory available cannot hold the data (said once the text is
             parsed into the scratch file, before any of it is read into memory).
     """
-    lazy, close = open_lazy(path, num_envs=num_envs)
-    try:
-        check_read_whole(sum(a.nbytes for a in lazy.tensors.values()), path)
-        tensors = {name: np.asarray(array) for name, array in lazy.tensors.items()}
-    finally:
-        close()
-    return Dataset(tensors, lazy.state, lazy.metadata)
+    return read_whole(open_lazy(path, num_envs=num_envs), path)
 
 
 def open_lazy(

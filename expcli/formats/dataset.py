@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,9 +17,10 @@ import numpy as np
 
 from expcli._version import __version__
 from expcli.errors import SchemaError
+from expcli.formats._guards import check_read_whole
 from expcli.spec import FRAMES_SCHEMA, SCHEMA, SUPPORTED_DTYPES, CircularState, TensorSpec
 
-__all__ = ["Dataset"]
+__all__ = ["Dataset", "read_whole"]
 
 # Keys of the metadata object that the Dataset owns; everything else is user metadata.
 _OWN_KEYS = frozenset(
@@ -165,3 +166,18 @@ class Dataset:
             raise SchemaError(f"malformed circular state in metadata: {e}", path=path) from e
         metadata = {k: v for k, v in header.items() if k not in _OWN_KEYS or k == "created"}
         return state, metadata
+
+
+def read_whole(opened: tuple[Dataset, Callable[[], None]], path: str | os.PathLike[str]) -> Dataset:
+    """A dataset opened lazily (``opened``), read into memory, then closed.
+
+    Raises:
+        ConfigError: The memory available cannot hold it (said before any of it is read).
+    """
+    lazy, close = opened
+    try:
+        check_read_whole(sum(a.nbytes for a in lazy.tensors.values()), path)
+        tensors = {name: np.asarray(array) for name, array in lazy.tensors.items()}
+    finally:
+        close()
+    return Dataset(tensors, lazy.state, lazy.metadata)

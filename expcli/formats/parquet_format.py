@@ -50,7 +50,6 @@ from expcli.formats._error_summary import error_summary
 from expcli.formats._guards import (
     MAX_METADATA_BYTES,
     check_memory,
-    check_read_whole,
     check_source,
     load_json,
     regular_size,
@@ -73,7 +72,7 @@ from expcli.formats._parquet_columns import (
 from expcli.formats._parquet_open import open_parquet, pyarrow_parquet, refuse_extension_types
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.builtin.parquet_file import PARQUET_FILE
-from expcli.formats.dataset import Dataset
+from expcli.formats.dataset import Dataset, read_whole
 from expcli.formats.frames import ByCells, StoredOnce, find_cells, frame_pairs, kept_cells
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows
@@ -807,10 +806,4 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
         FormatError, SchemaError, MissingDependencyError: As ``open_lazy``.
         ConfigError: The memory available cannot hold the data (said before reading any).
     """
-    lazy, close = open_lazy(path, num_envs=num_envs)
-    try:
-        check_read_whole(sum(a.nbytes for a in lazy.tensors.values()), path)
-        arrays = {name: np.asarray(array) for name, array in lazy.tensors.items()}
-    finally:
-        close()
-    return Dataset(arrays, lazy.state, lazy.metadata)
+    return read_whole(open_lazy(path, num_envs=num_envs), path)

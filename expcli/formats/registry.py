@@ -25,6 +25,7 @@ from expcli.formats.layout_keys import LOSSES_KEY, warn_losses
 from expcli.formats.rows import FileLayout, Format, Layout, WritePlan
 from expcli.formats.table import (
     MINARI_FOLDER,
+    OWN_FILE_FORMATS,
     SHARDED_FOLDER,
     compressing_formats,
     file_formats,
@@ -62,7 +63,7 @@ __all__ = [
 ]
 
 
-FORMATS: tuple[str, ...] = file_formats()
+FORMATS: tuple[str, ...] = OWN_FILE_FORMATS
 """Names of expcli's own file formats (``table.file_formats()`` adds registered ones)."""
 
 
@@ -260,7 +261,7 @@ def _checked(plan: WritePlan) -> tuple[Format, WritePlan]:
     if plan.shard_format is not None:
         compression = _check_shards(plan.target, row, plan.shard_format, compression)
     else:
-        compression = row.checked_compression(compression, others=compressing_formats())
+        compression = row.checked_compression(compression, others=compressing_formats)
     return row, dataclasses.replace(plan, compression=compression)
 
 

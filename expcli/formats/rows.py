@@ -161,18 +161,13 @@ class Format(ABC):
         raise NotImplementedError(f"{self.name} files cannot be written to a stream")
 
     def write_shard(
-        self,
-        shard: Dataset,
-        path: Path,
-        *,
-        frames: FramesForm,
-        compression: str | None,
-        after: object | None,
+        self, shard: Dataset, path: Path, plan: WritePlan, after: object | None
     ) -> WrittenShard:
         """Write one shard of a sharded folder whole, then rename it into place.
 
-        ``after``: what the previous shard's ``WrittenShard.carry`` (or ``shard_carry``)
-        gave, None for the first.
+        ``plan``: the folder's, for its shards' compression (None: the default) and
+        ``frames``; ``after``: what the previous shard's ``WrittenShard.carry`` (or
+        ``shard_carry``) gave, None for the first.
 
         Raises:
             NotImplementedError: The format cannot be a shard (the base).
@@ -199,13 +194,17 @@ class Format(ABC):
         return None
 
     def checked_compression(
-        self, compression: str | None, *, what: str = "files", others: tuple[str, ...] = ()
+        self,
+        compression: str | None,
+        *,
+        what: str = "files",
+        others: Callable[[], tuple[str, ...]] | None = None,
     ) -> str | None:
         """``compression`` as this format's writer takes it, lower case: the one check of it.
 
         None stays None (the writer's default); a format that does not compress takes none
         but ``"none"``, and gets None. ``what``: "files" or "shards", for the message;
-        ``others``: the formats that do compress, named where this one does not.
+        ``others``: what gives the formats that do compress, named where this one does not.
 
         Raises:
             ConfigError: The format does not compress, or not so.
@@ -216,7 +215,7 @@ class Format(ABC):
         if not self.compresses:
             if name == "none":
                 return None
-            hint = f"; compression is for {', '.join(others)}" if others else ""
+            hint = f"; compression is for {', '.join(others())}" if others else ""
             raise ConfigError(
                 f"{self.name} {what} cannot be compressed (got compression {compression!r}){hint}"
             )

@@ -53,7 +53,7 @@ from expcli.formats._atomic import (
     fsync_dir,
     output_errors,
 )
-from expcli.formats._guards import brief, check_read_whole, open_inside, regular_size
+from expcli.formats._guards import brief, open_inside, regular_size
 from expcli.formats._manifest import (
     DEFAULT_SHARD_FORMAT,
     FORMAT_KEY,
@@ -66,11 +66,11 @@ from expcli.formats._manifest import (
     shard_name,
 )
 from expcli.formats.concat_rows import ConcatRows
-from expcli.formats.dataset import Dataset
+from expcli.formats.dataset import Dataset, read_whole
 from expcli.formats.frames import ByCells, DerivedRows, StoredOnce, combined
 from expcli.formats.header import header_specs
 from expcli.formats.lazy import LazyRows
-from expcli.formats.rows import Format
+from expcli.formats.rows import Format, WritePlan
 from expcli.formats.table import format_named, shard_formats
 from expcli.spec import FRAMES_SCHEMA, CircularState, FramesForm
 
@@ -136,8 +136,11 @@ class ShardWriter:
         self.folder = folder
         self.manifest = manifest
         self.state = state
-        self.frames = frames
         self.shard = manifest.shard
+        compression = manifest.header.get(COMPRESSION_KEY)
+        self.plan = WritePlan(
+            folder, self.shard.name, compression=compression and str(compression), frames=frames
+        )
         with output_errors(folder, every=True):
             folder.mkdir(parents=True, exist_ok=True)
         self._carries: dict[int, object | None] = {}  # after the shard of that position
@@ -177,14 +180,7 @@ class ShardWriter:
         missing = self._schema(shard)
         path = self.folder / name
         position = len(self.manifest.shards)
-        compression = self.manifest.header.get(COMPRESSION_KEY)
-        written = self.shard.write_shard(
-            shard,
-            path,
-            frames=self.frames,
-            compression=None if compression is None else str(compression),
-            after=self._carry(position - 1),
-        )
+        written = self.shard.write_shard(shard, path, self.plan, self._carry(position - 1))
         if written.once:
             self.manifest.header["schema"] = FRAMES_SCHEMA
         self._carries[position] = written.carry
@@ -289,11 +285,15 @@ def new_manifest(
     extra: dict[str, Any] = {}
     if kind.name != DEFAULT_SHARD_FORMAT:
         extra[FORMAT_KEY] = kind.name
-    others = tuple(f for f in shard_formats() if (found := format_named(f)) and found.compresses)
-    checked = kind.checked_compression(compression, what="shards", others=others)
+    checked = kind.checked_compression(compression, what="shards", others=_compressing_shards)
     if checked is not None:
         extra[COMPRESSION_KEY] = checked
     return Manifest({**header, **extra})
+
+
+def _compressing_shards() -> tuple[str, ...]:
+    """The shard formats that compress."""
+    return tuple(f for f in shard_formats() if (found := format_named(f)) and found.compresses)
 
 
 def _write_card(folder: Path, text: str) -> None:
@@ -456,13 +456,7 @@ def read(path: Path, *, num_envs: int | None = None) -> Dataset:
         FormatError, SchemaError: As ``open_lazy``.
         ConfigError: The memory available cannot hold the data (said before reading any).
     """
-    lazy, close = open_lazy(path, num_envs=num_envs)
-    try:
-        check_read_whole(sum(a.nbytes for a in lazy.tensors.values()), path)
-        tensors = {name: np.asarray(array) for name, array in lazy.tensors.items()}
-    finally:
-        close()
-    return Dataset(tensors, lazy.state, lazy.metadata)
+    return read_whole(open_lazy(path, num_envs=num_envs), path)
 
 
 def check_shards(path: Path, progress: Callable[[float], None] | None = None) -> list[str]:

@@ -6,7 +6,8 @@ The registry's reads and writes, sniffing, the free-space estimate, the layouts'
 ``conversion``'s stream formats, ``summary.latest`` and the command line's help texts all
 ask this table; no other module lists format names or suffixes. A format defined outside
 expcli comes from an installed package that names it in the entry-point group
-``expcli.formats`` (``ENTRY_POINT_GROUP``), read once, on the table's first use::
+``expcli.formats`` (``ENTRY_POINT_GROUP``), read once, when a name or a suffix is not
+found among those known, or every format is listed::
 
     [project.entry-points."expcli.formats"]
     json = "my_package.json_file:JSON_FILE"  # a ``rows.Format`` object named "json"
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ENTRY_POINT_GROUP",
     "MINARI_FOLDER",
+    "OWN_FILE_FORMATS",
     "SHARDED_FOLDER",
     "compressing_formats",
     "file_formats",
@@ -74,6 +76,9 @@ _FORMATS: dict[str, str | Format] = {
     SHARDED_FOLDER: f"{_BUILTIN}.sharded_folder:FOLDER_FORMAT",
 }
 """Each format by name, in the order messages list them (and sniffing tries them)."""
+
+OWN_FILE_FORMATS: tuple[str, ...] = tuple(name for name in _FORMATS if name != SHARDED_FOLDER)
+"""expcli's own file formats, named without importing them (``file_formats()`` adds others)."""
 
 ENTRY_POINT_GROUP = "expcli.formats"
 """Where installed packages name their formats: ``NAME = "module:attr"``, a ``rows.Format``."""
@@ -163,21 +168,28 @@ def register_format(fmt: Format) -> Callable[[], None]:
     return unregister
 
 
-def _all() -> tuple[Format, ...]:
-    _read_plugins()
-    return tuple(_format(name) for name in list(_FORMATS))
+def _all(installed: bool = True) -> tuple[Format, ...]:
+    if installed:
+        _read_plugins()
+    names = list(_FORMATS) if installed else [*OWN_FILE_FORMATS, SHARDED_FOLDER]
+    return tuple(_format(name) for name in names)
 
 
-def formats_in_order() -> tuple[Format, ...]:
-    """Every format, files first in table order, then folders."""
-    every = _all()
+def formats_in_order(*, installed: bool = True) -> tuple[Format, ...]:
+    """Every format, files first in table order, then folders.
+
+    ``installed``: with the formats of installed packages and those registered (else
+    expcli's own only, and no entry point is read).
+    """
+    every = _all(installed)
     return tuple(f for f in every if not f.folder) + tuple(f for f in every if f.folder)
 
 
 def format_named(name: str) -> Format | None:
     """The format named ``name`` (case-insensitive, a leading dot allowed), or None."""
-    _read_plugins()
     key = name.lower().lstrip(".")
+    if key not in _FORMATS:
+        _read_plugins()
     return _format(key) if key in _FORMATS else None
 
 
@@ -196,21 +208,37 @@ def shard_formats() -> tuple[str, ...]:
     return tuple(f.name for f in formats_in_order() if f.shards)
 
 
-def stream_formats() -> tuple[str, ...]:
-    """Names of the formats written front to back to a stream, in help-text order."""
-    streams = [f for f in formats_in_order() if f.streams]
+def stream_formats(*, installed: bool = True) -> tuple[str, ...]:
+    """Names of the formats written front to back to a stream, in help-text order.
+
+    ``installed``: as ``formats_in_order``'s.
+    """
+    streams = [f for f in formats_in_order(installed=installed) if f.streams]
     return tuple(f.name for f in sorted(streams, key=lambda f: f.stream_rank))
+
+
+def _first(test: Callable[[Format], bool]) -> str | None:
+    """The name of the first format, in table order, that passes ``test``; or None.
+
+    The installed packages' formats are read only when none of those known passes: a
+    process that names a built-in format spends no time on entry points.
+    """
+    found = next((name for name in list(_FORMATS) if test(_format(name))), None)
+    if found is None and not _plugins_read:
+        _read_plugins()
+        return _first(test)
+    return found
 
 
 def format_from_suffix(path: str | os.PathLike[str]) -> str | None:
     """The format that the file name's suffix stands for (case-insensitive), or None."""
     suffix = Path(path).suffix.lower()
-    return next((f.name for f in _all() if suffix and suffix in f.suffixes), None)
+    return _first(lambda f: bool(suffix) and suffix in f.suffixes)
 
 
 def sniff_format(path: Path, head: bytes) -> str | None:
     """The first format, in table order, that a file's first bytes show; or None."""
-    return next((f.name for f in _all() if f.sniff(path, head)), None)
+    return _first(lambda f: f.sniff(path, head))
 
 
 def layouts_in_order() -> tuple[FileLayout, ...]:

@@ -10,8 +10,9 @@ batches, which are torch, load it when they are.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from expcli._lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from expcli.memory.base import Memory
@@ -32,26 +33,14 @@ __all__ = [
 ]
 
 _HOMES = {
-    "DictBatch": "batches",
-    "Episode": "episodes",
-    "EpisodeIndex": "episodes",
-    "EpisodeReport": "episode_report",
-    "EpisodeTable": "episodes",
-    "Memory": "base",
-    "RandomMemory": "random_memory",
-    "TemporalBatch": "batches",
+    "DictBatch": ".batches",
+    "Episode": ".episodes",
+    "EpisodeIndex": ".episodes",
+    "EpisodeReport": ".episode_report",
+    "EpisodeTable": ".episodes",
+    "Memory": ".base",
+    "RandomMemory": ".random_memory",
+    "TemporalBatch": ".batches",
 }
 
-
-def __getattr__(name: str) -> Any:
-    """The public name ``name``, imported from its module on first use."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

@@ -12,8 +12,9 @@ but the buffer, its storages and samplers load torch only when a tensor is made,
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from expcli._lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from expcli.replay.buffer import ReplayBuffer
@@ -46,31 +47,19 @@ __all__ = [
 ]
 
 _HOMES = {
-    "DatasetStorage": "storages",
-    "MemoryStorage": "storages",
-    "PrioritizedSampler": "samplers",
-    "RandomSampler": "samplers",
-    "ReplayBatchSampler": "torch_dataset",
-    "ReplayBuffer": "buffer",
-    "ReplayDataset": "torch_dataset",
-    "RoundRobinWriter": "writers",
-    "Sampler": "samplers",
-    "SamplerWithoutReplacement": "samplers",
-    "SliceSampler": "samplers",
-    "Storage": "storages",
-    "SumTree": "sum_tree",
+    "DatasetStorage": ".storages",
+    "MemoryStorage": ".storages",
+    "PrioritizedSampler": ".samplers",
+    "RandomSampler": ".samplers",
+    "ReplayBatchSampler": ".torch_dataset",
+    "ReplayBuffer": ".buffer",
+    "ReplayDataset": ".torch_dataset",
+    "RoundRobinWriter": ".writers",
+    "Sampler": ".samplers",
+    "SamplerWithoutReplacement": ".samplers",
+    "SliceSampler": ".samplers",
+    "Storage": ".storages",
+    "SumTree": ".sum_tree",
 }
 
-
-def __getattr__(name: str) -> Any:
-    """The public name ``name``, imported from its module on first use."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

@@ -7,6 +7,7 @@ always), the saved bytes by ``StoredOnce``'s definition of each form, none for t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -107,7 +108,7 @@ def test_a_folder_of_both_forms_counts_its_whole_shards_as_kept(
     manifest = sharded.new_manifest(dataset.header(), sharded.find_shard_format(shard_format))
     writer = sharded.ShardWriter(tmp_path / "f", manifest, None, FramesForm.ONCE)
     for start, frames in ((0, "once"), (4, "full"), (8, "once")):
-        writer.frames = FramesForm(frames)
+        writer.plan = dataclasses.replace(writer.plan, frames=FramesForm(frames))
         rows = {name: array[start : start + 4] for name, array in dataset.tensors.items()}
         writer.append(rows, {})
     name = "next_observations"

@@ -7,7 +7,7 @@ HDF5 (tianshou, Minari, D4RL), in order.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from expcli.formats._sniffing import is_hdf5
 from expcli.formats.rows import Closer, Layout, ModuleFormat
@@ -16,7 +16,6 @@ from expcli.formats.table import foreign_hdf5_titles, read_foreign_hdf5
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
     from expcli.formats.dataset import Dataset
-    from expcli.formats.hdf5_format import ForeignLayouts
 
 __all__ = ["HDF5_FILE", "Hdf5File"]
 
@@ -36,9 +35,13 @@ class Hdf5File(ModuleFormat):
         """The HDF5 signature."""
         return is_hdf5(path, head)
 
+    def _foreign(self) -> Any:
+        """The foreign layouts an HDF5 file without expcli's metadata is offered to."""
+        return self.module.ForeignLayouts(read_foreign_hdf5, foreign_hdf5_titles())
+
     def read(self, path: Path, *, num_envs: int | None = None) -> Dataset:
         """Read the file whole, offering one without expcli's metadata to the layouts."""
-        found: Dataset = self.module.read(path, num_envs=num_envs, foreign=_foreign())
+        found: Dataset = self.module.read(path, num_envs=num_envs, foreign=self._foreign())
         return found
 
     def open_lazy(
@@ -46,16 +49,9 @@ class Hdf5File(ModuleFormat):
     ) -> tuple[Dataset, Closer]:
         """Open the file with its datasets read by slices of rows."""
         opened: tuple[Dataset, Closer] = self.module.open_lazy(
-            path, num_envs=num_envs, foreign=_foreign(), cache=cache
+            path, num_envs=num_envs, foreign=self._foreign(), cache=cache
         )
         return opened
-
-
-def _foreign() -> ForeignLayouts:
-    """The foreign layouts an HDF5 file without expcli's metadata is offered to."""
-    from expcli.formats.hdf5_format import ForeignLayouts
-
-    return ForeignLayouts(read_foreign_hdf5, foreign_hdf5_titles())
 
 
 HDF5_FILE = Hdf5File()

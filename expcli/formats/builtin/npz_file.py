@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from expcli.formats._sniffing import is_npy_zip
-from expcli.formats.rows import Layout, ModuleFormat, WrittenShard
-from expcli.spec import FramesForm
+from expcli.formats.rows import Layout, ModuleFormat, WritePlan, WrittenShard
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
@@ -39,16 +38,10 @@ class NpzFile(ModuleFormat):
         self.module.write_stream(dataset, out, source)
 
     def write_shard(
-        self,
-        shard: Dataset,
-        path: Path,
-        *,
-        frames: FramesForm,
-        compression: str | None,
-        after: object | None,
+        self, shard: Dataset, path: Path, plan: WritePlan, after: object | None
     ) -> WrittenShard:
         """Write an uncompressed shard whole, then rename it into place."""
-        written: WrittenShard = self.module.write_shard(shard, path, frames)
+        written: WrittenShard = self.module.write_shard(shard, path, plan.frames)
         return written
 
 

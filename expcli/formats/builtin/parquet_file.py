@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from expcli.formats._sniffing import is_parquet
-from expcli.formats.rows import ModuleFormat, SpaceEstimate, WrittenShard
-from expcli.spec import FramesForm
+from expcli.formats.rows import ModuleFormat, SpaceEstimate, WritePlan, WrittenShard
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
@@ -55,18 +54,12 @@ class ParquetFile(ModuleFormat):
         return is_parquet(path, head)
 
     def write_shard(
-        self,
-        shard: Dataset,
-        path: Path,
-        *,
-        frames: FramesForm,
-        compression: str | None,
-        after: object | None,
+        self, shard: Dataset, path: Path, plan: WritePlan, after: object | None
     ) -> WrittenShard:
         """Write a shard whose bookkeeping columns continue those of the shard before."""
-        codec = compression or self.compressions[0]
+        codec = plan.compression or self.compressions[0]
         written: WrittenShard = self.module.write_shard(
-            shard, path, compression=codec, carry=after, frames=frames
+            shard, path, compression=codec, carry=after, frames=plan.frames
         )
         return written
 

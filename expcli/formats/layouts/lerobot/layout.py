@@ -49,7 +49,7 @@ import numpy as np
 
 from expcli.errors import FormatError, SchemaError
 from expcli.formats._folder_members import json_object, member, metadata_file
-from expcli.formats.dataset import Dataset
+from expcli.formats.dataset import Dataset, read_whole
 from expcli.formats.header import encode_header
 from expcli.formats.layouts._episodes import (
     SEAMS_KEY,
@@ -406,15 +406,7 @@ def read_lerobot(path: Path) -> Dataset:
         SchemaError: The files disagree with ``info.json`` or with expcli's sidecar.
         ConfigError: The memory available cannot hold the data (said before reading any).
     """
-    from expcli.formats._guards import check_read_whole
-
-    dataset, close = open_lerobot(path)
-    try:
-        check_read_whole(sum(a.nbytes for a in dataset.tensors.values()), path)
-        tensors = {name: np.asarray(array) for name, array in dataset.tensors.items()}
-    finally:
-        close()
-    return Dataset(tensors, dataset.state, dataset.metadata)
+    return read_whole(open_lerobot(path), path)
 
 
 def open_lerobot(path: Path) -> tuple[Dataset, Callable[[], None]]:
