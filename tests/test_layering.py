@@ -5,7 +5,7 @@ The layers, top to bottom (docs/layering.md says why):
     4  cli, __main__
     3  collect, conversion, summary, replay, shaping, report
     2  memory, envs, formats
-    1  spec, space_json, named_callables, host_memory, distribution, thread_pools
+    1  spec, space_json, named_callables, host_memory, distribution, thread_pools, files
     0  errors, _version, _lazy_names
 
 A module may import its own package, any package of a lower layer, and a package of its
@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "host_memory": 1,
     "distribution": 1,
     "thread_pools": 1,
+    "files": 1,
     "memory": 2,
     "envs": 2,
     "formats": 2,
@@ -73,7 +74,7 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            # ``from expcli.formats import _atomic`` names a module, not the package's names
+            # ``from expcli.files import atomic as _atomic`` names a module, not the package's names
             names = [f"{module}.{alias.name}" for alias in node.names]
             if not all(_is_module(name) for name in names):
                 names.insert(0, module)

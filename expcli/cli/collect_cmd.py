@@ -325,7 +325,7 @@ def collect_cmd(
                 "`expcli convert FOLDER TARGET --layout LAYOUT`"
             )
         from expcli.collect.resume import resume_settings, resume_summary
-        from expcli.formats.output_lock import OutputLock
+        from expcli.files.output_lock import OutputLock
 
         if _from_command_line(ctx, "config"):
             given["config"] = config

@@ -40,8 +40,8 @@ from expcli.errors import (
     OutputError,
     OutputExistsError,
 )
+from expcli.files.output_lock import OutputLock
 from expcli.formats.dataset import Dataset
-from expcli.formats.output_lock import OutputLock
 from expcli.formats.table import SHARDED_FOLDER, format_from_suffix, format_named, formats_in_order
 from expcli.spec import CircularState, Compression, FramesForm
 
@@ -148,7 +148,7 @@ class CollectJob:
     def start(self) -> None:
         """Take the output's lock, then build the envs, the policy and the memory.
 
-        The lock (``formats.output_lock``) is held until ``save()`` ends, so that no
+        The lock (``files.output_lock``) is held until ``save()`` ends, so that no
         other writer (collect, ``--resume``, ``--overwrite``, convert) touches the output
         meanwhile.
 

@@ -3,7 +3,7 @@
 An in-memory run holds the whole run until it is written; a run that may not fit
 comfortably (``SPOOL_ABOVE``, or a quarter of the memory available, whichever is less;
 or a run of unknown length) streams instead, as a folder output does, into a hidden
-temporary folder beside the target (``_temp_names``: a dead run's is cleaned by the next
+temporary folder beside the target (``files.temp_names``: a dead run's is cleaned by the next
 writer of that target). At the end the folder is converted to the file a slice of rows at
 a time (the file lands atomically, as every write does) and removed. A merge that fails
 or is interrupted (a second Ctrl-C) keeps the collected rows: the folder is renamed

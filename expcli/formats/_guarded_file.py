@@ -28,7 +28,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from expcli.formats._atomic import open_own
+from expcli.files.atomic import open_own
 
 __all__ = ["GuardedFile", "Hdf5Output", "callbacks_spared", "guarded_file"]
 

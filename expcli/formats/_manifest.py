@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from expcli.errors import ConfigError, FormatError
-from expcli.formats._atomic import atomic_write
+from expcli.files.atomic import atomic_write
 from expcli.formats._guards import MAX_METADATA_BYTES, brief, open_inside
 from expcli.formats.header import encode_header, parse_header
 from expcli.formats.lazy import SLICE_BYTES

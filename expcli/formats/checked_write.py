@@ -17,24 +17,23 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError, OutputError
-from expcli.formats._atomic import (
+from expcli.files.atomic import (
     check_before_commit,
     check_can_write,
     check_writable,
     output_errors,
 )
-from expcli.formats._free_space import (
+from expcli.files.free_space import (
     DISK_FULL,
     check_space,
     disk_full_error,
-    estimate_size,
     free_bytes,
     recount_free,
 )
-from expcli.formats._temp_names import leftover_temps, remove, remove_stale, temp_name
+from expcli.files.output_lock import OutputLock
+from expcli.files.temp_names import leftover_temps, remove, remove_stale, temp_name
 from expcli.formats.dataset import Dataset
 from expcli.formats.lazy import row_chunks
-from expcli.formats.output_lock import OutputLock
 from expcli.formats.registry import open_lazy, output_files, write_planned
 from expcli.formats.rows import Layout, WritePlan
 from expcli.formats.table import format_named, layout_named
@@ -93,7 +92,7 @@ def _write_checked(dataset: Dataset, plan: WritePlan, checksums: dict[str, str] 
     row = format_named(plan.shard_format or plan.format)  # Parquet shards: sized as Parquet
     needed = None
     if plan.layout is Layout.EXPCLI and row is not None:  # a foreign layout's size is not told
-        needed = estimate_size(dataset.tensors, row, plan.compression)
+        needed = row.estimated_size(dataset.tensors, plan.compression)
     check_space(target, needed)
     try:
         verifying: contextlib.AbstractContextManager[None] = contextlib.nullcontext()

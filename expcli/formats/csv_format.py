@@ -26,7 +26,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
-from expcli.formats._atomic import atomic_path, open_own
+from expcli.files.atomic import atomic_path, open_own
 from expcli.formats._csv_rows import Chunk, Group, read_chunks
 from expcli.formats._csv_text import encode_rows
 from expcli.formats._guards import MAX_METADATA_BYTES

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 
 from expcli.errors import FormatError, InvalidValueError, SchemaError
-from expcli.formats._atomic import atomic_path
+from expcli.files.atomic import atomic_path
 from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._guards import check_read_whole
 from expcli.formats._hdf5_checks import (

@@ -45,7 +45,7 @@ from expcli.errors import (
     InvalidValueError,
     SchemaError,
 )
-from expcli.formats._atomic import atomic_path
+from expcli.files.atomic import atomic_path
 from expcli.formats._error_summary import error_summary
 from expcli.formats._guards import (
     MAX_METADATA_BYTES,

@@ -20,7 +20,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from expcli.errors import ExpcliError, FormatError, SchemaError
-from expcli.formats._atomic import atomic_write
+from expcli.files.atomic import atomic_write
 from expcli.formats._error_summary import error_summary
 from expcli.formats._guards import check_read_whole
 from expcli.formats._pt_archive import PtArchiveWriter

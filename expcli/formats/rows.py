@@ -12,8 +12,9 @@ module.
 from __future__ import annotations
 
 import importlib
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from os import PathLike
@@ -39,6 +40,8 @@ __all__ = [
     "WritePlan",
     "WrittenShard",
 ]
+
+_TEXT_CELL_BYTES = {"f": 4, "c": 4, "b": 5}  # shortest cell and comma: "0.0,", "True,"; else "0,"
 
 Closer = Callable[[], None]
 """Called once done with a lazily opened dataset."""
@@ -225,6 +228,33 @@ class Format(ABC):
                 f"got {compression!r}"
             )
         return name
+
+    def estimated_size(
+        self, tensors: Mapping[str, Any], compression: str | None = None
+    ) -> int | None:
+        """A lower bound of the bytes an expcli file of the format takes for ``tensors``.
+
+        Arrays or anything with ``dtype`` and ``shape``; or None when it cannot be told: a
+        format whose ``space`` says so (``SpaceEstimate.UNKNOWN``), or one that compresses,
+        asked to. A lower bound, so that a check against it never refuses a write that would
+        fit: the binary formats store every byte of every tensor (``BYTES``); a text cell is
+        at least its shortest text and a comma (``TEXT``).
+        """
+        compressed = self.compresses and compression is not None and compression.lower() != "none"
+        if compressed or self.space is SpaceEstimate.UNKNOWN:
+            return None
+        total = 0
+        for array in tensors.values():
+            dtype = getattr(array, "dtype", None)
+            shape = getattr(array, "shape", None)
+            if dtype is None or shape is None:
+                return None
+            cells = math.prod(shape)
+            if self.space is SpaceEstimate.TEXT:
+                total += cells * _TEXT_CELL_BYTES.get(getattr(dtype, "kind", ""), 2)
+            else:
+                total += cells * int(dtype.itemsize)
+        return total
 
     @property
     def folder(self) -> bool:

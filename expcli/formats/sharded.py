@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from expcli.errors import FormatError, OutputError, OutputExistsError, SchemaError
-from expcli.formats._atomic import (
+from expcli.files.atomic import (
     atomic_write,
     commit_check_deferred,
     create_temp,

@@ -54,8 +54,8 @@ def save_dataset(
         SchemaError: A tensor's dtype cannot be stored (bfloat16, complex).
         OutputLockedError: Another process writes that file.
     """
+    from expcli.files.output_lock import OutputLock
     from expcli.formats import format_from_suffix, write_dataset
-    from expcli.formats.output_lock import OutputLock
 
     target = Path(directory)
     suffix = format_from_suffix(target)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from expcli.errors import ConfigError
-from expcli.formats.atomic_files import atomic_write
+from expcli.files.atomic import atomic_write
 from expcli.formats.dataset import Dataset
 from expcli.report._svg import house_style, require
 from expcli.report.charts import (

@@ -19,7 +19,7 @@ import numpy as np
 
 from expcli._version import __version__
 from expcli.errors import ConfigError
-from expcli.formats.atomic_files import atomic_path
+from expcli.files.atomic import atomic_path
 from expcli.report._svg import COLORS, figure, house_style
 from expcli.report.charts import MAX_MARKS, histogram_bars, rolling_mean, thinned
 from expcli.report.page import title_of

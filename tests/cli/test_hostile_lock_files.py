@@ -16,8 +16,8 @@ import pytest
 
 import expcli
 from expcli.errors import OutputError
-from expcli.formats._atomic import open_own
-from expcli.formats.output_lock import OutputLock, lock_path
+from expcli.files.atomic import open_own
+from expcli.files.output_lock import OutputLock, lock_path
 from tests.memory_probe import cli_run
 
 VICTIM = b"someone else's file\n"

@@ -105,7 +105,7 @@ def test_a_signal_inside_an_hdf5_callback_waits_until_hdf5_returns(tmp_path: Pat
 import os, signal, sys, time
 import numpy as np
 from expcli.formats import _guarded_file
-from expcli.formats._atomic import atomic_path
+from expcli.files.atomic import atomic_path
 from expcli.formats._guarded_file import Hdf5Output
 
 real_pwrite, calls = os.pwrite, []

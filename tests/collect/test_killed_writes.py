@@ -8,7 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from expcli.formats._temp_names import _HOST
+from expcli.files.temp_names import _HOST
 from tests.cli.test_collect_cmd import COUNTING_ID
 from tests.collect.test_folder_collect import ENV, EXPCLI, expcli_cli
 

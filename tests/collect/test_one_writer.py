@@ -20,7 +20,7 @@ import expcli
 from expcli.collect.job import CollectJob
 from expcli.collect.settings import CollectSettings
 from expcli.errors import OutputExistsError, OutputLockedError
-from expcli.formats.output_lock import lock_path
+from expcli.files.output_lock import lock_path
 from tests.collect.test_folder_collect import ENV, EXPCLI, RUN, expcli_cli
 
 

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from expcli.errors import OutputExistsError
-from expcli.formats import FORMATS, Dataset, _atomic, read_dataset, write_dataset
-from expcli.formats._atomic import atomic_write
+from expcli.files import atomic as _atomic
+from expcli.files.atomic import atomic_write
+from expcli.formats import FORMATS, Dataset, read_dataset, write_dataset
 from expcli.spec import CircularState
 
 TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.[^.]+\.tmp$")
@@ -228,4 +229,4 @@ def test_atomic_write_without_hard_links_still_refuses_to_clobber(
         with atomic_write(tmp_path / "x.bin", overwrite=False) as f:
             f.write(b"2")
     assert names(tmp_path) == ["x.bin"]
-    assert _atomic.__name__ == "expcli.formats._atomic"
+    assert _atomic.__name__ == "expcli.files.atomic"

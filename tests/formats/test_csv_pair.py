@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from expcli.cli import app
 from expcli.conversion import convert, load, save
 from expcli.errors import OutputError, OutputExistsError
-from expcli.formats._atomic import check_before_commit
+from expcli.files.atomic import check_before_commit
 from expcli.formats.dataset import Dataset
 from expcli.spec import CircularState
 

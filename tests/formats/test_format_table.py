@@ -20,7 +20,6 @@ from expcli.cli import app
 from expcli.conversion import convert
 from expcli.errors import ConfigError
 from expcli.formats import Dataset, detect_format, format_from_suffix, read_dataset
-from expcli.formats._free_space import estimate_size
 from expcli.formats.rows import Format, SpaceEstimate
 from expcli.formats.table import file_formats, format_named, register_format
 from tests.formats.tiny_plugin import MAGIC as _MAGIC
@@ -123,8 +122,8 @@ def test_the_free_space_estimate_asks_the_row() -> None:
     rows = {name: format_named(name) for name in ("npz", "csv", "hdf5")}
     assert all(row is not None for row in rows.values())
     npz, csv, hdf5 = (row for row in rows.values() if row is not None)
-    assert estimate_size(tensors, npz) == 96  # every byte
-    assert estimate_size(tensors, csv) == 24 * 4  # "0.0," per cell
-    assert estimate_size(tensors, hdf5, "none") == 96
-    assert estimate_size(tensors, hdf5, "GZIP") is None  # compressed: cannot be told
-    assert estimate_size(tensors, AlwaysPacked()) is None
+    assert npz.estimated_size(tensors) == 96  # every byte
+    assert csv.estimated_size(tensors) == 24 * 4  # "0.0," per cell
+    assert hdf5.estimated_size(tensors, "none") == 96
+    assert hdf5.estimated_size(tensors, "GZIP") is None  # compressed: cannot be told
+    assert AlwaysPacked().estimated_size(tensors) is None

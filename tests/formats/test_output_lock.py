@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from expcli.errors import OutputLockedError
-from expcli.formats import output_lock
-from expcli.formats.output_lock import OutputLock, lock_path
+from expcli.files import output_lock
+from expcli.files.output_lock import OutputLock, lock_path
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 HOLD = """
 import os, sys, time
-from expcli.formats.output_lock import OutputLock
+from expcli.files.output_lock import OutputLock
 lock = OutputLock(sys.argv[1])
 lock.acquire()
 if sys.argv[2] == "fork":  # an env worker forked by the writer, outliving it
@@ -54,7 +54,7 @@ def _try(target: Path) -> str:
     script = (
         "import sys\n"
         "from expcli.errors import OutputLockedError\n"
-        "from expcli.formats.output_lock import OutputLock\n"
+        "from expcli.files.output_lock import OutputLock\n"
         "try:\n"
         "    OutputLock(sys.argv[1]).acquire()\n"
         "except OutputLockedError:\n"

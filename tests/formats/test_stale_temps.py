@@ -16,7 +16,7 @@ import pytest
 
 from expcli.conversion import convert, load, save
 from expcli.errors import OutputExistsError
-from expcli.formats import _temp_names
+from expcli.files import temp_names as _temp_names
 from expcli.formats.dataset import Dataset
 from expcli.spec import CircularState
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from expcli.files.atomic import atomic_path
 from expcli.formats import Dataset
-from expcli.formats._atomic import atomic_path
 from expcli.formats.header import dataset_from_header, encode_header, parse_header
 from expcli.formats.rows import Format, WritePlan
 

@@ -1,4 +1,4 @@
-"""Atomic writes of a whole folder (a Minari dataset), in the manner of ``_atomic``.
+"""Atomic writes of a whole folder (a Minari dataset), in the manner of ``files.atomic``.
 
 The folder is built as ``.NAME.expcli-PID-HOST-RANDOM.tmp`` beside the target, its files
 are fsynced, and it is renamed onto the target. An existing target (allowed by
@@ -6,7 +6,7 @@ are fsynced, and it is renamed onto the target. An existing target (allowed by
 temporary name plus ``.old``) and deleted only once the new folder is in place. A write
 that fails or is interrupted leaves the target as it was and removes its temporary folder;
 what a killed writer left is cleaned up (the old folder put back if need be) by the next
-write to the same target, as ``_atomic`` does for files.
+write to the same target, as ``files.atomic`` does for files.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from expcli.errors import ConfigError, OutputExistsError
-from expcli.formats._atomic import (
+from expcli.files.atomic import (
     check_writable,
     create_temp,
     fsync_dir,
     fsync_tree,
     output_errors,
 )
-from expcli.formats._free_space import recount_free
+from expcli.files.free_space import recount_free
 
 __all__ = ["atomic_folder"]
 

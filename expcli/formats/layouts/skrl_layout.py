@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from expcli.formats._atomic import atomic_write
+from expcli.files.atomic import atomic_write
 from expcli.formats.dataset import Dataset
 from expcli.formats.lazy import LazyRows, row_chunks
 

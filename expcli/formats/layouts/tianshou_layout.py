@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
-from expcli.formats._atomic import atomic_path
+from expcli.files.atomic import atomic_path
 from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._guards import brief
 from expcli.formats._hdf5_heap import read_attribute

@@ -1,25 +1,21 @@
 """Room for an output.
 
-Its size estimated up front, the free space of its folder, and the one-line error when the two do
-not fit (checked before writing, and raised again when the disk fills during the write).
+Its size estimated up front (by its format: ``Format.estimated_size``), the free space of
+its folder, and the one-line error when the two do not fit (checked before writing, and
+raised again when the disk fills during the write).
 """
 
 from __future__ import annotations
 
 import errno as errnos
-import math
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from expcli.errors import OutputError
-from expcli.formats.rows import Format, SpaceEstimate
 
 __all__ = [
     "check_space",
     "disk_full_error",
-    "estimate_size",
     "format_size",
     "free_bytes",
     "recount_free",
@@ -27,9 +23,6 @@ __all__ = [
 
 DISK_FULL = frozenset({errnos.ENOSPC, errnos.EDQUOT})
 """Error numbers that mean the output's file system (or the user's quota) has no room."""
-
-_CSV_CELL_BYTES = {"f": 4, "c": 4, "b": 5}  # shortest cell and its comma: "0.0,", "True,"
-_CSV_OTHER_CELL_BYTES = 2  # an integer: one digit and a comma
 
 
 def free_bytes(folder: str | os.PathLike[str]) -> int | None:
@@ -42,36 +35,6 @@ def free_bytes(folder: str | os.PathLike[str]) -> int | None:
     except (OSError, AttributeError):  # AttributeError: no statvfs (Windows)
         return None
     return stats.f_bavail * stats.f_frsize
-
-
-def estimate_size(
-    tensors: Mapping[str, Any], row: Format, compression: str | None = None
-) -> int | None:
-    """A lower bound of the bytes an expcli file of the format ``row`` takes for ``tensors``.
-
-    Arrays or anything with ``dtype`` and ``shape``; or None when it cannot be told: a
-    format whose row says so (``SpaceEstimate.UNKNOWN``), or one that compresses, asked to.
-
-    A lower bound, so that a check against it never refuses a write that would fit: the
-    binary formats store every byte of every tensor (``BYTES``); a text cell is at least its
-    shortest text and a comma (``TEXT``).
-    """
-    compressed = row.compresses and compression is not None and compression.lower() != "none"
-    if compressed or row.space is SpaceEstimate.UNKNOWN:
-        return None
-    total = 0
-    for array in tensors.values():
-        dtype = getattr(array, "dtype", None)
-        shape = getattr(array, "shape", None)
-        if dtype is None or shape is None:
-            return None
-        cells = math.prod(shape)
-        if row.space is SpaceEstimate.TEXT:
-            kind = getattr(dtype, "kind", "")
-            total += cells * _CSV_CELL_BYTES.get(kind, _CSV_OTHER_CELL_BYTES)
-        else:
-            total += cells * int(dtype.itemsize)
-    return total
 
 
 def check_space(target: Path, needed: int | None) -> None:

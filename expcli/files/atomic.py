@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import IO, Any, Literal, overload
 
 from expcli.errors import ExpcliError, OutputError, OutputExistsError
-from expcli.formats._free_space import DISK_FULL, disk_full_error, recount_free
-from expcli.formats._temp_names import BACKUP, remove, remove_stale, temp_name
+from expcli.files.free_space import DISK_FULL, disk_full_error, recount_free
+from expcli.files.temp_names import BACKUP, remove, remove_stale, temp_name
 
 __all__ = [
     "OUTPUT_ERRNOS",

@@ -42,7 +42,7 @@ from types import TracebackType
 from typing import Any
 
 from expcli.errors import OutputError, OutputLockedError, printable
-from expcli.formats._atomic import output_error, output_errors
+from expcli.files.atomic import output_error, output_errors
 
 try:
     import fcntl
