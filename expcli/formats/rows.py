@@ -4,10 +4,10 @@ A layout's name is a ``Layout``. A format is one ``Format`` object: its name, su
 what it holds and the compressions it takes, and its methods: how its bytes are told,
 read, opened lazily and written, and where it can, streamed and sharded; expcli's own are
 ``ModuleFormat`` objects, whose working module (imported on first use) reads and writes.
-A layout is one ``FileLayout`` object. ``formats.table`` keeps them by name (``"module:attr"``, imported
-when first asked for) and every dispatcher asks it; a format defined outside expcli
-becomes one with ``table.register_format``. This module is a leaf: it imports no format
-module.
+A layout is one ``FileLayout`` object. ``formats.table`` keeps them by name
+(``"module:attr"``, imported when first asked for) and every dispatcher asks it; a format
+defined outside expcli becomes one with ``table.register_format``. This module is a leaf:
+it imports no format module.
 """
 
 from __future__ import annotations
