@@ -42,7 +42,15 @@ from expcli.errors import (
 )
 from expcli.files.output_lock import OutputLock
 from expcli.formats.dataset import Dataset
-from expcli.formats.table import SHARDED_FOLDER, format_from_suffix, format_named, formats_in_order
+from expcli.formats.rows import Format, Layout, WritePlan
+from expcli.formats.sharded import find_shard_format
+from expcli.formats.table import (
+    SHARDED_FOLDER,
+    format_from_suffix,
+    format_named,
+    formats_in_order,
+    suffix_help,
+)
 from expcli.spec import CircularState, Compression, FramesForm
 
 if TYPE_CHECKING:
@@ -114,7 +122,6 @@ class CollectJob:
 
         # an existing sharded folder stays one whatever its name (``--resume``)
         self.to_folder = is_folder_target(self.output)
-        self.format = SHARDED_FOLDER if self.to_folder else format_from_suffix(self.output)
         if self.output.exists() and not settings.overwrite and not settings.resuming:
             with OutputLock(self.output):  # a writer at work is named, not the output it makes
                 pass
@@ -128,13 +135,8 @@ class CollectJob:
         self.spool: Path | None = None  # a file output's spool folder (``spool_run``)
         # the output written as the run goes (a folder, a spooled file); None: in memory
         self.streamed: FolderOutput | SpooledFile | None = None
-        if settings.shard_format is not None and not self.to_folder:
-            raise ConfigError(
-                f"--shard-format applies to a folder output (no suffix), not {self.output}"
-            )
-        if settings.compression not in (None, Compression.NONE):
-            written = settings.shard_format if self.to_folder else self.format
-            _check_compresses(written, self.output, settings.compression)
+        # the output's write, checked once and handed whole to the output kind that writes it
+        self.plan = _write_plan(settings, self.output, to_folder=self.to_folder)
         self.mode: CollectMode = settings.mode
         self.probes: list[Probe] = []
         self.mode_differences: list[str] = []  # what --force-mode let through
@@ -283,9 +285,9 @@ class CollectJob:
         collector = self.running
         rows = RunRows(collector.memory, collector.tracker)
         if self.spool is not None:
-            return SpooledFile(rows, self.spool, self.output, self.settings, self.metadata)
+            return SpooledFile(rows, self.plan, self.spool, self.settings, self.metadata)
         if self.to_folder:
-            return FolderOutput(rows, self.output, self.settings, self.metadata)
+            return FolderOutput(rows, self.plan, self.settings, self.metadata)
         return None
 
     @property
@@ -383,7 +385,7 @@ class CollectJob:
             return streamed.merge(self.stats, progress)
         if streamed is not None:
             return streamed.finish(self.stats)
-        return save_file(self.dataset(), self.output, self.settings)
+        return save_file(self.dataset(), self.plan)
 
     def write_failed(self, error: OutputError) -> OutputError:
         """A shard could not be written while collecting (a full disk): the error to raise.
@@ -522,14 +524,65 @@ def _env_spec(env_id: str, env_kwargs: dict[str, Any]) -> Any:
         return None
 
 
-def _check_compresses(format: str | None, output: Path, compression: str) -> None:
-    """Refuse ``--compression`` for an output whose format does not compress, or not so."""
-    row = None if format is None else format_named(format)
-    if row is None or not row.compresses:
-        suffixes = "/".join(s for r in formats_in_order() if r.compresses for s in r.suffixes)
-        raise ConfigError(f"--compression applies to {suffixes} output, not {output}")
-    if row.compressions and compression not in row.compressions:
+def _write_plan(settings: CollectSettings, output: Path, *, to_folder: bool) -> WritePlan:
+    """The write of a run's output: its format, and the compression and shard format checked.
+
+    The format object judges the compression (a folder's: its shards' format,
+    ``Format.checked_compression``); the messages name the option, the output and what it
+    takes.
+
+    Raises:
+        ConfigError: ``--shard-format`` for a file, ``--compression`` that the output's format
+            does not take, or an output whose suffix names no format.
+    """
+    if settings.shard_format is not None and not to_folder:
+        raise ConfigError(f"--shard-format applies to a folder output (no suffix), not {output}")
+    fmt = SHARDED_FOLDER if to_folder else format_from_suffix(output)
+    if to_folder:
+        written: Format | None = find_shard_format(settings.shard_format)
+    else:
+        written = None if fmt is None else format_named(fmt)
+    compression = _compression(written, output, settings.compression)
+    if fmt is None:
         raise ConfigError(
-            f"--compression {compression} does not apply to {row.shown} output ({output}); "
-            f"it takes {', '.join(row.compressions)}"
+            f"cannot tell the output format from {output.name!r}; name a suffix "
+            f"({suffix_help()}) or pass a format"
         )
+    return WritePlan(
+        output,
+        fmt,
+        Layout.EXPCLI,
+        compression,
+        settings.shard_format,
+        settings.frames,
+        settings.overwrite,
+    )
+
+
+def _compression(
+    written: Format | None, output: Path, compression: Compression | None
+) -> str | None:
+    """``--compression`` as ``written`` (the format the output's files are in) takes it.
+
+    Raises:
+        ConfigError: The format does not compress, or not so.
+    """
+    if written is None:  # a suffix of no format: said by the caller
+        if compression not in (None, Compression.NONE):
+            raise _compresses_not(output)
+        return None
+    try:
+        return written.checked_compression(compression)
+    except ConfigError:
+        if not written.compresses:
+            raise _compresses_not(output) from None
+        raise ConfigError(
+            f"--compression {compression} does not apply to {written.shown} output ({output}); "
+            f"it takes {', '.join(written.compressions)}"
+        ) from None
+
+
+def _compresses_not(output: Path) -> ConfigError:
+    """``--compression`` given for an output whose format does not compress."""
+    suffixes = "/".join(s for r in formats_in_order() if r.compresses for s in r.suffixes)
+    return ConfigError(f"--compression applies to {suffixes} output, not {output}")
