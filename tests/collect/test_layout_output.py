@@ -9,11 +9,11 @@ import pytest
 
 import expcli.conversion
 from expcli import load
-from expcli.collect.job import CollectJob
 from expcli.collect.layout_output import collect_in_layout, layout_run
 from expcli.collect.settings import CollectSettings
 from expcli.errors import ConfigError, FormatError, OutputExistsError
 from expcli.formats.rows import Layout
+from tests.collect.test_write_plan import collect
 
 
 def _settings(output: Path | None) -> CollectSettings:
@@ -28,13 +28,7 @@ def test_a_run_in_the_lerobot_layout_reads_back_as_the_same_run_in_a_file(
     assert result is not None and result.dst == target and result.layout is Layout.LEROBOT
     assert result.transitions == 60 and (target / "meta" / "info.json").is_file()
     assert not (tmp_path / "cartpole-lr-collecting").exists()  # removed once converted
-    job = CollectJob(_settings(plain))
-    job.start()
-    try:
-        job.run()
-    finally:
-        job.close()
-        job.save()
+    collect(_settings(plain))
     got, want = load(target), load(plain)
     assert sorted(got.tensors) == sorted(want.tensors) and got.state == want.state
     for name, array in want.tensors.items():

@@ -27,7 +27,8 @@ def _settings(output: Path, **options: Any) -> CollectSettings:
                            **options)  # fmt: skip
 
 
-def _collect(settings: CollectSettings) -> CollectJob:
+def collect(settings: CollectSettings) -> CollectJob:
+    """Run a collect job to the end (start, run, close, save), as the command does."""
     job = CollectJob(settings)
     job.start()
     try:
@@ -70,11 +71,11 @@ def test_a_plan_that_does_not_fit_is_refused_before_any_env(
 
 def test_a_spooled_file_is_compressed_as_asked_and_its_spool_is_not(tmp_path: Path) -> None:
     out = tmp_path / "run.h5"
-    _collect(_settings(out, spool=True, compression="gzip", shard_size="20"))
+    collect(_settings(out, spool=True, compression="gzip", shard_size="20"))
     assert [p.name for p in tmp_path.iterdir()] == ["run.h5"]  # the spool merged and gone
     with h5py.File(out) as f:
         assert f["observations"].compression == "gzip"
-    kept = _collect(_settings(tmp_path / "memory.h5", spool=False))
+    kept = collect(_settings(tmp_path / "memory.h5", spool=False))
     assert kept.spool is None
     got, want = expcli.load(out), expcli.load(tmp_path / "memory.h5")
     for name, array in want.tensors.items():
@@ -83,7 +84,7 @@ def test_a_spooled_file_is_compressed_as_asked_and_its_spool_is_not(tmp_path: Pa
 
 def test_a_folder_writes_its_shards_as_the_plan_says(tmp_path: Path) -> None:
     folder = tmp_path / "run"
-    _collect(_settings(folder, shard_format="parquet", compression="snappy", shard_size="25"))
+    collect(_settings(folder, shard_format="parquet", compression="snappy", shard_size="25"))
     shards = sorted(folder.glob("shard-*.parquet"))
     assert len(shards) == 3  # 60 rows of 2 envs, 25 a shard
     import pyarrow.parquet as pq
