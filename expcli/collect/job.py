@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from expcli._version import __version__
+from expcli.collect._output_plan import output_plan
 from expcli.collect.collector import Collector, CollectStats, Progress
 from expcli.collect.engine_spec import EngineRequest, Envs
 from expcli.collect.engines import ENGINES, CollectMode
@@ -34,7 +35,6 @@ from expcli.collect.shard_sink import ShardSink
 from expcli.collect.single_file import save_file
 from expcli.collect.spool_run import SpooledFile, spool_folder
 from expcli.errors import (
-    ConfigError,
     ExpcliError,
     OrderError,
     OutputError,
@@ -42,16 +42,7 @@ from expcli.errors import (
 )
 from expcli.files.output_lock import OutputLock
 from expcli.formats.dataset import Dataset
-from expcli.formats.rows import Format, Layout, WritePlan
-from expcli.formats.sharded import find_shard_format
-from expcli.formats.table import (
-    SHARDED_FOLDER,
-    format_from_suffix,
-    format_named,
-    formats_in_order,
-    suffix_help,
-)
-from expcli.spec import CircularState, Compression, FramesForm
+from expcli.spec import CircularState, FramesForm
 
 if TYPE_CHECKING:
     from expcli.collect.rollout.collector import RolloutCollector
@@ -136,7 +127,7 @@ class CollectJob:
         # the output written as the run goes (a folder, a spooled file); None: in memory
         self.streamed: FolderOutput | SpooledFile | None = None
         # the output's write, checked once and handed whole to the output kind that writes it
-        self.plan = _write_plan(settings, self.output, to_folder=self.to_folder)
+        self.plan = output_plan(settings, self.output, to_folder=self.to_folder)
         self.mode: CollectMode = settings.mode
         self.probes: list[Probe] = []
         self.mode_differences: list[str] = []  # what --force-mode let through
@@ -522,67 +513,3 @@ def _env_spec(env_id: str, env_kwargs: dict[str, Any]) -> Any:
         return json.loads(spec.to_json())
     except Exception:
         return None
-
-
-def _write_plan(settings: CollectSettings, output: Path, *, to_folder: bool) -> WritePlan:
-    """The write of a run's output: its format, and the compression and shard format checked.
-
-    The format object judges the compression (a folder's: its shards' format,
-    ``Format.checked_compression``); the messages name the option, the output and what it
-    takes.
-
-    Raises:
-        ConfigError: ``--shard-format`` for a file, ``--compression`` that the output's format
-            does not take, or an output whose suffix names no format.
-    """
-    if settings.shard_format is not None and not to_folder:
-        raise ConfigError(f"--shard-format applies to a folder output (no suffix), not {output}")
-    fmt = SHARDED_FOLDER if to_folder else format_from_suffix(output)
-    if to_folder:
-        written: Format | None = find_shard_format(settings.shard_format)
-    else:
-        written = None if fmt is None else format_named(fmt)
-    compression = _compression(written, output, settings.compression)
-    if fmt is None:
-        raise ConfigError(
-            f"cannot tell the output format from {output.name!r}; name a suffix "
-            f"({suffix_help()}) or pass a format"
-        )
-    return WritePlan(
-        output,
-        fmt,
-        Layout.EXPCLI,
-        compression,
-        settings.shard_format,
-        settings.frames,
-        settings.overwrite,
-    )
-
-
-def _compression(
-    written: Format | None, output: Path, compression: Compression | None
-) -> str | None:
-    """``--compression`` as ``written`` (the format the output's files are in) takes it.
-
-    Raises:
-        ConfigError: The format does not compress, or not so.
-    """
-    if written is None:  # a suffix of no format: said by the caller
-        if compression not in (None, Compression.NONE):
-            raise _compresses_not(output)
-        return None
-    try:
-        return written.checked_compression(compression)
-    except ConfigError:
-        if not written.compresses:
-            raise _compresses_not(output) from None
-        raise ConfigError(
-            f"--compression {compression} does not apply to {written.shown} output ({output}); "
-            f"it takes {', '.join(written.compressions)}"
-        ) from None
-
-
-def _compresses_not(output: Path) -> ConfigError:
-    """``--compression`` given for an output whose format does not compress."""
-    suffixes = "/".join(s for r in formats_in_order() if r.compresses for s in r.suffixes)
-    return ConfigError(f"--compression applies to {suffixes} output, not {output}")
