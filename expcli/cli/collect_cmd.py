@@ -13,279 +13,102 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
-from enum import StrEnum
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from expcli.cli._errors import _report, reports_errors
-from expcli.cli._help import choices_shown, shard_choices, storage_choices
-from expcli.cli._read_options import FramesOption, completing, typed_choice
+from expcli.cli._collect_options import (
+    AsyncOption,
+    ChunkStepsOption,
+    ChunkTimeoutOption,
+    CompressionOption,
+    ConfigOption,
+    EnvIdArgument,
+    EnvKwargsOption,
+    EnvsOption,
+    EpisodesOption,
+    ForceModeOption,
+    InfosOption,
+    LayoutOption,
+    MemorySizeOption,
+    ModeOption,
+    NumCpusOption,
+    OutputOption,
+    OverwriteOption,
+    PolicyOption,
+    QuietOption,
+    RayAddressOption,
+    RestartOnErrorOption,
+    ResumeOption,
+    RewardsDtypeOption,
+    SeedOption,
+    ShardFormatOption,
+    ShardSizeOption,
+    SpoolOption,
+    StepsOption,
+    StepTimeoutOption,
+    ToOption,
+    TrustSettingsOption,
+    WrapperOption,
+)
+from expcli.cli._errors import reports_errors
+from expcli.cli._read_options import FramesOption
 from expcli.collect.engines import CollectMode
 from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, EnvError, OutputError, quoted
 from expcli.formats.rows import Layout
-from expcli.spec import Compression, FramesForm
+from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
     from expcli.cli._collect_view import CollectView, Signals
     from expcli.collect.job import CollectJob, SavedFile
+    from expcli.collect.layout_output import LayoutRun
     from expcli.collect.settings import CollectSettings
-
-_Choice = TypeVar("_Choice", bound=StrEnum)
-
-
-def _spelling(
-    flag: str, choices: type[_Choice], *, any_case: bool = False
-) -> Callable[[str], _Choice]:
-    """The parser of an option whose values are ``choices``' spellings.
-
-    With ``any_case`` the letter case does not matter (``--async`` has always taken
-    ``IDLE``). A value that is none of them is reported as every config error is (one red line, exit
-    2), in the words ``CollectSettings`` uses for a config file's value.
-    """
-
-    def parse(text: str) -> _Choice:
-        from expcli.collect.settings import choose
-
-        try:
-            return choose(flag, text.lower() if any_case else text, choices)
-        except ConfigError as error:
-            _report(str(error), error.exit_code)
-
-    parse.__name__ = "text"  # the option's metavar in help: TEXT, as for any string
-    return parse
 
 
 @reports_errors
 def collect_cmd(
     ctx: typer.Context,
-    env_id: Annotated[
-        str | None,
-        typer.Argument(
-            help="Gymnasium env id, e.g. CartPole-v1 (see `expcli envs`); with --mode envpool, "
-            "EnvPool's id (see `expcli envs --envpool`)."
-        ),
-    ] = None,
-    envs: Annotated[int, typer.Option("--envs", "-n", help="Parallel envs (at most 65,536).")] = 1,
-    steps: Annotated[
-        int | None,
-        typer.Option("--steps", help="Transitions to store in all.", show_default="10000"),
-    ] = None,
-    episodes: Annotated[
-        int | None, typer.Option("--episodes", help="Run until this many episodes complete.")
-    ] = None,
-    memory_size: Annotated[
-        int | None,
-        typer.Option(
-            "--memory-size",
-            help="Memory rows; older rows are overwritten past it.",
-            show_default="fits the run",
-        ),
-    ] = None,
-    mode: Annotated[
-        CollectMode,
-        typer.Option(
-            "--mode",
-            metavar=choices_shown(CollectMode),
-            parser=_spelling("--mode", CollectMode),
-            autocompletion=completing(CollectMode),
-            help="Where the envs run: auto picks the fastest; dummy in this process; subproc "
-            "in worker processes (survives a crashing env); vector and envpool as their own "
-            "vector envs; ray and ray-subproc on Ray actors.",
-        ),
-    ] = CollectMode.AUTO,
-    force_mode: Annotated[
-        bool,
-        typer.Option(
-            "--force-mode",
-            help="With --mode vector: use it even where its spec differs from gym.make's env.",
-        ),
-    ] = False,
-    asynchronous: Annotated[
-        AsyncMode,
-        typer.Option(
-            "--async",
-            metavar=choices_shown(AsyncMode),
-            parser=_spelling("--async", AsyncMode, any_case=True),
-            autocompletion=completing(AsyncMode),
-            help="What an ended env does: none, idle, restart or continue.",
-        ),
-    ] = AsyncMode.RESTART,
-    policy: Annotated[
-        str,
-        typer.Option(
-            "--policy",
-            help="random, MODULE:CALLABLE, file.py:CALLABLE, or a TorchScript or torch.export "
-            "file (.pt, .pt2).",
-        ),
-    ] = "random",
-    seed: Annotated[
-        int | None, typer.Option("--seed", help="Seed of envs and policy (0 or more).")
-    ] = None,
-    env_kwargs: Annotated[
-        str | None,
-        typer.Option(
-            "--env-kwargs",
-            help="JSON object passed to gym.make (to envpool.make with --mode envpool).",
-        ),
-    ] = None,
-    ray_address: Annotated[
-        str | None, typer.Option("--ray-address", help="Ray cluster to join (ray modes).")
-    ] = None,
-    num_cpus: Annotated[
-        int | None, typer.Option("--num-cpus", help="Worker processes or Ray actors.")
-    ] = None,
-    step_timeout: Annotated[
-        str,
-        typer.Option(
-            "--step-timeout",
-            metavar="SECONDS",
-            help="An env whose step takes longer is reported hung (0 or none: no limit).",
-        ),
-    ] = "60",  # settings.STEP_TIMEOUT (not imported here: `expcli --help` stays light)
-    chunk_steps: Annotated[
-        int | None,
-        typer.Option(
-            "--chunk-steps",
-            help="Ray rollout actors: steps per call.",
-            show_default="about 50 ms of env work, measured",
-        ),
-    ] = None,
-    chunk_timeout: Annotated[
-        str | None,
-        typer.Option(
-            "--chunk-timeout",
-            metavar="SECONDS",
-            help="Ray rollout actors: one that sends nothing for this long is reported lost.",
-            show_default="--step-timeout",
-        ),
-    ] = None,
-    restart_on_error: Annotated[
-        bool,
-        typer.Option(
-            "--restart-on-error",
-            help="Ray rollout actors: replace a lost actor (new recorded seed; its episodes "
-            "in flight end truncated) instead of stopping with an error.",
-        ),
-    ] = False,
-    infos: Annotated[
-        bool, typer.Option("--infos", help="Also store numeric scalar infos as infos/<key>.")
-    ] = False,
-    wrapper: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--wrapper",
-            help="MODULE:CALLABLE or file.py:CALLABLE applied to each env after gym.make "
-            "(repeatable; e.g. minigrid.wrappers:ImgObsWrapper).",
-        ),
-    ] = None,
-    rewards_dtype: Annotated[
-        str,
-        typer.Option("--rewards-dtype", help="Stored rewards: float32 or float64."),
-    ] = "float32",
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="Dataset file (.pt, .npz, .csv, .h5, .parquet), or a folder of shards (no "
-            "suffix). Missing folders on its path are made.",
-            show_default="runs/ENV_ID-TIME.pt",
-        ),
-    ] = None,
-    layout: Annotated[
-        Layout,
-        typed_choice(
-            "--layout",
-            "Write for another library (the run goes to a folder OUTPUT-collecting first, "
-            "then is converted).",
-            Layout.parse,
-            Layout,
-        ),
-    ] = Layout.EXPCLI,
-    to: Annotated[
-        str | None,
-        typer.Option(
-            "--to",
-            metavar="{storage_choices}",
-            autocompletion=completing(storage_choices),
-            help="With --layout: the layout's storage (minari: hdf5, parquet or arrow; "
-            "lerobot: parquet, or video for its images).",
-        ),
-    ] = None,
-    compression: Annotated[
-        Compression | None,
-        typer.Option(
-            "--compression",
-            metavar=choices_shown(Compression),
-            parser=_spelling("--compression", Compression),
-            autocompletion=completing(Compression),
-            help="The output's compression ({by_format}); default: none, Parquet's zstd.",
-            show_default=False,
-        ),
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", help="TOML file of options; the command line wins."),
-    ] = None,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace the output if it exists.")
-    ] = False,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No progress or summary; print the path only.")
-    ] = False,
-    shard_size: Annotated[
-        str | None,
-        typer.Option(
-            "--shard-size",
-            help="Folder output: rows per shard (5000) or bytes (256MB).",
-            show_default="128MB",
-        ),
-    ] = None,
-    shard_format: Annotated[
-        str | None,
-        typer.Option(
-            "--shard-format",
-            metavar="{shard_choices}",
-            autocompletion=completing(shard_choices),
-            help="Folder output: the shards' format.",
-            show_default="npz",
-        ),
-    ] = None,
-    spool: Annotated[
-        bool | None,
-        typer.Option(
-            "--spool/--no-spool",
-            help="File output: stream to shards beside it, then merge (bounded memory).",
-            show_default="when the run may exceed 256 MB",
-        ),
-    ] = None,
-    resume: Annotated[
-        Path | None,
-        typer.Option(
-            "--resume",
-            metavar="FOLDER",
-            help="Continue the run stored in a folder output (after a kill or Ctrl-C).",
-        ),
-    ] = None,
+    env_id: EnvIdArgument = None,
+    envs: EnvsOption = 1,
+    steps: StepsOption = None,
+    episodes: EpisodesOption = None,
+    memory_size: MemorySizeOption = None,
+    mode: ModeOption = CollectMode.AUTO,
+    force_mode: ForceModeOption = False,
+    asynchronous: AsyncOption = AsyncMode.RESTART,
+    policy: PolicyOption = "random",
+    seed: SeedOption = None,
+    env_kwargs: EnvKwargsOption = None,
+    ray_address: RayAddressOption = None,
+    num_cpus: NumCpusOption = None,
+    step_timeout: StepTimeoutOption = "60",  # settings.STEP_TIMEOUT: `expcli --help` stays light
+    chunk_steps: ChunkStepsOption = None,
+    chunk_timeout: ChunkTimeoutOption = None,
+    restart_on_error: RestartOnErrorOption = False,
+    infos: InfosOption = False,
+    wrapper: WrapperOption = None,
+    rewards_dtype: RewardsDtypeOption = "float32",
+    output: OutputOption = None,
+    layout: LayoutOption = Layout.EXPCLI,
+    to: ToOption = None,
+    compression: CompressionOption = None,
+    config: ConfigOption = None,
+    overwrite: OverwriteOption = False,
+    quiet: QuietOption = False,
+    shard_size: ShardSizeOption = None,
+    shard_format: ShardFormatOption = None,
+    spool: SpoolOption = None,
+    resume: ResumeOption = None,
     frames: FramesOption = FramesForm.ONCE,
-    trust_settings: Annotated[
-        bool,
-        typer.Option(
-            "--trust-settings",
-            help="With --resume: run the policy, wrappers or env module the folder's "
-            "recorded settings name without giving them again.",
-        ),
-    ] = False,
+    trust_settings: TrustSettingsOption = False,
 ) -> None:
     """Collect experience from a Gymnasium env (or EnvPool's) into a dataset file."""
-    from expcli.collect.job import CollectJob
-    from expcli.collect.settings import CollectSettings, read_config
+    from expcli.collect.settings import CollectSettings
 
-    options = CollectSettings(
+    settings = CollectSettings(
         env_id=env_id or "",
         envs=envs,
         steps=steps,
@@ -315,7 +138,23 @@ def collect_cmd(
         spool=spool,
         frames=frames,
     )
-    given = dict(_given_on_command_line(ctx, options))
+    _collect(ctx, settings, layout, to, config=config, resume=resume, trust=trust_settings)
+
+
+def _collect(
+    ctx: typer.Context,
+    settings: CollectSettings,
+    layout: Layout,
+    to: str | None,
+    *,
+    config: Path | None,
+    resume: Path | None,
+    trust: bool,
+) -> None:
+    """Run the settings the command line gave: resumed, with a config file, or in a layout."""
+    from expcli.collect.job import CollectJob
+
+    given = dict(_given_on_command_line(ctx, settings))
     if to is not None and layout is Layout.EXPCLI:
         raise ConfigError("--to picks a layout's storage: give it with --layout")
     if resume is not None:
@@ -324,75 +163,55 @@ def collect_cmd(
                 "--layout cannot be given with --resume: resume the folder, then "
                 "`expcli convert FOLDER TARGET --layout LAYOUT`"
             )
-        from expcli.collect.resume import resume_settings, resume_summary
-        from expcli.files.output_lock import OutputLock
-
         if _from_command_line(ctx, "config"):
             given["config"] = config
-        # held from the first read of the folder: a writer still at work is named before
-        # anything of its folder is judged (the job takes the same lock again)
-        with OutputLock(resume):
-            settings = resume_settings(resume, given=given, trust=trust_settings, quiet=quiet)
-            if not quiet:
-                typer.echo(resume_summary(settings), err=True)
-            return _run(CollectJob(settings))
-    if trust_settings:
+        return _resume(resume, given, trust=trust, quiet=settings.quiet)
+    if trust:
         raise ConfigError("--trust-settings applies to --resume only")
     if config is not None:  # the file's values, where the command line gives none
-        from_file = {k: v for k, v in read_config(config).items() if k not in given}
-        options = dataclasses.replace(options, **from_file)
-        options.env_id = options.env_id or ""
-    if str(options.output) == "-":
+        settings = settings.with_config(config, given=given)
+    if str(settings.output) == "-":
         raise ConfigError("collect cannot write to stdout (-o -); name a file, then convert it")
     if layout is Layout.EXPCLI:
-        _run(CollectJob(options))
+        _run(CollectJob(settings))
     else:
-        _collect_in_layout(options, layout, to)
+        from expcli.collect.layout_output import layout_run
+
+        _run_in_layout(layout_run(settings, layout, to))
 
 
-def _collect_in_layout(options: CollectSettings, layout: Layout, to: str | None) -> None:
-    """Collect into a folder of shards beside the target, then convert it to ``layout``.
-
-    The folder (``TARGET-collecting``, dots made dashes) is what a collect to a folder is:
-    bounded in memory, kept by a kill, resumable. It is removed once the layout is written;
-    when the run or the conversion fails, a line says where the rows are and how to finish.
-    """
-    import shutil
-
-    from expcli.cli._console import err_console
-    from expcli.cli.convert_cmd import convert_and_report
+def _resume(folder: Path, given: Mapping[str, Any], *, trust: bool, quiet: bool) -> None:
+    """``--resume FOLDER``: go on with the run the folder records, as ``given`` changes it."""
     from expcli.collect.job import CollectJob
-    from expcli.formats.checked_write import check_target
-    from expcli.formats.layouts import layout_format
-    from expcli.formats.rows import WritePlan
+    from expcli.collect.resume import resume_settings, resume_summary
+    from expcli.files.output_lock import OutputLock
 
-    if options.output is None:
-        raise ConfigError(f"--layout {layout} needs --output, the dataset to write")
-    target = Path(options.output)
-    fmt = layout_format(layout, target, to)
-    check_target(WritePlan(target, fmt, layout, overwrite=options.overwrite))  # before the envs
-    staging = target.with_name(target.name.replace(".", "-") + "-collecting")  # no suffix
-    finish = (
-        f"`expcli collect --resume {staging}` finishes the run; "
-        f"`expcli convert {staging} {target} --layout {layout}"
-        f"{'' if to is None else f' --to {to}'}` writes the layout"
-    )
-    if staging.exists():
-        raise ConfigError(f"{staging} holds an earlier run: {finish}; or remove it")
-    settings = dataclasses.replace(options, output=staging, spool=None, compression=None)
+    # held from the first read of the folder: a writer still at work is named before
+    # anything of its folder is judged (the job takes the same lock again)
+    with OutputLock(folder):
+        settings = resume_settings(folder, given=given, trust=trust, quiet=quiet)
+        if not quiet:
+            typer.echo(resume_summary(settings), err=True)
+        _run(CollectJob(settings))
+
+
+def _run_in_layout(run: LayoutRun) -> None:
+    """Collect into the run's staging folder, then convert it into its layout.
+
+    When the run or the conversion fails, a line says where the rows are and how to finish.
+    """
+    from expcli.cli._console import err_console
+    from expcli.cli.convert_cmd import show_conversion
+    from expcli.collect.job import CollectJob
+
     try:
-        _run(CollectJob(settings), staged=True)
-        convert_and_report(
-            staging, target, layout=layout, to=fmt, overwrite=options.overwrite,
-            compression=options.compression, quiet=options.quiet, frames=options.frames,
-        )  # fmt: skip
+        _run(CollectJob(run.settings), staged=True)
+        show_conversion(run.staging, run.convert, quiet=run.settings.quiet)
     except BaseException:
-        if staging.exists():
-            err_console().print(
-                f"the rows collected are in {staging}: {finish}", soft_wrap=True, markup=False
-            )
+        kept = run.kept()
+        if kept is not None:
+            err_console().print(kept, soft_wrap=True, markup=False)
         raise
-    shutil.rmtree(staging)
 
 
 def _given_on_command_line(

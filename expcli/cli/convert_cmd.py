@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +24,9 @@ from expcli.cli._read_options import (
 from expcli.errors import ConfigError, printable
 from expcli.formats.rows import Layout
 from expcli.spec import Compression, FramesForm
+
+if TYPE_CHECKING:
+    from expcli.conversion import ConvertResult, Progress
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
@@ -100,15 +104,24 @@ def convert_cmd(
 
 
 def convert_and_report(src: Path, dst: Path, *, quiet: bool = False, **options: Any) -> None:
-    """``expcli.convert`` with a progress bar on big sources, then its lines.
+    """``expcli.convert`` with a progress bar on big sources, then its lines (``show_conversion``).
+
+    ``options`` go to ``convert``.
+    """
+    from expcli.conversion import convert
+
+    show_conversion(src, lambda progress: convert(src, dst, progress=progress, **options), quiet)
+
+
+def show_conversion(
+    src: Path, conversion: Callable[[Progress | None], ConvertResult], quiet: bool = False
+) -> None:
+    """Run ``conversion`` (given its progress callback) of ``src``, with a bar on big sources.
 
     A layout's losses are a yellow ``warning:`` line each on stderr; the conversion is one
-    line on stdout (``quiet``: no bar, and the target's path alone). ``options`` go to
-    ``convert``.
+    line on stdout (``quiet``: no bar, and the target's path alone).
     """
     from rich.markup import escape
-
-    from expcli.conversion import convert
 
     with (
         (
@@ -119,8 +132,7 @@ def convert_and_report(src: Path, dst: Path, *, quiet: bool = False, **options: 
         warnings.catch_warnings(record=True) as losses,  # a layout's losses: one line each
     ):
         warnings.simplefilter("always", UserWarning)
-        progress = None if bar is None else phases_on(bar)
-        result = convert(src, dst, progress=progress, **options)
+        result = conversion(None if bar is None else phases_on(bar))
     for loss in losses:
         err_console().print(
             f"[yellow]warning:[/yellow] {escape(printable(str(loss.message)))}",

@@ -19,81 +19,83 @@ if TYPE_CHECKING:
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 
 
+_File = Annotated[
+    Path | None,
+    typer.Argument(
+        help="Dataset ({sources}); default: the newest dataset under runs/.",
+        show_default=False,
+        metavar="FILE",
+    ),
+]
+_Json = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object to stdout, nothing else.")
+]
+_Episodes = Annotated[bool, typer.Option("--episodes/--no-episodes", help="Episode statistics.")]
+_PerEnv = Annotated[
+    bool, typer.Option("--per-env", help="Add one row of episode statistics per env column.")
+]
+_Head = Annotated[
+    int,
+    typer.Option("--head", min=0, help="Print the first N valid transitions, oldest first."),
+]
+_Check = Annotated[
+    bool,
+    typer.Option(
+        "--check",
+        help="Run the structural checks, repeated episodes among them; exit 1 when any fails.",
+    ),
+]
+_Against = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--against",
+        help="Another dataset (a validation or test split): report the episodes FILE "
+        "shares with it, bit for bit. Repeatable; implies --check.",
+        show_default=False,
+        metavar="OTHER",
+    ),
+]
+_Html = Annotated[
+    Path | None,
+    typer.Option(
+        "--html",
+        help="Also write an HTML report: charts and an episode player, in one file that "
+        "needs no network (replaced if it exists). Needs the report extra.",
+        show_default=False,
+        metavar="REPORT.html",
+    ),
+]
+_Plot = Annotated[
+    Path | None,
+    typer.Option(
+        "--plot",
+        help="Also write a one-page figure of returns and lengths: .png, .svg or .pdf by "
+        "the suffix (replaced if it exists). Needs the report extra.",
+        show_default=False,
+        metavar="FILE",
+    ),
+]
+
+
 @reports_errors
 def inspect_cmd(
-    file: Annotated[
-        Path | None,
-        typer.Argument(
-            help="Dataset ({sources}); default: the newest dataset under runs/.",
-            show_default=False,
-            metavar="FILE",
-        ),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object to stdout, nothing else.")
-    ] = False,
-    episodes: Annotated[
-        bool, typer.Option("--episodes/--no-episodes", help="Episode statistics.")
-    ] = True,
-    per_env: Annotated[
-        bool, typer.Option("--per-env", help="Add one row of episode statistics per env column.")
-    ] = False,
-    head: Annotated[
-        int,
-        typer.Option("--head", min=0, help="Print the first N valid transitions, oldest first."),
-    ] = 0,
-    check: Annotated[
-        bool,
-        typer.Option(
-            "--check",
-            help="Run the structural checks, repeated episodes among them; exit 1 when any fails.",
-        ),
-    ] = False,
-    against: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--against",
-            help="Another dataset (a validation or test split): report the episodes FILE "
-            "shares with it, bit for bit. Repeatable; implies --check.",
-            show_default=False,
-            metavar="OTHER",
-        ),
-    ] = None,
-    html: Annotated[
-        Path | None,
-        typer.Option(
-            "--html",
-            help="Also write an HTML report: charts and an episode player, in one file that "
-            "needs no network (replaced if it exists). Needs the report extra.",
-            show_default=False,
-            metavar="REPORT.html",
-        ),
-    ] = None,
-    plot: Annotated[
-        Path | None,
-        typer.Option(
-            "--plot",
-            help="Also write a one-page figure of returns and lengths: .png, .svg or .pdf by "
-            "the suffix (replaced if it exists). Needs the report extra.",
-            show_default=False,
-            metavar="FILE",
-        ),
-    ] = None,
+    file: _File = None,
+    as_json: _Json = False,
+    episodes: _Episodes = True,
+    per_env: _PerEnv = False,
+    head: _Head = 0,
+    check: _Check = False,
+    against: _Against = None,
+    html: _Html = None,
+    plot: _Plot = None,
     num_envs: NumEnvs = None,
 ) -> None:
     """Summarize a dataset: tensor statistics, episodes, and (--check) structural checks."""
-    from rich.markup import escape
-
-    from expcli.summary import newest_dataset, summarize
+    from expcli.summary import summarize
 
     out = out_console()
     if file is None:
-        file = newest_dataset()
-        shown = escape(printable(str(file)))
-        if as_json:
-            err_console().print(f"inspecting the newest dataset: {shown}", highlight=False)
-        else:
-            out.print(f"newest dataset under runs/: {shown}", highlight=False, soft_wrap=True)
+        file = _newest(as_json)
     for read in (file, *(against or ())):
         warn_unrecorded_envs(read, num_envs)
     check = check or bool(against)
@@ -119,6 +121,24 @@ def inspect_cmd(
         render(out, summary, per_env=per_env)
     if summary.failed:
         raise typer.Exit(1)
+
+
+def _newest(as_json: bool) -> Path:
+    """The newest dataset under ``runs/``, and a line saying it is the one inspected.
+
+    The line goes to stderr under ``--json`` (stdout holds the JSON object alone).
+    """
+    from rich.markup import escape
+
+    from expcli.summary import newest_dataset
+
+    file = newest_dataset()
+    shown = escape(printable(str(file)))
+    if as_json:
+        err_console().print(f"inspecting the newest dataset: {shown}", highlight=False)
+    else:
+        out_console().print(f"newest dataset under runs/: {shown}", highlight=False, soft_wrap=True)
+    return file
 
 
 def _report(

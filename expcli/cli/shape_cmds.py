@@ -158,51 +158,61 @@ def split_cmd(
     _report("split", results)
 
 
+_Where = Annotated[
+    str | None,
+    typer.Option(
+        "--where",
+        help="Episodes for which this holds: fields return, length, terminated, truncated, "
+        "env, index, complete, infos/NAME (means); and, or, not, < <= > >= == !=, + - * /. "
+        'E.g. "return >= 200 and length < 400".',
+    ),
+]
+_Top = Annotated[
+    str | None,
+    typer.Option("--top", help="The best episodes by --by: 10% or a count, highest first."),
+]
+_By = Annotated[str, typer.Option("--by", help="The field --top ranks by.")]
+_Episodes = Annotated[
+    str | None, typer.Option("--episodes", help="Episode indexes: 0:100, -10:, 3,7,9.")
+]
+_Envs = Annotated[
+    str | None,
+    typer.Option(
+        "--envs",
+        help="Env columns: 0,3 or 0:4 (0 to 3) or 4: ; ranges stop before their end, "
+        "as --episodes' do.",
+    ),
+]
+_Keep = Annotated[
+    list[str] | None,
+    typer.Option("--keep", help="Keep only these tensors (repeat; the done flags stay)."),
+]
+_Drop = Annotated[
+    list[str] | None, typer.Option("--drop", help="Leave these tensors out (repeat).")
+]
+_FilterIncomplete = Annotated[
+    str,
+    typer.Option(
+        "--incomplete",
+        metavar="[drop|keep]",
+        autocompletion=completing(["drop", "keep"]),
+        help="Episodes cut short: drop, or keep (marked as cut).",
+    ),
+]
+
+
 @reports_errors
 def filter_cmd(
     source: Annotated[Path, typer.Argument(help="Dataset to read.")],
     output: Annotated[Path, typer.Option("--output", "-o", help=_OUTPUT_HELP)],
-    where: Annotated[
-        str | None,
-        typer.Option(
-            "--where",
-            help="Episodes for which this holds: fields return, length, terminated, truncated, "
-            "env, index, complete, infos/NAME (means); and, or, not, < <= > >= == !=, + - * /. "
-            'E.g. "return >= 200 and length < 400".',
-        ),
-    ] = None,
-    top: Annotated[
-        str | None,
-        typer.Option("--top", help="The best episodes by --by: 10% or a count, highest first."),
-    ] = None,
-    by: Annotated[str, typer.Option("--by", help="The field --top ranks by.")] = "return",
-    episodes: Annotated[
-        str | None, typer.Option("--episodes", help="Episode indexes: 0:100, -10:, 3,7,9.")
-    ] = None,
-    envs: Annotated[
-        str | None,
-        typer.Option(
-            "--envs",
-            help="Env columns: 0,3 or 0:4 (0 to 3) or 4: ; ranges stop before their end, "
-            "as --episodes' do.",
-        ),
-    ] = None,
-    keep: Annotated[
-        list[str] | None,
-        typer.Option("--keep", help="Keep only these tensors (repeat; the done flags stay)."),
-    ] = None,
-    drop: Annotated[
-        list[str] | None, typer.Option("--drop", help="Leave these tensors out (repeat).")
-    ] = None,
-    incomplete: Annotated[
-        str,
-        typer.Option(
-            "--incomplete",
-            metavar="[drop|keep]",
-            autocompletion=completing(["drop", "keep"]),
-            help="Episodes cut short: drop, or keep (marked as cut).",
-        ),
-    ] = "drop",
+    where: _Where = None,
+    top: _Top = None,
+    by: _By = "return",
+    episodes: _Episodes = None,
+    envs: _Envs = None,
+    keep: _Keep = None,
+    drop: _Drop = None,
+    incomplete: _FilterIncomplete = "drop",
     to: _To = None,
     compression: _Compression = None,
     shard_format: _ShardFormat = None,
@@ -217,18 +227,7 @@ def filter_cmd(
             "filter: give a selector (--where, --top, --episodes, --envs, --keep or --drop)"
         )
     if envs is not None:
-        from rich.markup import escape
-
-        from expcli.shaping.selectors import old_env_ranges
-
-        today = old_env_ranges(envs)
-        if today is not None:
-            err_console().print(
-                f"note: --envs {escape(envs)} is read as --envs {today} (ranges are written "
-                "start:stop, as for --episodes)",
-                soft_wrap=True,
-                highlight=False,
-            )
+        _note_old_env_ranges(envs)
     with file_progress(source, "filtering", min_bytes=PROGRESS_MIN_BYTES, total=2.0) as bar:
         result = filter_episodes(
             source,
@@ -249,6 +248,22 @@ def filter_cmd(
             lineage_paths=lineage_paths,
         )
     _report("filtered", [result])
+
+
+def _note_old_env_ranges(envs: str) -> None:
+    """Say, on stderr, how ``--envs`` reads a range written the old way (``0-3``)."""
+    from rich.markup import escape
+
+    from expcli.shaping.selectors import old_env_ranges
+
+    today = old_env_ranges(envs)
+    if today is not None:
+        err_console().print(
+            f"note: --envs {escape(envs)} is read as --envs {today} (ranges are written "
+            "start:stop, as for --episodes)",
+            soft_wrap=True,
+            highlight=False,
+        )
 
 
 def _listed(given: list[str] | None) -> list[str] | None:

@@ -20,6 +20,7 @@ from expcli.collect.saved_file import SavedFile
 from expcli.collect.settings import CollectSettings
 from expcli.collect.shard_sink import DEFAULT_SHARD_SIZE, ShardSink, parse_shard_size
 from expcli.errors import ConfigError, OutputError
+from expcli.formats.rows import WritePlan
 from expcli.formats.sharded import Manifest, is_sharded_folder
 from expcli.host_memory import format_bytes
 
@@ -92,7 +93,7 @@ def staging_rows(
 
 
 class FolderOutput:
-    """A run's rows written as the shards of ``folder`` as they come, then its manifest.
+    """A run's rows written as the shards of a folder as they come, then its manifest.
 
     Its folder is created, or with ``settings.resuming`` opened and continued
     (``resume.continue_folder``); ``--overwrite`` replaces a sharded folder that stands
@@ -102,7 +103,8 @@ class FolderOutput:
 
     Args:
         rows: The staging memory (one shard's rows) and the run's episode tracker.
-        folder: The sharded folder.
+        plan: The folder's write: its path (``target``), shard format, their compression
+            and how they store next observations (``ShardSink``).
         settings: The run's settings (a resumed run's are left to collect what remains).
         metadata: The run's metadata.
         spooled: The folder is a spool, merged into a file at the end.
@@ -111,14 +113,14 @@ class FolderOutput:
     def __init__(
         self,
         rows: RunRows,
-        folder: Path,
+        plan: WritePlan,
         settings: CollectSettings,
         metadata: MetadataProvider,
         *,
         spooled: bool = False,
     ) -> None:
         self.rows = rows
-        self.folder = folder
+        self.folder = folder = plan.target
         self.settings = settings
         self.spooled = spooled
         self._metadata = metadata
@@ -135,16 +137,7 @@ class FolderOutput:
             if not spooled:  # a spooled file output is replaced when merged
                 _clear(folder)
             self.segments = [{"segment": 0, "seed": settings.seed, "first_row": 0}]
-        compression = None if settings.compression is None else str(settings.compression)
-        self.sink = ShardSink(
-            rows.memory,
-            folder,
-            lambda: self.metadata(),
-            manifest,
-            shard_format=settings.shard_format,
-            compression=compression,
-            frames=settings.frames,
-        )
+        self.sink = ShardSink(rows.memory, plan, lambda: self.metadata(), manifest)
 
     def metadata(self, in_file: tuple[int, int] | None = None) -> dict[str, Any]:
         """The run's metadata as the folder records it (``in_file``: what it holds)."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from expcli._version import __version__
+from expcli.collect._output_plan import output_plan
 from expcli.collect.collector import Collector, CollectStats, Progress
 from expcli.collect.engine_spec import EngineRequest, Envs
 from expcli.collect.engines import ENGINES, CollectMode
@@ -34,7 +35,6 @@ from expcli.collect.shard_sink import ShardSink
 from expcli.collect.single_file import save_file
 from expcli.collect.spool_run import SpooledFile, spool_folder
 from expcli.errors import (
-    ConfigError,
     ExpcliError,
     OrderError,
     OutputError,
@@ -42,8 +42,7 @@ from expcli.errors import (
 )
 from expcli.files.output_lock import OutputLock
 from expcli.formats.dataset import Dataset
-from expcli.formats.table import SHARDED_FOLDER, format_from_suffix, format_named, formats_in_order
-from expcli.spec import CircularState, Compression, FramesForm
+from expcli.spec import CircularState, FramesForm
 
 if TYPE_CHECKING:
     from expcli.collect.rollout.collector import RolloutCollector
@@ -114,7 +113,6 @@ class CollectJob:
 
         # an existing sharded folder stays one whatever its name (``--resume``)
         self.to_folder = is_folder_target(self.output)
-        self.format = SHARDED_FOLDER if self.to_folder else format_from_suffix(self.output)
         if self.output.exists() and not settings.overwrite and not settings.resuming:
             with OutputLock(self.output):  # a writer at work is named, not the output it makes
                 pass
@@ -128,13 +126,8 @@ class CollectJob:
         self.spool: Path | None = None  # a file output's spool folder (``spool_run``)
         # the output written as the run goes (a folder, a spooled file); None: in memory
         self.streamed: FolderOutput | SpooledFile | None = None
-        if settings.shard_format is not None and not self.to_folder:
-            raise ConfigError(
-                f"--shard-format applies to a folder output (no suffix), not {self.output}"
-            )
-        if settings.compression not in (None, Compression.NONE):
-            written = settings.shard_format if self.to_folder else self.format
-            _check_compresses(written, self.output, settings.compression)
+        # the output's write, checked once and handed whole to the output kind that writes it
+        self.plan = output_plan(settings, self.output, to_folder=self.to_folder)
         self.mode: CollectMode = settings.mode
         self.probes: list[Probe] = []
         self.mode_differences: list[str] = []  # what --force-mode let through
@@ -283,9 +276,9 @@ class CollectJob:
         collector = self.running
         rows = RunRows(collector.memory, collector.tracker)
         if self.spool is not None:
-            return SpooledFile(rows, self.spool, self.output, self.settings, self.metadata)
+            return SpooledFile(rows, self.plan, self.spool, self.settings, self.metadata)
         if self.to_folder:
-            return FolderOutput(rows, self.output, self.settings, self.metadata)
+            return FolderOutput(rows, self.plan, self.settings, self.metadata)
         return None
 
     @property
@@ -383,7 +376,7 @@ class CollectJob:
             return streamed.merge(self.stats, progress)
         if streamed is not None:
             return streamed.finish(self.stats)
-        return save_file(self.dataset(), self.output, self.settings)
+        return save_file(self.dataset(), self.plan)
 
     def write_failed(self, error: OutputError) -> OutputError:
         """A shard could not be written while collecting (a full disk): the error to raise.
@@ -520,16 +513,3 @@ def _env_spec(env_id: str, env_kwargs: dict[str, Any]) -> Any:
         return json.loads(spec.to_json())
     except Exception:
         return None
-
-
-def _check_compresses(format: str | None, output: Path, compression: str) -> None:
-    """Refuse ``--compression`` for an output whose format does not compress, or not so."""
-    row = None if format is None else format_named(format)
-    if row is None or not row.compresses:
-        suffixes = "/".join(s for r in formats_in_order() if r.compresses for s in r.suffixes)
-        raise ConfigError(f"--compression applies to {suffixes} output, not {output}")
-    if row.compressions and compression not in row.compressions:
-        raise ConfigError(
-            f"--compression {compression} does not apply to {row.shown} output ({output}); "
-            f"it takes {', '.join(row.compressions)}"
-        )

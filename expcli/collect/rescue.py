@@ -7,30 +7,39 @@ says where.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 from expcli.errors import OutputError
 from expcli.formats.dataset import Dataset
+from expcli.formats.rows import WritePlan
 
 __all__ = ["save_elsewhere", "unused_name", "with_note"]
 
 
-def save_elsewhere(
-    dataset: Dataset, output: Path, compression: str | None, error: OutputError
-) -> OutputError:
-    """Save ``dataset`` to the first fallback folder that takes it; the error to raise."""
+def save_elsewhere(dataset: Dataset, plan: WritePlan, error: OutputError) -> OutputError:
+    """Save ``dataset`` as ``plan`` says, to the first fallback folder that takes it.
+
+    Each fallback is a new file (``unused_name``) in the same format, compression and form.
+
+    Returns:
+        The error to raise: ``error`` with a note saying where the data went.
+    """
     import tempfile
 
-    from expcli.conversion import save
+    from expcli.formats.checked_write import check_target, write_checked
 
+    output = plan.target
     tried: list[str] = []
     for folder in dict.fromkeys(Path(f).resolve() for f in (tempfile.gettempdir(), os.curdir)):
         if folder == output.parent.resolve():
             continue
         path = unused_name(folder, output)
+        elsewhere = dataclasses.replace(plan, target=path, overwrite=False)
         try:
-            save(dataset, path, overwrite=False, compression=compression)
+            check_target(elsewhere)
+            write_checked(dataset, elsewhere, None)
         except OutputError:
             tried.append(str(folder))
             continue

@@ -7,8 +7,8 @@ file (dashes or underscores); the command line wins over the file.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
@@ -143,6 +143,21 @@ class CollectSettings:
         self.step_timeout = self.step_timeout_seconds
         self.chunk_timeout = self.chunk_timeout_seconds
         return self
+
+    def with_config(
+        self, path: str | os.PathLike[str], *, given: Collection[str] = ()
+    ) -> CollectSettings:
+        """These settings with a TOML config file's values, but for those ``given``.
+
+        ``given``: the settings the command line gave (it wins over the file).
+
+        Raises:
+            ConfigError: As ``read_config``.
+        """
+        from_file = {k: v for k, v in read_config(path).items() if k not in given}
+        merged = replace(self, **from_file)
+        merged.env_id = merged.env_id or ""
+        return merged
 
     @property
     def chunk_timeout_seconds(self) -> float | None:

@@ -17,15 +17,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from expcli.errors import ConfigError
 from expcli.formats.dataset import Dataset
+from expcli.formats.rows import WritePlan
 from expcli.formats.sharded import Manifest, ShardWriter, find_shard_format, new_manifest
-from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
     from expcli.memory import Memory
@@ -59,37 +58,35 @@ def parse_shard_size(text: str | int) -> tuple[int | None, int | None]:
 
 
 class ShardSink:
-    """Writes what a staging ``memory`` collects to the shards of ``folder``.
+    """Writes what a staging ``memory`` collects to the shards of a folder.
 
     Args:
         memory: The staging memory (its tensors created); every row it gets is stored.
-        folder: The dataset folder; its manifest is written at once (no rows yet) unless
-            ``manifest`` (read back to resume) is given.
+        plan: The folder's write: ``target`` the folder; for a new folder, ``shard_format``
+            (None: npz) and ``compression`` (checked: one the shard format takes); ``frames``:
+            how its shards store next observations (``formats.frames``).
         metadata: Called at each shard for the user metadata the manifest records.
-        manifest: A folder's manifest to go on from (``--resume``; its shard format kept).
-        shard_format: A new folder's shards' format (None: npz).
-        compression: A new folder's Parquet shards' compression (None: zstd).
-        frames: How its shards store next observations (``formats.frames``).
+        manifest: A folder's manifest to go on from (``--resume``; its shard format and
+            compression kept); without it, the new folder's manifest is written at once (no
+            rows yet).
     """
 
     def __init__(
         self,
         memory: Memory,
-        folder: Path,
+        plan: WritePlan,
         metadata: Callable[[], dict[str, Any]],
         manifest: Manifest | None = None,
-        *,
-        shard_format: str | None = None,
-        compression: str | None = None,
-        frames: FramesForm = FramesForm.ONCE,
     ) -> None:
         self.memory = memory
         self._metadata = metadata
         tensors = memory.to_dataset().tensors
+        folder, frames = plan.target, plan.frames
         if manifest is None:
             empty = {name: tensors[name][:0] for name in sorted(tensors)}
             header = Dataset(empty, metadata=metadata()).header()
-            manifest = new_manifest(header, find_shard_format(shard_format), compression)
+            shard = find_shard_format(plan.shard_format)
+            manifest = new_manifest(header, shard, plan.compression)
             self.writer = ShardWriter(folder, manifest, frames=frames)
             self.writer.replace_metadata(metadata())
         else:

@@ -2,41 +2,34 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from expcli.collect.saved_file import SavedFile
-from expcli.collect.settings import CollectSettings
 from expcli.errors import OutputError, OutputExistsError
 from expcli.formats.dataset import Dataset
+from expcli.formats.rows import WritePlan
 
 __all__ = ["save_file"]
 
 
-def save_file(dataset: Dataset, output: Path, settings: CollectSettings) -> SavedFile | None:
-    """Write ``dataset`` atomically to ``output``; None (nothing written) when it is empty.
+def save_file(dataset: Dataset, plan: WritePlan) -> SavedFile | None:
+    """Write ``dataset`` atomically as ``plan`` says; None (nothing written) when it is empty.
 
     Raises:
-        OutputError: ``output`` could not be written; what was collected is saved
+        OutputError: ``plan.target`` could not be written; what was collected is saved
             elsewhere (``rescue``) and the error says where.
     """
-    from expcli.conversion import save
+    from expcli.formats.checked_write import check_target, write_checked
 
     if len(dataset) == 0:
         return None
-    compression = None if settings.compression is None else str(settings.compression)
     try:
-        path = save(
-            dataset,
-            output,
-            overwrite=settings.overwrite,
-            compression=compression,
-            frames=settings.frames,
-        )
+        check_target(plan)
+        write_checked(dataset, plan, None)
     except OutputError as error:
         if isinstance(error, OutputExistsError):
             raise
         from expcli.collect.rescue import save_elsewhere
 
-        raise save_elsewhere(dataset, output, compression, error) from error
+        raise save_elsewhere(dataset, plan, error) from error
+    path = plan.target
     episodes = dataset.metadata["collector"]["complete_episodes_in_file"]
     return SavedFile(path, path.stat().st_size, len(dataset), episodes)

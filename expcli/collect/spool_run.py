@@ -23,6 +23,8 @@ from expcli.collect.output_parts import MetadataProvider, RunRows
 from expcli.collect.saved_file import SavedFile
 from expcli.collect.settings import CollectSettings
 from expcli.errors import OutputError
+from expcli.formats.rows import WritePlan
+from expcli.formats.table import SHARDED_FOLDER
 from expcli.host_memory import available_bytes
 
 if TYPE_CHECKING:
@@ -93,10 +95,13 @@ def _threshold() -> int:
 class SpooledFile:
     """A file output written through a spool folder (``spool_folder``), merged at the end.
 
+    The spool is a folder of npz shards, storing next observations as the file will; its
+    compression is the file's alone, given at the merge.
+
     Args:
         rows: The staging memory and the run's episode tracker.
+        plan: The file's write (``target``: the file).
         spool: The spool folder.
-        output: The file.
         settings: The run's settings.
         metadata: The run's metadata (the file's).
     """
@@ -104,15 +109,17 @@ class SpooledFile:
     def __init__(
         self,
         rows: RunRows,
+        plan: WritePlan,
         spool: Path,
-        output: Path,
         settings: CollectSettings,
         metadata: MetadataProvider,
     ) -> None:
+        self.plan = plan
         self.spool = spool
-        self.output = output
+        self.output = plan.target
         self.settings = settings
-        self.folder = FolderOutput(rows, spool, settings, metadata, spooled=True)
+        shards = WritePlan(spool, SHARDED_FOLDER, frames=plan.frames)
+        self.folder = FolderOutput(rows, shards, settings, metadata, spooled=True)
         self.sink = self.folder.sink
         self.before = self.folder.before
 
@@ -131,7 +138,7 @@ class SpooledFile:
         from expcli.conversion import convert
         from expcli.formats.checked_write import remove
 
-        spool, output = self.spool, self.output
+        spool, output, plan = self.spool, self.output, self.plan
         try:
             folded = self.folder.finish(stats)
         except BaseException as error:
@@ -140,16 +147,15 @@ class SpooledFile:
         if folded is None:
             remove(spool)
             return None
-        s = self.settings
-        compression = None if s.compression is None else str(s.compression)
         try:
             convert(
                 spool,
                 output,
-                compression=compression,
-                overwrite=s.overwrite,
+                to=plan.format,
+                compression=plan.compression,
+                overwrite=plan.overwrite,
                 progress=progress,
-                frames=s.frames,
+                frames=plan.frames,
             )
         except BaseException as error:
             _stopped(error, spool, output, folded.transitions)

@@ -19,6 +19,8 @@ from expcli.collect.folder_run import FolderOutput
 from expcli.collect.output_parts import RunRows
 from expcli.collect.settings import CollectSettings
 from expcli.envs import ParallelEnv
+from expcli.formats.rows import WritePlan
+from expcli.formats.table import SHARDED_FOLDER
 from expcli.memory import RandomMemory
 
 
@@ -32,7 +34,8 @@ def _run(folder: Path, settings: CollectSettings, asked: list[Any]) -> Any:
             asked.append(in_file)
             return {"env_id": "CartPole-v1", "collector": {"mode": "dummy"}}
 
-        output = FolderOutput(RunRows(memory, collector.tracker), folder, settings, metadata)
+        plan = WritePlan(folder, SHARDED_FOLDER, frames=settings.frames)
+        output = FolderOutput(RunRows(memory, collector.tracker), plan, settings, metadata)
         assert settings.steps is not None
         stats = collector.collect(settings.steps)
         return output.finish(stats)

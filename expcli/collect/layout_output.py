@@ -1,0 +1,145 @@
+"""A collect run written in another library's layout: a folder of shards first, then converted.
+
+The run goes to a staging folder beside the target (``TARGET-collecting``, dots made
+dashes), which is what a collect to a folder is: bounded in memory, kept by a kill,
+resumable. Once the run is saved, the folder is converted into the layout and removed.
+When the run or the conversion fails, the folder stays, and ``LayoutRun.kept`` says where
+the rows are and how to finish (``expcli collect --resume``, then ``expcli convert``).
+
+``layout_run`` checks the target before any env is built; ``collect_in_layout`` is the
+whole run from Python. ``expcli collect --layout`` runs the same ``LayoutRun`` with its
+progress bars and summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from expcli.collect.settings import CollectSettings
+from expcli.errors import ConfigError
+from expcli.formats.rows import Layout, WritePlan
+
+if TYPE_CHECKING:
+    from expcli.conversion import ConvertResult, Progress
+
+__all__ = ["LayoutRun", "collect_in_layout", "layout_run"]
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutRun:
+    """A collect run into a foreign layout, its target checked (``layout_run`` makes it).
+
+    Attributes:
+        settings: The staging run's: the staging folder as output, no spool, no compression.
+        staging: The folder the run is collected into, beside the target.
+        plan: The layout's write: target, format or storage, layout, compression, frames,
+            overwrite.
+        to: The storage as ``--to`` gave it (None: the layout's own), for the command that
+            finishes a kept run.
+    """
+
+    settings: CollectSettings
+    staging: Path
+    plan: WritePlan
+    to: str | None = None
+
+    @property
+    def finish(self) -> str:
+        """The commands that finish a run whose rows stay in the staging folder."""
+        to = "" if self.to is None else f" --to {self.to}"
+        return (
+            f"`expcli collect --resume {self.staging}` finishes the run; "
+            f"`expcli convert {self.staging} {self.plan.target} --layout {self.plan.layout}{to}` "
+            "writes the layout"
+        )
+
+    def kept(self) -> str | None:
+        """Where the rows collected are and how to finish, while the staging folder stays."""
+        if not self.staging.exists():
+            return None
+        return f"the rows collected are in {self.staging}: {self.finish}"
+
+    def convert(self, progress: Progress | None = None) -> ConvertResult:
+        """Convert the staging folder into the layout (the plan), then remove the folder.
+
+        Raises:
+            ExpcliError: The layout could not be written; the staging folder stays.
+        """
+        from expcli.conversion import convert
+
+        plan = self.plan
+        result = convert(
+            self.staging,
+            plan.target,
+            to=plan.format,
+            layout=plan.layout,
+            compression=plan.compression,
+            overwrite=plan.overwrite,
+            frames=plan.frames,
+            progress=progress,
+        )
+        shutil.rmtree(self.staging)
+        return result
+
+
+def layout_run(settings: CollectSettings, layout: Layout, to: str | None = None) -> LayoutRun:
+    """The run of ``settings`` into ``layout`` (``to``: its storage), checked before any env.
+
+    Raises:
+        ConfigError: No output, a format or storage the layout does not write, or a staging
+            folder left by an earlier run (the message says how to finish that one).
+        OutputExistsError: The target exists and ``settings.overwrite`` is false.
+    """
+    from expcli.formats.checked_write import check_target
+    from expcli.formats.layouts import layout_format
+
+    if settings.output is None:
+        raise ConfigError(f"--layout {layout} needs --output, the dataset to write")
+    target = Path(settings.output)
+    fmt = layout_format(layout, target, to)
+    compression = None if settings.compression is None else str(settings.compression)
+    plan = WritePlan(target, fmt, layout, compression, None, settings.frames, settings.overwrite)
+    check_target(plan)
+    staging = target.with_name(target.name.replace(".", "-") + "-collecting")  # no suffix
+    staged = dataclasses.replace(settings, output=staging, spool=None, compression=None)
+    run = LayoutRun(staged, staging, plan, to)
+    if staging.exists():
+        raise ConfigError(f"{staging} holds an earlier run: {run.finish}; or remove it")
+    return run
+
+
+def collect_in_layout(
+    settings: CollectSettings, layout: Layout, to: str | None = None
+) -> ConvertResult | None:
+    """Collect as ``settings`` say into ``layout`` (``to``: its storage): staged, then converted.
+
+    Returns:
+        What the conversion did; None when nothing was collected (the run was stopped
+        before its first row).
+
+    Raises:
+        ConfigError, OutputExistsError: As ``layout_run``, before any env is built.
+        ExpcliError: The run or the conversion failed; the rows collected stay in the
+            staging folder, and a note on the error says where and how to finish.
+    """
+    from expcli.collect.job import CollectJob
+
+    run = layout_run(settings, layout, to)
+    job = CollectJob(run.settings)
+    try:
+        job.start()
+        try:
+            job.run()
+        finally:
+            job.close()
+            saved = job.save()
+        return None if saved is None else run.convert()
+    except BaseException as error:
+        note = run.kept()
+        if note is not None:
+            error.add_note(note)
+        raise
