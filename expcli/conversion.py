@@ -35,6 +35,7 @@ __all__ = [
     "ConvertResult",
     "Progress",
     "convert",
+    "convert_planned",
     "convert_to_stream",
     "load",
     "reporting_reads",
@@ -164,12 +165,29 @@ def convert(
         OutputExistsError: ``dst`` exists and ``overwrite`` is false.
         FormatError, SchemaError: The source cannot be read or the target not written.
     """
-    started = time.perf_counter()
-    source, target = Path(src), Path(dst)
+    target = Path(dst)
     layout = _check_options(layout, compression)
     form = frames_form(frames)
     fmt = _target_format(target, to, layout)
     plan = WritePlan(target, fmt, layout, compression, shard_format, form, overwrite)
+    return convert_planned(src, plan, verify=verify, progress=progress, num_envs=num_envs)
+
+
+def convert_planned(
+    src: str | os.PathLike[str],
+    plan: WritePlan,
+    *,
+    verify: bool = False,
+    progress: Progress | None = None,
+    num_envs: int | None = None,
+) -> ConvertResult:
+    """Convert a dataset file as ``plan`` says (``convert``, its options made one plan).
+
+    Raises:
+        As ``convert``.
+    """
+    started = time.perf_counter()
+    source, target, layout = Path(src), plan.target, plan.layout
     check_target(plan)
     if source.resolve() == target.resolve():
         raise ConfigError(f"source and destination are the same file: {source}")
@@ -190,7 +208,7 @@ def convert(
         source,
         target,
         src_format,
-        fmt,
+        plan.format,
         layout,
         len(dataset.tensors),
         len(dataset),

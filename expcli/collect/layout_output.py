@@ -69,19 +69,9 @@ class LayoutRun:
         Raises:
             ExpcliError: The layout could not be written; the staging folder stays.
         """
-        from expcli.conversion import convert
+        from expcli.conversion import convert_planned
 
-        plan = self.plan
-        result = convert(
-            self.staging,
-            plan.target,
-            to=plan.format,
-            layout=plan.layout,
-            compression=plan.compression,
-            overwrite=plan.overwrite,
-            frames=plan.frames,
-            progress=progress,
-        )
+        result = convert_planned(self.staging, self.plan, progress=progress)
         shutil.rmtree(self.staging)
         return result
 

@@ -135,7 +135,7 @@ class SpooledFile:
             OutputError: The file could not be written; the rows are kept in the folder its
                 ``saved_to`` names (``expcli convert FOLDER FILE`` writes the file later).
         """
-        from expcli.conversion import convert
+        from expcli.conversion import convert_planned
         from expcli.formats.checked_write import remove
 
         spool, output, plan = self.spool, self.output, self.plan
@@ -148,15 +148,7 @@ class SpooledFile:
             remove(spool)
             return None
         try:
-            convert(
-                spool,
-                output,
-                to=plan.format,
-                compression=plan.compression,
-                overwrite=plan.overwrite,
-                progress=progress,
-                frames=plan.frames,
-            )
+            convert_planned(spool, plan, progress=progress)
         except BaseException as error:
             _stopped(error, spool, output, folded.transitions)
             raise

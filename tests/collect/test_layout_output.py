@@ -54,7 +54,7 @@ def test_a_failed_conversion_keeps_the_rows_and_says_how_to_finish(
     def refuse(*args: object, **kwargs: object) -> None:
         raise FormatError("the disk said no")
 
-    monkeypatch.setattr(expcli.conversion, "convert", refuse)
+    monkeypatch.setattr(expcli.conversion, "convert_planned", refuse)
     target = tmp_path / "cartpole-minari"
     with pytest.raises(FormatError) as caught:
         collect_in_layout(_settings(target), Layout.MINARI, to="arrow")
