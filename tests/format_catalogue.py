@@ -23,23 +23,29 @@ from pathlib import Path
 import numpy as np
 
 from expcli.formats import table
-from expcli.formats.rows import Format, Layout
+from expcli.formats.rows import Format, Layout, SpaceEstimate
 
 __all__ = [
+    "BINARY_FORMATS",
     "COMPRESSIONS",
     "FILE_FORMATS",
     "LAYOUT_FILES",
     "LAYOUT_FOLDERS",
+    "NAMED_FILES",
     "SHARD_FORMATS",
     "SKRL_FORMATS",
     "STREAM_FORMATS",
     "SUFFIXES",
     "WHOLE_STREAMS",
+    "binary_formats",
+    "companion_names",
     "compressions",
     "file_formats",
     "frames_once",
     "layout_files",
     "layout_folders",
+    "layout_formats",
+    "named_files",
     "once_forms",
     "shard_formats",
     "stream_formats",
@@ -68,6 +74,21 @@ def suffix_of(name: str) -> str:
 def suffixes() -> tuple[str, ...]:
     """The usual suffix of every file format, in ``file_formats``' order."""
     return tuple(f.suffixes[0] for f in _files())
+
+
+def named_files() -> tuple[tuple[str, str], ...]:
+    """``(suffix, format)``: every suffix of every file format (``(".hdf5", "hdf5")`` too)."""
+    return tuple((suffix, f.name) for f in _files() for suffix in f.suffixes)
+
+
+def companion_names() -> tuple[str, ...]:
+    """The names of the files a write of ``a<usual suffix>`` also makes (a CSV's sidecar)."""
+    return tuple(c.name for f in _files() for c in f.companions(Path(f"a{f.suffixes[0]}")))
+
+
+def binary_formats() -> tuple[str, ...]:
+    """The file formats whose cells are not text (their ``space`` is not ``TEXT``)."""
+    return tuple(f.name for f in _files() if f.space is not SpaceEstimate.TEXT)
 
 
 def compressions() -> tuple[tuple[str, str], ...]:
@@ -168,6 +189,12 @@ FILE_FORMATS = file_formats()
 
 SUFFIXES = suffixes()
 """Every file format's usual suffix: ``.pt``, ``.npz``, ``.csv``, ``.h5``, ``.parquet``, ..."""
+
+NAMED_FILES = named_files()
+"""``(suffix, format)`` for every suffix: ``(".pt", "pt")``, ``(".pth", "pt")``, ..."""
+
+BINARY_FORMATS = binary_formats()
+"""The file formats that do not store text: ``pt``, ``npz``, ``hdf5``, ``parquet``, ..."""
 
 COMPRESSIONS = compressions()
 """``(format, compression)`` pairs: ``("hdf5", "gzip")``, ``("parquet", "zstd")``, ..."""
