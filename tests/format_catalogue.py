@@ -1,7 +1,7 @@
 """The formats and layouts the tests run over, derived from the format table.
 
 As Gymnasium's ``TESTING_SPACES``: the one place that lists the cases tests parametrize
-over. Nothing here names a format. Every list is computed from ``expcli.formats.table``'s
+over. Nothing here lists formats by name. Every list is computed from ``expcli.formats.table``'s
 objects: by what they say (``suffixes``, ``compressions``, ``shards``, ``streams``,
 ``stream_note``, a layout's ``formats`` and ``storages``) or, where no attribute says it, by
 what they do with a small dataset written and read back (``frames_once``). Adding a format
@@ -33,6 +33,7 @@ __all__ = [
     "LAYOUT_FOLDERS",
     "NAMED_FILES",
     "SHARD_FORMATS",
+    "SKRL_EVERY_ROW",
     "SKRL_FORMATS",
     "STREAM_FORMATS",
     "SUFFIXES",
@@ -216,3 +217,7 @@ LAYOUT_FOLDERS = layout_folders()
 
 SKRL_FORMATS = layout_formats(Layout.SKRL)
 """What skrl's ``Memory.save`` writes (the skrl layout's formats): ``pt``, ``npz``, ``csv``."""
+
+SKRL_EVERY_ROW = tuple(fmt for fmt in SKRL_FORMATS if fmt != "csv")
+"""The skrl formats whose exports hold every row, unwritten ones too (skrl's CSV export holds
+only the written transitions, one line each: the one exclusion by name here, skrl's doing)."""
