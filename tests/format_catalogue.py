@@ -109,9 +109,7 @@ def stream_formats() -> tuple[str, ...]:
 
 def whole_streams() -> tuple[str, ...]:
     """The stream formats whose stream leaves nothing out (no ``stream_note``): binary."""
-    return tuple(
-        name for name in table.stream_formats() if not _named(name).stream_note
-    )
+    return tuple(name for name in table.stream_formats() if not _named(name).stream_note)
 
 
 def layout_files() -> tuple[tuple[str, str], ...]:
