@@ -32,6 +32,7 @@ __all__ = [
     "LAYOUT_FILES",
     "LAYOUT_FOLDERS",
     "NAMED_FILES",
+    "OTHER_COMPRESSIONS",
     "SHARD_FORMATS",
     "SKRL_EVERY_ROW",
     "SKRL_FORMATS",
@@ -48,6 +49,7 @@ __all__ = [
     "layout_formats",
     "named_files",
     "once_forms",
+    "other_compressions",
     "shard_formats",
     "stream_formats",
     "suffix_of",
@@ -95,6 +97,11 @@ def binary_formats() -> tuple[str, ...]:
 def compressions() -> tuple[tuple[str, str], ...]:
     """``(format, compression)``: every compression each file format's writer takes."""
     return tuple((f.name, c) for f in _files() for c in f.compressions)
+
+
+def other_compressions() -> tuple[tuple[str, str], ...]:
+    """``(format, compression)``: each compression other than the format's default (its first)."""
+    return tuple((f.name, c) for f in _files() for c in f.compressions[1:])
 
 
 def shard_formats() -> tuple[str, ...]:
@@ -197,6 +204,9 @@ BINARY_FORMATS = binary_formats()
 
 COMPRESSIONS = compressions()
 """``(format, compression)`` pairs: ``("hdf5", "gzip")``, ``("parquet", "zstd")``, ..."""
+
+OTHER_COMPRESSIONS = other_compressions()
+"""``(format, compression)`` but the defaults: ``("hdf5", "gzip")``, ``("parquet", "snappy")``..."""
 
 SHARD_FORMATS = shard_formats()
 """The shard formats of a sharded folder: ``npz``, ``parquet``, ..."""
