@@ -29,6 +29,7 @@ __all__ = [
     "BINARY_FORMATS",
     "COMPRESSIONS",
     "FILE_FORMATS",
+    "LAYOUT_DEFAULT_FILES",
     "LAYOUT_FILES",
     "LAYOUT_FOLDERS",
     "NAMED_FILES",
@@ -119,13 +120,16 @@ def whole_streams() -> tuple[str, ...]:
     return tuple(name for name in table.stream_formats() if not _named(name).stream_note)
 
 
-def layout_files() -> tuple[tuple[str, str], ...]:
-    """``(layout, format)``: each file format a foreign layout's own writer writes."""
+def layout_files(*, default_only: bool = False) -> tuple[tuple[str, str], ...]:
+    """``(layout, format)``: each file format a foreign layout's own writer writes.
+
+    ``default_only``: the layout's default format alone, one pair per layout.
+    """
     return tuple(
         (layout.name.value, fmt)
         for layout in table.layouts_in_order()
         if layout.writes and not layout.reads_folders
-        for fmt in layout.formats
+        for fmt in layout.formats[: 1 if default_only else None]
     )
 
 
@@ -219,6 +223,9 @@ WHOLE_STREAMS = whole_streams()
 
 LAYOUT_FILES = layout_files()
 """``(layout, format)``: ``("skrl", "pt")``, ``("tianshou", "hdf5")``, ..."""
+
+LAYOUT_DEFAULT_FILES = layout_files(default_only=True)
+"""``(layout, its default format)``: ``("skrl", "pt")``, ``("tianshou", "hdf5")``, ..."""
 
 LAYOUT_FOLDERS = layout_folders()
 """``(layout, storage)``: ``("minari", "hdf5")``, ``("lerobot", "video")``, ..."""
