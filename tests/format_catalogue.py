@@ -1,12 +1,13 @@
 """The formats and layouts the tests run over, derived from the format table.
 
 As Gymnasium's ``TESTING_SPACES``: the one place that lists the cases tests parametrize
-over. Nothing here lists formats by name. Every list is computed from ``expcli.formats.table``'s
-objects: by what they say (``suffixes``, ``compressions``, ``shards``, ``streams``,
-``stream_note``, a layout's ``formats`` and ``storages``) or, where no attribute says it, by
-what they do with a small dataset written and read back (``frames_once``). Adding a format
-to the table adds it to every test that takes these lists. A test that cannot take some
-format says why beside an exclusion; it never lists the others.
+over. Nothing here lists formats by name (``SKRL_EVERY_ROW`` excludes one, saying why).
+Every list is computed from ``expcli.formats.table``'s objects: by what they say
+(``suffixes``, ``compressions``, ``shards``, ``streams``, ``stream_note``, ``space``, a
+layout's ``formats`` and ``storages``) or, where no attribute says it, by what they do with
+a small dataset written and read back (``frames_once``). Adding a format to the table adds
+it to every test that takes these lists. A test that cannot take some format says why
+beside an exclusion; it never lists the others.
 
 Each constant is its function's value at import. The functions read the table again when
 called, so a format registered at run time is in them
