@@ -15,8 +15,7 @@ from expcli.cli import app
 from expcli.conversion import convert, load, save
 from expcli.formats.dataset import Dataset
 from expcli.spec import CircularState
-
-FORMATS = ["pt", "npz", "csv", "h5"]
+from tests.format_catalogue import FILE_FORMATS, suffix_of
 
 
 def sample_dataset() -> Dataset:
@@ -43,19 +42,14 @@ def same(a: Dataset, b: Dataset) -> None:
     assert b.metadata["env_id"] == a.metadata["env_id"]
 
 
-@pytest.mark.parametrize("src", FORMATS)
-@pytest.mark.parametrize("dst", FORMATS)
+@pytest.mark.parametrize("src", FILE_FORMATS)
+@pytest.mark.parametrize("dst", FILE_FORMATS)
 def test_every_pair_converts_without_loss(tmp_path: Path, src: str, dst: str) -> None:
     original = sample_dataset()
-    source = save(original, tmp_path / f"a.{src}")
-    result = convert(source, tmp_path / f"b.{dst}", verify=True)
-    name = {"h5": "hdf5"}
-    assert (result.src_format, result.dst_format, result.transitions) == (
-        name.get(src, src),
-        name.get(dst, dst),
-        12,
-    )
-    same(original, load(tmp_path / f"b.{dst}"))
+    source = save(original, tmp_path / f"a{suffix_of(src)}")
+    result = convert(source, tmp_path / f"b{suffix_of(dst)}", verify=True)
+    assert (result.src_format, result.dst_format, result.transitions) == (src, dst, 12)
+    same(original, load(tmp_path / f"b{suffix_of(dst)}"))
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
 
 

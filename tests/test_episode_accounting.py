@@ -32,6 +32,7 @@ from expcli.formats import read_dataset, write_dataset
 from expcli.formats.dataset import Dataset
 from expcli.spec import CircularState, overwritten_columns
 from expcli.summary import summarize
+from tests.format_catalogue import SUFFIXES
 
 KINDS = ("partial", "exactly full", "wrapped partly", "wrapped whole laps", "grown after wrapping")
 
@@ -181,7 +182,7 @@ def write_history(
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(history=histories(), suffix=st.sampled_from([".pt", ".npz", ".h5"]))
+@given(history=histories(), suffix=st.sampled_from(SUFFIXES))
 def test_every_consumer_counts_the_episodes_of_a_memory_as_the_reference(
     tmp_path: Path,
     history: tuple[str, int, int, list[int], list[tuple[int, int]], int],

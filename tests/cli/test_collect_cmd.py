@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from expcli import load
 from expcli.cli.app import app
 from tests.collect.registered_envs import COUNTING, CRASHING
+from tests.format_catalogue import FILE_FORMATS, OTHER_COMPRESSIONS, suffix_of
 
 COUNTING_ID = f"tests.collect.registered_envs:{COUNTING}"
 CRASHING_ID = f"tests.collect.registered_envs:{CRASHING}"
@@ -50,10 +51,11 @@ def test_defaults_write_under_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert "steps" in result.stdout and path.name in result.stdout.replace("\n", "")
 
 
-@pytest.mark.parametrize("suffix", [".pt", ".npz", ".csv", ".h5", ".parquet"])
-def test_output_formats(tmp_path: Path, suffix: str) -> None:
-    out = tmp_path / f"run{suffix}"
-    extra = ["--compression", "gzip"] if suffix == ".h5" else []
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
+def test_output_formats(tmp_path: Path, fmt: str) -> None:
+    out = tmp_path / f"run{suffix_of(fmt)}"
+    codecs = [codec for named, codec in OTHER_COMPRESSIONS if named == fmt]
+    extra = ["--compression", codecs[0]] if codecs else []
     ok("CartPole-v1", "--envs", "4", "--steps", "200", "--mode", "dummy", "-o", str(out), *extra)
     dataset = load(out)
     assert len(dataset) == 200 and dataset.num_envs == 4

@@ -15,6 +15,7 @@ import pytest
 from expcli.conversion import load, save
 from expcli.formats.dataset import Dataset
 from expcli.spec import CircularState
+from tests.format_catalogue import WHOLE_STREAMS
 from tests.small_fs import expcli_process, one_error_line
 
 
@@ -45,7 +46,7 @@ def streamed(source: Path, fmt: str, cwd: Path) -> bytes:
     return done.stdout
 
 
-@pytest.mark.parametrize("fmt", ["npz", "pt"])
+@pytest.mark.parametrize("fmt", WHOLE_STREAMS)
 def test_binary_formats_stream_whole(
     tmp_path: Path, source: tuple[Path, Dataset], fmt: str
 ) -> None:

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from expcli.cli import app
 from expcli.formats import Dataset, write_dataset
 from expcli.spec import CircularState
+from tests.format_catalogue import FILE_FORMATS, suffix_of
 from tests.summary.datasets import random_dataset
 
 KEYS = {"path", "format", "layout", "size_bytes", "memory_size", "num_envs", "transitions",
@@ -159,9 +160,9 @@ def _modules_after_inspect(path: Path) -> set[str]:
 
 def test_torch_is_imported_only_for_pt_files(tmp_path: Path) -> None:
     dataset = random_dataset()
-    for suffix in ("npz", "h5", "csv"):
-        loaded = _modules_after_inspect(write_dataset(dataset, tmp_path / f"d.{suffix}"))
-        assert "numpy" in loaded and "torch" not in loaded, suffix
+    for fmt in (f for f in FILE_FORMATS if f != "pt"):  # a .pt file is torch's
+        loaded = _modules_after_inspect(write_dataset(dataset, tmp_path / f"d{suffix_of(fmt)}"))
+        assert "numpy" in loaded and "torch" not in loaded, fmt
         assert not loaded & {"gymnasium", "ray"}
     assert "torch" in _modules_after_inspect(write_dataset(dataset, tmp_path / "d.pt"))
 

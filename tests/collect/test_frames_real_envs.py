@@ -29,6 +29,7 @@ from expcli import load
 from expcli.cli.app import app
 from expcli.formats import open_lazy
 from expcli.formats.frames import FRAMES_CELL_BYTES, DerivedRows
+from tests.format_catalogue import SHARD_FORMATS, frames_once, suffix_of
 from tests.formats.test_frames import same_bytes
 from tests.real_envs.needs import require
 from tests.real_envs.oracle import assert_replays
@@ -98,9 +99,13 @@ RUNS = {
         ),
     )
 }
-TARGETS = (".npz", ".pt", ".h5", ".parquet", "npz shards", "parquet shards")
-"""Every native target; a file may also be ``spooled`` (shards merged) or ``wrapped`` (a
-memory of a third of the run's rows, its oldest overwritten: the oracle cannot replay it)."""
+TARGETS = (
+    *(suffix_of(fmt) for fmt in frames_once()),
+    *(f"{shards} shards" for shards in SHARD_FORMATS),
+)
+"""Every native target (each file format that stores next observations once, each shard
+format); a file may also be ``spooled`` (shards merged) or ``wrapped`` (a memory of a third
+of the run's rows, its oldest overwritten: the oracle cannot replay it)."""
 CASES = [
     pytest.param(label, target, id=f"{label}-{target.replace(' ', '-')}")
     for label, target in (

@@ -24,14 +24,23 @@ from expcli.errors import FormatError, SchemaError
 from expcli.formats import open_lazy, write_dataset
 from expcli.formats.block_cache import BlockCache
 from expcli.formats.dataset import Dataset
-from expcli.formats.frames import PREFIX, DerivedRows, kept_cells
+from expcli.formats.frames import PREFIX, ByCells, DerivedRows, kept_cells
 from expcli.spec import FRAMES_SCHEMA, SCHEMA, CircularState
+from tests.format_catalogue import (
+    LAYOUT_FILES,
+    LAYOUT_FOLDERS,
+    SHARD_FORMATS,
+    frames_once,
+    once_forms,
+    suffix_of,
+)
 
 # Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
 # layout does not keep is tested in tests/formats/layouts/test_layout_losses.py.
 pytestmark = pytest.mark.filterwarnings("ignore:.*layout does not keep:UserWarning")
 
-SUFFIXES = (".npz", ".pt", ".h5")
+SUFFIXES = tuple(suffix_of(fmt) for fmt in frames_once())
+"""Every file format that stores next observations once (not CSV: text, every cell)."""
 
 
 def same_bytes(actual: object, expected: np.ndarray) -> bool:
@@ -173,12 +182,14 @@ def test_the_once_form_stores_kept_cells_only(tmp_path: Path) -> None:
 
 
 def test_lazy_reads_give_derived_rows(tmp_path: Path) -> None:
+    """Gathered cell by cell (the sparse form: rebuilt from the kept cells), never mapped."""
     dataset = frame_dataset(np.random.default_rng(1), 9, 2, 0.2)
-    for suffix in SUFFIXES:
-        lazy, close = open_lazy(written(dataset, tmp_path, suffix, "once"))
+    for fmt, form in once_forms().items():
+        lazy, close = open_lazy(written(dataset, tmp_path, suffix_of(fmt), "once"))
         try:
-            assert isinstance(lazy.tensors["next_observations"], DerivedRows)
-            assert lazy.tensors["next_observations"].file_offset is None
+            rows = lazy.tensors["next_observations"]
+            assert isinstance(rows, DerivedRows if form == "sparse" else ByCells), fmt
+            assert rows.file_offset is None
         finally:
             close()
 
@@ -202,7 +213,9 @@ def test_no_saving_keeps_the_full_form(tmp_path: Path) -> None:
         assert "next_observations" in members.files
 
 
-@pytest.mark.parametrize("chain", [(".npz", ".h5", ".pt", ".npz"), (".h5", ".npz", ".h5")])
+@pytest.mark.parametrize(
+    "chain", [(*SUFFIXES, SUFFIXES[0]), (*SUFFIXES[::-1], SUFFIXES[-1])], ids=["on", "back"]
+)
 def test_convert_between_formats_bit_for_bit(tmp_path: Path, chain: tuple[str, ...]) -> None:
     dataset = frame_dataset(np.random.default_rng(4), 30, 3, 0.1, leaves=True)
     source = written(dataset, tmp_path, chain[0], "once")
@@ -286,7 +299,7 @@ def test_a_reader_of_schema_v1_alone_refuses_the_once_form(
         load(path)
 
 
-@pytest.mark.parametrize("shards", [None, "npz", "parquet"])
+@pytest.mark.parametrize("shards", [None, *SHARD_FORMATS])
 def test_a_reader_of_schema_v1_alone_refuses_a_once_parquet_file_or_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shards: str | None
 ) -> None:
@@ -317,17 +330,15 @@ def test_a_user_tensor_may_not_take_the_reserved_prefix(tmp_path: Path) -> None:
         write_dataset(dataset, tmp_path / "x.npz")
 
 
-@pytest.mark.parametrize(
-    ("layout", "suffix"), [("skrl", ".pt"), ("skrl", ".csv"), ("tianshou", ".h5"), ("d4rl", ".h5")]
-)
-def test_layouts_write_the_same_from_either_form(tmp_path: Path, layout: str, suffix: str) -> None:
+@pytest.mark.parametrize(("layout", "fmt"), LAYOUT_FILES)
+def test_layouts_write_the_same_from_either_form(tmp_path: Path, layout: str, fmt: str) -> None:
     """A foreign layout written from a once file reads back as the one written from a full file."""
     dataset = frame_dataset(np.random.default_rng(11), 10, 2, 0.2)
     dataset.tensors["truncated"] = np.zeros((10, 2), bool)
     dataset.tensors["actions"] = np.arange(20, dtype=np.int64).reshape(10, 2, 1)
     outputs = []
     for frames in ("once", "full"):
-        target = tmp_path / f"{layout}-{frames}{suffix}"
+        target = tmp_path / f"{layout}-{frames}{suffix_of(fmt)}"
         convert(written(dataset, tmp_path, ".npz", frames), target, layout=layout)
         outputs.append(load(target))
     once, full = outputs
@@ -337,13 +348,8 @@ def test_layouts_write_the_same_from_either_form(tmp_path: Path, layout: str, su
 
 
 @pytest.mark.filterwarnings("ignore:.*the minari layout does not keep the 2 env column")
-@pytest.mark.parametrize(
-    ("layout", "to"),
-    [("minari", "hdf5"), ("minari", "parquet"), ("minari", "arrow"), ("lerobot", None)],
-)
-def test_episode_layouts_round_trip_from_either_form(
-    tmp_path: Path, layout: str, to: str | None
-) -> None:
+@pytest.mark.parametrize(("layout", "to"), LAYOUT_FOLDERS)
+def test_episode_layouts_round_trip_from_either_form(tmp_path: Path, layout: str, to: str) -> None:
     """Minari and LeRobot folders written from a once file read back as from a full one:
     episodes whose next observations are the next rows' but at their ends. LeRobot's keeps
     the env columns, so it reads back as the data too (Minari's are one column)."""

@@ -11,10 +11,9 @@ import torch
 
 from expcli.formats import Dataset, read_dataset, write_dataset
 from expcli.spec import CircularState
+from tests.format_catalogue import SKRL_EVERY_ROW, SKRL_FORMATS
 
 skrl_memories = pytest.importorskip("skrl.memories.torch")
-
-SKRL_FORMATS = ("pt", "npz", "csv")  # what skrl's Memory.save writes
 
 SIZES = {"observations": 4, "actions": 2, "rewards": 1, "terminated": 1, "log_prob": 1}
 DTYPES = {
@@ -73,7 +72,7 @@ def test_full_skrl_memory(tmp_path: Path, fmt: str) -> None:
     assert dataset.metadata == {}
 
 
-@pytest.mark.parametrize("fmt", ["pt", "npz"])
+@pytest.mark.parametrize("fmt", SKRL_EVERY_ROW)
 def test_partly_filled_skrl_memory_reports_only_the_written_rows(tmp_path: Path, fmt: str) -> None:
     memory = skrl_memory(5, 3, steps=2, partial=1)
     dataset = read_dataset(saved(memory, tmp_path, fmt))
@@ -84,7 +83,7 @@ def test_partly_filled_skrl_memory_reports_only_the_written_rows(tmp_path: Path,
     assert dataset.metadata == {"layout": "skrl", "skrl": {"unwritten_transitions": 8}}
 
 
-@pytest.mark.parametrize("fmt", ["pt", "npz"])
+@pytest.mark.parametrize("fmt", SKRL_EVERY_ROW)
 def test_partial_skrl_export_loads_and_samples_only_written_rows(tmp_path: Path, fmt: str) -> None:
     """The issue's case: memory_size=64, 4 envs, 40 rows written, saved by skrl itself."""
     from expcli import load

@@ -27,6 +27,7 @@ from expcli.formats.layouts import write_layout
 from expcli.formats.layouts.minari.layout import read_folder as read_minari_folder
 from expcli.spec import CircularState
 from tests.collect.structured_envs import ARM, PHASE, TEXT
+from tests.format_catalogue import SUFFIXES
 from tests.formats.test_roundtrip import arrays
 
 # Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
@@ -35,8 +36,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*layout does not keep:UserWarni
 
 minari = pytest.importorskip("minari")
 EpisodeBuffer = pytest.importorskip("minari.data_collector").EpisodeBuffer
-
-SUFFIXES = ["pt", "npz", "csv", "h5"]
 
 
 def collected(env_id: str, n: int = 2, steps: int = 15, seed: int = 0) -> Dataset:
@@ -113,7 +112,7 @@ def assert_same_structure(a: Any, b: Any) -> None:
 @given(dataset=structured_datasets(), suffix=st.sampled_from(SUFFIXES))
 def test_leaves_round_trip_every_format_with_their_structure(dataset: Dataset, suffix: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        back = load(save(dataset, Path(folder) / f"d.{suffix}"))
+        back = load(save(dataset, Path(folder) / f"d{suffix}"))
     assert back.tensors.keys() == dataset.tensors.keys()
     assert back.metadata["observation_space"] == dataset.metadata["observation_space"]
     for prefix in ("observations", "next_observations"):
@@ -125,7 +124,7 @@ def test_collected_leaves_round_trip(
     phase: Dataset, text: Dataset, suffix: str, tmp_path: Path
 ) -> None:
     for dataset in (phase, text):
-        back = load(save(dataset, tmp_path / f"d.{suffix}", overwrite=True))
+        back = load(save(dataset, tmp_path / f"d{suffix}", overwrite=True))
         for prefix in ("observations", "next_observations", "actions"):
             assert_same_structure(back.structured(prefix), dataset.structured(prefix))
     words = text.structured("observations")["word"]

@@ -21,7 +21,10 @@ import numpy as np
 
 from expcli.formats import Dataset, write_dataset
 from expcli.formats.layouts import write_layout
+from expcli.formats.rows import Layout
+from expcli.formats.table import layout_named
 from expcli.spec import CircularState
+from tests.format_catalogue import LAYOUT_FILES, SUFFIXES, frames_once, suffix_of
 
 CORPUS = Path(__file__).with_name("corpus")
 
@@ -201,8 +204,8 @@ def _frames() -> Dataset:
 def frame_seeds(folder: Path) -> None:
     """The once form (schema ``expcli/2``) in each native format but CSV, which stores all."""
     frames = _frames()
-    for suffix in ("pt", "npz", "h5", "parquet"):
-        write_dataset(frames, folder / f"frames.{suffix}", frames="once")
+    for fmt in frames_once():
+        write_dataset(frames, folder / f"frames{suffix_of(fmt)}", frames="once")
 
 
 def build(folder: Path) -> list[Path]:
@@ -212,20 +215,18 @@ def build(folder: Path) -> list[Path]:
     folder.mkdir(parents=True)
     cartpole, pixels = _cartpole(), _pixels()
     for name, dataset in (("cartpole", cartpole), ("pixels", pixels)):
-        for suffix in ("pt", "npz", "csv", "h5", "parquet"):
-            write_dataset(dataset, folder / f"{name}.{suffix}")
+        for suffix in SUFFIXES:
+            write_dataset(dataset, folder / f"{name}{suffix}")
     frame_seeds(folder)
-    for suffix in ("pt", "npz", "csv"):
-        write_layout(cartpole, folder / f"skrl.{suffix}", "skrl", overwrite=True)
-    for layout in ("tianshou", "d4rl"):
-        write_layout(cartpole, folder / f"{layout}.h5", layout, overwrite=True)
+    for layout, fmt in LAYOUT_FILES:
+        write_layout(cartpole, folder / f"{layout}{suffix_of(fmt)}", layout, overwrite=True)
     write_layout(pixels, folder / "d4rl-pixels.h5", "d4rl", overwrite=True)
     write_layout(cartpole, folder / "minari", "minari", overwrite=True)
     write_layout(pixels, folder / "lerobot", "lerobot", overwrite=True)
     made = Path(__file__).parents[1] / "data" / "lerobot_made"  # written by LeRobot itself
     shutil.copytree(made, folder / "lerobot-made")
     shutil.copytree(made.with_name("lerobot_video"), folder / "lerobot-video")  # an AV1 MP4
-    for storage in ("parquet", "arrow"):  # two env columns: the loss warning is expected
+    for storage in layout_named(Layout.MINARI).storages[1:]:  # the loss warning is expected
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             write_layout(

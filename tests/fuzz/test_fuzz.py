@@ -16,6 +16,7 @@ import pytest
 
 from expcli import load
 from expcli.errors import ExpcliError
+from tests.format_catalogue import LAYOUT_FOLDERS, SUFFIXES
 from tests.fuzz.campaign import OPS, Settings, run_campaign
 from tests.fuzz.mutations import kind
 from tests.fuzz.seeds import CORPUS, seeds
@@ -25,15 +26,8 @@ FILES = 600  # about 30 s on two cores; every seed file gets its share
 
 def test_the_seed_corpus_covers_every_format_and_layout_and_is_small() -> None:
     corpus = seeds(CORPUS)
-    assert {kind(seed) for seed in corpus} == {
-        "pt",
-        "npz",
-        "csv",
-        "h5",
-        "parquet",
-        "minari",
-        "lerobot",
-    }
+    folders = {layout for layout, _ in LAYOUT_FOLDERS}
+    assert {kind(seed) for seed in corpus} == {s.lstrip(".") for s in SUFFIXES} | folders
     layouts = set()
     for seed in corpus:
         dataset = load(seed)

@@ -18,6 +18,7 @@ import torch
 
 from expcli import Memory, PrioritizedSampler, RandomMemory, ReplayBuffer, SliceSampler
 from expcli.memory.episodes import EpisodeIndex
+from tests.format_catalogue import SUFFIXES
 from tests.memory.conftest import assert_same_tensor
 
 DEVICE = os.environ.get("EXPCLI_TEST_DEVICE", "cuda")
@@ -105,7 +106,7 @@ def test_episodes_and_frame_stacks_match_the_cpu(rows: int) -> None:
         np.testing.assert_array_equal(table[key], expected[key])
 
 
-@pytest.mark.parametrize("suffix", [".pt", ".npz", ".h5"])
+@pytest.mark.parametrize("suffix", SUFFIXES)
 def test_a_device_memory_saves_and_loads_back_bit_for_bit(tmp_path: Path, suffix: str) -> None:
     cpu, dev = _pair(SIZE + 5)
     path = dev.save(str(tmp_path / f"run{suffix}"))

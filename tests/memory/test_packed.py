@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from expcli import save
 from expcli.memory import Memory, RandomMemory
 from expcli.memory.records import ROW_BYTES
+from tests.format_catalogue import SUFFIXES
 from tests.memory.conftest import assert_same_tensor, unpacked
 
 # name -> (size, dtype, keep_dimensions)
@@ -284,7 +285,7 @@ def test_shared_records_move_in_place_and_later_tensors_stay_out() -> None:
     assert memory.tensors["observations"][1:].isnan().all()
 
 
-@pytest.mark.parametrize("suffix", [".pt", ".npz", ".csv", ".h5", ".parquet"])
+@pytest.mark.parametrize("suffix", SUFFIXES)
 def test_files_hold_the_same_bytes_as_an_unpacked_memorys(tmp_path: Path, suffix: str) -> None:
     pair = Pair(6, 3)
     for name in ("observations", "actions", "rewards", "terminated", "frames"):

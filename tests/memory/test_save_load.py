@@ -14,10 +14,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from expcli import FormatError, Memory, RandomMemory, load
+from tests.format_catalogue import FILE_FORMATS, SKRL_FORMATS, suffix_of
 from tests.memory.conftest import assert_same_tensor
 
-FORMATS = ["pt", "npz", "csv", "h5"]
-SKRL_FORMATS = ["pt", "npz", "csv"]
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
 
 
@@ -60,14 +59,14 @@ def memories(draw: st.DrawFn) -> Memory:
     return memory
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(memory=memories())
 def test_save_then_load_gives_the_same_memory(tmp_path: Path, fmt: str, memory: Memory) -> None:
-    path = memory.save(tmp_path / f"m.{fmt}")
-    assert path == str(tmp_path / f"m.{fmt}")
+    path = memory.save(tmp_path / f"m{suffix_of(fmt)}")
+    assert path == str(tmp_path / f"m{suffix_of(fmt)}")
     loaded = Memory(1, device="cpu")
     loaded.load(path)
     assert_same_memory(memory, loaded)

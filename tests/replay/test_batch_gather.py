@@ -24,9 +24,10 @@ from expcli.formats.dataset import Dataset
 from expcli.formats.sharded import write as write_folder
 from expcli.replay.storages import DatasetStorage, MemoryStorage, Storage
 from expcli.spec import CircularState
+from tests.format_catalogue import SHARD_FORMATS, SUFFIXES
 from tests.replay.episode_data import Reference, memories
 
-SOURCES = ("memory", ".npz", ".h5", ".h5 by column", "npz shards", "parquet shards")
+SOURCES = ("memory", *SUFFIXES, ".h5 by column", *(f"{shards} shards" for shards in SHARD_FORMATS))
 
 
 def with_next(memory: RandomMemory) -> Dataset:

@@ -25,6 +25,7 @@ from expcli import (
     load,
 )
 from expcli.replay import DatasetStorage, MemoryStorage
+from tests.format_catalogue import SUFFIXES
 from tests.memory.conftest import assert_same_tensor, unpacked
 from tests.replay.episode_data import make_memory, memories
 
@@ -45,7 +46,7 @@ def test_batches_hold_the_rows_at_the_drawn_indexes(memory) -> None:
     assert buffer.sample(5).n_elems() == 5  # the call's batch size wins
 
 
-@pytest.mark.parametrize("suffix", [".pt", ".npz", ".h5"])
+@pytest.mark.parametrize("suffix", SUFFIXES)
 def test_a_dataset_file_is_a_read_only_storage(memory, tmp_path, suffix) -> None:
     path = memory.save(tmp_path / f"data{suffix}")
     from_path = ReplayBuffer(path, batch_size=16, seed=4)

@@ -15,9 +15,14 @@ from expcli import ReplayBuffer, SliceSampler
 from expcli.cli.app import app
 from expcli.formats import sharded, write_dataset
 from expcli.formats.dataset import Dataset
+from tests.format_catalogue import SHARD_FORMATS, frames_once, suffix_of
 from tests.formats.test_frames import frame_dataset, same_bytes
 
-TARGETS = [".npz", ".h5", ".pt", ".parquet", "folder-npz", "folder-parquet"]
+TARGETS = [
+    *(suffix_of(fmt) for fmt in frames_once()),
+    *(f"folder-{shards}" for shards in SHARD_FORMATS),
+]
+"""Every file format that stores next observations once, and a folder of each shard format."""
 
 
 def episodes(rng: np.random.Generator) -> Dataset:

@@ -27,6 +27,7 @@ from expcli import (
 )
 from expcli.formats.sharded import write as write_folder
 from expcli.replay import DatasetStorage, MemoryStorage, Sampler
+from tests.format_catalogue import SUFFIXES
 from tests.replay.episode_data import make_memory
 
 SAMPLERS: dict[str, Callable[[], Sampler]] = {
@@ -58,7 +59,7 @@ def memory() -> RandomMemory:
 
 
 @pytest.mark.parametrize("sampler", list(SAMPLERS), ids=list(SAMPLERS))
-@pytest.mark.parametrize("source", ["memory", ".npz", ".h5", "folder"])
+@pytest.mark.parametrize("source", ["memory", *SUFFIXES, "folder"])
 def test_every_sampler_draws_the_torch_paths_batches(
     memory: RandomMemory, tmp_path: Path, sampler: str, source: str
 ) -> None:

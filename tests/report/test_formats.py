@@ -18,6 +18,13 @@ from expcli.formats import Dataset, sharded, write_dataset
 from expcli.formats.layouts import write_layout
 from expcli.report import write_report
 from expcli.spec import CircularState
+from tests.format_catalogue import (
+    FILE_FORMATS,
+    LAYOUT_DEFAULT_FILES,
+    LAYOUT_FOLDERS,
+    SHARD_FORMATS,
+    suffix_of,
+)
 from tests.report.datasets import frames_dataset
 from tests.report.page_data import carried, png, same_json
 
@@ -52,29 +59,25 @@ def _given(name: str) -> Writer:
     return lambda data, folder: DATA / name
 
 
+OWN: dict[str, Writer] = {
+    **{fmt: _file(suffix_of(fmt)) for fmt in FILE_FORMATS},
+    **{f"{fmt}-shards": _shards(fmt) for fmt in SHARD_FORMATS},
+}
+"""expcli's own files and folders: they keep the circular state, so they are written wrapped."""
+
 WRITERS: dict[str, Writer] = {
-    "pt": _file(".pt"),
-    "npz": _file(".npz"),
-    "csv": _file(".csv"),
-    "hdf5": _file(".h5"),
-    "parquet": _file(".parquet"),
-    "npz-shards": _shards("npz"),
-    "parquet-shards": _shards("parquet"),
-    "d4rl": _layout("d4rl", "d.hdf5"),
-    "tianshou": _layout("tianshou", "t.h5"),
-    "skrl": _layout("skrl", "s.pt"),
-    "minari-hdf5": _layout("minari", "minari"),
-    "minari-arrow": _layout("minari", "minari", "arrow"),
-    "minari-parquet": _layout("minari", "minari", "parquet"),
-    "lerobot": _layout("lerobot", "lerobot"),
+    **OWN,
+    **{lay: _layout(lay, f"{lay}{suffix_of(fmt)}") for lay, fmt in LAYOUT_DEFAULT_FILES},
+    **{f"{lay}-{to}": _layout(lay, lay, to) for lay, to in LAYOUT_FOLDERS},
     "lerobot-made": _given("lerobot_made"),  # written by LeRobot itself
 }
+"""Every file format and shard format; each file layout in its default format (the others
+are the same formats' readers), each folder layout in each of its storages."""
 
 
 @pytest.mark.parametrize("kind", list(WRITERS))
 def test_a_report_of_every_format_and_layout(tmp_path: Path, kind: str) -> None:
-    wrapped = kind in ("pt", "npz", "hdf5", "parquet", "npz-shards", "lerobot")
-    data = frames_dataset(30, 2, state=CircularState(11, 1, True) if wrapped else None)
+    data = frames_dataset(30, 2, state=CircularState(11, 1, True) if kind in OWN else None)
     source = WRITERS[kind](data, tmp_path)
     page = tmp_path / "report.html"
     summary = write_report(source, html=page, random_episodes=0)

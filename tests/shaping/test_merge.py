@@ -17,11 +17,12 @@ from expcli.formats.layout_keys import SEAMS_KEY, STARTS_CUT_KEY
 from expcli.formats.sharded import write as write_folder
 from expcli.shaping.verbs import merge
 from expcli.spec import CircularState
+from tests.format_catalogue import SUFFIXES
 from tests.replay.episode_data import memories
 from tests.shaping.reference import Episode, episodes, rows_of
 
 FULL = CircularState(0, 0, True)
-FORMATS = (".npz", ".h5", ".pt", "folder", ".parquet")
+FORMATS = (*SUFFIXES, "folder")
 
 
 def written(dataset: Dataset, folder: Path, name: str, fmt: str) -> Path:
@@ -55,7 +56,7 @@ def expected_rows(sources: list[tuple[Dataset, list[Episode]]]) -> dict[str, np.
     a=memories,
     b=memories,
     formats=st.tuples(st.sampled_from(FORMATS), st.sampled_from(FORMATS)),
-    out=st.sampled_from((".npz", ".h5", "folder")),
+    out=st.sampled_from(FORMATS),
     keep=st.booleans(),
 )
 def test_merge_is_the_concatenation_of_episodes(

@@ -16,6 +16,7 @@ from expcli.formats import Dataset, write_dataset
 from expcli.formats.layouts import write_layout
 from expcli.spec import METADATA_KEY, CircularState
 from expcli.summary import Finding, Summary
+from tests.format_catalogue import SUFFIXES
 from tests.summary.reference import check_summary
 
 # Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
@@ -97,10 +98,10 @@ def _failed(summary: Summary, check: str) -> Finding:
 
 
 @pytest.mark.parametrize("size", [None, 50], ids=["unwrapped", "wrapped"])
-@pytest.mark.parametrize("suffix", ["npz", "h5"])
+@pytest.mark.parametrize("suffix", SUFFIXES)
 def test_real_cartpole_passes_every_check(tmp_path: Path, size: int | None, suffix: str) -> None:
     dataset = cartpole(size=size)
-    summary = summarize(write_dataset(dataset, tmp_path / f"cp.{suffix}"), check=True)
+    summary = summarize(write_dataset(dataset, tmp_path / f"cp{suffix}"), check=True)
     assert summary.checks is not None and not summary.failed, summary.checks
     statuses = {f.check: f.status for f in summary.checks}
     for check in ("continuity", "autoreset", "both_flags", "finite", "metadata"):

@@ -25,6 +25,7 @@ from expcli.formats.layouts._episodes import SEAMS_KEY, column_rows, episode_bou
 from expcli.spec import CircularState, overwritten_columns
 from expcli.summary.duplicates import duplicate_finding
 from expcli.summary.fingerprints import episode_fingerprints
+from tests.format_catalogue import SUFFIXES
 from tests.memory_probe import assert_flat, frames_data, run_child
 from tests.summary.datasets import random_dataset
 
@@ -199,9 +200,9 @@ def test_fingerprinting_a_file_holds_a_chunk_not_the_data(tmp_path: Path) -> Non
     assert_flat(fingerprint, 24, 120)
 
 
-@pytest.mark.parametrize("suffix", ["npz", "csv"])
+@pytest.mark.parametrize("suffix", SUFFIXES)
 def test_a_file_gives_the_fingerprints_of_its_dataset(tmp_path: Path, suffix: str) -> None:
     dataset, _, _ = planted()
-    path = write_dataset(dataset, tmp_path / f"p.{suffix}")
+    path = write_dataset(dataset, tmp_path / f"p{suffix}")
     from_file = episode_fingerprints(path)
     assert np.array_equal(from_file, episode_fingerprints(dataset))

@@ -15,6 +15,7 @@ from expcli.formats.layouts import SEAMS_KEY, write_layout
 from expcli.spec import CircularState, chronological_rows
 from expcli.summary.chronology import segments
 from expcli.summary.stats import TensorAccumulator
+from tests.format_catalogue import SKRL_EVERY_ROW
 from tests.formats.layouts.sample import make_dataset
 from tests.summary.reference import check_summary
 
@@ -45,7 +46,7 @@ def test_foreign_layouts(tmp_path: Path, layout: str) -> None:
         assert not summary.failed, summary.checks
 
 
-@pytest.mark.parametrize("suffix", ["pt", "npz"])
+@pytest.mark.parametrize("suffix", SKRL_EVERY_ROW)
 def test_skrl_unwritten_rows_are_left_out(tmp_path: Path, suffix: str) -> None:
     """A real skrl memory saved before it filled: its NaN rows are not data."""
     torch = pytest.importorskip("torch")

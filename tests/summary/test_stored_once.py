@@ -20,6 +20,7 @@ from expcli.formats import sharded, write_dataset
 from expcli.formats.dataset import Dataset
 from expcli.formats.frames import FRAMES_CELL_BYTES, StoredOnce
 from expcli.spec import CircularState, FramesForm
+from tests.format_catalogue import SHARD_FORMATS, once_forms, suffix_of
 from tests.formats.test_frames import frame_dataset
 from tests.formats.test_frames_shards import folder_case, folder_cases
 
@@ -75,17 +76,20 @@ def _check(summary_frames: dict[str, StoredOnce], expected: dict[str, StoredOnce
 def test_inspect_counts_what_numpy_counts(
     size: int, envs: int, changed: float, leaves: bool, shard_rows: int, wrapped: bool, seed: int
 ) -> None:
-    """A file of each form, and a folder of npz and of Parquet shards: numpy's figures."""
+    """A file of each format that stores them once, and a folder of each shard format:
+    numpy's figures, by each format's form."""
     dataset, _, row_bytes = folder_case(size, envs, changed, leaves, wrapped, seed)
     names = [n for n in dataset.tensors if n.startswith("next_")]
     with tempfile.TemporaryDirectory() as tmp:
-        for suffix, form in ((".npz", "sparse"), (".parquet", "nulls")):
+        for fmt, form in once_forms().items():
+            suffix = suffix_of(fmt)
             path = write_dataset(dataset, Path(tmp) / f"d{suffix}")
             expected = {n: reference(dataset, n, [(0, size)], form, True) for n in names}
             _check(summarize(path, episodes=False).frames, expected)
             write_dataset(dataset, Path(tmp) / f"full{suffix}", frames="full")
             assert summarize(Path(tmp) / f"full{suffix}", episodes=False).frames == {}
-        for shard_format, form in (("npz", "sparse"), ("parquet", "nulls")):
+        for shard_format in SHARD_FORMATS:
+            form = once_forms()[shard_format]
             folder = Path(tmp) / shard_format
             sharded.write(
                 dataset,
@@ -99,11 +103,12 @@ def test_inspect_counts_what_numpy_counts(
             _check(summarize(folder, episodes=False).frames, expected)
 
 
-@pytest.mark.parametrize(("shard_format", "form"), [("npz", "sparse"), ("parquet", "nulls")])
+@pytest.mark.parametrize("shard_format", SHARD_FORMATS)
 def test_a_folder_of_both_forms_counts_its_whole_shards_as_kept(
-    tmp_path: Path, shard_format: str, form: str
+    tmp_path: Path, shard_format: str
 ) -> None:
     """A ``--resume`` with another ``--frames``: the whole shards keep all their cells."""
+    form = once_forms()[shard_format]
     dataset = frame_dataset(np.random.default_rng(3), 12, 2, 0.1)
     manifest = sharded.new_manifest(dataset.header(), sharded.find_shard_format(shard_format))
     writer = sharded.ShardWriter(tmp_path / "f", manifest, None, FramesForm.ONCE)

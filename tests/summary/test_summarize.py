@@ -11,10 +11,10 @@ from expcli import summarize
 from expcli.formats import read_dataset, write_dataset
 from expcli.spec import CircularState
 from expcli.summary.chronology import segments
+from tests.format_catalogue import FILE_FORMATS, suffix_of
 from tests.summary.datasets import random_dataset
 from tests.summary.reference import check_summary
 
-FORMATS = ["pt", "npz", "csv", "h5"]
 STATES = {
     "full-in-order": CircularState(0, 0, True),
     "wrapped": CircularState(4, 0, True),
@@ -26,25 +26,25 @@ STATES = {
 }
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
 @pytest.mark.parametrize("state", list(STATES.values()), ids=list(STATES))
 def test_every_number_matches_numpy(tmp_path: Path, fmt: str, state: CircularState) -> None:
-    dataset = random_dataset(state=state, seed=FORMATS.index(fmt))
-    path = write_dataset(dataset, tmp_path / f"d.{fmt}")
+    dataset = random_dataset(state=state, seed=FILE_FORMATS.index(fmt))
+    path = write_dataset(dataset, tmp_path / f"d{suffix_of(fmt)}")
     summary = summarize(path)
-    assert summary.format == ("hdf5" if fmt == "h5" else fmt)
+    assert summary.format == fmt
     assert summary.layout == "expcli"
     assert summary.wrapped == (state.filled and (state.memory_index, state.env_index) != (0, 0))
     check_summary(summary, dataset, wrapped=summary.wrapped)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
 def test_nan_and_inf_are_counted_and_left_out(tmp_path: Path, fmt: str) -> None:
     dataset = random_dataset(state=CircularState(3, 1, True), seed=5)
     obs = dataset.tensors["observations"]
     obs[0, 0, 0], obs[2, 1, 1], obs[6, 2, 0] = np.nan, np.inf, -np.inf
     dataset.tensors["rewards"][1, 1, 0] = np.nan
-    path = write_dataset(dataset, tmp_path / f"nan.{fmt}")
+    path = write_dataset(dataset, tmp_path / f"nan{suffix_of(fmt)}")
     summary = summarize(path)
     stats = {t.name: t for t in summary.tensors}
     assert (stats["observations"].nan, stats["observations"].inf) == (1, 2)

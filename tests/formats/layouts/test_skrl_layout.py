@@ -10,6 +10,7 @@ import pytest
 from expcli.formats import Dataset, read_dataset
 from expcli.formats.layouts import write_layout
 from expcli.spec import CircularState
+from tests.format_catalogue import SKRL_FORMATS, suffix_of
 from tests.formats.layouts.sample import N, T, make_dataset
 
 # Writing lossy datasets in foreign layouts on purpose: their one-line warning of what the
@@ -35,14 +36,14 @@ def test_pt_loads_with_skrl_memory_load(tmp_path: Path, dataset: Dataset) -> Non
         assert loaded.dtype == array.dtype and np.array_equal(loaded, flat(array)), name
 
 
-@pytest.mark.parametrize("suffix", [".pt", ".npz", ".csv"])
-def test_expcli_reads_the_skrl_files_back(tmp_path: Path, suffix: str) -> None:
+@pytest.mark.parametrize("fmt", SKRL_FORMATS)
+def test_expcli_reads_the_skrl_files_back(tmp_path: Path, fmt: str) -> None:
     dataset = make_dataset(CircularState(4, 1, False))
-    path = write_layout(dataset, tmp_path / f"memory{suffix}", "skrl", overwrite=False)
+    path = write_layout(dataset, tmp_path / f"memory{suffix_of(fmt)}", "skrl", overwrite=False)
     back = read_dataset(path, num_envs=N)
     assert back.metadata == {}  # skrl files carry no metadata
     assert sorted(back.tensors) == sorted(dataset.tensors)
-    if suffix == ".csv":  # only the valid transitions, in (row, env) order, as skrl writes
+    if fmt == "csv":  # only the valid transitions, in (row, env) order, as skrl writes
         assert back.state == CircularState(4, 1, False) and back.memory_size == 5
         valid = 4 * N + 1
         for name, array in dataset.tensors.items():
