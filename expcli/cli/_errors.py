@@ -7,13 +7,14 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 
 from expcli import thread_pools
-from expcli.errors import ExpcliError
+from expcli.errors import ExpcliError, printable
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -34,6 +35,7 @@ EXIT_BROKEN_PIPE = 141
 def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Wrap a command so that its errors reach the user as one line and an exit code.
 
+    A warning (what a reader could not tell, say) is one ``warning: message`` line on stderr.
     An ``ExpcliError`` becomes ``error: message`` on stderr and its exit code, any other ``OSError``
     ``error: file: reason`` and exit 1; Ctrl-C exits 130; a closed output pipe exits
     ``EXIT_BROKEN_PIPE`` silently. ``EXPCLI_DEBUG=1`` re-raises with the full traceback.
@@ -42,7 +44,9 @@ def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return fn(*args, **kwargs)
+            with warnings.catch_warnings():
+                warnings.showwarning = _warning_line
+                return fn(*args, **kwargs)
         except BrokenPipeError:
             quiet_closed_pipes()
             raise typer.Exit(EXIT_BROKEN_PIPE) from None
@@ -127,6 +131,24 @@ def quiet_closed_pipes() -> None:
                 pass  # not a real file (a test runner's capture): nothing to flush later
     finally:
         os.close(devnull)
+
+
+def _warning_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """``warnings.showwarning`` as one yellow ``warning: message`` line on stderr."""
+    del category, filename, lineno, file, line
+    from rich.markup import escape
+
+    from expcli.cli._console import err_console
+
+    text = escape(printable(str(message)))
+    err_console().print(f"[yellow]warning:[/yellow] {text}", soft_wrap=True, highlight=False)
 
 
 def _report(message: str, exit_code: int) -> NoReturn:

@@ -73,6 +73,7 @@ from expcli.formats._parquet_open import open_parquet, pyarrow_parquet, refuse_e
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.builtin.parquet_file import PARQUET_FILE
 from expcli.formats.dataset import Dataset, read_whole
+from expcli.formats.foreign_table import open_table
 from expcli.formats.frames import ByCells, StoredOnce, find_cells, frame_pairs, kept_cells
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows
@@ -376,15 +377,19 @@ def _unwritten_zero(dataset: Dataset, valid: int) -> bool:
 def open_lazy(
     path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
 ) -> tuple[Dataset, Callable[[], None]]:
-    """Open a Parquet file of expcli's; each tensor's rows are read a row group at a time.
+    """Open a Parquet file; each tensor's rows are read a row group at a time.
+
+    A file without expcli's metadata, or whose rows disagree with it (filtered, reordered
+    or added to by another tool), is read from its columns alone (``foreign_table``), with
+    one warning line saying so.
 
     ``cache``: where each tensor keeps the row groups it decodes (its rows of them), for
     draws at random; without one, a tensor keeps the last group it read, and one read in
     order decodes the next meanwhile.
 
     Raises:
-        FormatError: Not a Parquet file, truncated or damaged, without expcli's metadata,
-            or with columns that are not of the types its metadata says.
+        FormatError: Not a Parquet file, truncated or damaged, with columns that are not of
+            the types its metadata says, or (read from its columns) as ``open_table``.
         SchemaError: The metadata disagrees with itself.
         MissingDependencyError: pyarrow is not installed.
     """
@@ -407,11 +412,7 @@ def _open(
 ) -> tuple[Dataset, Callable[[], None]]:
     kv = parquet.metadata.metadata or {}
     if HEADER_KEY not in kv:
-        raise FormatError(
-            "has no expcli metadata (footer key 'expcli'); only Parquet files written by "
-            "expcli are read",
-            path=path,
-        )
+        return open_table(parquet, path, "no expcli metadata")
     for key in (HEADER_KEY, LAYOUT_KEY):
         if len(kv.get(key, b"")) > MAX_METADATA_BYTES:
             raise FormatError("metadata too large", path=path, key=key.decode())
@@ -437,11 +438,11 @@ def _open(
     assert isinstance(size, int) and isinstance(envs, int)
     cells = size * envs
     valid = min(state.valid_length(size, envs), cells)
-    if rows != stored or stored not in (valid, cells):
-        raise FormatError(
-            f"holds {stored:,} rows; its metadata says {rows!r} of {valid:,} transitions",
-            path=path,
+    if rows != stored or stored not in (valid, cells):  # filtered or added to by another tool
+        disagree = (
+            f"its rows disagree with its expcli metadata ({stored:,} rows, {valid:,} recorded)"
         )
+        return open_table(parquet, path, disagree)
     schema = parquet.schema_arrow
     for column in columns:
         if column.encoding == EMPTY:

@@ -1,0 +1,152 @@
+"""The columns of a table expcli did not write: which Arrow types can be a tensor, and decoding.
+
+A column is a tensor when it holds numbers or booleans: a scalar per row, or lists of them,
+nested to any depth. A fixed-size list says its length; a variable-size list (what polars
+and duckdb write for an array, HF ``datasets`` for a ``Sequence``) takes the length of its
+first row, and every row must have it: ragged rows cannot be one tensor and are refused,
+naming the column and the first row that differs. Nulls are refused too, except where a
+column may hold them (a next observation stored once): there they are given back as a mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.errors import FormatError
+
+__all__ = ["Kind", "decode", "first_shape", "kind_of"]
+
+_DTYPES = {
+    "bool": "bool",
+    "int8": "int8",
+    "int16": "int16",
+    "int32": "int32",
+    "int64": "int64",
+    "uint8": "uint8",
+    "uint16": "int32",  # widened losslessly: the schema has no uint16
+    "uint32": "int64",
+    "halffloat": "float16",
+    "float": "float32",
+    "double": "float64",
+}
+"""Arrow's name of each scalar type a tensor may hold -> the tensor's dtype."""
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """What a column holds: its values' dtype and each list level's length (None: variable).
+
+    ``levels`` is empty for a scalar column.
+    """
+
+    dtype: str
+    levels: tuple[int | None, ...]
+
+
+def kind_of(field: Any, path: Path) -> Kind:
+    """The ``Kind`` of an Arrow field, or a refusal naming the column and its type.
+
+    Raises:
+        FormatError: Not numbers, booleans or (nested) lists of them.
+    """
+    import pyarrow as pa
+
+    kind, levels = field.type, list[int | None]()
+    while True:
+        if pa.types.is_fixed_size_list(kind):
+            levels.append(int(kind.list_size))
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            levels.append(None)
+        else:
+            break
+        kind = kind.value_type
+    dtype = _DTYPES.get(str(kind))
+    if dtype is None:
+        raise FormatError(
+            f"column is {field.type}; expected numbers or booleans, or lists of them",
+            path=path,
+            key=field.name,
+        )
+    return Kind(dtype, tuple(levels))
+
+
+def first_shape(array: Any, kind: Kind, path: Path, name: str) -> tuple[int, ...]:
+    """The feature shape of a column, from its first row (``array``: at least one row)."""
+    shape = []
+    level = array.slice(0, 1)
+    if level.null_count:
+        raise FormatError("row 0 is null; expected a value", path=path, key=name)
+    for length in kind.levels:
+        if length is None:
+            length = int(level.value_lengths()[0].as_py())
+        shape.append(length)
+        level = _inner(level, length)
+    return tuple(shape)
+
+
+def decode(
+    array: Any, kind: Kind, shape: tuple[int, ...], where: tuple[Path, str, int], nullable: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Rows of a column as ``(n, *shape)`` of its dtype, and where nullable, the valid rows.
+
+    ``where``: the file, the column and the file row of the array's first row (for messages).
+    Null rows of a nullable column read as zeros, False in the mask (None: no null).
+
+    Raises:
+        FormatError: A null where none may be, or ragged lists.
+    """
+    path, name, first = where
+    count = len(array)
+    if not array.null_count:
+        return _dense(array, kind, shape, where), None
+    valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), bool)
+    if not nullable:
+        row = first + int(np.argmin(valid))
+        raise FormatError(f"row {row:,} is null; expected a value", path=path, key=name)
+    out = np.zeros((count, *shape), kind.dtype)
+    out[valid] = _dense(array.filter(array.is_valid()), kind, shape, (path, name, -1))
+    return out, valid
+
+
+def _dense(
+    array: Any, kind: Kind, shape: tuple[int, ...], where: tuple[Path, str, int]
+) -> np.ndarray:
+    """``decode`` of an array without top-level nulls (``where[2]`` -1: rows not numbered)."""
+    path, name, first = where
+    count, level, inner = len(array), array, 1
+    for length, declared in zip(shape, kind.levels, strict=True):
+        if declared is None:
+            lengths = np.asarray(level.value_lengths().to_numpy(zero_copy_only=False))
+            wrong = np.flatnonzero(lengths != length)
+            if len(wrong):
+                at = int(wrong[0]) // inner
+                row = f"row {first + at:,}" if first >= 0 else "a row"
+                raise FormatError(
+                    f"{row} holds lists of {int(lengths[wrong[0]])} values where row 0 holds "
+                    f"{length}: ragged lists cannot be one tensor",
+                    path=path,
+                    key=name,
+                )
+        level = _inner(level, length)
+        inner *= length
+        if level.null_count:
+            raise FormatError(
+                f"holds {level.null_count:,} null values inside its lists; expected none",
+                path=path,
+                key=name,
+            )
+    values = np.asarray(level.to_numpy(zero_copy_only=False))
+    return values.astype(kind.dtype, copy=False).reshape(count, *shape)
+
+
+def _inner(level: Any, length: int) -> Any:
+    """A list array's values, one level down, for its rows alone (slices respected)."""
+    import pyarrow as pa
+
+    if pa.types.is_fixed_size_list(level.type):
+        return level.values.slice(level.offset * length, len(level) * length)
+    return level.flatten()
