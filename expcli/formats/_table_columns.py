@@ -75,11 +75,9 @@ def kind_of(field: Any, path: Path) -> Kind:
 
 
 def first_shape(array: Any, kind: Kind, path: Path, name: str) -> tuple[int, ...]:
-    """The feature shape of a column, from its first row (``array``: at least one row)."""
+    """The feature shape of a column, from its first row (``array``: at least one, not null)."""
     shape = []
     level = array.slice(0, 1)
-    if level.null_count:
-        raise FormatError("row 0 is null; expected a value", path=path, key=name)
     for length in kind.levels:
         if length is None:
             length = int(level.value_lengths()[0].as_py())

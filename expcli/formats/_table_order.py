@@ -90,6 +90,7 @@ def place(
     """
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("start", "episode", "env", "lo", "hi")}
     ordered, last, names = True, dict[str, np.ndarray](), set[str]()
+    latest: np.ndarray | None = None
     for first, keys in groups:
         rows = len(next(iter(keys.values()))) if keys else 0
         if not rows:
@@ -108,8 +109,8 @@ def place(
             before = np.concatenate([last.get("step", step[:1] - 1), step[:-1]])
             ordered &= bool((before < step)[~new].all())
         carried = int(at[0]) if len(at) else rows  # rows going on with the last group's run
-        if carried and parts["hi"]:
-            parts["hi"][-1][-1] = step[carried - 1]
+        if carried and latest is not None:
+            latest[-1] = step[carried - 1]
         for name, values in (
             ("start", first + at),
             ("episode", keys.get("episode", zeros)[at]),
@@ -118,6 +119,7 @@ def place(
             ("hi", step[np.append(at[1:], rows) - 1] if len(at) else at),
         ):
             parts[name].append(values)
+        latest = parts["hi"][-1] if len(at) else latest  # the last run's steps end there
         last = {name: values[-1:] for name, values in keys.items()}
     if not parts["start"] or "episode" not in names:
         runs = _cat(parts, "start", count)

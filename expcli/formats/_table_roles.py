@@ -34,13 +34,15 @@ ROLE_NAMES: dict[str, tuple[str, ...]] = {
     "episode": ("episode_index", "episode_id", "episode"),
     "step": ("frame_index", "step", "frame"),
     "env": ("env", "env_index"),
+    "row": ("row",),
 }
 """Each role and the column names that play it, as their libraries spell them."""
 
 TENSOR_ROLES = ("observations", "next_observations", "actions", "rewards")
 FLAG_ROLES = ("terminated", "truncated", "done")
-BOOKKEEPING_ROLES = ("episode", "step", "env")
-_IGNORED = ("index", "row", "__index_level_0__")
+BOOKKEEPING_ROLES = ("episode", "step", "env", "row")
+"""Roles of integer columns that place rows (``row``: expcli's, where a row was written)."""
+_IGNORED = ("index", "__index_level_0__")
 """Numbering columns that say nothing a tensor holds (expcli's, pandas' index)."""
 
 _CONVENTIONS = (

@@ -72,17 +72,48 @@ def open_table(parquet: Any, path: Path, reason: str) -> tuple[Dataset, Callable
     if not groups.count:
         raise FormatError("holds no rows; expected at least one", path=path)
     tensors = [n for n in _used(roles) if n not in _bookkeeping(roles)]
-    for name in tensors:
-        shape = first_shape(groups.arrow(name, 0), kinds[name], path, name)
+    for name in sorted(tensors, key=lambda n: _named(roles, n).startswith("next_")):
         nullable = _named(roles, name).startswith("next_")
+        partner = roles.columns.get(_named(roles, name).removeprefix("next_"), "")
+        alike = (
+            groups.columns.get(partner) if nullable and kinds.get(partner) == kinds[name] else None
+        )
+        shape = _shape(groups, name, kinds[name], None if alike is None else alike[1])
         groups.columns[name] = (kinds[name], shape, nullable)
     for name in _bookkeeping(roles):
         groups.columns[name] = (kinds[name], (), False)
-    key_names = {r: roles.columns[r] for r in BOOKKEEPING_ROLES if r in roles.columns}
+    key_names: dict[str, str] = {
+        r: roles.columns[r] for r in ("episode", "step", "env") if r in roles.columns
+    }
     placement = place(
         groups.keys(key_names), groups.count, lambda: groups.whole_keys(key_names), path
     )
     return _dataset(groups, roles, placement, path, reason), groups.close
+
+
+def _shape(
+    groups: _Groups, name: str, kind: Kind, partner: tuple[int, ...] | None
+) -> tuple[int, ...]:
+    """A column's feature shape: its lists' lengths, or those of its first row not null.
+
+    ``partner``: the shape of the observations a next-observation column goes with, taken
+    when all its rows are null (each stored once as the next row's).
+
+    Raises:
+        FormatError: Every row of a column of variable-size lists is null, and it has no
+            partner.
+    """
+    if None not in kind.levels:
+        return tuple(int(length or 0) for length in kind.levels)
+    for group in range(len(groups.starts) - 1):
+        array = groups.arrow(name, group)
+        if array.null_count:
+            array = array.filter(array.is_valid())
+        if len(array):
+            return first_shape(array, kind, groups.path, name)
+    if partner is not None:
+        return partner
+    raise FormatError("holds only nulls; expected values", path=groups.path, key=name)
 
 
 def _used(roles: Roles) -> list[str]:
@@ -102,47 +133,26 @@ def _dataset(
     groups: _Groups, roles: Roles, placement: Placement, path: Path, reason: str
 ) -> Dataset:
     rows, envs = placement.shape
-    unknown: list[str] = []
     arrays: dict[str, Any] = {}
     for name, (_, shape, _) in groups.columns.items():
-        if name in _bookkeeping(roles):
-            continue
-        tensor = _named(roles, name)
-        arrays[tensor] = _lazy(groups, placement, name, shape or (1,))
-    ends = placement.episode_ends()
-    flags = {
-        r: _flags(groups, placement, roles.columns[r]) for r in FLAG_ROLES if r in roles.columns
-    }
-    terminated = flags.get("terminated", np.zeros((rows, envs), bool))
-    truncated = flags.get("truncated", np.zeros((rows, envs), bool))
-    if "done" in flags:
-        if "terminated" in flags and "truncated" in flags:
-            pass  # the split is given: done says nothing more
-        elif "terminated" in flags:
-            truncated |= flags["done"] & ~terminated
-        else:
-            unknown.append(
-                f"{roles.columns['done']!r} does not tell termination from truncation: taken "
-                "as terminated"
-            )
-            terminated |= flags["done"] & ~truncated
-    if not flags and placement.episodes is None:
-        unknown.append("no done flags nor episode column: one episode an env column, not ended")
-    seams = ends & ~(terminated | truncated)
-    truncated |= seams
-    if seams.any() and not flags:
-        unknown.append("no done flags: each episode's end marked truncated")
+        if name not in _bookkeeping(roles):
+            arrays[_named(roles, name)] = _lazy(groups, placement, name, shape or (1,))
+    terminated, truncated, seams, unknown = _done(groups, roles, placement)
+    ends = terminated | truncated | placement.episode_ends()
+    row = roles.columns.get("row")
+    rows_column = None if row is None else _lazy(groups, placement, row, (1,))
     for tensor in [n for n in arrays if n == "observations" or n.startswith("observations/")]:
         following = "next_" + tensor
         if following in arrays:
-            arrays[following] = _NullsFilled(arrays[following], arrays[tensor], path, following)
-            continue
-        arrays[following] = _following(arrays[tensor], terminated | truncated | ends)
-        if not any(u.startswith("no next") for u in unknown):
-            unknown.append(
-                "no next observations: each is the next row's in its episode, the last of "
-                "each episode unknown (its own observation repeated)"
-            )
+            stored = arrays[following]
+            arrays[following] = _NullsFilled(stored, arrays[tensor], ends, rows_column)
+        else:
+            arrays[following] = _following(arrays[tensor], ends)
+            if not any(u.startswith("no next") for u in unknown):
+                unknown.append(
+                    "no next observations: each is the next row's in its episode, the last of "
+                    "each episode unknown (its own observation repeated)"
+                )
     if "rewards" not in arrays:
         unknown.append("no rewards: the dataset has no rewards tensor")
     if placement.sorted:
@@ -161,12 +171,49 @@ def _dataset(
         if envs == 1:
             metadata[SEAMS_KEY] = where[:, 0].tolist()
         else:
-            table["seams_marked_truncated"] = where.tolist()
+            table[SEAMS_KEY] = where.tolist()
     said = "; ".join([f"{reason}: read from its columns as {roles.described()}", *unknown])
     warnings.warn(f"{path}: {said}", UserWarning, stacklevel=2)
     dataset = Dataset(arrays, CircularState(0, 0, filled=True), metadata)
     dataset.validate(path)
     return dataset
+
+
+def _done(
+    groups: _Groups, roles: Roles, placement: Placement
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """``terminated``, ``truncated`` and the seams among them ``(T, N)``, and what is unknown.
+
+    A ``done`` without both flags beside it is taken as terminated (said); an episode that
+    the episode column ends without a flag is a seam, marked truncated (said).
+    """
+    rows, envs = placement.shape
+    unknown: list[str] = []
+    flags = {
+        r: _flags(groups, placement, roles.columns[r]) for r in FLAG_ROLES if r in roles.columns
+    }
+    terminated = flags.get("terminated", np.zeros((rows, envs), bool))
+    truncated = flags.get("truncated", np.zeros((rows, envs), bool))
+    done = flags.get("done")
+    if done is not None and "terminated" in flags and "truncated" not in flags:
+        truncated |= done & ~terminated
+    elif done is not None and "terminated" not in flags:
+        unknown.append(
+            f"{roles.columns['done']!r} does not tell termination from truncation: taken "
+            "as terminated"
+        )
+        terminated |= done & ~truncated
+    if not flags and placement.episodes is None:
+        unknown.append("no done flags nor episode column: one episode an env column, not ended")
+    seams = placement.episode_ends() & ~(terminated | truncated)
+    truncated |= seams
+    if seams.any():
+        unknown.append(
+            "no done flags: each episode's end marked truncated"
+            if not flags
+            else f"{int(seams.sum()):,} episode ends without a done flag: marked truncated"
+        )
+    return terminated, truncated, seams, unknown
 
 
 def _flags(groups: _Groups, placement: Placement, name: str) -> np.ndarray:
@@ -200,16 +247,17 @@ class _Column(LazyRows):
         name: str,
     ) -> None:
         super().__init__(shape, dtype, self._rows)
-        self._groups, self._placement, self._name = groups, placement, name
+        self._groups, self._placement, self.name = groups, placement, name
+        self.path = groups.path
 
     def _rows(self, first: int, stop: int) -> np.ndarray:
-        values, _ = self._groups.take(self._name, self._placement.cells(first, stop).reshape(-1))
+        values, _ = self._groups.take(self.name, self._placement.cells(first, stop).reshape(-1))
         return values.reshape(stop - first, *self.shape[1:])
 
     def valid(self, first: int, stop: int) -> np.ndarray | None:
         """``(stop - first, N)`` bools, False where a cell is null (None: the column has none)."""
         cells = self._placement.cells(first, stop)
-        valid = self._groups.take(self._name, cells.reshape(-1))[1]
+        valid = self._groups.take(self.name, cells.reshape(-1))[1]
         return None if valid is None or valid.all() else valid.reshape(cells.shape)
 
 
@@ -228,28 +276,47 @@ def _following(observations: LazyRows, ends: np.ndarray) -> LazyRows:
 
 
 class _NullsFilled(LazyRows):
-    """A next-observation column whose null cells are the observation one row on, same env."""
+    """A next-observation column whose null cells are the observation one row on, same env.
 
-    def __init__(self, stored: _Column, observations: LazyRows, path: Path, name: str) -> None:
+    expcli stores a next observation once, null, where it is its env's next row's
+    observation. A null that ends an episode is the next row's only where that row is
+    the one that followed it when written (expcli's ``row`` column says so): an episode
+    cut by a filter has lost it, and such a null is refused, never filled with another's.
+    """
+
+    def __init__(
+        self,
+        stored: _Column,
+        observations: LazyRows,
+        ends: np.ndarray,
+        rows: _Column | None,
+    ) -> None:
         super().__init__(stored.shape, stored.dtype, self._rows)
-        self._stored, self._observations = stored, observations
-        self._where = path, name
+        self._stored, self._observations, self._ends, self._row = stored, observations, ends, rows
 
     def _rows(self, first: int, stop: int) -> np.ndarray:
         out = np.array(self._stored[first:stop])
         valid = self._stored.valid(first, stop)
         if valid is None:
             return out
-        if stop == len(self) and not valid[-1].all():
-            path, name = self._where
+        null = ~valid
+        last = min(stop, len(self) - 1)  # rows with a next row
+        lost = null & self._ends[first:stop]
+        lost[last - first :] = null[last - first :]
+        if lost[: last - first].any() and self._row is not None:
+            here = np.asarray(self._row[first:last]).reshape(last - first, -1)
+            after = np.asarray(self._row[first + 1 : last + 1]).reshape(last - first, -1)
+            lost[: last - first] &= after != here + 1
+        if lost.any():
+            row, column = (int(i) for i in np.argwhere(lost)[0])
             raise FormatError(
-                "null in the last row of its env; expected a value (no next row holds it)",
-                path=path,
-                key=name,
+                f"row {first + row:,} of env column {column} is null, stored once as the next "
+                "row's observation, and that row is not in the table; expected a value",
+                path=self._stored.path,
+                key=self._stored.name,
             )
-        ahead = np.asarray(self._observations[first + 1 : min(stop + 1, len(self))])
-        null = ~valid[: len(ahead)]
-        out[: len(ahead)][null] = ahead[null]
+        ahead = np.asarray(self._observations[first + 1 : last + 1])
+        out[: last - first][null[: last - first]] = ahead[null[: last - first]]
         return out
 
 

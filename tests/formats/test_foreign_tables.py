@@ -1,0 +1,351 @@
+"""Parquet tables expcli did not write, written by the real libraries, read from their columns.
+
+expcli's own file cut by polars, duckdb and pyarrow reads back expcli's rows of the episodes
+kept; HF ``datasets`` with Minari's names, D4RL's names, a ``done`` alone, episodes out of
+order: each read with one warning saying what was inferred. Ragged lists and columns that
+cannot be tensors are refused in one line. About 10 s on two cores.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from expcli.errors import FormatError
+from expcli.formats import Dataset, read_dataset, write_dataset
+from expcli.formats import _table_order
+from expcli.formats.layout_keys import SEAMS_KEY
+from expcli.spec import CircularState
+
+STEPS = ("observations", "next_observations", "actions", "rewards", "terminated", "truncated")
+
+
+def collected(rows: int = 40, envs: int = 3, seed: int = 0, every: bool = False) -> Dataset:
+    """An expcli dataset whose episodes end by both flags; ``every``: each next observation
+    is the next row's, episode ends too (else an episode's last one is its own).
+
+    Its observations are 64 bytes: expcli stores their next ones once, null where they are
+    the next row's, and readers other than expcli see the nulls.
+    """
+    rng = np.random.default_rng(seed)
+    observations = rng.normal(size=(rows, envs, 16)).astype(np.float32)
+    at = np.arange(rows)[:, None] + np.arange(envs)[None, :]
+    terminated = (at % 7 == 6)[..., None]
+    truncated = (at % 11 == 10)[..., None] & ~terminated
+    following = np.roll(observations, -1, axis=0)
+    ends = (terminated | truncated)[..., 0] & (not every)
+    ends[-1] = True
+    following[ends] = rng.normal(size=(int(ends.sum()), 16)).astype(np.float32)
+    tensors = {
+        "observations": observations,
+        "next_observations": following,
+        "actions": rng.integers(0, 4, (rows, envs, 1)),
+        "rewards": rng.normal(size=(rows, envs, 1)).astype(np.float32),
+        "terminated": terminated,
+        "truncated": truncated,
+    }
+    return Dataset(tensors, CircularState(0, 0, filled=True), {"env_id": "Test-v0"})
+
+
+def read_warned(path: Path) -> tuple[Dataset, list[str]]:
+    """The dataset read whole, and the warnings its reading gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dataset = read_dataset(path)
+    return dataset, [str(w.message) for w in caught]
+
+
+def rows_of_episodes(dataset: Dataset, source: Path, kept: int) -> dict[str, np.ndarray]:
+    """expcli's rows of the episodes numbered below ``kept``, env after env, in time order."""
+    book = pq.read_table(source, columns=["index", "episode_index", "env", "row"])
+    chosen = book.filter(pc.less(book["episode_index"], kept)).sort_by(
+        [("env", "ascending"), ("index", "ascending")]
+    )
+    row, env = (chosen[c].to_numpy() for c in ("row", "env"))
+    return {name: np.asarray(dataset.tensors[name])[row, env] for name in STEPS}
+
+
+def flat(dataset: Dataset) -> dict[str, np.ndarray]:
+    """Each tensor's rows of one env column, ``(T, *feature)``."""
+    assert dataset.num_envs == 1
+    return {name: np.asarray(t)[:, 0] for name, t in dataset.tensors.items()}
+
+
+def test_a_polars_copy_of_a_whole_file_reads_back_every_tensor(tmp_path: Path) -> None:
+    source = write_dataset(collected(), tmp_path / "own.parquet")
+    copy = tmp_path / "copy.parquet"
+    pl.read_parquet(source).write_parquet(copy)
+    assert pq.read_table(copy).column("next_observations").null_count > 60
+    dataset, said = read_warned(copy)
+    assert said == [f"{copy}: no expcli metadata: read from its columns as expcli's columns"]
+    original = collected()
+    assert sorted(dataset.tensors) == sorted(original.tensors)
+    for name, tensor in original.tensors.items():
+        assert np.array_equal(dataset.tensors[name], tensor), name
+    assert dataset.metadata["layout"] == "table"
+    assert dataset.metadata["table"]["read"] == "no expcli metadata"
+
+
+@pytest.mark.parametrize("tool", ["duckdb", "polars"])
+def test_a_copy_of_some_episodes_reads_back_expcli_rows_of_them(tmp_path: Path, tool: str) -> None:
+    source = write_dataset(collected(), tmp_path / "own.parquet")
+    cut = tmp_path / f"{tool}.parquet"
+    if tool == "duckdb":
+        duckdb.sql(f"COPY (SELECT * FROM '{source}' WHERE episode_index < 6) TO '{cut}'")
+    else:
+        pl.scan_parquet(source).filter(pl.col("episode_index") < 6).sink_parquet(cut)
+    dataset, said = read_warned(cut)
+    assert len(said) == 1 and "one env column, env after env" in said[0]
+    expected = rows_of_episodes(collected(), source, 6)
+    got = flat(dataset)
+    for name in STEPS:
+        assert np.array_equal(got[name], expected[name]), name
+    assert SEAMS_KEY not in dataset.metadata  # every episode kept ends with its own flag
+
+
+def test_a_pyarrow_cut_keeps_the_footer_and_is_read_from_its_columns(tmp_path: Path) -> None:
+    source = write_dataset(collected(), tmp_path / "own.parquet")
+    table = pq.read_table(source)
+    cut = tmp_path / "cut.parquet"
+    pq.write_table(table.filter(pc.less(table["episode_index"], 6)), cut)
+    assert b"expcli" in (pq.read_metadata(cut).metadata or {})
+    dataset, said = read_warned(cut)
+    rows = len(dataset)
+    assert said[0].startswith(
+        f"{cut}: its rows disagree with its expcli metadata ({rows} rows, 120 recorded): "
+        "read from its columns"
+    )
+    expected = rows_of_episodes(collected(), source, 6)
+    for name, values in flat(dataset).items():
+        assert np.array_equal(values, expected[name]), name
+
+
+def test_a_lost_next_row_of_a_null_next_observation_is_refused(tmp_path: Path) -> None:
+    """Stored once, an episode's last next observation is null where it was the next row's
+    observation: cut away with its episode, nothing may stand in for it."""
+    source = write_dataset(collected(every=True), tmp_path / "own.parquet")
+    cut = tmp_path / "cut.parquet"
+    duckdb.sql(f"COPY (SELECT * FROM '{source}' WHERE episode_index < 6) TO '{cut}'")
+    with pytest.raises(FormatError, match="is null, stored once .* not in the table") as info:
+        read_warned(cut)
+    assert info.value.key == "next_observations" and info.value.path == str(cut)
+
+
+def test_hf_datasets_with_minari_names(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    rng = np.random.default_rng(1)
+    observations = rng.normal(size=(12, 2)).astype(np.float32)
+    terminations = np.zeros(12, bool)
+    terminations[4] = True
+    truncations = np.zeros(12, bool)
+    truncations[9] = True
+    path = tmp_path / "minari.parquet"
+    datasets.Dataset.from_dict(
+        {
+            "observations": observations.tolist(),
+            "actions": rng.integers(0, 3, 12).tolist(),
+            "rewards": rng.normal(size=12).tolist(),
+            "terminations": terminations.tolist(),
+            "truncations": truncations.tolist(),
+        }
+    ).to_parquet(path)
+    dataset, said = read_warned(path)
+    assert len(said) == 1 and "as Minari's columns (terminated=terminations" in said[0]
+    assert "no next observations" in said[0]
+    got = flat(dataset)
+    assert np.array_equal(got["observations"], observations)
+    assert np.array_equal(got["terminated"][:, 0], terminations)
+    assert np.array_equal(got["truncated"][:, 0], truncations)
+    following = got["next_observations"]
+    assert np.array_equal(following[:4], observations[1:5])  # the next row's, in its episode
+    assert np.array_equal(following[4], observations[4])  # unknown: its own, and said
+    assert np.array_equal(following[11], observations[11])  # the last row: none after it
+    assert dataset.metadata["table"]["unknown"][0].startswith("no next observations")
+
+
+def test_d4rl_names_with_their_next_observations(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    observations = rng.normal(size=(10, 3)).astype(np.float32)
+    following = rng.normal(size=(10, 3)).astype(np.float32)
+    terminals, timeouts = np.zeros(10, bool), np.zeros(10, bool)
+    terminals[3], timeouts[7] = True, True
+    table = pa.table(
+        {
+            "observations": pa.FixedSizeListArray.from_arrays(observations.reshape(-1), 3),
+            "actions": rng.normal(size=10).astype(np.float32),
+            "rewards": rng.normal(size=10),
+            "terminals": terminals,
+            "timeouts": timeouts,
+            "next_observations": pa.FixedSizeListArray.from_arrays(following.reshape(-1), 3),
+        }
+    )
+    path = tmp_path / "d4rl.parquet"
+    pq.write_table(table, path)
+    dataset, said = read_warned(path)
+    assert said == [
+        f"{path}: no expcli metadata: read from its columns as D4RL's columns "
+        "(terminated=terminals, truncated=timeouts)"
+    ]
+    got = flat(dataset)
+    assert np.array_equal(got["next_observations"], following)
+    assert np.array_equal(got["terminated"][:, 0], terminals)
+    assert np.array_equal(got["truncated"][:, 0], timeouts)
+    assert got["rewards"].dtype == np.float64 and got["actions"].shape == (10, 1)
+
+
+def test_done_alone_is_taken_as_terminated_and_episodes_out_of_order_are_sorted(
+    tmp_path: Path,
+) -> None:
+    episodes = [np.arange(5) * 10 + e for e in range(3)]  # observation = 10 * step + episode
+    rows = [(e, s) for e in range(3) for s in range(5)]
+    shuffled = np.random.default_rng(3).permutation(len(rows))
+    table = pa.table(
+        {
+            "episode_id": [rows[i][0] for i in shuffled],
+            "step": [rows[i][1] for i in shuffled],
+            "obs": [float(episodes[rows[i][0]][rows[i][1]]) for i in shuffled],
+            "action": [rows[i][1] % 2 for i in shuffled],
+            "done": [rows[i][1] == 4 for i in shuffled],
+        }
+    )
+    path = tmp_path / "done.parquet"
+    pq.write_table(table, path, row_group_size=4)
+    dataset, said = read_warned(path)
+    assert len(said) == 1
+    for words in (
+        "'done' does not tell termination from truncation: taken as terminated",
+        "no rewards: the dataset has no rewards tensor",
+        "its rows sorted by episode and step",
+    ):
+        assert words in said[0]
+    got = flat(dataset)
+    assert np.array_equal(got["observations"][:, 0], np.concatenate(episodes).astype(float))
+    assert np.array_equal(got["terminated"][:, 0], np.tile(np.arange(5) == 4, 3))
+    assert not got["truncated"].any() and "rewards" not in got
+
+
+def test_episodes_without_flags_end_where_their_column_says_marked_truncated(
+    tmp_path: Path,
+) -> None:
+    """An episode column across row groups of 3 rows; no flag: each end is a seam."""
+    path = tmp_path / "episodes.parquet"
+    table = pa.table({"episode_index": [0] * 4 + [1] * 5 + [2] * 2, "action": list(range(11))})
+    pq.write_table(table, path, row_group_size=3)
+    dataset, said = read_warned(path)
+    assert "no done flags: each episode's end marked truncated" in said[0]
+    assert np.flatnonzero(flat(dataset)["truncated"][:, 0]).tolist() == [3, 8]  # the last: open
+    assert dataset.metadata[SEAMS_KEY] == [3, 8]
+    assert "observations" not in dataset.tensors
+
+
+def test_a_table_to_sort_beyond_the_limit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_table_order, "MAX_SORTED_ROWS", 5)
+    path = tmp_path / "spread.parquet"
+    pq.write_table(pa.table({"episode": [0, 1, 0, 1, 0, 1], "obs": [0.0] * 6}), path)
+    with pytest.raises(FormatError, match="not contiguous .* 6 rows, more than the 5 sorted"):
+        read_warned(path)
+
+
+def test_ragged_lists_are_refused_naming_the_column_and_the_first_bad_row(tmp_path: Path) -> None:
+    path = tmp_path / "ragged.parquet"
+    table = pa.table({"obs": [[1.0, 2.0], [3.0, 4.0], [5.0], [6.0, 7.0]], "reward": [0.0] * 4})
+    pq.write_table(table, path, row_group_size=2)
+    with pytest.raises(FormatError, match="row 2 holds lists of 1 values where row 0 holds 2"):
+        read_warned(path)
+    line = one_line_exit_1(path)
+    assert "obs" in line and "ragged" in line
+
+
+@pytest.mark.parametrize(
+    ("column", "words"),
+    [
+        (pa.array(["no", "yes"]), "column is string; expected numbers or booleans"),
+        (pa.array([{"a": 1}, {"a": 2}]), "column is struct<a: int64>"),
+    ],
+)
+def test_a_column_of_another_type_is_refused_naming_its_type(
+    tmp_path: Path, column: Any, words: str
+) -> None:
+    path = tmp_path / "typed.parquet"
+    pq.write_table(pa.table({"obs": [0.5, 1.5], "done": column}), path)
+    with pytest.raises(FormatError, match=words) as info:
+        read_warned(path)
+    assert info.value.key == "done"
+
+
+def test_a_table_of_no_known_columns_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "prices.parquet"
+    pq.write_table(pa.table({"price": [1.0, 2.0]}), path)
+    with pytest.raises(FormatError, match="no column expcli recognises as observations"):
+        read_warned(path)
+
+
+def one_line_exit_1(path: Path) -> str:
+    """``expcli inspect PATH``'s one error line (beside the warning line that it was read
+    from its columns: the fuzzer's rule too), exit 1."""
+    out = subprocess.run(
+        [sys.executable, "-m", "expcli", "inspect", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    errors = [line for line in lines if not line.startswith("warning:")]
+    assert len(lines) <= 2 and len(errors) == 1 and "Traceback" not in out.stderr
+    assert errors[0].startswith(f"error: {path}")
+    return errors[0]
+
+
+@pytest.mark.parametrize("command", ["inspect", "convert"])
+def test_the_cli_reads_a_foreign_table_with_one_warning_line(tmp_path: Path, command: str) -> None:
+    source = write_dataset(collected(), tmp_path / "own.parquet")
+    copy = tmp_path / "copy.parquet"
+    duckdb.sql(f"COPY (SELECT * FROM '{source}' WHERE episode_index < 6) TO '{copy}'")
+    target = tmp_path / "out.npz"
+    args = [str(copy)] + ([str(target)] if command == "convert" else ["--check"] * 0)
+    out = subprocess.run(
+        [sys.executable, "-m", "expcli", command, *args], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"warning: {copy}: no expcli metadata")
+    if command == "convert":
+        converted = read_dataset(target)
+        assert converted.metadata["table"]["columns"]["episode"] == "episode_index"
+        assert np.array_equal(converted.tensors["actions"], read_warned(copy)[0].tensors["actions"])
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    rows=st.integers(1, 30),
+    envs=st.integers(1, 4),
+    seed=st.integers(0, 2**16),
+    group=st.integers(1, 50),
+)
+def test_any_collected_dataset_survives_a_polars_round_trip(
+    tmp_path_factory: pytest.TempPathFactory, rows: int, envs: int, seed: int, group: int
+) -> None:
+    folder = tmp_path_factory.mktemp("round")
+    source = write_dataset(collected(rows, envs, seed), folder / "own.parquet")
+    copy = folder / "copy.parquet"
+    pl.read_parquet(source).write_parquet(copy, row_group_size=group)
+    dataset, said = read_warned(copy)
+    assert len(said) == 1
+    for name, tensor in collected(rows, envs, seed).tensors.items():
+        assert np.array_equal(dataset.tensors[name], tensor), name
