@@ -2,7 +2,8 @@
 ``.npz``, and converting a skrl-layout ``.npz`` or a gzip ``.h5``, take about the same peak
 memory for a small and a five times larger file (``tests.memory_probe``: each in a fresh
 child, its peak above its resident memory after the imports, the difference bounded by a
-quarter of the extra data)."""
+quarter of the extra data). A Parquet table expcli did not write converts holding a few
+row groups, far less than the table."""
 
 from __future__ import annotations
 
@@ -105,3 +106,29 @@ def test_converting_a_gzip_hdf5_file_streams(tmp_path: Path) -> None:
         return run
 
     assert_flat(convert)
+
+
+@pytest.mark.slow
+def test_converting_a_foreign_parquet_table_holds_a_few_row_groups(tmp_path: Path) -> None:
+    """96 MiB of frames (lists of bytes, as HF ``datasets`` writes them, episodes of 100
+    rows, row groups of 8 MiB) to ``.npz``: the peak rises by far less than the table."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source, rows, width = tmp_path / "frames.parquet", 96 * MIB // 4096, 4096
+    rng = np.random.default_rng(0)
+    kind = pa.list_(pa.uint8())
+    schema = pa.schema([("episode_id", pa.int64()), ("obs", kind), ("action", pa.float32())])
+    with pq.ParquetWriter(source, schema, compression="none") as writer:
+        for first in range(0, rows, 2048):
+            count = min(2048, rows - first)
+            frames = np.frombuffer(rng.bytes(count * width), np.uint8)
+            offsets = np.arange(count + 1, dtype=np.int32) * width
+            column = pa.ListArray.from_arrays(pa.array(offsets), pa.array(frames))
+            episode = (first + np.arange(count)) // 100
+            actions = rng.random(count, dtype=np.float32)
+            writer.write_table(pa.table([episode, column, actions], schema=schema))
+    run = convert_run(source, tmp_path / "frames.npz")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.lines and "no expcli metadata" in run.lines[0]
+    assert run.growth_mb < 96 / 2, run  # the table decoded is 96 MiB; each frame once more

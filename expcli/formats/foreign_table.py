@@ -17,19 +17,18 @@ The parquet format's reader hands such a table here (``parquet_format.open_lazy`
 
 from __future__ import annotations
 
-import threading
+import math
 import warnings
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from expcli.errors import ExpcliError, FormatError
-from expcli.formats._error_summary import error_summary
-from expcli.formats._table_columns import Kind, decode, first_shape, kind_of
-from expcli.formats._table_order import Keys, Placement, place
+from expcli.errors import FormatError
+from expcli.formats._table_columns import Kind, first_shape, kind_of
+from expcli.formats._table_groups import RowGroups
+from expcli.formats._table_order import Placement, place
 from expcli.formats._table_roles import BOOKKEEPING_ROLES, FLAG_ROLES, Roles, roles_of
 from expcli.formats.dataset import Dataset
 from expcli.formats.layout_keys import SEAMS_KEY
@@ -41,8 +40,8 @@ __all__ = ["TABLE_KEY", "open_table"]
 TABLE_KEY = "table"
 """Metadata key: how a foreign table was read (its convention, columns, what is unknown)."""
 
-_CACHE_BYTES = 64 << 20  # decoded row groups kept, all columns together (one at least)
 _FLAG_ROWS = 1 << 20  # cells whose flags one step of ``_flags`` places
+_MOST_VALUES = 1 << 28  # values of one row's feature (as the LeRobot reader bounds them)
 
 
 def open_table(parquet: Any, path: Path, reason: str) -> tuple[Dataset, Callable[[], None]]:
@@ -68,7 +67,7 @@ def open_table(parquet: Any, path: Path, reason: str) -> tuple[Dataset, Callable
                 path=path,
                 key=name,
             )
-    groups = _Groups(parquet, path)
+    groups = RowGroups(parquet, path)
     if not groups.count:
         raise FormatError("holds no rows; expected at least one", path=path)
     tensors = [n for n in _used(roles) if n not in _bookkeeping(roles)]
@@ -92,7 +91,7 @@ def open_table(parquet: Any, path: Path, reason: str) -> tuple[Dataset, Callable
 
 
 def _shape(
-    groups: _Groups, name: str, kind: Kind, partner: tuple[int, ...] | None
+    groups: RowGroups, name: str, kind: Kind, partner: tuple[int, ...] | None
 ) -> tuple[int, ...]:
     """A column's feature shape: its lists' lengths, or those of its first row not null.
 
@@ -103,17 +102,25 @@ def _shape(
         FormatError: Every row of a column of variable-size lists is null, and it has no
             partner.
     """
+    shape = partner
     if None not in kind.levels:
-        return tuple(int(length or 0) for length in kind.levels)
-    for group in range(len(groups.starts) - 1):
+        shape = tuple(int(length or 0) for length in kind.levels)
+    for group in range(len(groups.starts) - 1 if shape is None else 0):
         array = groups.arrow(name, group)
         if array.null_count:
             array = array.filter(array.is_valid())
         if len(array):
-            return first_shape(array, kind, groups.path, name)
-    if partner is not None:
-        return partner
-    raise FormatError("holds only nulls; expected values", path=groups.path, key=name)
+            shape = first_shape(array, kind, groups.path, name)
+            break
+    if shape is None:
+        raise FormatError("holds only nulls; expected values", path=groups.path, key=name)
+    if math.prod(shape) > _MOST_VALUES:
+        raise FormatError(
+            f"has lists of shape {list(shape)}: more than {_MOST_VALUES:,} values a row",
+            path=groups.path,
+            key=name,
+        )
+    return shape
 
 
 def _used(roles: Roles) -> list[str]:
@@ -130,7 +137,7 @@ def _named(roles: Roles, column: str) -> str:
 
 
 def _dataset(
-    groups: _Groups, roles: Roles, placement: Placement, path: Path, reason: str
+    groups: RowGroups, roles: Roles, placement: Placement, path: Path, reason: str
 ) -> Dataset:
     rows, envs = placement.shape
     arrays: dict[str, Any] = {}
@@ -139,13 +146,12 @@ def _dataset(
             arrays[_named(roles, name)] = _lazy(groups, placement, name, shape or (1,))
     terminated, truncated, seams, unknown = _done(groups, roles, placement)
     ends = terminated | truncated | placement.episode_ends()
-    row = roles.columns.get("row")
-    rows_column = None if row is None else _lazy(groups, placement, row, (1,))
+    follows = _successors(groups, roles, placement)
     for tensor in [n for n in arrays if n == "observations" or n.startswith("observations/")]:
         following = "next_" + tensor
         if following in arrays:
             stored = arrays[following]
-            arrays[following] = _NullsFilled(stored, arrays[tensor], ends, rows_column)
+            arrays[following] = _NullsFilled(stored, arrays[tensor], ends, follows)
         else:
             arrays[following] = _following(arrays[tensor], ends)
             if not any(u.startswith("no next") for u in unknown):
@@ -180,7 +186,7 @@ def _dataset(
 
 
 def _done(
-    groups: _Groups, roles: Roles, placement: Placement
+    groups: RowGroups, roles: Roles, placement: Placement
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """``terminated``, ``truncated`` and the seams among them ``(T, N)``, and what is unknown.
 
@@ -216,7 +222,7 @@ def _done(
     return terminated, truncated, seams, unknown
 
 
-def _flags(groups: _Groups, placement: Placement, name: str) -> np.ndarray:
+def _flags(groups: RowGroups, placement: Placement, name: str) -> np.ndarray:
     """A flag column placed ``(T, N)``, as bools (non-zero is set), ``_FLAG_ROWS`` at a time."""
     rows, envs = placement.shape
     out = np.zeros((rows, envs), bool)
@@ -229,7 +235,31 @@ def _flags(groups: _Groups, placement: Placement, name: str) -> np.ndarray:
     return out
 
 
-def _lazy(groups: _Groups, placement: Placement, name: str, shape: tuple[int, ...]) -> _Column:
+def _successors(
+    groups: RowGroups, roles: Roles, placement: Placement
+) -> Callable[[int, int], np.ndarray] | None:
+    """Whether each cell's next row in its env column followed it when expcli wrote them.
+
+    From expcli's ``row`` and ``env`` columns (None without a ``row`` column): for tensor
+    rows ``first..last``, ``(last - first, N)`` bools.
+    """
+    if "row" not in roles.columns:
+        return None
+    named = [roles.columns[r] for r in ("row", "env") if r in roles.columns]
+    columns = [_lazy(groups, placement, name, (1,)) for name in named]
+
+    def follows(first: int, last: int) -> np.ndarray:
+        here = [np.asarray(c[first:last]).reshape(last - first, -1) for c in columns]
+        after = [np.asarray(c[first + 1 : last + 1]).reshape(last - first, -1) for c in columns]
+        same = after[0] == here[0] + 1
+        for now, then in zip(here[1:], after[1:], strict=True):
+            same &= now == then
+        return np.asarray(same)
+
+    return follows
+
+
+def _lazy(groups: RowGroups, placement: Placement, name: str, shape: tuple[int, ...]) -> _Column:
     kind = groups.columns[name][0]
     rows, envs = placement.shape
     return _Column((rows, envs, *shape), np.dtype(kind.dtype), groups, placement, name)
@@ -242,7 +272,7 @@ class _Column(LazyRows):
         self,
         shape: tuple[int, ...],
         dtype: np.dtype[Any],
-        groups: _Groups,
+        groups: RowGroups,
         placement: Placement,
         name: str,
     ) -> None:
@@ -279,9 +309,10 @@ class _NullsFilled(LazyRows):
     """A next-observation column whose null cells are the observation one row on, same env.
 
     expcli stores a next observation once, null, where it is its env's next row's
-    observation. A null that ends an episode is the next row's only where that row is
-    the one that followed it when written (expcli's ``row`` column says so): an episode
-    cut by a filter has lost it, and such a null is refused, never filled with another's.
+    observation. A null is filled from the next row of its env column only where that row
+    is the one that followed it when written (``follows``, from expcli's ``row`` and
+    ``env`` columns; without them, within its episode): a row cut away by a filter has
+    taken the value with it, and such a null is refused, never filled with another's.
     """
 
     def __init__(
@@ -289,10 +320,11 @@ class _NullsFilled(LazyRows):
         stored: _Column,
         observations: LazyRows,
         ends: np.ndarray,
-        rows: _Column | None,
+        follows: Callable[[int, int], np.ndarray] | None,
     ) -> None:
         super().__init__(stored.shape, stored.dtype, self._rows)
-        self._stored, self._observations, self._ends, self._row = stored, observations, ends, rows
+        self._stored, self._observations = stored, observations
+        self._ends, self._follows = ends, follows
 
     def _rows(self, first: int, stop: int) -> np.ndarray:
         out = np.array(self._stored[first:stop])
@@ -301,12 +333,12 @@ class _NullsFilled(LazyRows):
             return out
         null = ~valid
         last = min(stop, len(self) - 1)  # rows with a next row
-        lost = null & self._ends[first:stop]
-        lost[last - first :] = null[last - first :]
-        if lost[: last - first].any() and self._row is not None:
-            here = np.asarray(self._row[first:last]).reshape(last - first, -1)
-            after = np.asarray(self._row[first + 1 : last + 1]).reshape(last - first, -1)
-            lost[: last - first] &= after != here + 1
+        kept = last - first
+        lost = null.copy()  # the last row's: no row after it
+        if self._follows is None:
+            lost[:kept] &= self._ends[first:last]
+        else:
+            lost[:kept] &= ~self._follows(first, last)
         if lost.any():
             row, column = (int(i) for i in np.argwhere(lost)[0])
             raise FormatError(
@@ -316,102 +348,5 @@ class _NullsFilled(LazyRows):
                 key=self._stored.name,
             )
         ahead = np.asarray(self._observations[first + 1 : last + 1])
-        out[: last - first][null[: last - first]] = ahead[null[: last - first]]
+        out[:kept][null[:kept]] = ahead[null[:kept]]
         return out
-
-
-class _Groups:
-    """The table's row groups, a few decoded ones kept (about ``_CACHE_BYTES``).
-
-    Attributes:
-        columns: Each column read: its kind, feature shape (``()`` a scalar) and whether
-            it may hold nulls.
-        count: The table's rows.
-    """
-
-    def __init__(self, parquet: Any, path: Path) -> None:
-        self.parquet, self.path = parquet, path
-        meta = parquet.metadata
-        counts = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
-        self.starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
-        self.count = int(self.starts[-1])
-        self.columns: dict[str, tuple[Kind, tuple[int, ...], bool]] = {}
-        self._kept: OrderedDict[tuple[str, int], tuple[np.ndarray, np.ndarray | None]] = (
-            OrderedDict()
-        )
-        self._bytes = 0
-        self._lock = threading.Lock()  # readers ahead share the file and the kept groups
-
-    def arrow(self, name: str, group: int) -> Any:
-        """Group ``group`` of column ``name`` as one Arrow array."""
-        try:
-            table = self.parquet.read_row_group(group, columns=[name], use_threads=False)
-            return table.column(0).combine_chunks()
-        except Exception as e:
-            if isinstance(e, ExpcliError):
-                raise
-            raise FormatError(
-                f"row group {group} cannot be read ({error_summary(e)}); the file is damaged",
-                path=self.path,
-                key=name,
-            ) from e
-
-    def decoded(self, name: str, group: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """Group ``group`` of column ``name`` decoded (and its valid rows, where nullable)."""
-        found = self._kept.get((name, group))
-        if found is not None:
-            self._kept.move_to_end((name, group))
-            return found
-        kind, shape, nullable = self.columns[name]
-        where = (self.path, name, int(self.starts[group]))
-        values = decode(self.arrow(name, group), kind, shape, where, nullable)
-        self._kept[name, group] = values
-        self._bytes += values[0].nbytes
-        while self._bytes > _CACHE_BYTES and len(self._kept) > 1:
-            dropped, _ = self._kept.popitem(last=False)[1]
-            self._bytes -= dropped.nbytes
-        return values
-
-    def take(self, name: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """Values of file rows ``rows`` of a column, and where nullable, whether each is valid."""
-        kind, shape, nullable = self.columns[name]
-        out = np.empty((len(rows), *shape), kind.dtype)
-        valid = np.ones(len(rows), bool) if nullable else None
-        group_of = np.searchsorted(self.starts, rows, side="right") - 1
-        order = np.argsort(group_of, kind="stable")
-        edges = np.flatnonzero(np.diff(group_of[order])) + 1
-        with self._lock:
-            for at in np.split(order, edges) if len(order) else []:
-                group = int(group_of[at[0]])
-                values, mask = self.decoded(name, group)
-                local = rows[at] - self.starts[group]
-                out[at] = values[local]
-                if valid is not None and mask is not None:
-                    valid[at] = mask[local]
-        return out, valid
-
-    def keys(self, names: dict[str, str]) -> Iterator[tuple[int, Keys]]:
-        """Each row group's first row and its ``names`` (role -> column) as int64 arrays."""
-        for group in range(len(self.starts) - 1):
-            yield int(self.starts[group]), self._keys(names, group)
-
-    def whole_keys(self, names: dict[str, str]) -> Keys:
-        """The ``names`` columns of every row, as int64 arrays."""
-        parts = [self._keys(names, g) for g in range(len(self.starts) - 1)]
-        return {role: np.concatenate([p[role] for p in parts]) for role in names}
-
-    def _keys(self, names: dict[str, str], group: int) -> Keys:
-        out = {}
-        for role, name in names.items():
-            kind = self.columns[name][0]
-            where = (self.path, name, int(self.starts[group]))
-            values, _ = decode(self.arrow(name, group), kind, (), where, False)
-            out[role] = values.astype(np.int64)
-        return out
-
-    def close(self) -> None:
-        """Drop the decoded groups and close the file."""
-        with self._lock:
-            self._kept.clear()
-            self._bytes = 0
-            self.parquet.close()

@@ -25,8 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from expcli.errors import FormatError
-from expcli.formats import Dataset, read_dataset, write_dataset
-from expcli.formats import _table_order
+from expcli.formats import Dataset, _table_order, read_dataset, write_dataset
 from expcli.formats.layout_keys import SEAMS_KEY
 from expcli.spec import CircularState
 
@@ -133,12 +132,17 @@ def test_a_pyarrow_cut_keeps_the_footer_and_is_read_from_its_columns(tmp_path: P
         assert np.array_equal(values, expected[name]), name
 
 
-def test_a_lost_next_row_of_a_null_next_observation_is_refused(tmp_path: Path) -> None:
-    """Stored once, an episode's last next observation is null where it was the next row's
-    observation: cut away with its episode, nothing may stand in for it."""
-    source = write_dataset(collected(every=True), tmp_path / "own.parquet")
+@pytest.mark.parametrize(
+    ("every", "kept"), [(True, "episode_index < 6"), (False, "frame_index % 2 = 0")]
+)
+def test_a_lost_next_row_of_a_null_next_observation_is_refused(
+    tmp_path: Path, every: bool, kept: str
+) -> None:
+    """Stored once, a next observation is null where it was the next row's observation
+    (``every``: an episode's last too): that row cut away, nothing may stand in for it."""
+    source = write_dataset(collected(every=every), tmp_path / "own.parquet")
     cut = tmp_path / "cut.parquet"
-    duckdb.sql(f"COPY (SELECT * FROM '{source}' WHERE episode_index < 6) TO '{cut}'")
+    duckdb.sql(f"COPY (SELECT * FROM '{source}' WHERE {kept}) TO '{cut}'")
     with pytest.raises(FormatError, match="is null, stored once .* not in the table") as info:
         read_warned(cut)
     assert info.value.key == "next_observations" and info.value.path == str(cut)
@@ -349,3 +353,50 @@ def test_any_collected_dataset_survives_a_polars_round_trip(
     assert len(said) == 1
     for name, tensor in collected(rows, envs, seed).tensors.items():
         assert np.array_equal(dataset.tensors[name], tensor), name
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 6), min_size=1, max_size=8),
+    envs=st.integers(1, 3),
+    shuffle=st.booleans(),
+    group=st.integers(1, 20),
+    seed=st.integers(0, 2**16),
+)
+def test_rows_are_placed_by_env_episode_and_step_whatever_their_order(
+    tmp_path_factory: pytest.TempPathFactory,
+    lengths: list[int],
+    envs: int,
+    shuffle: bool,
+    group: int,
+    seed: int,
+) -> None:
+    """Each row once; per env column, an episode's rows together, its steps in order."""
+    rng = np.random.default_rng(seed)
+    env = [e % envs for e, n in enumerate(lengths) for _ in range(n)]
+    episode = [e for e, n in enumerate(lengths) for _ in range(n)]
+    step = [s for n in lengths for s in range(n)]
+    order = rng.permutation(len(step)) if shuffle else np.arange(len(step))
+    code = np.asarray(episode) * 100 + np.asarray(step)  # the observation tells the row
+    table = pa.table(
+        {
+            "env": np.asarray(env)[order],
+            "episode_id": np.asarray(episode)[order],
+            "step": np.asarray(step)[order],
+            "obs": code[order].astype(np.float64),
+        }
+    )
+    path = tmp_path_factory.mktemp("placed") / "t.parquet"
+    pq.write_table(table, path, row_group_size=group)
+    dataset, said = read_warned(path)
+    assert len(said) == 1
+    observed = np.asarray(dataset.tensors["observations"])[..., 0].astype(int)
+    assert sorted(observed.reshape(-1).tolist()) == sorted(code.tolist())
+    for column in observed.T:
+        episodes, steps = column // 100, column % 100
+        starts = np.flatnonzero(np.diff(episodes)) + 1
+        assert len(set(episodes.tolist())) == len(starts) + 1  # each episode in one piece
+        for piece in np.split(steps, starts):
+            assert piece.tolist() == list(range(len(piece)))
+    ends = np.asarray(dataset.tensors["truncated"])[..., 0]  # no flags: each end a seam
+    assert ends.sum() == len(lengths) - observed.shape[1]  # all but each column's last

@@ -1,0 +1,123 @@
+"""The row groups of a foreign Parquet table, decoded when asked for, a few of them kept.
+
+``RowGroups.take`` gives the values of any file rows of a column, decoding each row group
+they lie in once (``_table_columns.decode``) and keeping the latest decoded ones, about
+``CACHE_BYTES`` in all, so that reading a table in order decodes each group once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from expcli.errors import ExpcliError, FormatError
+from expcli.formats._error_summary import error_summary
+from expcli.formats._table_columns import Kind, decode
+from expcli.formats._table_order import Keys
+
+__all__ = ["CACHE_BYTES", "RowGroups"]
+
+CACHE_BYTES = 24 << 20
+"""Decoded row groups kept, all columns together (one at least)."""
+
+
+class RowGroups:
+    """A table's row groups, a few decoded ones kept (about ``CACHE_BYTES``).
+
+    Attributes:
+        columns: Each column read: its kind, feature shape (``()`` a scalar) and whether
+            it may hold nulls.
+        count: The table's rows.
+    """
+
+    def __init__(self, parquet: Any, path: Path) -> None:
+        self.parquet, self.path = parquet, path
+        meta = parquet.metadata
+        counts = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+        self.starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+        self.count = int(self.starts[-1])
+        self.columns: dict[str, tuple[Kind, tuple[int, ...], bool]] = {}
+        self._kept: OrderedDict[tuple[str, int], tuple[np.ndarray, np.ndarray | None]] = (
+            OrderedDict()
+        )
+        self._bytes = 0
+        self._lock = threading.Lock()  # readers ahead share the file and the kept groups
+
+    def arrow(self, name: str, group: int) -> Any:
+        """Group ``group`` of column ``name`` as one Arrow array."""
+        try:
+            table = self.parquet.read_row_group(group, columns=[name], use_threads=False)
+            return table.column(0).combine_chunks()
+        except Exception as e:
+            if isinstance(e, ExpcliError):
+                raise
+            raise FormatError(
+                f"row group {group} cannot be read ({error_summary(e)}); the file is damaged",
+                path=self.path,
+                key=name,
+            ) from e
+
+    def decoded(self, name: str, group: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Group ``group`` of column ``name`` decoded (and its valid rows, where nullable)."""
+        found = self._kept.get((name, group))
+        if found is not None:
+            self._kept.move_to_end((name, group))
+            return found
+        kind, shape, nullable = self.columns[name]
+        where = (self.path, name, int(self.starts[group]))
+        values = decode(self.arrow(name, group), kind, shape, where, nullable)
+        self._kept[name, group] = values
+        self._bytes += values[0].nbytes
+        while self._bytes > CACHE_BYTES and len(self._kept) > 1:
+            dropped, _ = self._kept.popitem(last=False)[1]
+            self._bytes -= dropped.nbytes
+        return values
+
+    def take(self, name: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Values of file rows ``rows`` of a column, and where nullable, whether each is valid."""
+        kind, shape, nullable = self.columns[name]
+        out = np.empty((len(rows), *shape), kind.dtype)
+        valid = np.ones(len(rows), bool) if nullable else None
+        group_of = np.searchsorted(self.starts, rows, side="right") - 1
+        order = np.argsort(group_of, kind="stable")
+        edges = np.flatnonzero(np.diff(group_of[order])) + 1
+        with self._lock:
+            for at in np.split(order, edges) if len(order) else []:
+                group = int(group_of[at[0]])
+                values, mask = self.decoded(name, group)
+                local = rows[at] - self.starts[group]
+                out[at] = values[local]
+                if valid is not None and mask is not None:
+                    valid[at] = mask[local]
+        return out, valid
+
+    def keys(self, names: dict[str, str]) -> Iterator[tuple[int, Keys]]:
+        """Each row group's first row and its ``names`` (role -> column) as int64 arrays."""
+        for group in range(len(self.starts) - 1):
+            yield int(self.starts[group]), self._keys(names, group)
+
+    def whole_keys(self, names: dict[str, str]) -> Keys:
+        """The ``names`` columns of every row, as int64 arrays."""
+        parts = [self._keys(names, g) for g in range(len(self.starts) - 1)]
+        return {role: np.concatenate([p[role] for p in parts]) for role in names}
+
+    def _keys(self, names: dict[str, str], group: int) -> Keys:
+        out = {}
+        for role, name in names.items():
+            kind = self.columns[name][0]
+            where = (self.path, name, int(self.starts[group]))
+            values, _ = decode(self.arrow(name, group), kind, (), where, False)
+            out[role] = values.astype(np.int64)
+        return out
+
+    def close(self) -> None:
+        """Drop the decoded groups and close the file."""
+        with self._lock:
+            self._kept.clear()
+            self._bytes = 0
+            self.parquet.close()
