@@ -10,6 +10,7 @@ column may hold them (a next observation stored once): there they are given back
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError
+from expcli.spec import TensorSpec
 
 __all__ = ["Kind", "decode", "first_shape", "kind_of"]
 
@@ -40,21 +42,30 @@ _DTYPES = {
 class Kind:
     """What a column holds: its values' dtype and each list level's length (None: variable).
 
-    ``levels`` is empty for a scalar column.
+    ``levels`` is empty for a scalar column. ``binary``: each row is the bytes of a
+    feature of shape ``levels`` in C order (how expcli stores frames), whose dtype and
+    shape only expcli's footer says.
     """
 
     dtype: str
     levels: tuple[int | None, ...]
+    binary: bool = False
 
 
-def kind_of(field: Any, path: Path) -> Kind:
+def kind_of(field: Any, path: Path, spec: TensorSpec | None = None) -> Kind:
     """The ``Kind`` of an Arrow field, or a refusal naming the column and its type.
+
+    ``spec``: the tensor that expcli's footer (kept, but disagreeing with the rows) says the
+    column holds; a column of bytes of its size is read as it.
 
     Raises:
         FormatError: Not numbers, booleans or (nested) lists of them.
     """
     import pyarrow as pa
 
+    if spec is not None and (pa.types.is_fixed_size_binary(field.type)):
+        if field.type.byte_width == math.prod(spec.shape) * np.dtype(spec.dtype).itemsize:
+            return Kind(spec.dtype, tuple(spec.shape), binary=True)
     kind, levels = field.type, list[int | None]()
     while True:
         if pa.types.is_fixed_size_list(kind):
@@ -116,6 +127,10 @@ def _dense(
     """``decode`` of an array without top-level nulls (``where[2]`` -1: rows not numbered)."""
     path, name, first = where
     count, level, inner = len(array), array, 1
+    if kind.binary:  # fixed-size bytes of ``shape`` in C order
+        width = math.prod(shape) * np.dtype(kind.dtype).itemsize
+        data = np.frombuffer(array.buffers()[1], np.uint8, count * width, array.offset * width)
+        return data.view(kind.dtype).reshape(count, *shape)
     for length, declared in zip(shape, kind.levels, strict=True):
         if declared is None:
             lengths = np.asarray(level.value_lengths().to_numpy(zero_copy_only=False))

@@ -33,7 +33,7 @@ from expcli.formats._table_roles import BOOKKEEPING_ROLES, FLAG_ROLES, Roles, ro
 from expcli.formats.dataset import Dataset
 from expcli.formats.layout_keys import SEAMS_KEY
 from expcli.formats.lazy import LazyRows
-from expcli.spec import CircularState
+from expcli.spec import CircularState, TensorSpec
 
 __all__ = ["TABLE_KEY", "open_table"]
 
@@ -44,10 +44,14 @@ _FLAG_ROWS = 1 << 20  # cells whose flags one step of ``_flags`` places
 _MOST_VALUES = 1 << 28  # values of one row's feature (as the LeRobot reader bounds them)
 
 
-def open_table(parquet: Any, path: Path, reason: str) -> tuple[Dataset, Callable[[], None]]:
+def open_table(
+    parquet: Any, path: Path, reason: str, specs: dict[str, TensorSpec] | None = None
+) -> tuple[Dataset, Callable[[], None]]:
     """Open ``parquet`` (a ``ParquetFile``, now owned) from its columns; say so in one warning.
 
-    ``reason``: why its own metadata is not used ("no expcli metadata", ...).
+    ``reason``: why its own metadata is not used ("no expcli metadata", ...). ``specs``:
+    the tensors its expcli footer names, where it has one: a column of bytes (frames) is
+    read as the tensor of its name when its rows are of that tensor's size.
 
     Raises:
         FormatError: A column of another type than numbers or lists of them, ragged lists,
@@ -56,7 +60,11 @@ def open_table(parquet: Any, path: Path, reason: str) -> tuple[Dataset, Callable
     """
     schema = parquet.schema_arrow
     roles = roles_of(list(schema.names), path)
-    kinds = {name: kind_of(schema.field(name), path) for name in _used(roles)}
+    specs = specs or {}
+    kinds = {
+        name: kind_of(schema.field(name), path, specs.get(_named(roles, name)))
+        for name in _used(roles)
+    }
     for role in BOOKKEEPING_ROLES:
         name = roles.columns.get(role)
         if name is not None and (

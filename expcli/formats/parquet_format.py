@@ -442,7 +442,7 @@ def _open(
         disagree = (
             f"its rows disagree with its expcli metadata ({stored:,} rows, {valid:,} recorded)"
         )
-        return open_table(parquet, path, disagree)
+        return open_table(parquet, path, disagree, {c.spec.name: c.spec for c in columns})
     schema = parquet.schema_arrow
     for column in columns:
         if column.encoding == EMPTY:

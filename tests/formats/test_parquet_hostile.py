@@ -105,7 +105,6 @@ def test_damaged_bytes(tmp_path: Path, damage: str) -> None:
         (raw_edit(b"expcli", b"[1, 2]"), "expected an object"),
         (raw_edit(b"expcli.parquet", b'{"layout": "other"}'), "expcli-parquet/1"),
         (raw_edit(b"expcli.parquet", b'{"layout": "expcli-parquet/1", "rows": 12}'), "encodings"),
-        (header_edit(memory_size=10**15), "rows"),
         (header_edit(num_envs=-3), "sizes"),
         (header_edit(schema="other/9"), "unknown schema"),
         (header_edit(memory_index=99), "circular state"),
@@ -123,6 +122,18 @@ def test_bad_metadata(tmp_path: Path, change: Any, says: str) -> None:
     with pytest.raises(ExpcliError, match=says):
         read_dataset(path)
     assert_one_line_exit_1(path)
+
+
+def test_a_footer_whose_row_count_disagrees_is_not_believed(tmp_path: Path) -> None:
+    """10^15 rows said, 12 held: read from its columns (``foreign_table``), and said so; its
+    frames, bytes in the file, are the tensor the footer names."""
+    path = written(tmp_path)
+    frames = read_dataset(path).tensors["frames"]
+    path = rewritten(path, header_edit(memory_size=10**15))
+    with pytest.warns(UserWarning, match=r"rows disagree with its expcli metadata \(12 rows"):
+        dataset = read_dataset(path)
+    assert len(dataset) == 12 and dataset.metadata["layout"] == "table"
+    assert np.array_equal(dataset.tensors["frames"].reshape(frames.shape), frames)
 
 
 def test_columns_of_other_types_are_refused(tmp_path: Path) -> None:
@@ -176,12 +187,13 @@ def test_extension_types_from_a_file_are_never_built(tmp_path: Path, shift: int)
     assert_one_line_exit_1(path)
 
 
-def test_a_parquet_file_not_written_by_expcli(tmp_path: Path) -> None:
+def test_a_parquet_file_not_written_by_expcli_and_of_no_known_columns(tmp_path: Path) -> None:
+    """Read from its columns (``test_foreign_tables``), but none is observations or actions."""
     path = tmp_path / "other.parquet"
-    pq.write_table(pa.table({"obs": [1.0, 2.0]}), path)
-    with pytest.raises(FormatError, match="no expcli metadata"):
+    pq.write_table(pa.table({"price": [1.0, 2.0]}), path)
+    with pytest.raises(FormatError, match="no column expcli recognises as observations"):
         read_dataset(path)
-    assert_one_line_exit_1(path)
+    assert "no column expcli recognises" in assert_one_line_exit_1(path)
 
 
 def test_flipped_bytes_never_escape(tmp_path: Path) -> None:
