@@ -4,7 +4,7 @@ Run ``python -m tests.fuzz.seeds [FOLDER]`` to rebuild ``tests/fuzz/corpus`` (th
 folder). Every format (pt, npz, csv, h5, parquet) is written in expcli's own layout (and
 all but CSV once more with next observations stored once, ``frames.*``), and
 every foreign layout (skrl, tianshou, minari in hdf5, parquet and arrow storage, d4rl) as
-its writer lays it out; a partly filled skrl export and a tianshou VectorReplayBuffer come
+its writer lays it out, and a Parquet table expcli did not write (``table.parquet``); a partly filled skrl export and a tianshou VectorReplayBuffer come
 from the real libraries. The datasets are tiny (a few rows, a few envs), so that the whole
 corpus stays far below a megabyte, yet they carry what the readers look at: spaces,
 circular state, episode ends, infos and layout metadata.
@@ -169,6 +169,29 @@ def _d4rl_plain(folder: Path) -> None:
         h5["metadata/policy/fc0/weight"] = rng.normal(size=(2, 3))
 
 
+def _foreign_table(folder: Path) -> None:
+    """A Parquet table expcli did not write, as HF ``datasets`` writes one (variable lists,
+    Minari's names), episodes by an episode column over two row groups: read from its
+    columns (``formats.foreign_table``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(4)
+    rows = 10
+    table = pa.table(
+        {
+            "episode_id": [0] * 4 + [1] * 6,
+            "step": list(range(4)) + list(range(6)),
+            "observations": rng.normal(size=(rows, 3)).round(3).tolist(),
+            "actions": rng.integers(0, 2, rows),
+            "rewards": rng.normal(size=rows).astype(np.float32),
+            "terminations": [False] * 3 + [True] + [False] * 6,
+            "truncations": [False] * 9 + [True],
+        }
+    )
+    pq.write_table(table, folder / "table.parquet", row_group_size=6)
+
+
 def _frames() -> Dataset:
     """Two envs of 64-byte frames in episodes: next observations stored once (``frames``)."""
     rng = np.random.default_rng(2)
@@ -235,6 +258,7 @@ def build(folder: Path) -> list[Path]:
     _skrl_partial(folder)
     _tianshou_vector(folder)
     _d4rl_plain(folder)
+    _foreign_table(folder)
     return seeds(folder)
 
 
