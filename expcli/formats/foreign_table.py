@@ -114,11 +114,13 @@ def _shape(
     if None not in kind.levels:
         shape = tuple(int(length or 0) for length in kind.levels)
     for group in range(len(groups.starts) - 1 if shape is None else 0):
-        array = groups.arrow(name, group)
-        if array.null_count:
-            array = array.filter(array.is_valid())
-        if len(array):
-            shape = first_shape(array, kind, groups.path, name)
+        for array in groups.batches(name, group, 64):
+            if array.null_count:
+                array = array.filter(array.is_valid())
+            if len(array):
+                shape = first_shape(array, kind, groups.path, name)
+                break
+        if shape is not None:
             break
     if shape is None:
         raise FormatError("holds only nulls; expected values", path=groups.path, key=name)
