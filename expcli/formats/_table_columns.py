@@ -20,7 +20,7 @@ import numpy as np
 from expcli.errors import FormatError
 from expcli.spec import TensorSpec
 
-__all__ = ["Kind", "decode", "first_shape", "kind_of"]
+__all__ = ["ColumnKind", "decode", "first_shape", "kind_of"]
 
 _DTYPES = {
     "bool": "bool",
@@ -39,7 +39,7 @@ _DTYPES = {
 
 
 @dataclass(frozen=True, slots=True)
-class Kind:
+class ColumnKind:
     """What a column holds: its values' dtype and each list level's length (None: variable).
 
     ``levels`` is empty for a scalar column. ``binary``: each row is the bytes of a
@@ -52,8 +52,8 @@ class Kind:
     binary: bool = False
 
 
-def kind_of(field: Any, path: Path, spec: TensorSpec | None = None) -> Kind:
-    """The ``Kind`` of an Arrow field, or a refusal naming the column and its type.
+def kind_of(field: Any, path: Path, spec: TensorSpec | None = None) -> ColumnKind:
+    """The ``ColumnKind`` of an Arrow field, or a refusal naming the column and its type.
 
     ``spec``: the tensor that expcli's footer (kept, but disagreeing with the rows) says the
     column holds; a column of bytes of its size is read as it.
@@ -65,7 +65,7 @@ def kind_of(field: Any, path: Path, spec: TensorSpec | None = None) -> Kind:
 
     if spec is not None and (pa.types.is_fixed_size_binary(field.type)):
         if field.type.byte_width == math.prod(spec.shape) * np.dtype(spec.dtype).itemsize:
-            return Kind(spec.dtype, tuple(spec.shape), binary=True)
+            return ColumnKind(spec.dtype, tuple(spec.shape), binary=True)
     kind, levels = field.type, list[int | None]()
     while True:
         if pa.types.is_fixed_size_list(kind):
@@ -82,10 +82,10 @@ def kind_of(field: Any, path: Path, spec: TensorSpec | None = None) -> Kind:
             path=path,
             key=field.name,
         )
-    return Kind(dtype, tuple(levels))
+    return ColumnKind(dtype, tuple(levels))
 
 
-def first_shape(array: Any, kind: Kind, path: Path, name: str) -> tuple[int, ...]:
+def first_shape(array: Any, kind: ColumnKind, path: Path, name: str) -> tuple[int, ...]:
     """The feature shape of a column, from its first row (``array``: at least one, not null)."""
     shape = []
     level = array.slice(0, 1)
@@ -98,7 +98,11 @@ def first_shape(array: Any, kind: Kind, path: Path, name: str) -> tuple[int, ...
 
 
 def decode(
-    array: Any, kind: Kind, shape: tuple[int, ...], where: tuple[Path, str, int], nullable: bool
+    array: Any,
+    kind: ColumnKind,
+    shape: tuple[int, ...],
+    where: tuple[Path, str, int],
+    nullable: bool,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Rows of a column as ``(n, *shape)`` of its dtype, and where nullable, the valid rows.
 
@@ -122,7 +126,7 @@ def decode(
 
 
 def _dense(
-    array: Any, kind: Kind, shape: tuple[int, ...], where: tuple[Path, str, int]
+    array: Any, kind: ColumnKind, shape: tuple[int, ...], where: tuple[Path, str, int]
 ) -> np.ndarray:
     """``decode`` of an array without top-level nulls (``where[2]`` -1: rows not numbered)."""
     path, name, first = where

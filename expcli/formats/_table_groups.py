@@ -2,7 +2,7 @@
 
 ``RowGroups.take`` gives the values of any file rows of a column, decoding each row group
 they lie in once (``_table_columns.decode``) and keeping the latest decoded ones, about
-``CACHE_BYTES`` in all, so that reading a table in order decodes each group once.
+``KEPT_BYTES`` in all, so that reading a table in order decodes each group once.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import numpy as np
 
 from expcli.errors import ExpcliError, FormatError
 from expcli.formats._error_summary import error_summary
-from expcli.formats._table_columns import Kind, decode
+from expcli.formats._table_columns import ColumnKind, decode
 from expcli.formats._table_order import Keys
 
-__all__ = ["CACHE_BYTES", "RowGroups"]
+__all__ = ["KEPT_BYTES", "RowGroups"]
 
-CACHE_BYTES = 24 << 20
+KEPT_BYTES = 24 << 20
 """Decoded row groups kept, all columns together (one at least)."""
 BATCH_BYTES = 1 << 20
 """Decoded bytes of a column that pyarrow decodes at once (its levels besides)."""
@@ -38,7 +38,7 @@ def _combined(arrays: Iterator[Any]) -> Any:
 
 
 class RowGroups:
-    """A table's row groups, a few decoded ones kept (about ``CACHE_BYTES``).
+    """A table's row groups, a few decoded ones kept (about ``KEPT_BYTES``).
 
     Attributes:
         columns: Each column read: its kind, feature shape (``()`` a scalar) and whether
@@ -52,7 +52,7 @@ class RowGroups:
         counts = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
         self.starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
         self.count = int(self.starts[-1])
-        self.columns: dict[str, tuple[Kind, tuple[int, ...], bool]] = {}
+        self.columns: dict[str, tuple[ColumnKind, tuple[int, ...], bool]] = {}
         self._kept: OrderedDict[tuple[str, int], tuple[np.ndarray, np.ndarray | None]] = (
             OrderedDict()
         )
@@ -116,7 +116,7 @@ class RowGroups:
         values = out, None if valid is None or valid.all() else valid
         self._kept[name, group] = values
         self._bytes += values[0].nbytes
-        while self._bytes > CACHE_BYTES and len(self._kept) > 1:
+        while self._bytes > KEPT_BYTES and len(self._kept) > 1:
             dropped, _ = self._kept.popitem(last=False)[1]
             self._bytes -= dropped.nbytes
         return values

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError
-from expcli.formats._table_columns import Kind, first_shape, kind_of
+from expcli.formats._table_columns import ColumnKind, first_shape, kind_of
 from expcli.formats._table_groups import RowGroups
 from expcli.formats._table_order import Placement, place
 from expcli.formats._table_roles import BOOKKEEPING_ROLES, FLAG_ROLES, Roles, roles_of
@@ -99,7 +99,7 @@ def open_table(
 
 
 def _shape(
-    groups: RowGroups, name: str, kind: Kind, partner: tuple[int, ...] | None
+    groups: RowGroups, name: str, kind: ColumnKind, partner: tuple[int, ...] | None
 ) -> tuple[int, ...]:
     """A column's feature shape: its lists' lengths, or those of its first row not null.
 

@@ -4,10 +4,11 @@ Run ``python -m tests.fuzz.seeds [FOLDER]`` to rebuild ``tests/fuzz/corpus`` (th
 folder). Every format (pt, npz, csv, h5, parquet) is written in expcli's own layout (and
 all but CSV once more with next observations stored once, ``frames.*``), and
 every foreign layout (skrl, tianshou, minari in hdf5, parquet and arrow storage, d4rl) as
-its writer lays it out, and a Parquet table expcli did not write (``table.parquet``); a partly filled skrl export and a tianshou VectorReplayBuffer come
-from the real libraries. The datasets are tiny (a few rows, a few envs), so that the whole
-corpus stays far below a megabyte, yet they carry what the readers look at: spaces,
-circular state, episode ends, infos and layout metadata.
+its writer lays it out, and a Parquet table expcli did not write (``table.parquet``); a
+partly filled skrl export and a tianshou VectorReplayBuffer come from the real libraries.
+The datasets are tiny (a few rows, a few envs), so that the whole corpus stays far below a
+megabyte, yet they carry what the readers look at: spaces, circular state, episode ends,
+infos and layout metadata.
 """
 
 from __future__ import annotations
