@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 
-__all__ = ["error_summary"]
+from expcli.errors import FormatError
+
+__all__ = ["error_summary", "unreadable_group"]
 
 _ADVICE = re.compile(r"weights_only|Weights only load failed|documentation of torch\.load")
 
@@ -21,3 +24,14 @@ def error_summary(error: BaseException) -> str:
     line = useful[0].removeprefix("WeightsUnpickler error:").strip()
     first = re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0].strip().rstrip(".")
     return first or type(error).__name__
+
+
+def unreadable_group(
+    error: BaseException, path: str | os.PathLike[str], column: str, group: int
+) -> FormatError:
+    """The one line for a Parquet row group that pyarrow could not decode: the file is damaged."""
+    return FormatError(
+        f"row group {group} cannot be read ({error_summary(error)}); the file is damaged",
+        path=path,
+        key=column,
+    )

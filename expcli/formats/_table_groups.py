@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import ExpcliError, FormatError
-from expcli.formats._error_summary import error_summary
+from expcli.formats._error_summary import unreadable_group
 from expcli.formats._table_columns import ColumnKind, decode
 from expcli.formats._table_order import Keys
+from expcli.formats.row_gather import by_block
 
 __all__ = ["KEPT_BYTES", "RowGroups"]
 
@@ -80,11 +81,7 @@ class RowGroups:
         except Exception as e:
             if isinstance(e, ExpcliError):
                 raise
-            raise FormatError(
-                f"row group {group} cannot be read ({error_summary(e)}); the file is damaged",
-                path=self.path,
-                key=name,
-            ) from e
+            raise unreadable_group(e, self.path, name, group) from e
 
     def decoded(self, name: str, group: int) -> tuple[np.ndarray, np.ndarray | None]:
         """Group ``group`` of column ``name`` decoded (and its valid rows, where nullable)."""
@@ -126,12 +123,8 @@ class RowGroups:
         kind, shape, nullable = self.columns[name]
         out = np.empty((len(rows), *shape), kind.dtype)
         valid = np.ones(len(rows), bool) if nullable else None
-        group_of = np.searchsorted(self.starts, rows, side="right") - 1
-        order = np.argsort(group_of, kind="stable")
-        edges = np.flatnonzero(np.diff(group_of[order])) + 1
         with self._lock:
-            for at in np.split(order, edges) if len(order) else []:
-                group = int(group_of[at[0]])
+            for group, at in by_block(self.starts, rows):
                 values, mask = self.decoded(name, group)
                 local = rows[at] - self.starts[group]
                 out[at] = values[local]

@@ -46,7 +46,7 @@ from expcli.errors import (
     SchemaError,
 )
 from expcli.files.atomic import atomic_path
-from expcli.formats._error_summary import error_summary
+from expcli.formats._error_summary import error_summary, unreadable_group
 from expcli.formats._guards import (
     MAX_METADATA_BYTES,
     check_memory,
@@ -718,11 +718,7 @@ class _Groups:
         except Exception as e:
             if isinstance(e, ExpcliError) and not isinstance(e, InvalidValueError):
                 raise
-            raise FormatError(
-                f"row group {group} cannot be read ({error_summary(e)}); the file is damaged",
-                path=self.path,
-                key=name,
-            ) from e
+            raise unreadable_group(e, self.path, name, group) from e
         if len(decoded) != count:
             raise FormatError(
                 f"row group {group} holds {len(decoded)} rows; its footer says {count}",

@@ -21,6 +21,7 @@ import numpy as np
 
 __all__ = [
     "GATHER_BYTES",
+    "by_block",
     "cells_by_rows",
     "copy_cells",
     "flat_rows",
@@ -29,6 +30,19 @@ __all__ = [
     "take_flat",
     "take_rows",
 ]
+
+
+def by_block(starts: np.ndarray, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``rows`` (any order) by the block they lie in: each block and the positions of its rows.
+
+    Blocks come in order. Block ``b`` holds rows ``starts[b]..starts[b + 1]`` (a row group,
+    a file's frames), so that a reader decodes each block it touches once.
+    """
+    block = np.searchsorted(starts, rows, side="right") - 1
+    order = np.argsort(block, kind="stable")
+    edges = np.flatnonzero(np.diff(block[order])) + 1
+    return [(int(block[at[0]]), at) for at in np.split(order, edges)] if len(order) else []
+
 
 ROW_BY_ROW = 16 << 10
 """Cells at least this big are copied from a map one by one, into place."""

@@ -35,6 +35,7 @@ from expcli.formats.layouts.lerobot._features import AUTO_FEATURES, Feature
 from expcli.formats.layouts.lerobot._features import feature_values as column_values
 from expcli.formats.layouts.lerobot._video import VideoFrames, require_decoder
 from expcli.formats.lazy import LazyRows
+from expcli.formats.row_gather import by_block
 from expcli.spec import SUPPORTED_DTYPES, TensorSpec
 
 __all__ = ["EXPCLI", "INFO", "Cells", "Frames", "read_frames", "sidecar_header"]
@@ -304,12 +305,8 @@ class _GroupCache:
     def take(self, feature: Feature, frames: np.ndarray) -> np.ndarray:
         """Values ``(len(frames), *shape)`` of the frames numbered ``frames``."""
         out = np.empty((len(frames), *feature.spec.shape), feature.spec.dtype)
-        groups = np.searchsorted(self.starts, frames, side="right") - 1
-        order = np.argsort(groups, kind="stable")
-        edges = np.flatnonzero(np.diff(groups[order])) + 1
         with self._lock:
-            for at in np.split(order, edges) if len(order) else []:
-                group = int(groups[at[0]])
+            for group, at in by_block(self.starts, frames):
                 out[at] = self._group(feature, group)[frames[at] - self.starts[group]]
         return out
 
