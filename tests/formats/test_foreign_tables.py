@@ -400,3 +400,46 @@ def test_rows_are_placed_by_env_episode_and_step_whatever_their_order(
             assert piece.tolist() == list(range(len(piece)))
     ends = np.asarray(dataset.tensors["truncated"])[..., 0]  # no flags: each end a seam
     assert ends.sum() == len(lengths) - observed.shape[1]  # all but each column's last
+
+
+def test_an_env_column_without_episodes_ends_episodes_at_the_flags(tmp_path: Path) -> None:
+    """Rows of two envs interleaved, as a vectorised collector logs them: two env columns."""
+    done = np.zeros((6, 2), bool)
+    done[2, 0] = done[4, 1] = True
+    table = pa.table(
+        {
+            "env": np.tile([0, 1], 6),
+            "obs": np.arange(12, dtype=np.float32),
+            "action": np.arange(12) % 3,
+            "reward": np.ones(12),
+            "terminal": done.reshape(-1),
+        }
+    )
+    path = tmp_path / "envs.parquet"
+    pq.write_table(table, path, row_group_size=5)
+    dataset, said = read_warned(path)
+    assert "terminated=terminal" in said[0] and "no next observations" in said[0]
+    observations = np.asarray(dataset.tensors["observations"])[..., 0]
+    assert observations.tolist() == np.arange(12).reshape(6, 2).tolist()
+    assert np.array_equal(np.asarray(dataset.tensors["terminated"])[..., 0], done)
+    following = np.asarray(dataset.tensors["next_observations"])[..., 0]
+    assert following[:, 0].tolist() == [2, 4, 4, 8, 10, 10]  # 4: env 0's episode ends at t 2
+
+
+def test_structured_observations_survive_a_polars_copy(tmp_path: Path) -> None:
+    """Dict leaves (``observations/pos``...), their next ones stored once: null, filled."""
+    rng = np.random.default_rng(5)
+    pos, vel = rng.normal(size=(20, 2, 16)), rng.normal(size=(20, 2, 2))
+    tensors = {"observations/pos": pos, "observations/vel": vel, "actions": vel[..., :1]}
+    for name in ("pos", "vel"):
+        following = np.roll(tensors[f"observations/{name}"], -1, axis=0)
+        following[-1] = 0
+        tensors[f"next_observations/{name}"] = following
+    original = Dataset(tensors, CircularState(0, 0, filled=True))
+    source = write_dataset(original, tmp_path / "own.parquet")
+    copy = tmp_path / "copy.parquet"
+    pl.read_parquet(source).write_parquet(copy)
+    assert pq.read_table(copy).column("next_observations/pos").null_count > 30
+    dataset, _ = read_warned(copy)
+    for name, tensor in tensors.items():
+        assert np.array_equal(dataset.tensors[name], tensor), name
