@@ -79,12 +79,12 @@ def open_table(
     if not groups.count:
         raise FormatError("holds no rows; expected at least one", path=path)
     tensors = [n for n in _used(roles) if n not in _bookkeeping(roles)]
+    named = {_named(roles, n): n for n in tensors}
     for name in sorted(tensors, key=lambda n: _named(roles, n).startswith("next_")):
-        nullable = _named(roles, name).startswith("next_")
-        partner = roles.columns.get(_named(roles, name).removeprefix("next_"), "")
-        alike = (
-            groups.columns.get(partner) if nullable and kinds.get(partner) == kinds[name] else None
-        )
+        # a next observation may be null (stored once) where its observations are there
+        partner = named.get(_named(roles, name).removeprefix("next_"), "")
+        nullable = _named(roles, name).startswith("next_") and partner in groups.columns
+        alike = groups.columns.get(partner) if nullable and kinds[partner] == kinds[name] else None
         shape = _shape(groups, name, kinds[name], None if alike is None else alike[1])
         groups.columns[name] = (kinds[name], shape, nullable)
     for name in _bookkeeping(roles):

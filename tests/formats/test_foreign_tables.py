@@ -3,7 +3,7 @@
 expcli's own file cut by polars, duckdb and pyarrow reads back expcli's rows of the episodes
 kept; HF ``datasets`` with Minari's names, D4RL's names, a ``done`` alone, episodes out of
 order: each read with one warning saying what was inferred. Ragged lists and columns that
-cannot be tensors are refused in one line. About 10 s on two cores.
+cannot be tensors are refused in one line. About 7 s on two cores.
 """
 
 from __future__ import annotations
@@ -290,6 +290,15 @@ def test_a_column_of_another_type_is_refused_naming_its_type(
     with pytest.raises(FormatError, match=words) as info:
         read_warned(path)
     assert info.value.key == "done"
+
+
+def test_nulls_are_refused_where_nothing_fills_them(tmp_path: Path) -> None:
+    """Next observations without observations beside them: a null is no value."""
+    path = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"action": [0, 1, 2], "next_obs": [0.5, None, 1.5]}), path)
+    with pytest.raises(FormatError, match="row 1 is null; expected a value") as info:
+        read_warned(path)
+    assert info.value.key == "next_obs"
 
 
 def test_a_table_of_no_known_columns_is_refused(tmp_path: Path) -> None:
