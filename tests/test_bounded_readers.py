@@ -132,8 +132,8 @@ def foreign_table(path: Path, mib: float) -> Path:
 
 @pytest.mark.slow
 def test_converting_a_foreign_parquet_table_streams(tmp_path: Path) -> None:
-    """A table expcli did not write, to ``.npz`` (its next observations derived): about
-    25 s on two cores."""
+    """A table expcli did not write, to ``.npz`` (its next observations derived), 48 and
+    240 MiB: about 30 s on two cores. (32 and 128 MiB flaked: peaks vary by 30 MiB.)"""
 
     def convert(mib: float) -> Run:
         source = foreign_table(tmp_path / f"table-{mib:.0f}.parquet", mib)
@@ -142,4 +142,4 @@ def test_converting_a_foreign_parquet_table_streams(tmp_path: Path) -> None:
         source.unlink()
         return run
 
-    assert_flat(convert, 32, 128)
+    assert_flat(convert)
