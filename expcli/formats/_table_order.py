@@ -10,7 +10,8 @@ columns are read whole (32 bytes a row) and sorted, up to ``MAX_SORTED_ROWS`` ro
 one is refused (sort it first, e.g. duckdb's ``ORDER BY episode_index, frame_index``).
 
 Each env column holds the runs of its env in order; when the envs hold different numbers
-of rows, no ``(T, N)`` grid holds them, and the runs go one env after another in one column.
+of rows, no ``(T, N)`` grid holds them, and the runs go one env after another in one column
+(as they do past ``MAX_ENV_COLUMNS`` envs).
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ import numpy as np
 
 from expcli.errors import FormatError
 
-__all__ = ["MAX_SORTED_ROWS", "Keys", "Placement", "place"]
+__all__ = ["MAX_ENV_COLUMNS", "MAX_SORTED_ROWS", "Keys", "Placement", "place"]
 
 MAX_SORTED_ROWS = 1 << 22
 """The most rows of a table whose episodes are spread that are sorted (128 MiB of keys)."""
+
+MAX_ENV_COLUMNS = 4096
+"""The most env columns a table's ``env`` column makes; beyond, one column, env after env."""
 
 Keys = dict[str, np.ndarray]
 """A row group's (or a table's) ``episode``, ``step`` and ``env`` columns, those it has."""
@@ -41,7 +45,8 @@ class Placement:
         ends: Per env column, the position in the column just after each run.
         episodes: Per env column, the episode of each run (None: no episode column).
         sorted: The rows were sorted by episode and step (the table was not in that order).
-        envs_glued: The envs held different numbers of rows: one column, env after env.
+        envs_glued: The envs held different numbers of rows (or were more than
+            ``MAX_ENV_COLUMNS``): one column, env after env.
     """
 
     starts: list[np.ndarray]
@@ -121,13 +126,12 @@ def place(
             parts[name].append(values)
         latest = parts["hi"][-1] if len(at) else latest  # the last run's steps end there
         last = {name: values[-1:] for name, values in keys.items()}
+    runs = _cat(parts, count)
     if not parts["start"] or "episode" not in names:
-        runs = _cat(parts, "start", count)
-        return _columns(runs, runs, False, False)
-    runs = _cat(parts, "start", count)
+        return _columns(runs, False, False)
     lo, hi = np.concatenate(parts["lo"]), np.concatenate(parts["hi"])
     if ordered and _contiguous(runs, lo, hi, "step" in names):
-        return _columns(runs, runs, True, False)
+        return _columns(runs, True, False)
     if count > MAX_SORTED_ROWS:
         raise FormatError(
             f"its episodes are not contiguous in their env (or their steps out of order) and it "
@@ -135,19 +139,19 @@ def place(
             "by episode and step first (duckdb: ORDER BY episode_index, frame_index)",
             path=path,
         )
-    runs = _sorted_runs(read_whole(), count)
-    return _columns(runs, runs, True, True)
+    return _columns(_sorted_runs(read_whole(), count), True, True)
 
 
 _Runs = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 """Runs in file order: their first file rows, lengths, episodes and envs."""
 
 
-def _cat(parts: dict[str, list[np.ndarray]], first: str, count: int) -> _Runs:
-    if not parts[first]:
+def _cat(parts: dict[str, list[np.ndarray]], count: int) -> _Runs:
+    """The runs found a group at a time, as one (no key columns: one run of every row)."""
+    if not parts["start"]:
         one = np.zeros(1, np.int64)
         return one, np.array([count], np.int64), one, one
-    starts = np.concatenate(parts[first])
+    starts = np.concatenate(parts["start"])
     lengths = np.diff(np.append(starts, count))
     return starts, lengths, np.concatenate(parts["episode"]), np.concatenate(parts["env"])
 
@@ -177,19 +181,20 @@ def _sorted_runs(keys: Keys, count: int) -> _Runs:
     return order[at], np.diff(np.append(at, count)), episode[at], env[at]
 
 
-def _columns(runs: _Runs, named: _Runs, has_episodes: bool, was_sorted: bool) -> Placement:
-    """The runs dealt to env columns (glued into one if the envs' row counts differ).
+def _columns(runs: _Runs, has_episodes: bool, was_sorted: bool) -> Placement:
+    """The runs dealt to env columns.
 
-    ``named``: the runs whose episodes and envs tell one episode from the next.
+    Glued into one, env after env, when the envs' row counts differ (no ``(T, N)`` grid
+    holds them) or when they are more than ``MAX_ENV_COLUMNS``.
     """
-    starts, lengths, _, envs = runs
-    _, pair = np.unique(np.stack([named[3], named[2]], axis=1), axis=0, return_inverse=True)
-    pair = pair.reshape(-1)
-    names = np.unique(envs)
+    starts, lengths, episodes, envs = runs
+    _, pair = np.unique(np.stack([envs, episodes], axis=1), axis=0, return_inverse=True)
+    pair = pair.reshape(-1)  # one number per (env, episode): where an episode ends
     order = np.argsort(envs, kind="stable")
-    totals = {int(lengths[envs == name].sum()) for name in names}
-    glued = len(totals) > 1
-    groups = [order] if glued else [order[envs[order] == name] for name in names]
+    names, env = np.unique(envs, return_inverse=True)
+    totals = np.bincount(env.reshape(-1), weights=lengths)
+    glued = len(names) > MAX_ENV_COLUMNS or bool((totals != totals[0]).any())
+    groups = [order] if glued else np.split(order, np.flatnonzero(np.diff(envs[order])) + 1)
     columns = [_merged(starts[g], lengths[g], pair[g]) for g in groups]
     return Placement(
         [c[0] for c in columns],

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError
+from expcli.formats import _table_order
 from expcli.formats._table_columns import ColumnKind, first_shape, kind_of
 from expcli.formats._table_groups import RowGroups
 from expcli.formats._table_order import Placement, place
@@ -174,7 +175,11 @@ def _dataset(
     if placement.sorted:
         unknown.append("its rows sorted by episode and step")
     if placement.envs_glued:
-        unknown.append("its envs hold different numbers of rows: one env column, env after env")
+        most = _table_order.MAX_ENV_COLUMNS
+        unknown.append(
+            f"its envs hold different numbers of rows (or are over {most:,}): one env column, "
+            "env after env"
+        )
     arrays["terminated"] = terminated.reshape(rows, envs, 1)
     arrays["truncated"] = truncated.reshape(rows, envs, 1)
     table: dict[str, Any] = {"read": reason, "convention": roles.convention}

@@ -265,6 +265,17 @@ def test_a_table_to_sort_beyond_the_limit_is_refused(
         read_warned(path)
 
 
+def test_envs_beyond_the_limit_go_in_one_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_table_order, "MAX_ENV_COLUMNS", 1)
+    path = tmp_path / "envs.parquet"
+    pq.write_table(pa.table({"env": [0, 1, 0, 1], "obs": [0.0, 1.0, 2.0, 3.0]}), path)
+    dataset, said = read_warned(path)
+    assert "(or are over 1): one env column, env after env" in said[0]
+    assert np.asarray(dataset.tensors["observations"]).reshape(-1).tolist() == [0, 2, 1, 3]
+
+
 def test_ragged_lists_are_refused_naming_the_column_and_the_first_bad_row(tmp_path: Path) -> None:
     path = tmp_path / "ragged.parquet"
     table = pa.table({"obs": [[1.0, 2.0], [3.0, 4.0], [5.0], [6.0, 7.0]], "reward": [0.0] * 4})
