@@ -30,14 +30,6 @@ BATCH_BYTES = 1 << 20
 """Decoded bytes of a column that pyarrow decodes at once (its levels besides)."""
 
 
-def _combined(arrays: Iterator[Any]) -> Any:
-    """Arrow arrays of one type as one (an empty list gives None)."""
-    import pyarrow as pa
-
-    parts = list(arrays)
-    return pa.concat_arrays(parts) if len(parts) > 1 else (parts[0] if parts else None)
-
-
 class RowGroups:
     """A table's row groups, a few decoded ones kept (about ``KEPT_BYTES``).
 
@@ -60,10 +52,6 @@ class RowGroups:
         self._bytes = 0
         self._lock = threading.Lock()  # readers ahead share the file and the kept groups
 
-    def arrow(self, name: str, group: int) -> Any:
-        """Group ``group`` of column ``name`` as one Arrow array."""
-        return _combined(self.batches(name, group, 1 << 62))
-
     def batches(self, name: str, group: int, rows: int) -> Iterator[Any]:
         """Group ``group`` of column ``name``, ``rows`` at a time, as Arrow arrays.
 
@@ -84,11 +72,24 @@ class RowGroups:
             raise unreadable_group(e, self.path, name, group) from e
 
     def decoded(self, name: str, group: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """Group ``group`` of column ``name`` decoded (and its valid rows, where nullable)."""
+        """Group ``group`` of column ``name`` decoded (and its valid rows, where nullable).
+
+        The latest decoded groups are kept, about ``KEPT_BYTES`` of them.
+        """
         found = self._kept.get((name, group))
         if found is not None:
             self._kept.move_to_end((name, group))
             return found
+        values = self._decode(name, group)
+        self._kept[name, group] = values
+        self._bytes += values[0].nbytes
+        while self._bytes > KEPT_BYTES and len(self._kept) > 1:
+            dropped, _ = self._kept.popitem(last=False)[1]
+            self._bytes -= dropped.nbytes
+        return values
+
+    def _decode(self, name: str, group: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """``decoded``, a batch of about ``BATCH_BYTES`` at a time, kept nowhere."""
         kind, shape, nullable = self.columns[name]
         first, count = int(self.starts[group]), int(self.starts[group + 1] - self.starts[group])
         out = np.empty((count, *shape), kind.dtype)
@@ -110,13 +111,7 @@ class RowGroups:
                 path=self.path,
                 key=name,
             )
-        values = out, None if valid is None or valid.all() else valid
-        self._kept[name, group] = values
-        self._bytes += values[0].nbytes
-        while self._bytes > KEPT_BYTES and len(self._kept) > 1:
-            dropped, _ = self._kept.popitem(last=False)[1]
-            self._bytes -= dropped.nbytes
-        return values
+        return out, None if valid is None or valid.all() else valid
 
     def take(self, name: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Values of file rows ``rows`` of a column, and where nullable, whether each is valid."""
@@ -143,13 +138,7 @@ class RowGroups:
         return {role: np.concatenate([p[role] for p in parts]) for role in names}
 
     def _keys(self, names: dict[str, str], group: int) -> Keys:
-        out = {}
-        for role, name in names.items():
-            kind = self.columns[name][0]
-            where = (self.path, name, int(self.starts[group]))
-            values, _ = decode(self.arrow(name, group), kind, (), where, False)
-            out[role] = values.astype(np.int64)
-        return out
+        return {role: self._decode(name, group)[0].astype(np.int64) for role, name in names.items()}
 
     def close(self) -> None:
         """Drop the decoded groups and close the file."""
