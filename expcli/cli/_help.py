@@ -89,7 +89,7 @@ def table_words() -> dict[str, str]:
     streams = [row for name in stream_formats() if (row := format_named(name)) is not None]
     return {
         "formats": listed([row.name for row in files]),
-        "titles": listed([row.shown for row in files], "and"),
+        "titles": listed([row.shown for row in files if row.writes], "and"),
         "sources": source_help(),
         "suffixes": suffix_help(),
         "streams": listed(
@@ -119,7 +119,7 @@ def to_choices() -> tuple[list[str], list[str]]:
     storages: list[str] = []
     for row in layouts_in_order():
         storages += [s for s in row.storages if s not in storages]
-    return [row.name for row in formats_in_order()], storages
+    return [row.name for row in formats_in_order() if row.writes], storages
 
 
 def file_and_folder_formats() -> list[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 __all__ = [
     "SNIFF_BYTES",
+    "is_arrow_ipc",
     "is_hdf5",
     "is_npy_zip",
     "is_parquet",
@@ -28,6 +29,7 @@ SNIFF_BYTES = 64 * 1024
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _PARQUET_MAGIC = b"PAR1"
+_ARROW_MAGIC = b"ARROW1"
 _TORCH_LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"  # pickled magic number
 _CSV_HEADER_FIELD = re.compile(r".+\.\d+", re.DOTALL)
 
@@ -49,6 +51,14 @@ def is_npy_zip(path: Path, head: bytes) -> bool:
 def is_hdf5(path: Path, head: bytes) -> bool:
     """The HDF5 signature."""
     return head.startswith(_HDF5_MAGIC)
+
+
+def is_arrow_ipc(path: Path, head: bytes) -> bool:
+    """The Arrow IPC file signature (``ARROW1``: Feather v2 too).
+
+    An IPC *stream* (HF ``datasets``' cache files) has no signature: its suffix tells it.
+    """
+    return head.startswith(_ARROW_MAGIC)
 
 
 def is_parquet(path: Path, head: bytes) -> bool:

@@ -59,11 +59,13 @@ def check_target(plan: WritePlan) -> None:
     outputs is written.
     """
     target, fmt, layout = plan.target, plan.format, plan.layout
+    row = format_named(fmt)
+    if row is not None and layout is Layout.EXPCLI:
+        row.refuse_write(target)
     with OutputLock(target):
         pass
     for path in output_files(target, fmt) if layout is Layout.EXPCLI else (target,):
         check_writable(path, overwrite=plan.overwrite)
-    row = format_named(fmt)
     kept = layout is not Layout.EXPCLI and fmt in layout_named(layout).storages  # Minari parquet
     check_can_write(target, folder=row is None or row.folder or kept)  # None: a folder layout
 

@@ -12,7 +12,8 @@ its episode, the last of each episode unknown (its own observation repeated, as 
 reader does); a ``done`` without the terminated/truncated split is taken as terminated;
 without rewards there is no rewards tensor. A next observation that is null (expcli stores
 one once where it is the next row's observation) is the next row's observation of its env.
-The parquet format's reader hands such a table here (``parquet_format.open_lazy``).
+The parquet format's reader hands such a table here (``parquet_format.open_lazy``), and the
+Arrow IPC format's reader every one it opens (``ipc_format.open_lazy``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def open_table(
     parquet: Any, path: Path, reason: str, specs: dict[str, TensorSpec] | None = None
 ) -> tuple[Dataset, Callable[[], None]]:
     """Open ``parquet`` (a ``ParquetFile``, now owned) from its columns; say so in one warning.
+
+    ``parquet`` may be an Arrow IPC file too (``_ipc_table.IpcTable``: its record batches
+    are the row groups).
 
     ``reason``: why its own metadata is not used ("no expcli metadata", ...). ``specs``:
     the tensors its expcli footer names, where it has one: a column of bytes (frames) is

@@ -255,9 +255,11 @@ def _checked(plan: WritePlan) -> tuple[Format, WritePlan]:
     """The format of ``plan`` and the plan as its writer takes it (no compression it lacks).
 
     Raises:
-        ConfigError: The compression or the shard format does not fit (``write_planned``).
+        ConfigError: A format expcli only reads, or the compression or the shard format
+            does not fit (``write_planned``).
     """
     row, compression = _row(plan.format), plan.compression
+    row.refuse_write(plan.target)
     if plan.shard_format is not None:
         compression = _check_shards(plan.target, row, plan.shard_format, compression)
     else:

@@ -156,6 +156,17 @@ class Format(ABC):
         """
         return False
 
+    def refuse_write(self, target: Path) -> None:
+        """Refuse, in one line, a write to ``target`` of a format expcli only reads.
+
+        Asked before anything is read (``checked_write.check_target``) and before a write
+        (``registry.write_planned``). The base refuses none.
+
+        Raises:
+            ConfigError: The format is read only (never, the base).
+        """
+        del target
+
     def write_stream(self, dataset: Dataset, out: IO[bytes], source: str | PathLike[str]) -> None:
         """Write ``dataset`` front to back to the binary stream ``out`` (``source``: messages).
 
@@ -271,6 +282,11 @@ class Format(ABC):
     def compresses(self) -> bool:
         """Whether its writer takes a compression other than none."""
         return bool(self.compressions)
+
+    @property
+    def writes(self) -> bool:
+        """Whether expcli writes it (it does not ``refuse_write``); ``--to`` offers those."""
+        return type(self).refuse_write is Format.refuse_write
 
     @property
     def streams(self) -> bool:

@@ -73,6 +73,7 @@ _FORMATS: dict[str, str | Format] = {
     "csv": f"{_BUILTIN}.csv_file:CSV_FILE",
     "hdf5": f"{_BUILTIN}.hdf5_file:HDF5_FILE",
     "parquet": f"{_BUILTIN}.parquet_file:PARQUET_FILE",
+    "ipc": f"{_BUILTIN}.ipc_file:IPC_FILE",
     SHARDED_FOLDER: f"{_BUILTIN}.sharded_folder:FOLDER_FORMAT",
 }
 """Each format by name, in the order messages list them (and sniffing tries them)."""

@@ -88,10 +88,14 @@ ALLOWED: dict[str, tuple[int, str]] = {
 
 
 def _format_of() -> dict[str, str]:
-    """Every spelling of a file format the table knows: name, suffixes with and without dot."""
+    """Every spelling of a file format expcli writes: name, suffixes with and without dot.
+
+    A format it only reads is in no catalogue list (``ipc``: ``.arrow`` is also the name of a
+    Minari storage, which tests name).
+    """
     spelled = {}
     for fmt in formats_in_order():
-        if fmt.folder:
+        if fmt.folder or not fmt.writes:
             continue
         spelled[fmt.name] = fmt.name
         for suffix in fmt.suffixes:

@@ -101,7 +101,9 @@ def test_help_lists_a_registered_format_and_forgets_it_after(tmp_path: Path) -> 
     try:
         text = help_text()
         assert "--to [pt|npz|csv|hdf5|parquet|tiny|folder|arrow|video]" in text
-        assert "(.pt, .npz, .csv, .h5, .parquet, .tiny, or a Minari or LeRobot folder)" in text
+        assert (
+            "(.pt, .npz, .csv, .h5, .parquet, .arrow, .tiny, or a Minari or LeRobot folder)" in text
+        )
         assert "between pt, npz, csv, HDF5, Parquet and tiny" in text
     finally:
         unregister()
