@@ -1,0 +1,160 @@
+"""Arrow IPC (Feather v2) files and streams written by the real libraries, read from their columns.
+
+expcli's own Parquet copied to IPC by pyarrow (file and stream), Feather (compressed) and
+polars reads back every tensor; an HF ``datasets`` cache file (an IPC stream) reads back its
+values; ragged lists, damaged files and a write of IPC are refused in one line. About 4 s on
+two cores.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+import pytest
+
+from expcli.errors import ConfigError, FormatError
+from expcli.formats import Dataset, detect_format, read_dataset, write_dataset
+from expcli.formats._ipc_table import open_ipc
+from tests.formats.test_foreign_tables import collected, flat, one_line_exit_1
+
+
+def read_warned(path: Path) -> tuple[Dataset, list[str]]:
+    """The dataset read whole, and the warnings its reading gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dataset = read_dataset(path)
+    return dataset, [str(w.message) for w in caught]
+
+
+def write_ipc(table: pa.Table, path: Path, writer: str) -> None:
+    """``table`` as ``writer`` writes IPC, in batches of 7 rows where it takes a size."""
+    if writer == "pyarrow-file":
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+            out.write_table(table, max_chunksize=7)
+    elif writer == "pyarrow-stream":
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as out:
+            out.write_table(table, max_chunksize=7)
+    elif writer == "feather":  # Feather v2, lz4-compressed by default
+        feather.write_feather(table, str(path), chunksize=7)
+    else:
+        pl.from_arrow(table).write_ipc(path)
+
+
+WRITERS = ("pyarrow-file", "pyarrow-stream", "feather", "polars")
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_an_ipc_copy_of_expcli_parquet_reads_back_every_tensor(tmp_path: Path, writer: str) -> None:
+    source = write_dataset(collected(), tmp_path / "own.parquet")
+    copy = tmp_path / f"copy{'.feather' if writer == 'feather' else '.arrow'}"
+    write_ipc(pq.read_table(source), copy, writer)
+    assert detect_format(copy) == "ipc"
+    table = open_ipc(copy)
+    batches = table.metadata.num_row_groups
+    table.close()
+    assert batches == (1 if writer == "polars" else 18)  # 120 rows, 7 a batch
+    dataset, said = read_warned(copy)
+    form = "stream" if writer == "pyarrow-stream" else "file"
+    assert said == [f"{copy}: an Arrow IPC {form}: read from its columns as expcli's columns"]
+    original = collected()
+    assert sorted(dataset.tensors) == sorted(original.tensors)
+    for name, tensor in original.tensors.items():
+        assert np.array_equal(dataset.tensors[name], tensor), name
+    assert dataset.metadata["table"]["read"] == f"an Arrow IPC {form}"
+
+
+def test_an_hf_datasets_cache_file_is_an_ipc_stream_read_from_its_columns(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    rng = np.random.default_rng(3)
+    observations = rng.normal(size=(10, 3)).astype(np.float32)
+    terminations = np.arange(10) % 5 == 4
+    datasets.Dataset.from_dict(
+        {
+            "observations": observations.tolist(),
+            "actions": rng.integers(0, 3, 10).tolist(),
+            "rewards": rng.normal(size=10).tolist(),
+            "terminations": terminations.tolist(),
+            "truncations": [False] * 10,
+        }
+    ).save_to_disk(tmp_path / "hf")
+    [cache] = (tmp_path / "hf").glob("*.arrow")
+    assert cache.read_bytes()[:4] == b"\xff\xff\xff\xff"  # a stream: no ARROW1 magic
+    assert detect_format(cache) == "ipc"  # by its suffix
+    dataset, said = read_warned(cache)
+    assert len(said) == 1 and said[0].startswith(f"{cache}: an Arrow IPC stream: read from")
+    assert "Minari's columns" in said[0] and "no next observations" in said[0]
+    got = flat(dataset)
+    assert np.array_equal(got["observations"], observations)
+    assert np.array_equal(got["terminated"][:, 0], terminations)
+    assert np.array_equal(got["next_observations"][:4], observations[1:5])
+
+
+def test_ragged_lists_in_an_ipc_file_are_refused_naming_the_column_and_row(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ragged.arrow"
+    table = pa.table({"obs": [[1.0, 2.0], [3.0, 4.0], [5.0], [6.0, 7.0]], "reward": [0.0] * 4})
+    write_ipc(table, path, "pyarrow-file")
+    with pytest.raises(FormatError, match="row 2 holds lists of 1 values where row 0 holds 2"):
+        read_warned(path)
+    line = one_line_exit_1(path)
+    assert "obs" in line and "ragged" in line
+
+
+@pytest.mark.parametrize("cut", [12, 200])
+def test_a_damaged_ipc_file_is_one_line(tmp_path: Path, cut: int) -> None:
+    whole = tmp_path / "whole.arrow"
+    write_ipc(pa.table({"obs": np.arange(64, dtype=np.float32)}), whole, "pyarrow-file")
+    path = tmp_path / "damaged.arrow"
+    path.write_bytes(whole.read_bytes()[:cut])
+    with pytest.raises(FormatError, match="Arrow IPC"):
+        read_warned(path)
+    assert "Arrow IPC" in one_line_exit_1(path)
+
+
+def test_expcli_does_not_write_ipc(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="expcli does not write Arrow IPC; use parquet"):
+        write_dataset(collected(), tmp_path / "out.arrow")
+    source = write_dataset(collected(), tmp_path / "own.parquet")
+    for target in ("out.feather", "out.ipc"):
+        out = subprocess.run(
+            [sys.executable, "-m", "expcli", "convert", str(source), str(tmp_path / target)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.strip().splitlines() == [
+            f"error: {tmp_path / target}: expcli does not write Arrow IPC; use parquet"
+        ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["own.parquet"]
+
+
+@pytest.mark.parametrize("command", ["inspect", "convert"])
+def test_the_cli_reads_an_ipc_file_with_one_warning_line(tmp_path: Path, command: str) -> None:
+    source = write_dataset(collected(), tmp_path / "own.parquet")
+    copy = tmp_path / "copy.feather"
+    write_ipc(pq.read_table(source), copy, "feather")
+    target = tmp_path / "out.npz"
+    args = [str(copy)] + ([str(target)] if command == "convert" else [])
+    out = subprocess.run(
+        [sys.executable, "-m", "expcli", command, *args], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"warning: {copy}: an Arrow IPC file")
+    if command == "convert":
+        converted = read_dataset(target)
+        for name, tensor in collected().tensors.items():
+            assert np.array_equal(converted.tensors[name], tensor), name
+    else:
+        assert "ipc, table layout" in out.stdout and "120 valid transitions" in out.stdout
+        assert "25 complete (16 terminated, 9 truncated)" in out.stdout
