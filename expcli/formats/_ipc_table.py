@@ -23,7 +23,7 @@ from expcli.errors import FormatError
 from expcli.formats._error_summary import error_summary
 from expcli.formats._parquet_open import pyarrow_parquet
 
-__all__ = ["IpcTable", "open_ipc"]
+__all__ = ["IpcTable", "RowCounts", "open_ipc"]
 
 MAX_BATCHES = 1 << 20
 """The most record batches an IPC file may hold (each is a row group, its rows counted)."""
@@ -34,8 +34,8 @@ class _Group:
     num_rows: int
 
 
-class _Metadata:
-    """What ``RowGroups`` and ``parquet_format`` ask of a ``FileMetaData``."""
+class RowCounts:
+    """What ``RowGroups`` and ``parquet_format`` ask of a ``FileMetaData``: rows by group."""
 
     def __init__(self, rows: list[int], kv: dict[bytes, bytes] | None) -> None:
         self._rows, self.metadata = rows, kv
@@ -83,7 +83,7 @@ class IpcTable:
                 self._batches.append(batch)
             rows = [b.num_rows for b in self._batches]
         self.schema_arrow = self._reader.schema
-        self.metadata = _Metadata(rows, self.schema_arrow.metadata)
+        self.metadata = RowCounts(rows, self.schema_arrow.metadata)
 
     def _batch(self, group: int) -> Any:
         if self._batches is not None:

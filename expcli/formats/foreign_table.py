@@ -29,6 +29,7 @@ import numpy as np
 from expcli.errors import FormatError
 from expcli.formats import _table_order
 from expcli.formats._table_columns import ColumnKind, first_shape, kind_of
+from expcli.formats._table_episodes import episode_rows
 from expcli.formats._table_groups import RowGroups
 from expcli.formats._table_order import Placement, place
 from expcli.formats._table_roles import BOOKKEEPING_ROLES, FLAG_ROLES, Roles, roles_of
@@ -65,6 +66,12 @@ def open_table(
     """
     schema = parquet.schema_arrow
     roles = roles_of(list(schema.names), path)
+    episodes = episode_rows(parquet, roles, path)
+    if episodes is not None:  # one row per episode: read as the table of its steps
+        parquet, schema = episodes, episodes.schema_arrow
+        left = f" ({', '.join(episodes.left_out)} left out)" if episodes.left_out else ""
+        reason = f"{reason}, one row per episode{left}"
+        roles = roles_of(list(schema.names), path)
     specs = specs or {}
     kinds = {
         name: kind_of(schema.field(name), path, specs.get(_named(roles, name)))
