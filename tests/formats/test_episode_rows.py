@@ -8,9 +8,6 @@ About 4 s on two cores.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +20,7 @@ import pytest
 
 from expcli.errors import FormatError
 from expcli.formats import Dataset, read_dataset
-from tests.formats.test_foreign_tables import flat, one_line_exit_1
+from tests.formats.test_foreign_tables import flat, one_line_exit_1, one_warning, read_warned
 
 LENGTHS = (5, 3, 7, 4, 6)
 
@@ -44,14 +41,6 @@ def as_columns(steps: dict[str, list[np.ndarray]]) -> dict[str, list[Any]]:
     columns: dict[str, list[Any]] = {k: [e.tolist() for e in v] for k, v in steps.items()}
     columns["seed"] = list(range(len(LENGTHS)))
     return columns
-
-
-def read_warned(path: Path) -> tuple[Dataset, list[str]]:
-    """The dataset read whole, and the warnings its reading gave."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        dataset = read_dataset(path)
-    return dataset, [str(w.message) for w in caught]
 
 
 def assert_steps(dataset: Dataset, steps: dict[str, list[np.ndarray]]) -> None:
@@ -141,15 +130,10 @@ def test_the_cli_reads_one_row_per_episode(tmp_path: Path, command: str) -> None
     path = tmp_path / "episodes.parquet"
     pq.write_table(pa.table(as_columns(steps)), path, row_group_size=2)
     target = tmp_path / "out.npz"
-    args = [str(path)] + ([str(target)] if command == "convert" else [])
-    out = subprocess.run(
-        [sys.executable, "-m", "expcli", command, *args], capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    lines = [line for line in out.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "one row per episode" in lines[0]
+    stdout, line = one_warning(command, path, target)
+    assert "one row per episode" in line
     if command == "convert":
         assert_steps(read_dataset(target), steps)
     else:
-        assert f"{sum(LENGTHS)} valid transitions" in out.stdout
-        assert f"{len(LENGTHS)} complete ({len(LENGTHS)} terminated, 0 truncated)" in out.stdout
+        assert f"{sum(LENGTHS)} valid transitions" in stdout
+        assert f"{len(LENGTHS)} complete ({len(LENGTHS)} terminated, 0 truncated)" in stdout

@@ -336,19 +336,27 @@ def one_line_exit_1(path: Path) -> str:
     return errors[0]
 
 
+def one_warning(command: str, source: Path, target: Path) -> tuple[str, str]:
+    """``expcli inspect SOURCE`` or ``expcli convert SOURCE TARGET``, exit 0: its standard
+    output and its one line on standard error (the warning that it was read from columns)."""
+    args = [str(source)] + ([str(target)] if command == "convert" else [])
+    out = subprocess.run(
+        [sys.executable, "-m", "expcli", command, *args], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, out.stderr
+    return out.stdout, lines[0]
+
+
 @pytest.mark.parametrize("command", ["inspect", "convert"])
 def test_the_cli_reads_a_foreign_table_with_one_warning_line(tmp_path: Path, command: str) -> None:
     source = write_dataset(collected(), tmp_path / "own.parquet")
     copy = tmp_path / "copy.parquet"
     duckdb.sql(f"COPY (SELECT * FROM '{source}' WHERE episode_index < 6) TO '{copy}'")
     target = tmp_path / "out.npz"
-    args = [str(copy)] + ([str(target)] if command == "convert" else ["--check"] * 0)
-    out = subprocess.run(
-        [sys.executable, "-m", "expcli", command, *args], capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    lines = [line for line in out.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith(f"warning: {copy}: no expcli metadata")
+    _, line = one_warning(command, copy, target)
+    assert line.startswith(f"warning: {copy}: no expcli metadata")
     if command == "convert":
         converted = read_dataset(target)
         assert converted.metadata["table"]["columns"]["episode"] == "episode_index"

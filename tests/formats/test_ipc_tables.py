@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -21,17 +20,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from expcli.errors import ConfigError, FormatError
-from expcli.formats import Dataset, detect_format, read_dataset, write_dataset
+from expcli.formats import detect_format, read_dataset, write_dataset
 from expcli.formats._ipc_table import open_ipc
-from tests.formats.test_foreign_tables import collected, flat, one_line_exit_1
-
-
-def read_warned(path: Path) -> tuple[Dataset, list[str]]:
-    """The dataset read whole, and the warnings its reading gave."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        dataset = read_dataset(path)
-    return dataset, [str(w.message) for w in caught]
+from tests.formats.test_foreign_tables import (
+    collected,
+    flat,
+    one_line_exit_1,
+    one_warning,
+    read_warned,
+)
 
 
 def write_ipc(table: pa.Table, path: Path, writer: str) -> None:
@@ -144,17 +141,12 @@ def test_the_cli_reads_an_ipc_file_with_one_warning_line(tmp_path: Path, command
     copy = tmp_path / "copy.feather"
     write_ipc(pq.read_table(source), copy, "feather")
     target = tmp_path / "out.npz"
-    args = [str(copy)] + ([str(target)] if command == "convert" else [])
-    out = subprocess.run(
-        [sys.executable, "-m", "expcli", command, *args], capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    lines = [line for line in out.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith(f"warning: {copy}: an Arrow IPC file")
+    stdout, line = one_warning(command, copy, target)
+    assert line.startswith(f"warning: {copy}: an Arrow IPC file")
     if command == "convert":
         converted = read_dataset(target)
         for name, tensor in collected().tensors.items():
             assert np.array_equal(converted.tensors[name], tensor), name
     else:
-        assert "ipc, table layout" in out.stdout and "120 valid transitions" in out.stdout
-        assert "25 complete (16 terminated, 9 truncated)" in out.stdout
+        assert "ipc, table layout" in stdout and "120 valid transitions" in stdout
+        assert "25 complete (16 terminated, 9 truncated)" in stdout
