@@ -56,7 +56,8 @@ def episode_rows(table: Any, roles: Roles, path: Path) -> EpisodeRows | None:
         return None  # rewards of lists: a table of one row a step cannot hold them either
     if roles.columns.keys() & {"episode", "step"}:
         return None  # rows placed by their own episode column: one a step
-    view = EpisodeRows(table, path, named)
+    # steps counted from a list of scalars (not a whole pass over the observations)
+    view = EpisodeRows(table, path, [*scalars, *(n for n in named if n not in scalars)])
     flags_listed = any(r in roles.columns for r in FLAG_ROLES)
     return view if flags_listed or view.first_row_agrees() else None
 

@@ -95,14 +95,14 @@ def test_lists_of_other_lengths_within_a_row_are_one_line_naming_column_and_row(
     tmp_path: Path,
 ) -> None:
     columns = as_columns(episodes())
-    columns["rewards"][3] = columns["rewards"][3][:-1]  # episode 3: 4 steps, 3 rewards
+    columns["actions"][3] = columns["actions"][3][:-1]  # episode 3: 4 rewards, 3 actions
     path = tmp_path / "ragged.parquet"
     pq.write_table(pa.table(columns), path, row_group_size=2)
     with pytest.raises(FormatError, match=r"row 3 \(an episode\) holds 3 steps where") as info:
         read_warned(path)
-    assert info.value.key == "rewards"
+    assert info.value.key == "actions" and "where 'rewards' holds 4" in str(info.value)
     line = one_line_exit_1(path)
-    assert "'rewards'" in line and "row 3 (an episode) holds 3 steps" in line
+    assert "'actions'" in line and "row 3 (an episode) holds 3 steps" in line
 
 
 def test_a_null_episode_is_refused_naming_its_row(tmp_path: Path) -> None:
