@@ -35,7 +35,7 @@ def output_plan(settings: CollectSettings, output: Path, *, to_folder: bool) -> 
 
     Raises:
         ConfigError: ``--shard-format`` for a file, ``--compression`` that the output's format
-            does not take, or an output whose suffix names no format.
+            does not take, an output whose suffix names no format or one expcli only reads.
     """
     if settings.shard_format is not None and not to_folder:
         raise ConfigError(f"--shard-format applies to a folder output (no suffix), not {output}")
@@ -44,6 +44,8 @@ def output_plan(settings: CollectSettings, output: Path, *, to_folder: bool) -> 
         written: Format | None = find_shard_format(settings.shard_format)
     else:
         written = None if fmt is None else format_named(fmt)
+        if written is not None:
+            written.refuse_write(output)  # a format expcli only reads (Arrow IPC)
     compression = _compression(written, output, settings.compression)
     if fmt is None:
         raise ConfigError(

@@ -133,6 +133,16 @@ def test_expcli_does_not_write_ipc(tmp_path: Path) -> None:
             f"error: {tmp_path / target}: expcli does not write Arrow IPC; use parquet"
         ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["own.parquet"]
+    run = subprocess.run(
+        [sys.executable, "-m", "expcli", "collect", "CartPole-v1", "--steps", "64"]
+        + ["--mode", "dummy", "-o", str(tmp_path / "run.arrow")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "expcli does not write Arrow IPC; use parquet" in run.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["own.parquet"]
 
 
 @pytest.mark.parametrize("command", ["inspect", "convert"])
