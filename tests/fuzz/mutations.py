@@ -72,6 +72,7 @@ def make_mutant(seed: Path, folder: Path, number: int, campaign: int) -> tuple[P
         "csv": [(3.0, csv_edit)],
         "h5": [(3.0, h5_edit)],
         "parquet": [(3.0, parquet_edit)],
+        "arrow": [],  # Arrow IPC: bytes and metadata edits
         "minari": [(2.0, _minari_data), (1.0, minari_json)],
         "lerobot": [(2.0, lerobot_json), (2.0, lerobot_parquet)],
     }[what]

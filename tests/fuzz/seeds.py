@@ -193,6 +193,30 @@ def _foreign_table(folder: Path) -> None:
     pq.write_table(table, folder / "table.parquet", row_group_size=6)
 
 
+def _foreign_ipc(folder: Path) -> None:
+    """The same table as an Arrow IPC file of three record batches (``table.arrow``), and a
+    table of one row per episode (``episodes.parquet``, lists as long as each episode, two
+    row groups): read from their columns (``formats.ipc_format``, ``_table_episodes``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(folder / "table.parquet")
+    with pa.OSFile(str(folder / "table.arrow"), "wb") as sink:
+        with pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table, max_chunksize=4)
+    rng = np.random.default_rng(5)
+    lengths = (3, 5, 2)
+    episodes = pa.table(
+        {
+            "observations": [rng.normal(size=(n, 2)).round(3).tolist() for n in lengths],
+            "actions": [rng.integers(0, 2, n).tolist() for n in lengths],
+            "rewards": [rng.normal(size=n).astype(np.float32).tolist() for n in lengths],
+            "terminals": [[False] * (n - 1) + [True] for n in lengths],
+        }
+    )
+    pq.write_table(episodes, folder / "episodes.parquet", row_group_size=2)
+
+
 def _frames() -> Dataset:
     """Two envs of 64-byte frames in episodes: next observations stored once (``frames``)."""
     rng = np.random.default_rng(2)
@@ -260,6 +284,7 @@ def build(folder: Path) -> list[Path]:
     _tianshou_vector(folder)
     _d4rl_plain(folder)
     _foreign_table(folder)
+    _foreign_ipc(folder)
     return seeds(folder)
 
 
