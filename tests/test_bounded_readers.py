@@ -2,8 +2,8 @@
 ``.npz``, and converting a skrl-layout ``.npz`` or a gzip ``.h5``, take about the same peak
 memory for a small and a five times larger file (``tests.memory_probe``: each in a fresh
 child, its peak above its resident memory after the imports, the difference bounded by a
-quarter of the extra data). A Parquet table expcli did not write converts holding a few
-row groups, far less than the table."""
+quarter of the extra data). A Parquet table expcli did not write, and an Arrow IPC file,
+convert holding a few row groups (record batches), far less than the table."""
 
 from __future__ import annotations
 
@@ -139,6 +139,29 @@ def test_converting_a_foreign_parquet_table_streams(tmp_path: Path) -> None:
         source = foreign_table(tmp_path / f"table-{mib:.0f}.parquet", mib)
         run = convert_run(source, tmp_path / "out.npz")
         assert run.lines and "no expcli metadata" in run.lines[0]
+        source.unlink()
+        return run
+
+    assert_flat(convert)
+
+
+@pytest.mark.slow
+def test_converting_an_arrow_ipc_file_streams(tmp_path: Path) -> None:
+    """The same table as an Arrow IPC file (record batches of 2,048 rows, 8 MiB), 48 and
+    240 MiB: read a batch at a time, not mapped (mapped pages would count)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def convert(mib: float) -> Run:
+        table = foreign_table(tmp_path / "table.parquet", mib)
+        source = tmp_path / f"table-{mib:.0f}.arrow"
+        parquet = pq.ParquetFile(table)
+        with pa.ipc.new_file(str(source), parquet.schema_arrow) as writer:
+            for batch in parquet.iter_batches(batch_size=2048):
+                writer.write_batch(batch)
+        table.unlink()
+        run = convert_run(source, tmp_path / "out.npz")
+        assert run.lines and "an Arrow IPC file" in run.lines[0]
         source.unlink()
         return run
 

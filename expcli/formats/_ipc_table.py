@@ -4,12 +4,11 @@
 ``pyarrow.parquet.ParquetFile``'s members (``schema_arrow``, ``metadata``' row groups,
 ``iter_batches``, ``close``); ``IpcTable`` has those over the record batches of an IPC
 file, each batch a row group, so that the columns, roles and placement are read by the one
-code that reads Parquet. The file is memory-mapped: an uncompressed batch is read in place,
-never copied whole (a compressed one is decompressed a batch at a time). An IPC file
-(``ARROW1``, what pyarrow's ``ipc.new_file`` and ``feather.write_feather`` and polars'
-``write_ipc`` write) is read a batch at a time by its footer; an IPC stream (HF
-``datasets``' cache files) has none, so its batches are found by one pass and kept as views
-of the mapping.
+code that reads Parquet. An IPC file (``ARROW1``, what pyarrow's ``ipc.new_file`` and
+``feather.write_feather`` and polars' ``write_ipc`` write) is read a batch at a time by its
+footer (each batch read once when opened, to count its rows); an IPC stream (HF
+``datasets``' cache files) has none, so it is memory-mapped and its batches found by one
+pass and kept as views of the mapping (a compressed one decompressed as it is found).
 """
 
 from __future__ import annotations
@@ -59,8 +58,18 @@ class IpcTable:
     def __init__(self, path: Path) -> None:
         pa = _pyarrow()
         self.path = path
-        self._source = pa.memory_map(str(path), "r")
+        # an IPC file's batches are read when asked for, into memory that is freed after (a
+        # mapping would count every page read in the process's resident size)
+        self._source: Any = pa.OSFile(str(path), "rb")
         self._batches: list[Any] | None = None
+        try:
+            self._open(pa, path)
+        except BaseException:
+            self._source.close()
+            raise
+
+    def _open(self, pa: Any, path: Path) -> None:
+        """Read the footer (an IPC file) or find the batches (an IPC stream)."""
         try:
             self._reader: Any = pa.ipc.open_file(self._source)
             self.stream = False
@@ -70,8 +79,9 @@ class IpcTable:
                     f"holds {count:,} record batches, more than {MAX_BATCHES:,}", path=path
                 )
             rows = [self._reader.get_batch(b).num_rows for b in range(count)]
-        except pa.ArrowInvalid:  # no footer: an IPC stream
-            self._source.seek(0)
+        except pa.ArrowInvalid:  # no footer: an IPC stream, its batches views of a mapping
+            self._source.close()
+            self._source = pa.memory_map(str(path), "r")
             self._reader = pa.ipc.open_stream(self._source)
             self.stream = True
             self._batches = []
@@ -110,7 +120,7 @@ class IpcTable:
         return _pyarrow().Table.from_batches([self._batch(group).select(columns)])
 
     def close(self) -> None:
-        """Drop the batches and unmap the file."""
+        """Drop the batches and close (or unmap) the file."""
         self._batches = None
         self._source.close()
 
