@@ -57,6 +57,7 @@ from expcli.formats._guards import brief, open_inside, regular_size
 from expcli.formats._manifest import (
     DEFAULT_SHARD_FORMAT,
     FORMAT_KEY,
+    MANIFEST,
     Manifest,
     ShardEntry,
     file_crc32,
@@ -81,6 +82,7 @@ __all__ = [
     "CARD",
     "COMPRESSION_KEY",
     "DEFAULT_SHARD_BYTES",
+    "MANIFEST",
     "Manifest",
     "ShardWriter",
     "check_shard",
