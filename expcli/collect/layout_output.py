@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from expcli.collect.settings import CollectSettings
-from expcli.errors import ConfigError
+from expcli.errors import ConfigError, ExpcliError
 from expcli.formats.rows import Layout, WritePlan
 
 if TYPE_CHECKING:
@@ -58,8 +58,15 @@ class LayoutRun:
         )
 
     def kept(self) -> str | None:
-        """Where the rows collected are and how to finish, while the staging folder stays."""
+        """Where the rows collected are and how to finish, while the staging folder stays.
+
+        A staging folder that holds no row (the run stopped before its first) is removed, so
+        that the next run is not refused for it.
+        """
         if not self.staging.exists():
+            return None
+        if _holds_no_rows(self.staging):
+            shutil.rmtree(self.staging)
             return None
         return f"the rows collected are in {self.staging}: {self.finish}"
 
@@ -74,6 +81,18 @@ class LayoutRun:
         result = convert_planned(self.staging, self.plan, progress=progress)
         shutil.rmtree(self.staging)
         return result
+
+
+def _holds_no_rows(folder: Path) -> bool:
+    """Whether a staging folder holds its manifest (and card) and no shard: nothing to keep."""
+    from expcli.formats.sharded import CARD, MANIFEST, Manifest
+
+    try:
+        if Manifest.load(folder).rows:
+            return False
+    except (ExpcliError, OSError):
+        return False  # whatever it is, it is the user's to look at
+    return all(path.name in (MANIFEST, CARD) for path in folder.iterdir())
 
 
 def layout_run(settings: CollectSettings, layout: Layout, to: str | None = None) -> LayoutRun:
@@ -127,7 +146,10 @@ def collect_in_layout(
         finally:
             job.close()
             saved = job.save()
-        return None if saved is None else run.convert()
+        if saved is None:
+            run.kept()  # removes a staging folder that holds nothing
+            return None
+        return run.convert()
     except BaseException as error:
         note = run.kept()
         if note is not None:

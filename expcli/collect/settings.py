@@ -101,12 +101,12 @@ class CollectSettings:
             self.compression = choose("--compression", self.compression, Compression)
         self.frames = choose("--frames", self.frames, FramesForm)
         if self.shard_format is not None:
-            from expcli.formats.table import shard_formats
+            from expcli.formats.table import format_named, shard_formats
 
-            kinds = shard_formats()
-            if str(self.shard_format).lower() not in kinds:
-                raise _not_one_of("--shard-format", kinds, self.shard_format)
-            self.shard_format = str(self.shard_format).lower()
+            found = format_named(str(self.shard_format))  # listing all would read entry points
+            if found is None or not found.shards:
+                raise _not_one_of("--shard-format", shard_formats(), self.shard_format)
+            self.shard_format = found.name
         engine = ENGINES.get(self.mode)  # None: auto
         if self.force_mode and not (engine and engine.force_mode):
             forced = " or ".join(e.mode for e in ENGINES.values() if e.force_mode)

@@ -28,6 +28,7 @@ from expcli.formats.table import (
     OWN_FILE_FORMATS,
     SHARDED_FOLDER,
     compressing_formats,
+    compressing_shard_formats,
     file_formats,
     format_from_suffix,
     format_named,
@@ -409,7 +410,7 @@ def _check_shards(
     if shard is None or not shard.shards:
         kinds = ", ".join(shard_formats())
         raise ConfigError(f"--shard-format takes {kinds}; got {shard_format!r}")
-    return shard.checked_compression(compression, what="shards")
+    return shard.checked_compression(compression, what="shards", others=compressing_shard_formats)
 
 
 LAYOUTS: tuple[str, ...] = tuple(Layout)

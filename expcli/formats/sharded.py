@@ -57,6 +57,7 @@ from expcli.formats._guards import brief, open_inside, regular_size
 from expcli.formats._manifest import (
     DEFAULT_SHARD_FORMAT,
     FORMAT_KEY,
+    MANIFEST,
     Manifest,
     ShardEntry,
     file_crc32,
@@ -71,7 +72,7 @@ from expcli.formats.frames import ByCells, DerivedRows, StoredOnce, combined
 from expcli.formats.header import header_specs
 from expcli.formats.lazy import LazyRows
 from expcli.formats.rows import Format, WritePlan
-from expcli.formats.table import format_named, shard_formats
+from expcli.formats.table import compressing_shard_formats
 from expcli.spec import FRAMES_SCHEMA, CircularState, FramesForm
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ __all__ = [
     "CARD",
     "COMPRESSION_KEY",
     "DEFAULT_SHARD_BYTES",
+    "MANIFEST",
     "Manifest",
     "ShardWriter",
     "check_shard",
@@ -285,15 +287,10 @@ def new_manifest(
     extra: dict[str, Any] = {}
     if kind.name != DEFAULT_SHARD_FORMAT:
         extra[FORMAT_KEY] = kind.name
-    checked = kind.checked_compression(compression, what="shards", others=_compressing_shards)
+    checked = kind.checked_compression(compression, what="shards", others=compressing_shard_formats)
     if checked is not None:
         extra[COMPRESSION_KEY] = checked
     return Manifest({**header, **extra})
-
-
-def _compressing_shards() -> tuple[str, ...]:
-    """The shard formats that compress."""
-    return tuple(f for f in shard_formats() if (found := format_named(f)) and found.compresses)
 
 
 def _write_card(folder: Path, text: str) -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "OWN_FILE_FORMATS",
     "SHARDED_FOLDER",
     "compressing_formats",
+    "compressing_shard_formats",
     "file_formats",
     "foreign_hdf5_titles",
     "format_from_suffix",
@@ -202,6 +203,11 @@ def file_formats() -> tuple[str, ...]:
 def compressing_formats() -> tuple[str, ...]:
     """Names of the formats whose writer takes a compression."""
     return tuple(f.name for f in formats_in_order() if f.compresses)
+
+
+def compressing_shard_formats() -> tuple[str, ...]:
+    """Names of the shard formats whose writer takes a compression."""
+    return tuple(f.name for f in formats_in_order() if f.shards and f.compresses)
 
 
 def shard_formats() -> tuple[str, ...]:

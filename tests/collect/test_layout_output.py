@@ -63,3 +63,24 @@ def test_a_failed_conversion_keeps_the_rows_and_says_how_to_finish(
     assert note.startswith(f"the rows collected are in {staging}: ")
     assert f"expcli convert {staging} {target} --layout minari --to arrow" in note
     assert len(load(staging)) == 60 and not target.exists()  # a folder run, kept whole
+
+
+def test_a_run_stopped_before_its_first_row_leaves_no_staging_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing collected, nothing kept: the next run is not refused for an empty folder."""
+    from expcli.collect.job import CollectJob
+
+    def stopped(self: CollectJob) -> None:
+        raise KeyboardInterrupt
+
+    target = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        patch.setattr(CollectJob, "run", stopped)
+        with pytest.raises(KeyboardInterrupt) as caught:
+            collect_in_layout(_settings(target), Layout.MINARI)
+    assert not getattr(caught.value, "__notes__", None)  # no "rows are in ..." for no rows
+    assert list(tmp_path.iterdir()) == []
+    with pytest.warns(UserWarning, match="does not keep"):
+        result = collect_in_layout(_settings(target), Layout.MINARI)
+    assert result is not None and result.transitions == 60

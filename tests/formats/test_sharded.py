@@ -19,6 +19,7 @@ from expcli.formats._manifest import Manifest
 from expcli.spec import CircularState
 from expcli.summary import summarize
 from expcli.summary.checks import FAILED, PASSED
+from tests.format_catalogue import SHARD_FORMATS
 from tests.formats.test_roundtrip import assert_same_dataset, datasets
 
 
@@ -134,3 +135,31 @@ def test_a_float_tensor_added_after_the_first_shard_reads_as_nan_there(tmp_path:
     with pytest.raises(SchemaError) as info:
         read_dataset(folder)
     assert info.value.key == "extra"
+
+
+@pytest.mark.parametrize("shard_format", SHARD_FORMATS)
+def test_a_shard_compression_is_refused_alike_on_every_path(
+    tmp_path: Path, shard_format: str
+) -> None:
+    """The format object checks it: a write, a new manifest (collect's) and a conversion."""
+    from expcli.errors import ConfigError
+    from expcli.spec import COMPRESSIONS
+
+    kind = sharded.find_shard_format(shard_format)
+    compression = next(c for c in COMPRESSIONS if c != "none" and c not in kind.compressions)
+    source = write_dataset(_sample(), tmp_path / "run.npz")
+    attempts = [
+        lambda: write_dataset(
+            _sample(), tmp_path / "w", shard_format=shard_format, compression=compression
+        ),
+        lambda: sharded.new_manifest(_sample().header(), kind, compression),
+        lambda: convert(source, tmp_path / "c", shard_format=shard_format, compression=compression),
+    ]
+    messages = set()
+    for attempt in attempts:
+        with pytest.raises(ConfigError) as caught:
+            attempt()
+        messages.add(str(caught.value))
+    (message,) = messages  # one message, whichever path
+    assert message.startswith(f"{kind.shown} shards ") and repr(compression) in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz"]

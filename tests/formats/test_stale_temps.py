@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -40,23 +39,39 @@ def dead_pid() -> int:
     return child.pid
 
 
+# The child stops itself once its temporary is whole and before the rename: a kill there is
+# the worst moment (all written, nothing in place), and no race with a fast write.
+_STOP_BEFORE_COMMIT = """
+import os, signal, sys
+from expcli.files import atomic
+commit = atomic._commit_all
+def stopped(*args):
+    os.kill(os.getpid(), signal.SIGSTOP)
+    return commit(*args)
+atomic._commit_all = stopped
+from expcli.cli import main
+sys.argv = ["expcli", "convert", *sys.argv[1:]]
+main()
+"""
+
+
 @pytest.mark.parametrize("name", ["out.csv", "out.h5", "out.pt"])
 def test_sigkill_mid_convert_then_the_next_write_cleans_up(tmp_path: Path, name: str) -> None:
     source = save(dataset(40_000), tmp_path / "source.npz")
     out = tmp_path / "out"
     out.mkdir()
     child = subprocess.Popen(
-        [sys.executable, "-m", "expcli", "convert", str(source), str(out / name)],
+        [sys.executable, "-c", _STOP_BEFORE_COMMIT, str(source), str(out / name)],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 60
-    while not hidden(out) and child.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.002)
+    _, status = os.waitpid(child.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), child.communicate()[1].decode()
     child.send_signal(signal.SIGKILL)
-    assert child.wait() == -signal.SIGKILL
+    child.communicate()
+    assert child.returncode == -signal.SIGKILL
     left = hidden(out)
-    assert left, "the child finished before it could be killed"
+    assert any(n.endswith(".tmp") for n in left), left
     lock = f".{name}.expcli.lock"  # left too, but held by no one (an OS lock)
     assert all(n.startswith(f".{name}.expcli-{child.pid}-") for n in left if n != lock), left
     assert not (out / name).exists()
