@@ -12,16 +12,19 @@ environment variable for a file known to be honest.
 from __future__ import annotations
 
 import base64
+import io
 import os
 import sys
 from pathlib import Path
 from typing import IO, Any
 
 from expcli.errors import FormatError, MissingDependencyError
+from expcli.formats._arrow_schema import READ_EXTENSIONS, extensions
 
 __all__ = [
     "FOOTER_VARIABLE",
     "GROUP_VARIABLE",
+    "HIDDEN_SCHEMA_KEY",
     "check_groups",
     "max_footer_bytes",
     "max_group_bytes",
@@ -39,6 +42,11 @@ _THRIFT_LIST_ITEMS = 100_000  # columns, row groups, metadata keys
 _MIN_PYARROW = (14, 0, 1)
 _MAGIC = b"PAR1"
 _EXTENSION_KEY = b"ARROW:extension:name"
+_SCHEMA_KEY = b"ARROW:schema"
+HIDDEN_SCHEMA_KEY = b"expcli:arrow"
+"""The key a stored Arrow schema that declares extension types is read under (hidden from
+pyarrow, which would build them): as long as ``ARROW:schema``, so that the file's bytes
+keep their places."""
 
 
 def _bound(variable: str, default: int) -> int:
@@ -89,9 +97,10 @@ def open_parquet(path: Path, file: IO[bytes] | None = None, **options: Any) -> A
     """``pyarrow.parquet.ParquetFile`` of ``path`` (or of ``file``, opened on it), bounded.
 
     Its ends and footer length are checked first, an Arrow schema naming an extension type
-    is refused unparsed (``refuse_extension_types``), pyarrow parses the footer with limits
-    on its strings and lists, and row groups that decode to too much are refused
-    (``check_groups``). Pages are verified by their checksums.
+    is read by expcli (``_arrow_schema``) and hidden from pyarrow, or refused unparsed
+    (``refuse_extension_types``), pyarrow parses the footer with limits on its strings and
+    lists, and row groups that decode to too much are refused (``check_groups``). Pages are
+    verified by their checksums.
 
     Raises:
         FormatError: Not a Parquet file, truncated, a footer too large, or one pyarrow
@@ -99,21 +108,28 @@ def open_parquet(path: Path, file: IO[bytes] | None = None, **options: Any) -> A
     """
     pq = pyarrow_parquet()
     footer = _footer_length(path)
-    refuse_extension_types(path, footer)
+    hidden = _hide_extension_types(path, footer)
+    source: Any = str(path) if file is None else file
+    if hidden is not None:  # the same bytes, but pyarrow sees no stored Arrow schema
+        source = _Renamed(open(path, "rb") if file is None else file, *hidden)
     limit = max_footer_bytes()
     options = {"page_checksum_verification": True, **options}
     try:
         parquet = pq.ParquetFile(
-            str(path) if file is None else file,
+            source,
             thrift_string_size_limit=limit,
             thrift_container_size_limit=_THRIFT_LIST_ITEMS,
             **options,
         )
     except Exception as e:
+        if hidden is not None:
+            source.close()
         detail = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         if "size limit" in detail:
             detail = f"its footer holds a list of over {_THRIFT_LIST_ITEMS:,} items"
         raise FormatError(f"cannot read its footer ({detail}); it is damaged", path=path) from e
+    if hidden is not None:
+        parquet._close_source = True  # the renamed view is expcli's: closed with the file
     try:
         check_groups(parquet, path)
     except BaseException:
@@ -154,6 +170,93 @@ def _footer_length(path: Path) -> int:
     return footer
 
 
+def _hide_extension_types(path: Path, footer: int) -> tuple[int, bytes] | None:
+    """Where a stored Arrow schema declaring extension types is, and its key renamed.
+
+    None: the footer declares none. Each declared type must be one expcli reads
+    (``READ_EXTENSIONS``) at the top level; the key is renamed ``HIDDEN_SCHEMA_KEY`` so that
+    pyarrow reads the columns as their storage types and builds nothing.
+
+    Raises:
+        FormatError: Another extension type, one in a nested column, or a damaged schema.
+    """
+    with open(path, "rb") as file:
+        start = file.seek(-8 - footer, os.SEEK_END)
+        data = file.read(footer)
+    if not _declares_extension(data) or data.count(_SCHEMA_KEY) != 1:
+        refuse_extension_types(path, footer)
+        return None
+    at = data.index(_SCHEMA_KEY)
+    value = _thrift_string(data, at + len(_SCHEMA_KEY))
+    for column, declared in extensions(value, path).items():
+        if declared.name not in READ_EXTENSIONS:
+            raise FormatError(
+                f"its Arrow schema declares the extension type {declared.name!r} (column "
+                f"{column!r}); expcli reads {', '.join(READ_EXTENSIONS)} and never builds "
+                "types named by a file",
+                path=path,
+            )
+    return start + at, HIDDEN_SCHEMA_KEY
+
+
+def _thrift_string(data: bytes, at: int) -> bytes:
+    """The value after a key-value's key in Thrift's compact encoding (b"": none there)."""
+    if data[at : at + 1] != b"\x18":  # field 2 (value), a binary
+        return b""
+    length, shift, at = 0, 0, at + 1
+    while at < len(data) and shift < 35:
+        byte = data[at]
+        length |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if not byte & 0x80:
+            return data[at : at + length]
+    return b""
+
+
+def _declares_extension(data: bytes) -> bool:
+    """Whether footer bytes name ``ARROW:extension:name``, raw or in base64 at any alignment."""
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + _EXTENSION_KEY)
+        if encoded[4 if shift else 0 : -4] in data or _EXTENSION_KEY in data:
+            return True
+    return False
+
+
+class _Renamed(io.RawIOBase):
+    """A file read with the bytes at ``at`` replaced by ``patch`` (of the same length)."""
+
+    def __init__(self, file: IO[bytes], at: int, patch: bytes) -> None:
+        super().__init__()
+        self._file, self._at, self._patch = file, at, patch
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def readinto(self, buffer: Any) -> int:
+        first = self._file.tell()
+        data = self._file.read(len(buffer))
+        count = len(data)
+        view = memoryview(buffer).cast("B")
+        view[:count] = data
+        low, high = max(first, self._at), min(first + count, self._at + len(self._patch))
+        if low < high:
+            view[low - first : high - first] = self._patch[low - self._at : high - self._at]
+        return count
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
 def refuse_extension_types(path: Path, footer: int) -> None:
     """Refuse a file whose stored Arrow schema names an extension type, before pyarrow reads it.
 
@@ -166,15 +269,12 @@ def refuse_extension_types(path: Path, footer: int) -> None:
     with open(path, "rb") as file:
         file.seek(-8 - footer, os.SEEK_END)
         data = file.read(footer)
-    for shift in range(3):
-        encoded = base64.b64encode(b"\0" * shift + _EXTENSION_KEY)
-        inner = encoded[4 if shift else 0 : -4]
-        if inner in data or _EXTENSION_KEY in data:
-            raise FormatError(
-                "its Arrow schema declares an extension type; expcli writes only plain types "
-                "and never builds types named by a file",
-                path=path,
-            )
+    if _declares_extension(data):
+        raise FormatError(
+            "its Arrow schema declares an extension type; expcli writes only plain types "
+            "and never builds types named by a file",
+            path=path,
+        )
 
 
 def read_columns(path: Path, columns: list[str], max_rows: int | None = None) -> Any:
