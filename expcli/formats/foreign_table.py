@@ -28,9 +28,12 @@ import numpy as np
 
 from expcli.errors import FormatError
 from expcli.formats import _table_order
+from expcli.formats._parquet_open import GROUP_VARIABLE, max_group_bytes
 from expcli.formats._table_columns import ColumnKind, first_shape, kind_of
 from expcli.formats._table_episodes import episode_rows
+from expcli.formats._table_features import declared_types
 from expcli.formats._table_groups import RowGroups
+from expcli.formats._table_images import LOSSY_FORMATS, first_image, said_lossy
 from expcli.formats._table_order import Placement, place
 from expcli.formats._table_roles import BOOKKEEPING_ROLES, FLAG_ROLES, Roles, roles_of
 from expcli.formats.dataset import Dataset
@@ -38,7 +41,10 @@ from expcli.formats.layout_keys import SEAMS_KEY
 from expcli.formats.lazy import LazyRows
 from expcli.spec import CircularState, TensorSpec
 
-__all__ = ["TABLE_KEY", "open_table"]
+__all__ = ["MAX_TABLE_COLUMNS", "TABLE_KEY", "open_table"]
+
+MAX_TABLE_COLUMNS = 4096
+"""The most columns a foreign table may have: each is looked at when it is opened."""
 
 TABLE_KEY = "table"
 """Metadata key: how a foreign table was read (its convention, columns, what is unknown)."""
@@ -65,6 +71,12 @@ def open_table(
             that must be sorted and are too many.
     """
     schema = parquet.schema_arrow
+    if len(schema) > MAX_TABLE_COLUMNS:
+        raise FormatError(
+            f"has {len(schema):,} columns, more than the {MAX_TABLE_COLUMNS:,} read; select the "
+            "columns you need first (with duckdb or polars, say)",
+            path=path,
+        )
     roles = roles_of(list(schema.names), path)
     episodes = episode_rows(parquet, roles, path)
     if episodes is not None:  # one row per episode: read as the table of its steps
@@ -73,8 +85,9 @@ def open_table(
         reason = f"{reason}, one row per episode{left}"
         roles = roles_of(list(schema.names), path)
     specs = specs or {}
+    declared = declared_types(schema, path)
     kinds = {
-        name: kind_of(schema.field(name), path, specs.get(_named(roles, name)))
+        name: kind_of(schema.field(name), path, specs.get(_named(roles, name)), declared.get(name))
         for name in _used(roles)
     }
     for role in BOOKKEEPING_ROLES:
@@ -101,13 +114,29 @@ def open_table(
         groups.columns[name] = (kinds[name], shape, nullable)
     for name in _bookkeeping(roles):
         groups.columns[name] = (kinds[name], (), False)
+    notes = [_lossy(groups, n) for n in tensors if kinds[n].image]
     key_names: dict[str, str] = {
         r: roles.columns[r] for r in ("episode", "step", "env") if r in roles.columns
     }
     placement = place(
         groups.keys(key_names), groups.count, lambda: groups.whole_keys(key_names), path
     )
-    return _dataset(groups, roles, placement, path, reason), groups.close
+    dataset = _dataset(groups, roles, placement, path, reason, [n for n in notes if n])
+    return dataset, groups.close
+
+
+def _lossy(groups: RowGroups, name: str) -> str | None:
+    """What an image column's first image says: its format is lossy (None: it is not)."""
+    for group in range(len(groups.starts) - 1):
+        for array in groups.batches(name, group, 64):
+            array = array.filter(array.is_valid()) if array.null_count else array
+            if len(array):
+                kind = first_image(array, (groups.path, name, -1))[1]
+                if kind not in LOSSY_FORMATS:
+                    return None
+                said_lossy(groups.path, name)
+                return f"{name!r} holds {kind} images: decoded, lossy (not the pixels compressed)"
+    return None
 
 
 def _shape(
@@ -123,15 +152,17 @@ def _shape(
             partner.
     """
     shape = partner
-    if None not in kind.levels:
+    if None not in kind.levels and not kind.image and (kind.declared is None or kind.binary):
         shape = tuple(int(length or 0) for length in kind.levels)
     for group in range(len(groups.starts) - 1 if shape is None else 0):
+        row = int(groups.starts[group])
         for array in groups.batches(name, group, 64):
-            if array.null_count:
-                array = array.filter(array.is_valid())
-            if len(array):
-                shape = first_shape(array, kind, groups.path, name)
+            valid = np.flatnonzero(np.asarray(array.is_valid())) if array.null_count else [0]
+            if len(array) and len(valid):
+                at = int(valid[0])
+                shape = first_shape(array.slice(at), kind, groups.path, name, row + at)
                 break
+            row += len(array)
         if shape is not None:
             break
     if shape is None:
@@ -139,6 +170,15 @@ def _shape(
     if math.prod(shape) > _MOST_VALUES:
         raise FormatError(
             f"has lists of shape {list(shape)}: more than {_MOST_VALUES:,} values a row",
+            path=groups.path,
+            key=name,
+        )
+    most = int(np.diff(groups.starts).max(initial=0)) * math.prod(shape)
+    if kind.image and most > max_group_bytes():  # the footer cannot say what images decode to
+        raise FormatError(
+            f"holds images of shape {list(shape)}: a row group decodes to {most:,} bytes, more "
+            f"than the {max_group_bytes():,} decoded at once; set {GROUP_VARIABLE} to read "
+            "larger groups from a file you trust",
             path=groups.path,
             key=name,
         )
@@ -159,7 +199,7 @@ def _named(roles: Roles, column: str) -> str:
 
 
 def _dataset(
-    groups: RowGroups, roles: Roles, placement: Placement, path: Path, reason: str
+    groups: RowGroups, roles: Roles, placement: Placement, path: Path, reason: str, notes: list[str]
 ) -> Dataset:
     rows, envs = placement.shape
     arrays: dict[str, Any] = {}
@@ -167,6 +207,7 @@ def _dataset(
         if name not in _bookkeeping(roles):
             arrays[_named(roles, name)] = _lazy(groups, placement, name, shape or (1,))
     terminated, truncated, seams, unknown = _done(groups, roles, placement)
+    unknown[:0] = notes
     ends = terminated | truncated | placement.episode_ends()
     follows = _successors(groups, roles, placement)
     for tensor in [n for n in arrays if n == "observations" or n.startswith("observations/")]:
