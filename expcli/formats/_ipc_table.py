@@ -137,7 +137,7 @@ def open_ipc(path: Path) -> IpcTable:
         return IpcTable(path)
     except FormatError:
         raise
-    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid and ArrowIOError among them
+    except (OSError, ValueError, NotImplementedError) as e:  # pyarrow's Arrow*Error among them
         raise FormatError(
             f"is not a readable Arrow IPC file or stream: {error_summary(e)}", path=path
         ) from e
