@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,25 +27,9 @@ from expcli.errors import FormatError
 from expcli.formats import foreign_table
 from expcli.formats._parquet_open import GROUP_VARIABLE
 from tests.formats.test_foreign_tables import one_line_exit_1, read_warned
-from tests.fuzz.structure import bomb_png
+from tests.fuzz.structure import bomb_jpeg, bomb_png, png_bytes
 
 IMAGE_FEATURES = {"info": {"features": {"observations": {"_type": "Image"}}}}
-
-
-def png(frame: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    PILImage.fromarray(frame).save(buffer, "PNG")
-    return buffer.getvalue()
-
-
-def jpeg_claiming(width: int, height: int) -> bytes:
-    """A small JPEG whose frame header (SOF0) claims ``width`` x ``height`` pixels."""
-    buffer = io.BytesIO()
-    PILImage.fromarray(np.zeros((8, 8, 3), np.uint8)).save(buffer, "JPEG")
-    data = bytearray(buffer.getvalue())
-    at = data.index(b"\xff\xc0") + 5  # marker, length (2), precision (1): height, width
-    data[at : at + 4] = struct.pack(">HH", height, width)
-    return bytes(data)
 
 
 def image_table(
@@ -124,12 +107,12 @@ CLI_CASES: dict[str, tuple[Callable[[Path], Path], str, str]] = {
     ),
     "2^40-hf-array": (huge_hf_array, "array.parquet", "declares [1048576, 1048576]"),
     "png-bomb": (
-        lambda p: image_table(p, [png(np.zeros((2, 2), np.uint8)), bomb_png()]),
+        lambda p: image_table(p, [png_bytes(np.zeros((2, 2), np.uint8)), bomb_png()]),
         "bomb.parquet",
         "holds a decompression bomb",
     ),
     "jpeg-bomb": (
-        lambda p: image_table(p, [jpeg_claiming(60_000, 60_000)]),
+        lambda p: image_table(p, [bomb_jpeg()]),
         "bomb.parquet",
         "row 0 holds a decompression bomb",
     ),
@@ -166,7 +149,7 @@ def test_a_parquet_table_of_too_many_columns_is_refused_before_any_is_read(tmp_p
     ("blobs", "paths", "words"),
     [
         (
-            [png(np.zeros((4, 4, 3), np.uint8)), png(np.zeros((4, 5, 3), np.uint8))],
+            [png_bytes(np.zeros((4, 4, 3), np.uint8)), png_bytes(np.zeros((4, 5, 3), np.uint8))],
             None,
             r"row 1 holds an image of shape \[4, 5, 3\] where the first holds \[4, 4, 3\]",
         ),
@@ -202,7 +185,7 @@ def test_a_row_group_of_images_decoding_past_the_group_bound_is_refused(
 ) -> None:
     """The footer says what a PNG is stored in, not what it decodes to: counted from the
     first image's header, before any is decoded."""
-    frames = [png(np.zeros((16, 16, 3), np.uint8))] * 10  # 768 bytes each, 7,680 a group
+    frames = [png_bytes(np.zeros((16, 16, 3), np.uint8))] * 10  # 768 bytes each, 7,680 a group
     path = image_table(tmp_path / "images.parquet", frames)
     monkeypatch.setenv(GROUP_VARIABLE, "4000")
     with pytest.raises(

@@ -8,7 +8,8 @@ its writer lays it out, and a Parquet table expcli did not write (``table.parque
 partly filled skrl export and a tianshou VectorReplayBuffer come from the real libraries.
 The datasets are tiny (a few rows, a few envs), so that the whole corpus stays far below a
 megabyte, yet they carry what the readers look at: spaces, circular state, episode ends,
-infos and layout metadata.
+infos and layout metadata. Tables of other writers' column types (HF images, an Arrow
+tensor) are there too.
 """
 
 from __future__ import annotations
@@ -217,6 +218,46 @@ def _foreign_ipc(folder: Path) -> None:
     pq.write_table(episodes, folder / "episodes.parquet", row_group_size=2)
 
 
+def _foreign_types(folder: Path) -> None:
+    """Column types of tables by other writers: HF ``Image`` PNGs with Minari's names
+    (``images.parquet``, the struct and ``huggingface`` features HF ``datasets`` writes, two
+    row groups) and an Arrow ``fixed_shape_tensor`` (``tensor.parquet``)."""
+    import io
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    rng = np.random.default_rng(6)
+    rows = 6
+    blobs = []
+    for frame in rng.integers(0, 256, (rows, 4, 4, 3), dtype=np.uint8):
+        buffer = io.BytesIO()
+        Image.fromarray(frame).save(buffer, "PNG")
+        blobs.append(buffer.getvalue())
+    images = pa.StructArray.from_arrays(
+        [pa.array(blobs, pa.binary()), pa.nulls(rows, pa.string())], ["bytes", "path"]
+    )
+    features = {"observations": {"_type": "Image"}, "actions": {"_type": "Value", "dtype": "int64"}}
+    table = pa.table(
+        {
+            "observations": images,
+            "actions": rng.integers(0, 2, rows),
+            "rewards": rng.normal(size=rows).astype(np.float32),
+            "terminations": [False, False, True, False, False, False],
+            "truncations": [False] * (rows - 1) + [True],
+        }
+    ).replace_schema_metadata({"huggingface": json.dumps({"info": {"features": features}})})
+    pq.write_table(table, folder / "images.parquet", row_group_size=4)
+    values = rng.normal(size=(rows, 2, 3)).astype(np.float32).round(3)
+    tensors = pa.FixedShapeTensorArray.from_numpy_ndarray(values)
+    table = pa.table(
+        {"obs": tensors, "action": rng.integers(0, 2, rows), "done": table["terminations"]}
+    )
+    pq.write_table(table, folder / "tensor.parquet", row_group_size=4)
+
+
 def _frames() -> Dataset:
     """Two envs of 64-byte frames in episodes: next observations stored once (``frames``)."""
     rng = np.random.default_rng(2)
@@ -285,6 +326,7 @@ def build(folder: Path) -> list[Path]:
     _d4rl_plain(folder)
     _foreign_table(folder)
     _foreign_ipc(folder)
+    _foreign_types(folder)
     return seeds(folder)
 
 

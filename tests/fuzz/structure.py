@@ -119,7 +119,7 @@ def _table_edit(table: Any, kv: dict[bytes, bytes], rng: random.Random) -> tuple
     name = rng.choice(names)
     at = table.schema.get_field_index(name)
     count = table.num_rows
-    how = rng.choice(["type", "nulls", "drop", "extra", "extension", "pandas"])
+    how = rng.choice(["type", "nulls", "drop", "extra", "extension", "pandas", "image", "declared"])
     if how == "type":
         other = rng.choice(
             [
@@ -143,9 +143,66 @@ def _table_edit(table: Any, kv: dict[bytes, bytes], rng: random.Random) -> tuple
         fields = list(table.schema)
         fields[at] = fields[at].with_metadata({b"ARROW:extension:name": b"ray.data.arrow_tensor"})
         table = table.cast(pa.schema(fields))
+    elif how == "image" and "bytes" in str(table.schema.field(at).type):
+        table = table.set_column(at, name, _hostile_images(table.column(at), rng))
+    elif how == "declared":  # metadata declaring a hostile feature of the column
+        feature = rng.choice(
+            [
+                {"_type": "Image"},
+                {"_type": "Array2D", "shape": [1 << 20, 1 << 20], "dtype": "float32"},
+                {"_type": "Array2D", "shape": [-1, 3], "dtype": "object"},
+                {"_type": "Array3D", "shape": [None, 2, 2], "dtype": "uint8"},
+                {"shape": [7], "dtype": "float64"},
+            ]
+        )
+        kv[b"huggingface"] = json.dumps({"info": {"features": {name: feature}}}).encode()
     else:
         kv[b"pandas"] = b'{"columns": [{"name": "__import__(\'os\')", "pandas_type": "object"}]}'
     return table, kv, f"{how} {name}"
+
+
+def _hostile_images(column: Any, rng: random.Random) -> Any:
+    """An image column (struct of bytes and path) with one row made hostile: a bomb (PNG or
+    JPEG header), no image, an image of another shape, or a path without bytes."""
+    import pyarrow as pa
+
+    rows = column.combine_chunks()
+    blobs, paths = rows.field("bytes").to_pylist(), rows.field("path").to_pylist()
+    at = rng.randrange(len(blobs))
+    how = rng.choice(["bomb", "jpeg", "empty", "magic", "shape", "path"])
+    if how == "path":
+        blobs[at], paths[at] = None, "/etc/passwd"
+    elif how == "shape":
+        blobs[at] = png_bytes(np.zeros((3, 5), np.uint8))
+    else:
+        blobs[at] = {"bomb": bomb_png(), "jpeg": bomb_jpeg(), "empty": b"", "magic": b"\x89PNG"}[
+            how
+        ]
+    data, named = pa.array(blobs, pa.binary()), pa.array(paths, pa.string())
+    return pa.StructArray.from_arrays([data, named], ["bytes", "path"])
+
+
+def png_bytes(frame: np.ndarray) -> bytes:
+    """``frame`` as PNG bytes."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(frame).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def bomb_jpeg() -> bytes:
+    """A JPEG whose frame header claims 60000 x 60000 pixels (an 8 x 8 image's data)."""
+    import struct
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(buffer, "JPEG")
+    data = bytearray(buffer.getvalue())
+    at = data.index(b"\xff\xc0") + 5  # marker, length, precision: then height, width
+    data[at : at + 4] = struct.pack(">HH", 60000, 60000)
+    return bytes(data)
 
 
 def _h5_metadata(target: Path, rng: random.Random) -> str:
