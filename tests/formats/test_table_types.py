@@ -302,3 +302,24 @@ def test_without_pillow_an_image_column_names_the_extra_to_install(
         MissingDependencyError, match=r'Pillow is required .*pip install "expcli\[parquet\]"'
     ):
         read_warned(path)
+
+
+def test_a_jpeg_among_png_images_is_said_lossy_when_it_is_decoded(tmp_path: Path) -> None:
+    """The first image says the column's format when the table is opened; a JPEG met later
+    is said once, when its row group is decoded."""
+    rng = np.random.default_rng(13)
+    frames = rng.integers(0, 256, (ROWS, 6, 6, 3), dtype=np.uint8)
+    images = [PILImage.fromarray(f) if i < 7 else jpeg(f) for i, f in enumerate(frames)]
+    path = hf_parquet(
+        tmp_path / "mixed.parquet",
+        {"observations": images, **minari_steps(rng)},
+        minari_features(observations=datasets.Image()),
+    )
+    dataset, said = read_warned(path)
+    assert len(said) == 2 and "lossy" not in said[0]
+    assert said[1] == (
+        f"{path}: column 'observations' holds JPEG images (row 7): decoded, they are not the "
+        "pixels that were compressed (lossy)"
+    )
+    got = flat(dataset)["observations"]
+    assert np.array_equal(got[:7], frames[:7])
