@@ -14,7 +14,9 @@ expcli does not open files that a table names.
 from __future__ import annotations
 
 import io
+import math
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +24,9 @@ import numpy as np
 
 from expcli.errors import FormatError, MissingDependencyError
 from expcli.formats._guards import brief, check_inflation
+from expcli.formats._parquet_open import GROUP_VARIABLE, max_group_bytes
 
-__all__ = ["LOSSY_FORMATS", "first_image", "image_rows", "said_lossy"]
+__all__ = ["LOSSY_FORMATS", "check_group_images", "first_image", "image_rows", "lossy_note"]
 
 LOSSY_FORMATS = ("JPEG",)
 """Image formats whose decoded pixels are not those that were compressed."""
@@ -88,9 +91,43 @@ def image_rows(array: Any, shape: tuple[int, ...], where: tuple[Path, str, int])
     return out
 
 
-def said_lossy(path: Path, name: str) -> None:
-    """Note that a column's lossy images were said (when the table was opened)."""
-    _warned.add((str(path), name))
+def lossy_note(arrays: Iterable[Any], path: Path, name: str) -> str | None:
+    """That a column's images are lossy, from its first (``arrays``: its rows in order).
+
+    For the warning and the metadata; None: they are not, or there is no image.
+
+    Raises:
+        FormatError: As ``image_rows``.
+    """
+    for array in arrays:
+        array = array.filter(array.is_valid()) if array.null_count else array
+        if len(array):
+            kind = first_image(array, (path, name, -1))[1]
+            if kind not in LOSSY_FORMATS:
+                return None
+            _warned.add((str(path), name))  # said once: not again when decoded
+            return f"{name!r} holds {kind} images: decoded, lossy (not the pixels compressed)"
+    return None
+
+
+def check_group_images(rows: int, shape: tuple[int, ...], path: Path, name: str) -> None:
+    """Refuse images whose largest row group (``rows``) decodes past ``max_group_bytes``.
+
+    The footer says what the images are stored in, not what they decode to: counted from
+    the first image's header (``shape``), before any is decoded.
+
+    Raises:
+        FormatError: The group decodes to too much.
+    """
+    most = rows * math.prod(shape)
+    if most > max_group_bytes():
+        raise FormatError(
+            f"holds images of shape {list(shape)}: a row group decodes to {most:,} bytes, more "
+            f"than the {max_group_bytes():,} decoded at once; set {GROUP_VARIABLE} to read "
+            "larger groups from a file you trust",
+            path=path,
+            key=name,
+        )
 
 
 def _blobs(array: Any, where: tuple[Path, str, int]) -> list[bytes]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +28,11 @@ import numpy as np
 
 from expcli.errors import FormatError
 from expcli.formats import _table_order
-from expcli.formats._parquet_open import GROUP_VARIABLE, max_group_bytes
 from expcli.formats._table_columns import ColumnKind, first_shape, kind_of
 from expcli.formats._table_episodes import episode_rows
 from expcli.formats._table_features import declared_types
 from expcli.formats._table_groups import RowGroups
-from expcli.formats._table_images import LOSSY_FORMATS, first_image, said_lossy
+from expcli.formats._table_images import check_group_images, lossy_note
 from expcli.formats._table_order import Placement, place
 from expcli.formats._table_roles import BOOKKEEPING_ROLES, FLAG_ROLES, Roles, roles_of
 from expcli.formats.dataset import Dataset
@@ -114,7 +113,7 @@ def open_table(
         groups.columns[name] = (kinds[name], shape, nullable)
     for name in _bookkeeping(roles):
         groups.columns[name] = (kinds[name], (), False)
-    notes = [_lossy(groups, n) for n in tensors if kinds[n].image]
+    notes = [lossy_note(_batches(groups, n), path, n) for n in tensors if kinds[n].image]
     key_names: dict[str, str] = {
         r: roles.columns[r] for r in ("episode", "step", "env") if r in roles.columns
     }
@@ -125,18 +124,10 @@ def open_table(
     return dataset, groups.close
 
 
-def _lossy(groups: RowGroups, name: str) -> str | None:
-    """What an image column's first image says: its format is lossy (None: it is not)."""
+def _batches(groups: RowGroups, name: str) -> Iterator[Any]:
+    """A column's rows, group after group, 64 at a time."""
     for group in range(len(groups.starts) - 1):
-        for array in groups.batches(name, group, 64):
-            array = array.filter(array.is_valid()) if array.null_count else array
-            if len(array):
-                kind = first_image(array, (groups.path, name, -1))[1]
-                if kind not in LOSSY_FORMATS:
-                    return None
-                said_lossy(groups.path, name)
-                return f"{name!r} holds {kind} images: decoded, lossy (not the pixels compressed)"
-    return None
+        yield from groups.batches(name, group, 64)
 
 
 def _shape(
@@ -173,15 +164,8 @@ def _shape(
             path=groups.path,
             key=name,
         )
-    most = int(np.diff(groups.starts).max(initial=0)) * math.prod(shape)
-    if kind.image and most > max_group_bytes():  # the footer cannot say what images decode to
-        raise FormatError(
-            f"holds images of shape {list(shape)}: a row group decodes to {most:,} bytes, more "
-            f"than the {max_group_bytes():,} decoded at once; set {GROUP_VARIABLE} to read "
-            "larger groups from a file you trust",
-            path=groups.path,
-            key=name,
-        )
+    if kind.image:
+        check_group_images(int(np.diff(groups.starts).max(initial=0)), shape, groups.path, name)
     return shape
 
 
