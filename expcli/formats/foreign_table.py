@@ -105,7 +105,10 @@ def open_table(
         r: roles.columns[r] for r in ("episode", "step", "env") if r in roles.columns
     }
     placement = place(
-        groups.keys(key_names), groups.count, lambda: groups.whole_keys(key_names), path
+        lambda: groups.keys(key_names),
+        groups.count,
+        lambda: groups.whole_keys(key_names),
+        path,
     )
     return _dataset(groups, roles, placement, path, reason), groups.close
 
@@ -126,7 +129,7 @@ def _shape(
     if None not in kind.levels:
         shape = tuple(int(length or 0) for length in kind.levels)
     for group in range(len(groups.starts) - 1 if shape is None else 0):
-        for array in groups.batches(name, group, 64):
+        for array in groups.batches(name, range(group, group + 1), 64):
             if array.null_count:
                 array = array.filter(array.is_valid())
             if len(array):
