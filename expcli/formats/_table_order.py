@@ -15,7 +15,7 @@ of rows, no ``(T, N)`` grid holds them, and the runs go one env after another in
 as expcli writes them (time after time), are runs of stride N: a copy of expcli's own table
 makes runs as many as its episodes too. Rows that interleave envs in no such order (a copy
 of it filtered to some episodes) make a run of each row: placed right, in memory of about
-48 bytes a row.
+48 bytes a row, up to ``MAX_SORTED_ROWS`` runs (a larger one is refused: sort it first).
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def _place(
     parts: dict[str, list[np.ndarray]] = {
         k: [] for k in ("start", "length", "episode", "env", "lo", "hi")
     }
-    ordered, names, cycle = True, set[str](), 0
+    ordered, names, cycle, runs = True, set[str](), 0, 0
     for first, keys in groups:
         rows = len(next(iter(keys.values()))) if keys else 0
         if not rows:
@@ -157,6 +157,15 @@ def _place(
         if "step" in keys:  # increasing within each run
             ordered &= bool((step[:-1] < step[1:])[~new[1:]].all())
         last = np.append(at[1:], rows) - 1
+        runs += len(at)
+        if runs > MAX_SORTED_ROWS:
+            raise FormatError(
+                f"its episodes are not contiguous in their env, or its envs interleave in no "
+                f"fixed order: past {MAX_SORTED_ROWS:,} runs of rows by row {first + rows:,}, "
+                "more than are placed in memory; sort it by env, episode and step first "
+                "(duckdb: ORDER BY env, episode_index, frame_index)",
+                path=path,
+            )
         zeros = np.zeros(rows, np.int64)
         for name, values in (
             ("start", t[at]),

@@ -261,8 +261,15 @@ def test_a_table_to_sort_beyond_the_limit_is_refused(
     monkeypatch.setattr(_table_order, "MAX_SORTED_ROWS", 5)
     path = tmp_path / "spread.parquet"
     pq.write_table(pa.table({"episode": [0, 1, 0, 1, 0, 1], "obs": [0.0] * 6}), path)
-    with pytest.raises(FormatError, match="not contiguous .* 6 rows, more than the 5 sorted"):
+    with pytest.raises(
+        FormatError, match="not contiguous .*(6 rows, more than the 5 sorted|past 5 runs)"
+    ):
         read_warned(path)
+    interleaved = tmp_path / "interleaved.parquet"  # envs in turn, but in no fixed cycle
+    envs = [0, 1, 2, 1, 0, 2, 0, 1, 2, 2, 1, 0]
+    pq.write_table(pa.table({"env": envs, "obs": [0.0] * 12}), interleaved, row_group_size=4)
+    with pytest.raises(FormatError, match="interleave in no fixed order: past 5 runs of rows by"):
+        read_warned(interleaved)
 
 
 def test_envs_beyond_the_limit_go_in_one_column(
