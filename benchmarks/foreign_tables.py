@@ -12,6 +12,9 @@ seconds, largest peak RSS above the RSS it had once its imports were done):
   ``hf``: the same rows as HF ``datasets`` writes a Minari-style table: Minari's names
   (``terminations``/``truncations``), lists for vectors, sorted by episode, row groups of
   1,000 rows, no env column. Target: each foreign rate >= 0.7x ``own``'s.
+  Beside each, pyarrow's own way to the same npz (``read_table``, each column to numpy,
+  ``np.savez``), and expcli's rate as a multiple of it: how fast that file's shape can be
+  decoded at all (an HF table's lists and small row groups cost pyarrow too).
 * **Memory**, 84x84 uint8 frames (8 envs, a plain background) as an ``hf`` table (frames as
   ``list<uint8>``) of ``--frames`` GB (default 0.5 and 1). Target: each peak <= 300 MiB
   above the baseline and the two peaks < 50 MiB apart.
@@ -47,7 +50,25 @@ from expcli.conversion import convert
 warnings.simplefilter("ignore")
 before, start = kib("VmRSS:"), time.perf_counter()
 convert(sys.argv[1], sys.argv[2], overwrite=True)
-print(time.perf_counter() - start, (kib("VmHWM:") - before) / 1024)
+seconds, peak = time.perf_counter() - start, (kib("VmHWM:") - before) / 1024
+raw = float("nan")
+if sys.argv[3] == "raw":  # pyarrow's way to the same npz: read_table, columns to numpy, savez
+    start = time.perf_counter()
+    table = pyarrow.parquet.read_table(sys.argv[1])
+    arrays = {}
+    for name in table.column_names:
+        column = table.column(name).combine_chunks()
+        rows = len(column)
+        while pyarrow.types.is_list(column.type) or pyarrow.types.is_fixed_size_list(column.type):
+            column = column.flatten()
+        if pyarrow.types.is_fixed_size_binary(column.type):
+            values = numpy.frombuffer(column.buffers()[1], numpy.uint8)
+        else:
+            values = column.to_numpy(zero_copy_only=False)
+        arrays[name] = values.reshape(rows, -1)
+    numpy.savez(sys.argv[2] + ".raw.npz", **arrays)
+    raw = time.perf_counter() - start
+print(seconds, peak, raw)
 """
 
 REWRITE = """
@@ -121,37 +142,50 @@ def transitions(path: Path) -> int:
     return int(pq.ParquetFile(path).metadata.num_rows)
 
 
-def convert(folder: Path, source: Path, repeats: int) -> tuple[float, float]:
-    """Median seconds and largest peak MiB of ``convert(source, out.npz)`` in children."""
+def convert(
+    folder: Path, source: Path, repeats: int, raw: bool = False
+) -> tuple[float, float, float]:
+    """Median seconds and largest peak MiB of ``convert(source, out.npz)`` in children.
+
+    And the median seconds of pyarrow's way to the same npz (``raw``; else NaN).
+    """
     runs = []
+    target = folder / "o.npz"
     for _ in range(repeats):
-        seconds, peak = map(float, child(folder, CHILD, str(source), str(folder / "o.npz")).split())
-        runs.append((seconds, peak))
-        (folder / "o.npz").unlink()
-    return statistics.median(s for s, _ in runs), max(p for _, p in runs)
+        out = child(folder, CHILD, str(source), str(target), "raw" if raw else "-")
+        seconds, peak, pyarrow = map(float, out.split())
+        runs.append((seconds, peak, pyarrow))
+        target.unlink()
+        Path(str(target) + ".raw.npz").unlink(missing_ok=True)
+    return (
+        statistics.median(r[0] for r in runs),
+        max(r[1] for r in runs),
+        statistics.median(r[2] for r in runs),
+    )
 
 
 def speed_rows(scratch: Path, small: float, large: float, repeats: int) -> None:
     kinds = ["own", "copy", "hf"]
-    measured: dict[str, list[tuple[int, float, float]]] = {k: [] for k in kinds}
+    measured: dict[str, list[tuple[int, float, float, float]]] = {k: [] for k in kinds}
     for gigabytes in (small, large):
         with tempfile.TemporaryDirectory(dir=scratch) as name:
             folder = Path(name)
             for kind, path in sources(folder, gigabytes, False, kinds).items():
-                seconds, peak = convert(folder, path, repeats)
-                measured[kind].append((transitions(path), seconds, peak))
+                seconds, peak, raw = convert(folder, path, repeats, raw=True)
+                measured[kind].append((transitions(path), seconds, peak, raw))
     print(
-        f"\n{'per-step rows -> npz':26} {'transitions':>12} {'small s':>8} {'large s':>8} "
-        f"{'marginal/s':>11} {'x own':>6} {'peak MiB':>9}"
+        f"\n{'per-step rows -> npz':22} {'transitions':>11} {'small s':>8} {'large s':>8} "
+        f"{'marginal/s':>11} {'x own':>6} {'pyarrow/s':>10} {'x pyarrow':>9} {'peak MiB':>9}"
     )
-    (n0, s0, _), (n1, s1, _) = measured["own"]
+    (n0, s0, _, _), (n1, s1, _, _) = measured["own"]
     own_rate = (n1 - n0) / (s1 - s0)
     for kind in kinds:
-        (n0, s0, p0), (n1, s1, p1) = measured[kind]
-        rate = (n1 - n0) / (s1 - s0)
+        (n0, s0, p0, r0), (n1, s1, p1, r1) = measured[kind]
+        rate, raw_rate = (n1 - n0) / (s1 - s0), (n1 - n0) / (r1 - r0)
         print(
-            f"{kind:26} {n1:>12,} {s0:>8.2f} {s1:>8.2f} {rate:>11,.0f} "
-            f"{rate / own_rate:>5.2f}x {max(p0, p1):>9.0f}"
+            f"{kind:22} {n1:>11,} {s0:>8.2f} {s1:>8.2f} {rate:>11,.0f} "
+            f"{rate / own_rate:>5.2f}x {raw_rate:>10,.0f} {rate / raw_rate:>8.2f}x "
+            f"{max(p0, p1):>9.0f}"
         )
 
 
@@ -162,7 +196,7 @@ def memory_rows(scratch: Path, sizes: list[float], repeats: int) -> None:
         with tempfile.TemporaryDirectory(dir=scratch) as name:
             folder = Path(name)
             path = sources(folder, gigabytes, True, ["hf"])["hf"]
-            seconds, peak = convert(folder, path, repeats)
+            seconds, peak, _ = convert(folder, path, repeats)
             peaks.append(peak)
             rate = gigabytes * 2**30 / 1e6 / seconds
             print(f"{'hf':26} {gigabytes:>5} {seconds:>8.2f} {rate:>7.0f} {peak:>9.0f}")
