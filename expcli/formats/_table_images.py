@@ -135,7 +135,7 @@ def _blobs(array: Any, where: tuple[Path, str, int]) -> list[bytes]:
     path, name, first = where
     data, paths = array.field("bytes"), array.field("path")
     if data.null_count:
-        at = int(np.argmin(np.asarray(data.is_valid())))
+        at = data.is_valid().to_pylist().index(False)
         named = paths[at].as_py()
         said = "no path either" if named is None else f"only the path {brief(named)}"
         raise FormatError(

@@ -28,7 +28,7 @@ import numpy as np
 
 from expcli.errors import FormatError
 from expcli.formats import _table_order
-from expcli.formats._table_columns import ColumnKind, first_shape, kind_of
+from expcli.formats._table_columns import ColumnKind, first_shape, kind_of, numbers
 from expcli.formats._table_episodes import episode_rows
 from expcli.formats._table_features import declared_types
 from expcli.formats._table_groups import RowGroups
@@ -118,7 +118,10 @@ def open_table(
         r: roles.columns[r] for r in ("episode", "step", "env") if r in roles.columns
     }
     placement = place(
-        groups.keys(key_names), groups.count, lambda: groups.whole_keys(key_names), path
+        lambda: groups.keys(key_names),
+        groups.count,
+        lambda: groups.whole_keys(key_names),
+        path,
     )
     dataset = _dataset(groups, roles, placement, path, reason, [n for n in notes if n])
     return dataset, groups.close
@@ -126,8 +129,7 @@ def open_table(
 
 def _batches(groups: RowGroups, name: str) -> Iterator[Any]:
     """A column's rows, group after group, 64 at a time."""
-    for group in range(len(groups.starts) - 1):
-        yield from groups.batches(name, group, 64)
+    yield from groups.batches(name, range(len(groups.starts) - 1), 64)
 
 
 def _shape(
@@ -147,8 +149,8 @@ def _shape(
         shape = tuple(int(length or 0) for length in kind.levels)
     for group in range(len(groups.starts) - 1 if shape is None else 0):
         row = int(groups.starts[group])
-        for array in groups.batches(name, group, 64):
-            valid = np.flatnonzero(np.asarray(array.is_valid())) if array.null_count else [0]
+        for array in groups.batches(name, range(group, group + 1), 64):
+            valid = np.flatnonzero(numbers(array.is_valid())) if array.null_count else [0]
             if len(array) and len(valid):
                 at = int(valid[0])
                 shape = first_shape(array.slice(at), kind, groups.path, name, row + at)
