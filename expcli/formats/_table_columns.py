@@ -24,7 +24,7 @@ import numpy as np
 
 from expcli.errors import FormatError
 from expcli.formats import _table_images
-from expcli.formats._arrow_schema import FIXED_SHAPE_TENSOR
+from expcli.formats._arrow_schema import FIXED_SHAPE_TENSOR, READ_EXTENSIONS
 from expcli.formats._table_features import Declared, tensor_declared
 from expcli.spec import TensorSpec
 
@@ -83,8 +83,10 @@ def kind_of(
     import pyarrow as pa
 
     kind = field.type
-    if isinstance(kind, pa.BaseExtensionType) and kind.extension_name == FIXED_SHAPE_TENSOR:
-        declared, kind = tensor_declared(kind, path, field.name), kind.storage_type
+    if isinstance(kind, pa.BaseExtensionType) and kind.extension_name in READ_EXTENSIONS:
+        if kind.extension_name == FIXED_SHAPE_TENSOR:  # an IPC file's, which pyarrow built
+            declared = tensor_declared(kind, path, field.name)
+        kind = kind.storage_type  # HF's ArrayND: nested lists, the features say their shape
     if spec is not None and (pa.types.is_fixed_size_binary(kind)):
         if kind.byte_width == math.prod(spec.shape) * np.dtype(spec.dtype).itemsize:
             return ColumnKind(spec.dtype, tuple(spec.shape), binary=True)

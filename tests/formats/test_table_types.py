@@ -323,3 +323,19 @@ def test_a_jpeg_among_png_images_is_said_lossy_when_it_is_decoded(tmp_path: Path
     )
     got = flat(dataset)["observations"]
     assert np.array_equal(got[:7], frames[:7])
+
+
+def test_an_hf_cache_stream_with_images_and_arrays_reads_as_its_parquet(tmp_path: Path) -> None:
+    """``save_to_disk`` writes an Arrow IPC stream; in a process that imported ``datasets``
+    pyarrow builds its ArrayND type there (the IPC reader's), read as its storage."""
+    rng = np.random.default_rng(14)
+    frames = rng.integers(0, 256, (ROWS, 4, 5, 3), dtype=np.uint8)
+    planes = rng.normal(size=(ROWS, 2, 3)).astype(np.float32)
+    features = minari_features(
+        observations=datasets.Image(), depth=datasets.Array2D((2, 3), "float32")
+    )
+    columns = {"observations": list(frames), "depth": list(planes), **minari_steps(rng)}
+    datasets.Dataset.from_dict(columns, features=features).save_to_disk(str(tmp_path / "saved"))
+    got = flat(read_warned(tmp_path / "saved" / "data-00000-of-00001.arrow")[0])
+    assert np.array_equal(got["observations"], frames)
+    assert np.array_equal(got["depth"], planes)
