@@ -44,6 +44,8 @@ _DTYPES = {
     "double": "float64",
 }
 """Arrow's name of each scalar type a tensor may hold -> the tensor's dtype."""
+_ARROW_NAMES = {"float16": "halffloat", "float32": "float", "float64": "double"}
+"""numpy's names that Arrow spells otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +94,7 @@ def kind_of(
             return ColumnKind(spec.dtype, tuple(spec.shape), binary=True)
     if declared is not None and declared.kind == "image":
         return _image_kind(field, declared, path)
-    if declared is not None and declared.kind == "array" and _is_bytes(kind):
+    if declared is not None and declared.kind in ("array", "bytes") and _is_bytes(kind):
         if declared.dtype is None or None in declared.shape:
             raise FormatError(
                 f"column is {kind}, and {declared.said} gives no whole shape and dtype for "
@@ -100,7 +102,10 @@ def kind_of(
                 path=path,
                 key=field.name,
             )
-        return ColumnKind(declared.dtype, declared.shape, binary=True, declared=declared)
+        widened = _DTYPES[_ARROW_NAMES.get(declared.dtype, declared.dtype)]
+        return ColumnKind(widened, declared.shape, binary=True, declared=declared)
+    if declared is not None and declared.kind == "bytes":
+        declared = None  # a shape and dtype say nothing of a column that is not bytes
     levels = list[int | None]()
     while True:
         if pa.types.is_fixed_size_list(kind):
@@ -285,7 +290,8 @@ def _bytes_rows(
     import pyarrow as pa
 
     path, name, first = where
-    count, width = len(array), math.prod(shape) * np.dtype(kind.dtype).itemsize
+    stored = np.dtype(kind.declared.dtype if kind.declared and kind.declared.dtype else kind.dtype)
+    count, width = len(array), math.prod(shape) * stored.itemsize
     if pa.types.is_fixed_size_binary(array.type):
         starts = np.arange(count + 1, dtype=np.int64) * array.type.byte_width
         offset = array.offset * array.type.byte_width
@@ -302,13 +308,13 @@ def _bytes_rows(
         said = kind.declared.said if kind.declared else "its metadata"
         raise FormatError(
             f"{row} holds {int(starts[at + 1] - starts[at]):,} bytes where {said} declares "
-            f"{kind.dtype} {list(shape)} ({width:,} bytes)",
+            f"{stored} {list(shape)} ({width:,} bytes)",
             path=path,
             key=name,
         )
     data = array.buffers()[-1]
     flat = np.frombuffer(data, np.uint8, count * width, offset + int(starts[0]))
-    return flat.view(kind.dtype).reshape(count, *shape)
+    return flat.view(stored).astype(kind.dtype, copy=False).reshape(count, *shape)
 
 
 def numbers(array: Any) -> np.ndarray:

@@ -32,9 +32,9 @@ class Declared:
     """What metadata says a column holds.
 
     Attributes:
-        kind: ``image`` (HF ``Image``), ``array`` (HF ``ArrayND`` or a feature with a shape
-            and a dtype: nested lists, or bytes), or ``tensor`` (``fixed_shape_tensor``: a
-            flat list of the values).
+        kind: ``image`` (HF ``Image``), ``array`` (HF ``ArrayND``: nested lists, or
+            bytes), ``bytes`` (another feature with a shape and a dtype: said of a column of
+            bytes only), or ``tensor`` (``fixed_shape_tensor``: a flat list of the values).
         shape: The feature's shape (HF may leave the first dimension None: any length).
         dtype: The values' numpy dtype, where declared.
         permutation: ``tensor``: the stored dimension of each dimension read (None: as
@@ -93,7 +93,8 @@ def _hf_features(kv: dict[bytes, bytes], path: Path) -> dict[str, Any]:
     if len(text) > MAX_METADATA_BYTES:
         raise FormatError("metadata too large", path=path, key=_HF_KEY.decode())
     info = load_json(text, path, _HF_KEY.decode())
-    features = info.get("info", {}).get("features") if isinstance(info, dict) else None
+    inner = info.get("info") if isinstance(info, dict) else None
+    features = inner.get("features") if isinstance(inner, dict) else None
     if not isinstance(features, dict):
         return {}
     return features
@@ -107,8 +108,9 @@ def _from_feature(feature: Any, path: Path, name: str) -> Declared | None:
         return Declared("image", said="its HF feature Image")
     if kind not in _ARRAYS and not ("shape" in feature and "dtype" in feature):
         return None
-    said = f"its HF feature {kind if isinstance(kind, str) else 'with a shape'}"
-    shape = _dimensions(feature.get("shape"), path, name, said, first_free=kind in _ARRAYS)
+    arrays = kind in _ARRAYS
+    said = f"its HF feature {kind}" if arrays else "its HF feature's shape and dtype"
+    shape = _dimensions(feature.get("shape"), path, name, said, first_free=arrays)
     dtype = feature.get("dtype")
     if not isinstance(dtype, str) or dtype not in _NUMPY_DTYPES:
         raise FormatError(
@@ -116,7 +118,7 @@ def _from_feature(feature: Any, path: Path, name: str) -> Declared | None:
             path=path,
             key=name,
         )
-    return Declared("array", shape, dtype, said=said)
+    return Declared("array" if arrays else "bytes", shape, dtype, said=said)
 
 
 _NUMPY_DTYPES = (

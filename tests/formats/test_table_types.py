@@ -339,3 +339,21 @@ def test_an_hf_cache_stream_with_images_and_arrays_reads_as_its_parquet(tmp_path
     got = flat(read_warned(tmp_path / "saved" / "data-00000-of-00001.arrow")[0])
     assert np.array_equal(got["observations"], frames)
     assert np.array_equal(got["depth"], planes)
+
+
+def test_a_shape_and_dtype_feature_reads_bytes_and_says_nothing_of_numbers(tmp_path: Path) -> None:
+    """A feature that is no HF ArrayND but gives a shape and dtype (as LeRobot's do) is
+    read for a column of bytes; a column of numbers keeps its own shape."""
+    features = {
+        "obs": {"shape": [2], "dtype": "uint16"},
+        "action": {"shape": [1], "dtype": "int64"},
+    }
+    table = pa.table(
+        {"obs": pa.array([b"\x01\x00\x02\x00", b"\x03\x00\x04\x01"]), "action": [5, 6]}
+    ).replace_schema_metadata({"huggingface": json.dumps({"info": {"features": features}})})
+    path = tmp_path / "features.parquet"
+    pq.write_table(table, path)
+    got = flat(read_warned(path)[0])
+    assert got["observations"].dtype == np.int32  # widened, as uint16 columns are
+    assert got["observations"].tolist() == [[1, 2], [3, 260]]
+    assert got["actions"].tolist() == [[5], [6]]
