@@ -19,11 +19,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image as PILImage
 
 from expcli.errors import FormatError, MissingDependencyError
 from expcli.formats import read_dataset
 from tests.formats.test_foreign_tables import flat, read_warned
+from tests.fuzz.structure import png_bytes
 
 datasets = pytest.importorskip("datasets")
 
@@ -357,3 +360,55 @@ def test_a_shape_and_dtype_feature_reads_bytes_and_says_nothing_of_numbers(tmp_p
     assert got["observations"].dtype == np.int32  # widened, as uint16 columns are
     assert got["observations"].tolist() == [[1, 2], [3, 260]]
     assert got["actions"].tolist() == [[5], [6]]
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    rows=st.integers(1, 9),
+    height=st.integers(1, 9),
+    width=st.integers(1, 9),
+    channels=st.sampled_from([0, 2, 3, 4]),
+    group=st.integers(1, 5),
+    seed=st.integers(0, 2**16),
+)
+def test_any_png_image_column_reads_back_bit_for_bit(
+    tmp_path_factory: pytest.TempPathFactory,
+    rows: int,
+    height: int,
+    width: int,
+    channels: int,
+    group: int,
+    seed: int,
+) -> None:
+    shape = (rows, height, width, channels) if channels else (rows, height, width)
+    frames = np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+    images = pa.StructArray.from_arrays(
+        [pa.array([png_bytes(f) for f in frames], pa.binary()), pa.nulls(rows, pa.string())],
+        ["bytes", "path"],
+    )
+    features = {"observations": {"_type": "Image"}}
+    table = pa.table({"observations": images, "action": np.arange(rows)})
+    path = tmp_path_factory.mktemp("png") / "images.parquet"
+    meta = {"huggingface": json.dumps({"info": {"features": features}})}
+    pq.write_table(table.replace_schema_metadata(meta), path, row_group_size=group)
+    assert np.array_equal(flat(read_warned(path)[0])["observations"], frames)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 4), min_size=1, max_size=4),
+    seed=st.integers(0, 2**16),
+    data=st.data(),
+)
+def test_any_fixed_shape_tensor_reads_back_in_its_logical_order(
+    tmp_path_factory: pytest.TempPathFactory, shape: list[int], seed: int, data: Any
+) -> None:
+    order = data.draw(st.permutations(range(len(shape))))
+    values = np.random.default_rng(seed).normal(size=(5, *shape)).astype(np.float32)
+    kind = pa.fixed_shape_tensor(pa.float32(), shape, permutation=order)
+    storage = pa.FixedSizeListArray.from_arrays(values.reshape(-1), int(np.prod(shape)))
+    tensors = pa.ExtensionArray.from_storage(kind, storage)
+    path = tmp_path_factory.mktemp("tensor") / "tensor.parquet"
+    pq.write_table(pa.table({"obs": tensors, "action": np.arange(5)}), path, row_group_size=2)
+    got = flat(read_warned(path)[0])["observations"]
+    assert np.array_equal(got, values.transpose(0, *(1 + i for i in order)))
