@@ -18,21 +18,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from expcli.errors import ConfigError, quoted
+from expcli.spec import STANDARD_NAMES
 
 __all__ = ["LEAF_ROLES", "MAPPED_ROLES", "ColumnRoles", "DoneMeans", "column_roles"]
 
-MAPPED_ROLES = (
-    "observations",
-    "next_observations",
-    "actions",
-    "rewards",
-    "terminated",
-    "truncated",
-    "done",
-    "episode",
-    "step",
-    "env",
-)
+MAPPED_ROLES = (*STANDARD_NAMES, "done", "episode", "step", "env")
 """The roles a mapping may give a column (``episode``, ``step``, ``env``: integers placing rows)."""
 LEAF_ROLES = ("observations", "next_observations", "actions")
 """Roles whose Dict leaves a mapping may name: ``observations/NAME``."""
