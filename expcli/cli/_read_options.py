@@ -156,10 +156,9 @@ ColumnsOption = Annotated[
         "--columns",
         metavar="ROLE=COLUMN,...",
         parser=reports_errors(parse_columns),
-        help="Which column of a table (Parquet, Arrow IPC) plays which role, where its names "
-        "are no library's expcli knows: observations, next_observations, actions, rewards, "
-        "terminated, truncated, done, episode, step, env; Dict leaves observations/NAME. "
-        "E.g. observations=obs_vec,rewards=r. Replaces name recognition for the roles named.",
+        help="A table's column for each role, where its names are no library's: observations, "
+        "next_observations, actions, rewards, terminated, truncated, done, episode, step, "
+        "env; Dict leaves observations/NAME.",
         show_default=False,
     ),
 ]
