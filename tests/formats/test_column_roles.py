@@ -4,7 +4,7 @@ A table of made-up column names reads back its values in the roles the mapping g
 (Dict leaves too, rows placed by the mapped episode and step columns); a mapping replaces
 name recognition for its roles; ``done`` alone is terminated unless ``--done-means`` says,
 and the written metadata records which. Every command that reads takes both options, and
-each mistake is one line and exit 2. About 10 s on two cores.
+each mistake is one line and exit 2. About 15 s on one core (the HTML report 6 s of it).
 """
 
 from __future__ import annotations
@@ -245,14 +245,16 @@ def test_every_command_that_reads_takes_columns_and_done_means(table: Path, tmp_
         "merge": ["merge", table, table, "-o", out / "m.npz"],
         "split": ["split", table, "-o", out / "a.npz", "-o", out / "b.npz"],
         "filter": ["filter", table, "-o", out / "f.npz", "--episodes", "0:2"],
+        "report": ["inspect", table, "--html", out / "r.html"],
     }
-    assert set(runs) == set(READING)
+    assert set(runs) == {*READING, "report"}
     out.mkdir()
     results = {name: run(*args, *options) for name, args in runs.items()}
     for name, result in results.items():
         assert result.exit_code == 0, (name, result.output)
         assert result.stderr.startswith(f"warning: {table}: no expcli metadata"), name
-        assert "--columns" in run(name, "--help").stdout, name
+        assert "--columns" in run(runs[name][0], "--help").stdout, name
+    assert "observations/pos" in (out / "r.html").read_text()
     summary = json.loads(results["inspect"].stdout)
     assert summary["episodes"]["complete"] == len(LENGTHS)
     assert summary["episodes"]["truncated"] == len(LENGTHS)
@@ -309,3 +311,38 @@ def test_a_mapping_as_text_reads_back_as_the_mapping_given(
     assert isinstance(roles, ColumnRoles) and roles.given == dict(pairs)
     assert column_roles(roles.described(), means) == roles
     assert column_roles(roles) == roles
+
+
+def test_lerobots_column_names_are_recognised_without_flags(tmp_path: Path) -> None:
+    """``observation.*`` as Dict leaves, ``next.reward``, ``next.done``; LeRobot's
+    ``timestamp``, ``task_index`` and ``index`` left out (a table of one ``observation.*``:
+    its observations)."""
+    want = frames()
+    count = len(want["p"])
+    lerobot = {
+        "observation.state": want["p"],
+        "observation.images.top": want["v"],
+        "action": want["act"],
+        "next.reward": want["r"].astype(np.float32),
+        "next.done": want["finished"],
+        "timestamp": want["t"] / np.float32(10),
+        "frame_index": want["t"],
+        "episode_index": want["traj"],
+        "index": np.arange(count),
+        "task_index": np.zeros(count, np.int64),
+    }
+    path = tmp_path / "file-000.parquet"
+    pq.write_table(arrow(lerobot, np.arange(count)), path)
+    dataset, said = read(path)
+    assert set(dataset.tensors) == {
+        "observations/state", "observations/images.top", "next_observations/state",
+        "next_observations/images.top", "actions", "rewards", "terminated", "truncated",
+    }  # fmt: skip
+    assert np.array_equal(column(dataset, "observations/images.top"), want["v"])
+    assert np.array_equal(column(dataset, "rewards")[:, 0], lerobot["next.reward"])
+    assert np.array_equal(column(dataset, "terminated")[:, 0], want["finished"])
+    assert "as LeRobot's columns" in said[0] and "'next.done' does not tell" in said[0]
+    del lerobot["observation.images.top"]
+    pq.write_table(arrow(lerobot, np.arange(count)), path)
+    alone, _ = read(path)
+    assert np.array_equal(column(alone, "observations"), want["p"])
