@@ -20,7 +20,7 @@ import numpy as np
 from expcli.errors import FormatError
 from expcli.spec import TensorSpec
 
-__all__ = ["ColumnKind", "decode", "first_shape", "kind_of", "numbers"]
+__all__ = ["ColumnKind", "decode", "first_shape", "kind_of", "arrow_numbers"]
 
 _DTYPES = {
     "bool": "bool",
@@ -116,7 +116,7 @@ def decode(
     count = len(array)
     if not array.null_count:
         return _dense(array, kind, shape, where), None
-    valid = numbers(array.is_valid())
+    valid = arrow_numbers(array.is_valid())
     if not nullable:
         row = first + int(np.argmin(valid))
         raise FormatError(f"row {row:,} is null; expected a value", path=path, key=name)
@@ -137,7 +137,7 @@ def _dense(
         return data.view(kind.dtype).reshape(count, *shape)
     for length, declared in zip(shape, kind.levels, strict=True):
         if declared is None:
-            lengths = numbers(level.value_lengths())
+            lengths = arrow_numbers(level.value_lengths())
             wrong = np.flatnonzero(lengths != length)
             if len(wrong):
                 at = int(wrong[0]) // inner
@@ -156,11 +156,11 @@ def _dense(
                 path=path,
                 key=name,
             )
-    values = numbers(level)
+    values = arrow_numbers(level)
     return values.astype(kind.dtype, copy=False).reshape(count, *shape)
 
 
-def numbers(array: Any) -> np.ndarray:
+def arrow_numbers(array: Any) -> np.ndarray:
     """An Arrow array of numbers or bools without nulls, as numpy: a view where it can be.
 
     Read from its buffers: pyarrow's ``to_numpy`` imports pandas (0.6 s) on first use.
