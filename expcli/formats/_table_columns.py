@@ -28,7 +28,7 @@ from expcli.formats._arrow_schema import FIXED_SHAPE_TENSOR, READ_EXTENSIONS
 from expcli.formats._table_features import Declared, tensor_declared
 from expcli.spec import TensorSpec
 
-__all__ = ["ColumnKind", "decode", "first_shape", "kind_of", "numbers"]
+__all__ = ["ColumnKind", "arrow_numbers", "decode", "first_shape", "kind_of"]
 
 _DTYPES = {
     "bool": "bool",
@@ -232,7 +232,7 @@ def decode(
     count = len(array)
     if not array.null_count:
         return _dense(array, kind, shape, where), None
-    valid = numbers(array.is_valid())
+    valid = arrow_numbers(array.is_valid())
     if not nullable:
         row = first + int(np.argmin(valid))
         raise FormatError(f"row {row:,} is null; expected a value", path=path, key=name)
@@ -260,7 +260,7 @@ def _dense(
         return np.ascontiguousarray(stored.transpose(0, *(1 + i for i in order)))
     for length, declared in zip(shape, kind.levels, strict=True):
         if declared is None:
-            lengths = numbers(level.value_lengths())
+            lengths = arrow_numbers(level.value_lengths())
             wrong = np.flatnonzero(lengths != length)
             if len(wrong):
                 at = int(wrong[0]) // inner
@@ -279,7 +279,7 @@ def _dense(
                 path=path,
                 key=name,
             )
-    values = numbers(level)
+    values = arrow_numbers(level)
     return values.astype(kind.dtype, copy=False).reshape(count, *shape)
 
 
@@ -317,7 +317,7 @@ def _bytes_rows(
     return flat.view(stored).astype(kind.dtype, copy=False).reshape(count, *shape)
 
 
-def numbers(array: Any) -> np.ndarray:
+def arrow_numbers(array: Any) -> np.ndarray:
     """An Arrow array of numbers or bools without nulls, as numpy: a view where it can be.
 
     Read from its buffers: pyarrow's ``to_numpy`` imports pandas (0.6 s) on first use.

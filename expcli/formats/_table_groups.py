@@ -28,7 +28,7 @@ KEPT_BYTES = 24 << 20
 """Decoded row groups kept, all columns together (one at least)."""
 BATCH_BYTES = 1 << 20
 """Decoded bytes of a column that pyarrow decodes at once (its levels besides)."""
-SPAN_BYTES = 4 << 20
+GROUP_SPAN_BYTES = 4 << 20
 """Decoded bytes of a column whose row groups are decoded together (small groups)."""
 
 
@@ -82,11 +82,11 @@ class RowGroups:
     def spans(self, row_bytes: int) -> np.ndarray:
         """The first row group of each span: neighbouring groups decoded together.
 
-        A span holds the groups whose rows start in one ``SPAN_BYTES`` of decoded values
+        A span holds the groups whose rows start in one ``GROUP_SPAN_BYTES`` of decoded values
         (``row_bytes`` a row): tables of many small row groups (HF ``datasets`` writes 1,000
         rows a group) are decoded a few MB at a time, not a call to pyarrow a group.
         """
-        block = self.starts[:-1] * max(1, row_bytes) // SPAN_BYTES
+        block = self.starts[:-1] * max(1, row_bytes) // GROUP_SPAN_BYTES
         return np.flatnonzero(np.concatenate([[True], block[1:] != block[:-1]]))
 
     def _spans_of(self, name: str) -> tuple[np.ndarray, np.ndarray]:

@@ -130,7 +130,7 @@ def _place(
     parts: dict[str, list[np.ndarray]] = {
         k: [] for k in ("start", "length", "episode", "env", "lo", "hi")
     }
-    ordered, names, cycle, found = True, set[str](), 0, 0
+    ordered, names, cycle, made = True, set[str](), 0, 0
     for first, keys in groups:
         rows = len(next(iter(keys.values()))) if keys else 0
         if not rows:
@@ -157,8 +157,8 @@ def _place(
         if "step" in keys:  # increasing within each run
             ordered &= bool((step[:-1] < step[1:])[~new[1:]].all())
         last = np.append(at[1:], rows) - 1
-        found += len(at)
-        if found > MAX_SORTED_ROWS:
+        made += len(at)
+        if made > MAX_SORTED_ROWS:
             raise FormatError(
                 f"its episodes are not contiguous in their env, or its envs interleave in no "
                 f"fixed order: past {MAX_SORTED_ROWS:,} runs of rows by row {first + rows:,}, "

@@ -72,6 +72,7 @@ from expcli.formats._parquet_columns import (
 from expcli.formats._parquet_open import open_parquet, pyarrow_parquet, refuse_extension_types
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.builtin.parquet_file import PARQUET_FILE
+from expcli.formats.column_roles import ColumnRoles
 from expcli.formats.dataset import Dataset, read_whole
 from expcli.formats.foreign_table import open_table
 from expcli.formats.frames import ByCells, StoredOnce, find_cells, frame_pairs, kept_cells
@@ -375,13 +376,22 @@ def _unwritten_zero(dataset: Dataset, valid: int) -> bool:
 
 
 def open_lazy(
-    path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
+    path: Path,
+    *,
+    num_envs: int | None = None,
+    cache: BlockCache | None = None,
+    mapping: ColumnRoles | None = None,
 ) -> tuple[Dataset, Callable[[], None]]:
     """Open a Parquet file; each tensor's rows are read a row group at a time.
 
     A file without expcli's metadata, or whose rows disagree with it (filtered, reordered
     or added to by another tool), is read from its columns alone (``foreign_table``), with
-    one warning line saying so.
+    one warning line saying so. ``mapping``: the roles the caller gives columns
+    (``--columns``) and what a lone ``done`` means (``--done-means``). A file expcli
+    wrote whose metadata agrees is read from its columns too when ``mapping`` gives any
+    column a role (the caller asked for those columns in those roles; its tensors' specs
+    still decode its frames); ``done_means`` alone changes nothing there (expcli keeps
+    both flags).
 
     ``cache``: where each tensor keeps the row groups it decodes (its rows of them), for
     draws at random; without one, a tensor keeps the last group it read, and one read in
@@ -399,7 +409,7 @@ def open_lazy(
         identity = _identity(os.fstat(file.fileno()))
     parquet = open_parquet(path)
     try:
-        return _open(parquet, path, identity, cache)
+        return _open(parquet, path, identity, cache, mapping)
     except BaseException as e:
         parquet.close()
         if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):
@@ -408,11 +418,15 @@ def open_lazy(
 
 
 def _open(
-    parquet: Any, path: Path, identity: tuple[int, ...], cache: BlockCache | None
+    parquet: Any,
+    path: Path,
+    identity: tuple[int, ...],
+    cache: BlockCache | None,
+    mapping: ColumnRoles | None,
 ) -> tuple[Dataset, Callable[[], None]]:
     kv = parquet.metadata.metadata or {}
     if HEADER_KEY not in kv:
-        return open_table(parquet, path, "no expcli metadata")
+        return open_table(parquet, path, "no expcli metadata", mapping=mapping)
     for key in (HEADER_KEY, LAYOUT_KEY):
         if len(kv.get(key, b"")) > MAX_METADATA_BYTES:
             raise FormatError("metadata too large", path=path, key=key.decode())
@@ -442,7 +456,10 @@ def _open(
         disagree = (
             f"its rows disagree with its expcli metadata ({stored:,} rows, {valid:,} recorded)"
         )
-        return open_table(parquet, path, disagree, {c.spec.name: c.spec for c in columns})
+        return open_table(parquet, path, disagree, {c.spec.name: c.spec for c in columns}, mapping)
+    if mapping is not None and mapping.columns:
+        mapped = f"its columns given roles ({mapping.described()}), its expcli metadata set aside"
+        return open_table(parquet, path, mapped, {c.spec.name: c.spec for c in columns}, mapping)
     schema = parquet.schema_arrow
     for column in columns:
         if column.encoding == EMPTY:
