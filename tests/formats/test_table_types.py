@@ -412,3 +412,40 @@ def test_any_fixed_shape_tensor_reads_back_in_its_logical_order(
     pq.write_table(pa.table({"obs": tensors, "action": np.arange(5)}), path, row_group_size=2)
     got = flat(read_warned(path)[0])["observations"]
     assert np.array_equal(got, values.transpose(0, *(1 + i for i in order)))
+
+
+def test_lerobot_named_image_columns_are_dict_leaves_and_mappable(tmp_path: Path) -> None:
+    """HF images under LeRobot's names (``observation.image`` beside ``observation.state``)
+    become the Dict leaf ``observations/image``; ``columns=`` maps another image column."""
+    from expcli import load
+
+    rng = np.random.default_rng(15)
+    frames = rng.integers(0, 256, (6, 8, 8, 3), dtype=np.uint8)
+    values = datasets.Value
+    features = datasets.Features(
+        {
+            "observation.image": datasets.Image(),
+            "observation.state": datasets.Sequence(values("float32"), length=2),
+            "action": values("float32"),
+            "episode_index": values("int64"),
+            "frame_index": values("int64"),
+            "next.done": values("bool"),
+            "cam": datasets.Image(),
+        }
+    )
+    columns = {
+        "observation.image": list(frames),
+        "observation.state": rng.normal(size=(6, 2)).astype(np.float32).tolist(),
+        "action": [0.5] * 6,
+        "episode_index": [0] * 3 + [1] * 3,
+        "frame_index": [0, 1, 2] * 2,
+        "next.done": [False, False, True] * 2,
+        "cam": list(frames[::-1]),
+    }
+    path = hf_parquet(tmp_path / "lerobot.parquet", columns, features)
+    with pytest.warns(UserWarning, match="read from its columns"):
+        dataset = load(path)
+    assert np.array_equal(np.asarray(dataset.tensors["observations/image"])[:, 0], frames)
+    with pytest.warns(UserWarning, match="read from its columns"):
+        mapped = load(path, columns="observations/cam=cam,actions=action")
+    assert np.array_equal(np.asarray(mapped.tensors["observations/cam"])[:, 0], frames[::-1])
