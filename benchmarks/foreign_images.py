@@ -4,10 +4,10 @@ The same 84x84x3 uint8 frames (noise over a plain background, as Atari-like fram
 compress) in three Parquet files: expcli's own (frames as binary, its footer read), and an
 HF ``datasets``-style table (``struct<bytes, path>``, ``{"_type": "Image"}``, row groups of
 100 rows as HF writes images) of PNG, and of JPEG. Each row is ``convert SOURCE out.npz``
-in a fresh interpreter, ``--repeats`` times: median seconds, frames a second, the rate as a
-multiple of the own file's, and the largest peak RSS above the RSS once imports were done.
-Beside it, Pillow alone decoding the same bytes (``np.asarray(Image.open(...))``): the
-floor that decoding images sets, whoever reads them.
+in a fresh interpreter (``foreign_tables.convert``), ``--repeats`` times: median seconds,
+frames a second, the rate as a multiple of the own file's, and the largest peak RSS above
+the RSS once imports were done. Beside it, Pillow alone decoding the same bytes
+(``np.asarray(Image.open(...))``): the floor that decoding images sets, whoever reads them.
 
     flock /tmp/expcli-cpu.lock python -m benchmarks.foreign_images --frames 4000 8000
 """
@@ -17,9 +17,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,19 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks._report import fmt_ratio, load_average, version
-
-CHILD = """
-import sys, time, warnings
-def kib(field):
-    return int(next(x for x in open("/proc/self/status") if x.startswith(field)).split()[1])
-import numpy, pyarrow, pyarrow.parquet, PIL.Image
-import expcli.formats.parquet_format, expcli.formats.npz_format, expcli.formats.foreign_table
-from expcli.conversion import convert
-warnings.simplefilter("ignore")
-before, start = kib("VmRSS:"), time.perf_counter()
-convert(sys.argv[1], sys.argv[2], overwrite=True)
-print(time.perf_counter() - start, (kib("VmHWM:") - before) / 1024)
-"""
+from benchmarks.foreign_tables import convert
 
 
 def frames(count: int) -> np.ndarray:
@@ -106,20 +91,6 @@ def pillow_rate(blobs: list[bytes]) -> float:
     return len(blobs) / (time.perf_counter() - start)
 
 
-def convert(source: Path, target: Path, repeats: int) -> tuple[float, float]:
-    runs = []
-    for _ in range(repeats):
-        out = subprocess.run(
-            [sys.executable, "-c", CHILD, str(source), str(target)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        seconds, peak = (float(x) for x in out.stdout.split())
-        runs.append((seconds, peak))
-    return statistics.median(s for s, _ in runs), max(p for _, p in runs)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, nargs="*", default=[4000, 8000])
@@ -140,7 +111,7 @@ def main() -> None:
             made = sources(folder, frames(count))
             own_rate = None
             for name, (path, blobs) in made.items():
-                seconds, peak = convert(path, folder / "out.npz", args.repeats)
+                seconds, peak, _ = convert(folder, path, args.repeats)
                 rate = count / seconds
                 own_rate = own_rate or rate
                 alone = f"{pillow_rate(blobs):>15.0f}" if blobs else f"{'':>15}"
