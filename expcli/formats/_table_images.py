@@ -87,7 +87,15 @@ def image_rows(array: Any, shape: tuple[int, ...], where: tuple[Path, str, int])
                     UserWarning,
                     stacklevel=2,
                 )
-            out[at] = _pixels(opened, where, at)
+            pixels = _pixels(opened, where, at)
+            if pixels.shape != shape or pixels.dtype != np.uint8:  # as its header said
+                raise FormatError(
+                    f"{_row(first, at)} decodes to {pixels.dtype} {list(pixels.shape)}, not "
+                    f"the uint8 {list(shape)} its header says; it is damaged",
+                    path=path,
+                    key=name,
+                )
+            out[at] = pixels
     return out
 
 
