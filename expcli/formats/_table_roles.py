@@ -86,6 +86,8 @@ class Roles:
         convention: In words, whose column names the table follows.
         given: The roles a ``--columns`` mapping gave (role -> column).
         left_out: Columns that names gave a role the mapping gave another column.
+        not_numbers: Columns of no role that hold no numbers (text, dates), left out, each
+            with its type: ``name (type)``.
     """
 
     columns: dict[str, str]
@@ -93,6 +95,7 @@ class Roles:
     convention: str
     given: dict[str, str] | None = None
     left_out: tuple[str, ...] = ()
+    not_numbers: tuple[str, ...] = ()
 
     def described(self) -> str:
         """``convention (role=column, ...)`` for the warning line, renamed columns only."""

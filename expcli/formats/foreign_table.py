@@ -23,6 +23,7 @@ file's ``FormatError``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable, Iterator
@@ -114,10 +115,21 @@ def _open_table(
         reason = f"{reason}, one row per episode{left}"
         roles = roles_of(list(schema.names), path, mapping)
     declared = declared_types(schema, path)
-    kinds = {
-        name: kind_of(schema.field(name), path, specs.get(_named(roles, name)), declared.get(name))
-        for name in _used(roles)
-    }
+    kinds: dict[str, ColumnKind] = {}
+    not_numbers: list[str] = []
+    for column in _used(roles):
+        try:
+            spec = specs.get(_named(roles, column))
+            kinds[column] = kind_of(schema.field(column), path, spec, declared.get(column))
+        except FormatError:
+            if column not in roles.others or (
+                mapping is not None and column in mapping.given.values()
+            ):
+                raise
+            not_numbers.append(f"{column} ({schema.field(column).type})")  # text, dates: no tensor
+    if not_numbers:
+        others = tuple(n for n in roles.others if n in kinds)
+        roles = dataclasses.replace(roles, others=others, not_numbers=tuple(not_numbers))
     for role in BOOKKEEPING_ROLES:
         name = roles.columns.get(role)
         if name is not None and (
@@ -263,6 +275,9 @@ def _dataset(
     if roles.left_out:
         table["left_out"] = list(roles.left_out)
         unknown.append(f"{', '.join(roles.left_out)} left out (their roles given to other columns)")
+    if roles.not_numbers:
+        table["not_numbers"] = list(roles.not_numbers)
+        unknown.append(f"columns of no numbers left out: {', '.join(roles.not_numbers)}")
     if "done" in roles.columns and not {"terminated", "truncated"} & roles.columns.keys():
         table["done_means"] = str(done_means or DoneMeans.TERMINATED)
     if unknown:

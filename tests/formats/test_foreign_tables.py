@@ -531,3 +531,25 @@ def test_rows_cycling_through_envs_are_runs_of_stride_n(
     if placement.stride > 1:
         episodes = len(np.unique(keys["episode"]))
         assert sum(len(s) for s in placement.starts) == episodes
+
+
+def test_columns_of_no_numbers_are_left_out_and_said(tmp_path: Path) -> None:
+    """Text and dates beside the tensors (an instruction, a wall clock) are no tensor: left
+    out, named with their types in the warning and the metadata; a role's column is not."""
+    path = tmp_path / "text.parquet"
+    table = {
+        "obs": [[1.0, 2.0]] * 4,
+        "action": [0, 1, 0, 1],
+        "language_instruction": ["pick"] * 4,
+        "wall": pa.array([1, 2, 3, 4], pa.timestamp("ms")),
+    }
+    pq.write_table(pa.table(table), path)
+    dataset, said = read_warned(path)
+    assert set(dataset.tensors) >= {"observations", "actions"}
+    assert not {"language_instruction", "wall"} & set(dataset.tensors)
+    left = ["language_instruction (string)", "wall (timestamp[ms])"]
+    assert dataset.metadata["table"]["not_numbers"] == left
+    assert f"columns of no numbers left out: {', '.join(left)}" in said[0]
+    pq.write_table(pa.table(table | {"done": ["no", "no", "no", "yes"]}), path)
+    with pytest.raises(FormatError, match="'done': column is string"):
+        read_warned(path)
