@@ -70,6 +70,7 @@ from expcli.formats._parquet_columns import (
     transition_chunk,
 )
 from expcli.formats._parquet_open import open_parquet, pyarrow_parquet, refuse_extension_types
+from expcli.formats._parquet_set import open_files
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.builtin.parquet_file import PARQUET_FILE
 from expcli.formats.dataset import Dataset, read_whole
@@ -77,6 +78,7 @@ from expcli.formats.foreign_table import open_table
 from expcli.formats.frames import ByCells, StoredOnce, find_cells, frame_pairs, kept_cells
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows
+from expcli.formats.parquet_sources import is_pattern, table_files
 from expcli.formats.row_gather import flat_rows, gather_flat
 from expcli.formats.rows import WritePlan, WrittenShard
 from expcli.spec import FRAMES_SCHEMA, FramesForm, done_flags
@@ -381,7 +383,9 @@ def open_lazy(
 
     A file without expcli's metadata, or whose rows disagree with it (filtered, reordered
     or added to by another tool), is read from its columns alone (``foreign_table``), with
-    one warning line saying so.
+    one warning line saying so. A folder or a glob of Parquet files
+    (``parquet_sources.table_files``) is read as one table from its columns
+    (``_parquet_set``); one file found is read as that file.
 
     ``cache``: where each tensor keeps the row groups it decodes (its rows of them), for
     draws at random; without one, a tensor keeps the last group it read, and one read in
@@ -395,6 +399,11 @@ def open_lazy(
     """
     del num_envs
     check_source(path)
+    if is_pattern(path) or os.path.isdir(path):  # a folder or a glob of Parquet files
+        files = table_files(path)
+        if len(files.paths) > 1 or files.split is not None:
+            return open_files(files)
+        path = files.paths[0]  # one file: read as itself (expcli's footer kept)
     with open(path, "rb") as file:
         identity = _identity(os.fstat(file.fileno()))
     parquet = open_parquet(path)
