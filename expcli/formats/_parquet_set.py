@@ -27,6 +27,9 @@ from expcli.formats._parquet_open import open_parquet, pyarrow_parquet
 from expcli.formats.dataset import Dataset
 from expcli.formats.foreign_table import open_table
 from expcli.formats.parquet_sources import TableFiles
+from expcli.spec import TensorSpec
+
+_Specs = dict[str, TensorSpec]
 
 __all__ = ["MAX_GROUPS", "OPEN_FILES", "ParquetSet", "open_files"]
 
@@ -191,8 +194,14 @@ class ParquetSet:
                 self._open.popitem()[1].close()
 
 
-def open_files(files: TableFiles) -> tuple[Dataset, Callable[[], None]]:
+def open_files(
+    files: TableFiles, specs_of: Callable[[dict[bytes, bytes] | None, Path], _Specs | None]
+) -> tuple[Dataset, Callable[[], None]]:
     """Open the Parquet files of a folder or a glob as one table, read from its columns.
+
+    ``specs_of``: the tensors that the first file's key-value metadata names (expcli's
+    footer, where the files are expcli's own shards: a column of frames is read as its
+    tensor), or None.
 
     Raises:
         FormatError: A file is not Parquet, damaged or holds other columns than the first,
@@ -201,7 +210,8 @@ def open_files(files: TableFiles) -> tuple[Dataset, Callable[[], None]]:
     """
     table = ParquetSet(files)
     try:
-        return open_table(table, files.source, files.described)
+        specs = specs_of(table.metadata.metadata, files.paths[0])
+        return open_table(table, files.source, files.described, specs)
     except BaseException as e:
         table.close()
         if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):

@@ -81,7 +81,7 @@ from expcli.formats.lazy import SLICE_BYTES, LazyRows
 from expcli.formats.parquet_sources import is_pattern, table_files
 from expcli.formats.row_gather import flat_rows, gather_flat
 from expcli.formats.rows import WritePlan, WrittenShard
-from expcli.spec import FRAMES_SCHEMA, FramesForm, done_flags
+from expcli.spec import FRAMES_SCHEMA, FramesForm, TensorSpec, done_flags
 
 __all__ = [
     "LAYOUT",
@@ -402,7 +402,7 @@ def open_lazy(
     if is_pattern(path) or os.path.isdir(path):  # a folder or a glob of Parquet files
         files = table_files(path)
         if len(files.paths) > 1 or files.split is not None:
-            return open_files(files)
+            return open_files(files, _footer_specs)
         path = files.paths[0]  # one file: read as itself (expcli's footer kept)
     with open(path, "rb") as file:
         identity = _identity(os.fstat(file.fileno()))
@@ -414,6 +414,20 @@ def open_lazy(
         if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):
             raise
         raise _damaged(path, e) from e
+
+
+def _footer_specs(kv: dict[bytes, bytes] | None, path: Path) -> dict[str, TensorSpec] | None:
+    """The tensors an expcli footer names, or None: none (files of a folder or a glob).
+
+    Raises:
+        FormatError, SchemaError: The footer is too large or malformed.
+    """
+    if not kv or HEADER_KEY not in kv:
+        return None
+    if len(kv[HEADER_KEY]) > MAX_METADATA_BYTES:
+        raise FormatError("metadata too large", path=path, key=HEADER_KEY.decode())
+    header = parse_header(kv[HEADER_KEY], path, HEADER_KEY.decode())
+    return {spec.name: spec for spec in header_specs(header, path)}
 
 
 def _open(

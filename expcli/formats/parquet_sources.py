@@ -195,12 +195,7 @@ def _matches(pattern: Path) -> list[Path]:
     for name in glob.iglob(os.fspath(pattern), recursive=True, include_hidden=False):
         if name.lower().endswith(_SUFFIX):
             found.append(Path(name))
-            if len(found) > max_files():
-                raise FormatError(
-                    f"matches more than {max_files():,} Parquet files, the most read as one "
-                    f"table; set {FILES_VARIABLE} to read more",
-                    path=pattern,
-                )
+            _count(found, pattern, "matches")
     return found
 
 
@@ -238,13 +233,18 @@ def _walk(folder: Path) -> list[Path]:
                 stack.append(Path(entry.path))
             elif data:
                 found.append(member(folder, Path(entry.path), _LAYOUT))
-                if len(found) > max_files():
-                    raise FormatError(
-                        f"holds more than {max_files():,} Parquet files, the most read as "
-                        f"one table; set {FILES_VARIABLE} to read more",
-                        path=folder,
-                    )
+                _count(found, folder, "holds")
     return found
+
+
+def _count(found: list[Path], source: Path, verb: str) -> None:
+    """Refuse a source of more files than ``max_files()`` ("holds", "matches" ``verb``)."""
+    if len(found) > max_files():
+        raise FormatError(
+            f"{verb} more than {max_files():,} Parquet files, the most read as one table; "
+            f"set {FILES_VARIABLE} to read more",
+            path=source,
+        )
 
 
 def _split(folder: Path, paths: list[Path]) -> tuple[list[Path], str | None, str]:

@@ -233,6 +233,26 @@ def test_the_folders_of_expcli_lerobot_and_minari_stay_theirs(tmp_path: Path) ->
         assert np.array_equal(again.tensors[name], tensor), name
 
 
+def test_a_glob_of_expcli_shards_reads_their_frames_by_the_footer(tmp_path: Path) -> None:
+    """expcli's own shards, named by a glob (no manifest): frames stored as fixed-size
+    bytes are read as the tensors that the first file's footer names."""
+    from expcli.formats import sharded
+
+    base = collected(rows=60, envs=2)
+    frames = np.random.default_rng(4).integers(0, 255, (60, 2, 40, 40, 3), dtype=np.uint8)
+    dataset = Dataset({**base.tensors, "observations/img": frames}, base.state, base.metadata)
+    folder = tmp_path / "run"
+    sharded.write(dataset, folder, overwrite=False, shard_bytes=300_000, shard_format="parquet")
+    assert len(list(folder.glob("shard-*.parquet"))) > 1
+    assert pa.types.is_fixed_size_binary(
+        pq.read_schema(folder / "shard-000000.parquet").field("observations/img").type
+    )
+    got, said = read_warned(folder / "shard-*.parquet")
+    assert "Parquet files read as one table" in said[0]
+    for name, tensor in dataset.tensors.items():
+        assert np.array_equal(np.asarray(got.tensors[name]), tensor), name
+
+
 def test_a_folder_of_splits_without_train_asks_for_a_glob(tmp_path: Path) -> None:
     for split in ("validation", "test"):
         folder = tmp_path / "default" / split  # the HF Parquet converter's layout
