@@ -253,17 +253,18 @@ def _split(folder: Path, paths: list[Path]) -> tuple[list[Path], str | None, str
     Returns the files, the split read (None: one split or none) and what was left out.
 
     Raises:
-        ConfigError: Several splits, none of them ``train``.
+        ConfigError: Several splits, none of them ``train``: a glob of the first is named.
     """
-    splits = {p: _split_of(p.relative_to(folder)) for p in paths}
+    found = {p: _split_of(p.relative_to(folder)) for p in paths}
+    splits = {p: split for p, (split, _) in found.items()}
     named = sorted({s for s in splits.values() if s is not None})
     if len(named) < 2:
         return paths, None, ""
     if "train" not in named:
-        example = next(p for p in paths if splits[p] == named[0]).relative_to(folder)
+        example = next(pattern for split, pattern in found.values() if split == named[0])
         raise ConfigError(
             f"holds the splits {', '.join(map(repr, named))} and no 'train'; name the files "
-            f"of one with a quoted glob, e.g. '{folder / example.parent}/*.parquet'",
+            f"of one with a quoted glob, e.g. '{folder / example}'",
             path=folder,
         )
     others = [s for s in named if s != "train"]
@@ -272,21 +273,24 @@ def _split(folder: Path, paths: list[Path]) -> tuple[list[Path], str | None, str
     return [p for p in paths if splits[p] == "train"], "train", left
 
 
-def _split_of(relative: Path) -> str | None:
-    """A file's HF split: its shard name's (``test-00000-of-00002``), else a keyword's.
+def _split_of(relative: Path) -> tuple[str | None, Path]:
+    """A file's HF split, and a glob of its split's files (relative as ``relative``).
 
-    Keywords are looked for in its folders' names, then its own, as whole words
-    (bounded by ``-._ `` or digits), as HF ``datasets`` finds splits.
+    The split is its shard name's (``test-00000-of-00002``), else a keyword's, looked for
+    in its folders' names, then its own, as whole words (bounded by ``-._ `` or digits), as
+    HF ``datasets`` finds splits.
     """
     shard = _SHARD.fullmatch(relative.name.split(".")[0])
     if shard:
-        return shard["split"]
-    for names in (relative.parts[:-1], (relative.name[: -len(_SUFFIX)],)):
-        for name in names:
-            for split, words in _KEYWORDS.items():
-                if any(re.search(_WORD.format(re.escape(w)), name.lower()) for w in words):
-                    return split
-    return None
+        return shard["split"], relative.parent / f"{shard['split']}-*{_SUFFIX}"
+    for at, name in enumerate(relative.parts):
+        word = name[: -len(_SUFFIX)] if at == len(relative.parts) - 1 else name
+        for split, words in _KEYWORDS.items():
+            if any(re.search(_WORD.format(re.escape(w)), word.lower()) for w in words):
+                if at < len(relative.parts) - 1:  # a folder's name: every file below it
+                    return split, Path(*relative.parts[: at + 1], "**", f"*{_SUFFIX}")
+                return split, relative.parent / re.sub(r"\d+", "*", relative.name)
+    return None, relative
 
 
 def _natural(relative: Path) -> tuple[list[str | int], ...]:

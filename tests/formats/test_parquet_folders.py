@@ -258,8 +258,11 @@ def test_a_folder_of_splits_without_train_asks_for_a_glob(tmp_path: Path) -> Non
         folder = tmp_path / "default" / split  # the HF Parquet converter's layout
         folder.mkdir(parents=True)
         pq.write_table(arrow(steps([3])), folder / "0000.parquet")
-    with pytest.raises(ConfigError, match="the splits 'test', 'validation' and no 'train'"):
+    with pytest.raises(ConfigError, match="the splits 'test', 'validation' and no 'train'") as e:
         read_dataset(tmp_path)
+    pattern = f"{tmp_path}/default/test/**/*.parquet"
+    assert e.value.message.endswith(f"e.g. '{pattern}'")
+    assert len(read_warned(Path(pattern))[0]) == 3  # the glob named reads that split
     (tmp_path / "default" / "train").mkdir()
     pq.write_table(arrow(steps([5], seed=2)), tmp_path / "default" / "train" / "0000.parquet")
     dataset, said = read_warned(tmp_path)
