@@ -106,7 +106,10 @@ def max_files() -> int:
 
 
 def holds_parquet(folder: str | os.PathLike[str]) -> bool:
-    """Whether a folder holds a ``*.parquet`` entry, in it or below (links not followed)."""
+    """Whether a folder holds a ``*.parquet`` entry, in it or below (links not followed).
+
+    A link to a folder counts as one: reading the folder then refuses it, naming it.
+    """
     seen = 0
     stack = [Path(folder)]
     while stack and seen < _MAX_ENTRIES:
@@ -117,6 +120,8 @@ def holds_parquet(folder: str | os.PathLike[str]) -> bool:
                     if _hidden(entry.name):
                         continue
                     if entry.name.lower().endswith(_SUFFIX):
+                        return True
+                    if entry.is_symlink() and os.path.isdir(entry.path):
                         return True
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(Path(entry.path))

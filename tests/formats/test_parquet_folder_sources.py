@@ -235,6 +235,11 @@ def test_links_to_files_or_folders_outside_are_refused(folder: Path, tmp_path: P
         read_dataset(folder)
     with pytest.raises(FormatError, match=f"{chunk}: is a symbolic link"):
         read_dataset(folder / "data" / "*" / "*.parquet")
+    elsewhere = tmp_path / "elsewhere"  # its only Parquet files behind a linked folder
+    elsewhere.mkdir()
+    (elsewhere / "data").symlink_to(outside)
+    with pytest.raises(FormatError, match=f"{elsewhere / 'data'}: is a symbolic link"):
+        read_dataset(elsewhere)
 
 
 def test_a_named_pipe_among_them_is_refused_unopened(folder: Path) -> None:
