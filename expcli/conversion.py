@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
@@ -20,6 +20,7 @@ import numpy as np
 from expcli.errors import ConfigError
 from expcli.formats import open_lazy, read_dataset, source_format
 from expcli.formats.checked_write import check_target, checksums, write_checked
+from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import LAYOUTS, Layout
 from expcli.formats.lazy import LazyRows
@@ -69,13 +70,25 @@ class ConvertResult:
 
 
 def load(
-    path: str | os.PathLike[str], format: str | None = None, *, num_envs: int | None = None
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    *,
+    num_envs: int | None = None,
+    columns: ColumnRoles | Mapping[str, str] | str | None = None,
+    done_means: DoneMeans | str | None = None,
 ) -> Dataset:
     """Read any dataset file expcli knows (foreign layouts included) as a ``Dataset``.
 
     ``num_envs``: env columns of a file that does not record them: a CSV without sidecar
     (skrl's export; rows ``t * num_envs + env``) or a D4RL file (equal blocks of rows, env by
     env). Default 1. Files that record it ignore it.
+
+    ``columns``: for a table (Parquet, Arrow IPC), role -> the column that plays it
+    (``{"observations": "obs_vec", "observations/image": "cam"}``, or the text of
+    ``--columns``: ``"observations=obs_vec,rewards=r"``), where its names are no library's
+    expcli recognises; the roles not named are still recognised by name. ``done_means``:
+    ``"terminated"`` (the default) or ``"truncated"``, what a ``done`` column without the
+    split stands for.
 
     A folder is read as a Minari dataset (``formats.read_dataset`` decides, for every
     caller).
@@ -88,9 +101,11 @@ def load(
         FormatError: No such file or folder; an unknown, corrupt, truncated or unsafe file.
         SchemaError: Tensors that disagree with each other or with the metadata.
         ConfigError: What would be held exceeds the memory available; said before any of
-            it is read.
+            it is read. Or ``columns`` names an unknown role, a role twice or a column the
+            table lacks or that cannot be a tensor, or is given for a file that is no table.
     """
-    return read_dataset(path, format, num_envs=num_envs)
+    mapping = column_roles(columns, done_means)
+    return read_dataset(path, format, num_envs=num_envs, mapping=mapping)
 
 
 def save(
@@ -150,12 +165,15 @@ def convert(
     num_envs: int | None = None,
     shard_format: str | None = None,
     frames: FramesForm | str = FramesForm.ONCE,
+    columns: ColumnRoles | Mapping[str, str] | str | None = None,
+    done_means: DoneMeans | str | None = None,
 ) -> ConvertResult:
     """Convert a dataset file to another format or layout, losslessly.
 
     ``num_envs``: env columns of a source that does not record them (a CSV without
     sidecar, a D4RL file), as ``load`` takes it. ``shard_format``: a sharded folder
     target's shards (``npz``, the default, or ``parquet``). ``frames``: as ``save`` takes it.
+    ``columns``, ``done_means``: how a table source is read, as ``load`` takes them.
 
     ``overwrite`` defaults to True, as for ``save`` (and ``np.save``, ``torch.save``): the
     Python API replaces an existing target, atomically, unless told ``overwrite=False``.
@@ -171,7 +189,10 @@ def convert(
     form = frames_form(frames)
     fmt = _target_format(target, to, layout)
     plan = WritePlan(target, fmt, layout, compression, shard_format, form, overwrite)
-    return convert_planned(src, plan, verify=verify, progress=progress, num_envs=num_envs)
+    mapping = column_roles(columns, done_means)
+    return convert_planned(
+        src, plan, verify=verify, progress=progress, num_envs=num_envs, mapping=mapping
+    )
 
 
 def convert_planned(
@@ -181,8 +202,11 @@ def convert_planned(
     verify: bool = False,
     progress: Progress | None = None,
     num_envs: int | None = None,
+    mapping: ColumnRoles | None = None,
 ) -> ConvertResult:
     """Convert a dataset file as ``plan`` says (``convert``, its options made one plan).
+
+    ``mapping``: how a table source is read (``column_roles`` of ``convert``'s options).
 
     Raises:
         As ``convert``.
@@ -194,7 +218,7 @@ def convert_planned(
         raise ConfigError(f"source and destination are the same file: {source}")
     report = progress or (lambda phase, done: None)
     report("read", 0.0)
-    dataset, src_format, close = _open_source(source, num_envs)
+    dataset, src_format, close = _open_source(source, num_envs, mapping)
     try:
         report("read", 1.0)
         sums = checksums(dataset) if verify else None
@@ -221,7 +245,12 @@ def convert_planned(
 
 
 def convert_to_stream(
-    src: str | os.PathLike[str], out: IO[bytes], *, to: str, num_envs: int | None = None
+    src: str | os.PathLike[str],
+    out: IO[bytes],
+    *,
+    to: str,
+    num_envs: int | None = None,
+    mapping: ColumnRoles | None = None,
 ) -> int:
     """Convert a dataset file and write it to an open binary stream.
 
@@ -244,7 +273,7 @@ def convert_to_stream(
         )
     counter = _CountingWriter(out)
     counted = cast(IO[bytes], counter)  # all the writers call is write()
-    dataset, _, close = _open_source(Path(src), num_envs)
+    dataset, _, close = _open_source(Path(src), num_envs, mapping)
     try:
         dataset.validate(src)
         row.write_stream(dataset, counted, src)
@@ -274,14 +303,14 @@ class _CountingWriter:
 
 
 def _open_source(
-    source: Path, num_envs: int | None = None
+    source: Path, num_envs: int | None = None, mapping: ColumnRoles | None = None
 ) -> tuple[Dataset, str, Callable[[], None]]:
     """The dataset of a file or a Minari folder, its format, and what to call when done.
 
     The file is read lazily where its format allows.
     """
     src_format = source_format(source)
-    dataset, close = open_lazy(source, src_format, num_envs=num_envs)
+    dataset, close = open_lazy(source, src_format, num_envs=num_envs, mapping=mapping)
     return dataset, src_format, close
 
 

@@ -1,4 +1,6 @@
-"""Options of the commands that read or write datasets: ``--num-envs``, ``--compression``.
+"""Options of the commands that read or write datasets: ``--num-envs``, ``--columns`` ...
+
+``--columns`` and ``--done-means`` say how a table is read (``formats.column_roles``).
 
 A CSV file without its sidecar (skrl's export, or ``convert --layout skrl`` to ``.csv``) holds
 one row per transition in ``(t, env)`` order and nothing says how many envs there were: it
@@ -19,9 +21,12 @@ from expcli.cli._console import err_console
 from expcli.cli._errors import reports_errors
 from expcli.cli._help import choices_shown
 from expcli.errors import ConfigError, ExpcliError, printable, quoted
+from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.spec import Compression, FramesForm
 
 __all__ = [
+    "ColumnsOption",
+    "DoneMeansOption",
     "FramesOption",
     "NumEnvs",
     "completing",
@@ -42,6 +47,25 @@ NumEnvs = Annotated[
         show_default=False,
     ),
 ]
+
+
+def parse_columns(value: str) -> ColumnRoles:
+    """``--columns ROLE=COLUMN,...`` as a ``ColumnRoles``.
+
+    Raises:
+        ConfigError: An item that is not ROLE=COLUMN, an unknown role, a role or a column
+            twice.
+    """
+    return column_roles(value) or ColumnRoles()
+
+
+def parse_done_means(value: str) -> DoneMeans:
+    """The ``DoneMeans`` spelled ``value`` exactly.
+
+    Raises:
+        ConfigError: None is, naming those there are.
+    """
+    return _spelled(value, DoneMeans, "--done-means")
 
 
 def completing(values: Iterable[str] | Callable[[], Iterable[str]]) -> Callable[[str], list[str]]:
@@ -122,6 +146,30 @@ FramesOption = Annotated[
         "or more that equals the next row's observation is stored there only) or full.",
         parse_frames,
         FramesForm,
+    ),
+]
+
+
+ColumnsOption = Annotated[
+    ColumnRoles | None,
+    typer.Option(
+        "--columns",
+        metavar="ROLE=COLUMN,...",
+        parser=reports_errors(parse_columns),
+        help="A table's column for each role, where its names are no library's: observations, "
+        "next_observations, actions, rewards, terminated, truncated, done, episode, step, "
+        "env; Dict leaves observations/NAME.",
+        show_default=False,
+    ),
+]
+DoneMeansOption = Annotated[
+    DoneMeans | None,
+    typed_choice(
+        "--done-means",
+        "What a table's done column without the terminated/truncated split stands for "
+        "(terminated when not said).",
+        parse_done_means,
+        DoneMeans,
     ),
 ]
 

@@ -14,6 +14,8 @@ from expcli.cli._console import err_console, file_progress, out_console, phases_
 from expcli.cli._errors import reports_errors
 from expcli.cli._help import convert_targets, shard_choices
 from expcli.cli._read_options import (
+    ColumnsOption,
+    DoneMeansOption,
     FramesOption,
     NumEnvs,
     completing,
@@ -27,6 +29,7 @@ from expcli.spec import Compression, FramesForm
 
 if TYPE_CHECKING:
     from expcli.conversion import ConvertResult, Progress
+    from expcli.formats.column_roles import ColumnRoles
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
@@ -81,13 +84,18 @@ def convert_cmd(
         ),
     ] = None,
     frames: FramesOption = FramesForm.ONCE,
+    columns: ColumnsOption = None,
+    done_means: DoneMeansOption = None,
 ) -> None:
     """Convert a dataset between {titles} (and foreign layouts), losslessly."""
+    from expcli.formats.column_roles import column_roles
+
     warn_unrecorded_envs(src, num_envs)
+    mapping = column_roles(columns, done_means)
     if str(dst) == "-":
         if shard_format is not None:
             raise ConfigError("writing to stdout (-): --shard-format is for a folder DST")
-        _to_stdout(src, to, compression, layout, verify, num_envs)
+        _to_stdout(src, to, compression, layout, verify, num_envs, mapping)
         return
     convert_and_report(
         src,
@@ -100,6 +108,7 @@ def convert_cmd(
         num_envs=num_envs,
         shard_format=shard_format,
         frames=frames,
+        columns=mapping,
     )
 
 
@@ -161,6 +170,7 @@ def _to_stdout(
     layout: Layout,
     verify: bool,
     num_envs: int | None,
+    mapping: ColumnRoles | None,
 ) -> None:
     """``convert SRC -``: stream the dataset to stdout, refusing what cannot go there."""
     import sys
@@ -184,7 +194,7 @@ def _to_stdout(
         raise ConfigError(
             f"refusing to write binary {to} to a terminal; redirect stdout or name a file"
         )
-    convert_to_stream(src, sys.stdout.buffer, to=to, num_envs=num_envs)
+    convert_to_stream(src, sys.stdout.buffer, to=to, num_envs=num_envs, mapping=mapping)
 
 
 def _mb(size: int) -> str:

@@ -10,10 +10,16 @@ import typer
 
 from expcli.cli._console import dataset_bytes, err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
-from expcli.cli._read_options import NumEnvs, warn_unrecorded_envs
+from expcli.cli._read_options import (
+    ColumnsOption,
+    DoneMeansOption,
+    NumEnvs,
+    warn_unrecorded_envs,
+)
 from expcli.errors import printable
 
 if TYPE_CHECKING:
+    from expcli.formats.column_roles import ColumnRoles
     from expcli.summary import Summary
 
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
@@ -89,8 +95,11 @@ def inspect_cmd(
     html: _Html = None,
     plot: _Plot = None,
     num_envs: NumEnvs = None,
+    columns: ColumnsOption = None,
+    done_means: DoneMeansOption = None,
 ) -> None:
     """Summarize a dataset: tensor statistics, episodes, and (--check) structural checks."""
+    from expcli.formats.column_roles import column_roles
     from expcli.summary import summarize
 
     out = out_console()
@@ -100,8 +109,10 @@ def inspect_cmd(
         warn_unrecorded_envs(read, num_envs)
     check = check or bool(against)
     what = "checking" if check else "reading"
+    mapping = column_roles(columns, done_means)
     if html is not None or plot is not None:
-        summary = _report(file, html, plot, episodes, head, check, against or [], num_envs)
+        read = (num_envs, mapping)
+        summary = _report(file, html, plot, episodes, head, check, against or [], read)
     else:
         with file_progress(file, what, min_bytes=PROGRESS_MIN_BYTES) as bar:
             summary = summarize(
@@ -112,6 +123,7 @@ def inspect_cmd(
                 against=against or (),
                 num_envs=num_envs,
                 progress=None if bar is None else lambda done: bar(done, what),
+                columns=mapping,
             )
     if as_json:
         typer.echo(json.dumps(summary.to_json(per_env=per_env), allow_nan=False))
@@ -149,9 +161,12 @@ def _report(
     head: int,
     check: bool,
     against: list[Path],
-    num_envs: int | None,
+    read: tuple[int | None, ColumnRoles | None],
 ) -> Summary:
-    """``write_report`` with a progress bar (reading, then the page), then where it wrote."""
+    """``write_report`` with a progress bar (reading, then the page), then where it wrote.
+
+    ``read``: how the files are read: ``num_envs`` and the column mapping.
+    """
     from rich.markup import escape
 
     from expcli.errors import ConfigError
@@ -165,7 +180,8 @@ def _report(
             file,
             html=html,
             plot=plot,
-            num_envs=num_envs,
+            num_envs=read[0],
+            columns=read[1],
             check=check,
             against=against,
             head=head,

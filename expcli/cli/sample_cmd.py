@@ -17,7 +17,12 @@ import typer
 
 from expcli.cli._console import err_console, out_console
 from expcli.cli._errors import reports_errors
-from expcli.cli._read_options import NumEnvs, warn_unrecorded_envs
+from expcli.cli._read_options import (
+    ColumnsOption,
+    DoneMeansOption,
+    NumEnvs,
+    warn_unrecorded_envs,
+)
 from expcli.errors import ConfigError, printable
 from expcli.host_memory import check_fits
 
@@ -53,6 +58,8 @@ def sample_cmd(
     rows: Annotated[int, typer.Option("--rows", min=0, help="Leading rows to print.")] = 3,
     as_json: Annotated[bool, typer.Option("--json", help="Print the batch as JSON.")] = False,
     num_envs: NumEnvs = None,
+    columns: ColumnsOption = None,
+    done_means: DoneMeansOption = None,
 ) -> None:
     """Draw one batch from a dataset and print its tensors' shapes and first rows."""
     from expcli.replay import PrioritizedSampler, RandomSampler, ReplayBuffer, SliceSampler
@@ -75,7 +82,9 @@ def sample_cmd(
     else:
         chosen = RandomSampler()
     warn_unrecorded_envs(file, num_envs)
-    storage = DatasetStorage.open(file, num_envs=num_envs)  # rows are read as drawn
+    storage = DatasetStorage.open(  # rows are read as drawn
+        file, num_envs=num_envs, columns=columns, done_means=done_means
+    )
     buffer = ReplayBuffer(storage, sampler=chosen, seed=seed)
     _check_batch_fits(buffer, size)
     batch, info = buffer.sample_arrays(size)

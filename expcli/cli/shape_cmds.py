@@ -11,7 +11,13 @@ import typer
 from expcli.cli._console import BarUpdate, err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
 from expcli.cli._help import file_and_folder_formats, shard_choices
-from expcli.cli._read_options import completing, parse_compression, typed_choice
+from expcli.cli._read_options import (
+    ColumnsOption,
+    DoneMeansOption,
+    completing,
+    parse_compression,
+    typed_choice,
+)
 from expcli.errors import ConfigError, printable
 from expcli.spec import Compression
 
@@ -85,6 +91,8 @@ def merge_cmd(
     shard_format: _ShardFormat = None,
     overwrite: _Overwrite = False,
     lineage_paths: _LineagePaths = "relative",
+    columns: ColumnsOption = None,
+    done_means: DoneMeansOption = None,
 ) -> None:
     """Merge datasets with the same tensors and spaces into one, episode by episode."""
     from expcli.shaping.verbs import merge
@@ -101,6 +109,8 @@ def merge_cmd(
             overwrite=overwrite,
             progress=None if bar is None else phases_on(bar),
             lineage_paths=lineage_paths,
+            columns=columns,
+            done_means=done_means,
         )
     _report("merged", [result])
 
@@ -135,6 +145,8 @@ def split_cmd(
     shard_format: _ShardFormat = None,
     overwrite: _Overwrite = False,
     lineage_paths: _LineagePaths = "relative",
+    columns: ColumnsOption = None,
+    done_means: DoneMeansOption = None,
 ) -> None:
     """Split a dataset into parts by whole episodes, at random (seeded): no episode in two."""
     from expcli.shaping.selectors import parse_fractions
@@ -154,6 +166,8 @@ def split_cmd(
             overwrite=overwrite,
             progress=None if bar is None else _split_phases_on(bar, len(outputs)),
             lineage_paths=lineage_paths,
+            columns=columns,
+            done_means=done_means,
         )
     _report("split", results)
 
@@ -218,6 +232,8 @@ def filter_cmd(
     shard_format: _ShardFormat = None,
     overwrite: _Overwrite = False,
     lineage_paths: _LineagePaths = "relative",
+    columns: ColumnsOption = None,
+    done_means: DoneMeansOption = None,
 ) -> None:
     """Keep the episodes (and tensors) you select; selectors combine with and."""
     from expcli.shaping.verbs import filter_episodes
@@ -246,6 +262,8 @@ def filter_cmd(
             overwrite=overwrite,
             progress=None if bar is None else phases_on(bar),
             lineage_paths=lineage_paths,
+            columns=columns,
+            done_means=done_means,
         )
     _report("filtered", [result])
 

@@ -25,6 +25,7 @@ from expcli.errors import ExpcliError, FormatError
 from expcli.formats._error_summary import error_summary, unreadable_group
 from expcli.formats._ipc_table import RowCounts
 from expcli.formats._parquet_open import open_parquet, pyarrow_parquet
+from expcli.formats.column_roles import ColumnRoles
 from expcli.formats.dataset import Dataset
 from expcli.formats.foreign_table import open_table
 from expcli.formats.parquet_sources import TableFiles
@@ -151,30 +152,32 @@ class ParquetSet:
     ) -> Iterator[Any]:
         """The rows of ``columns`` of ``row_groups``, ``batch_size`` at a time.
 
+        Neighbouring groups of one file are read by one call to pyarrow (HF ``datasets``
+        writes groups of 1,000 rows).
+
         Raises:
             FormatError: A file's row group cannot be read (naming the file).
         """
         import pyarrow as pa
 
         stored = [c for c in columns if c not in self._hive]
-        for group in row_groups:
-            index, local = self._files_of[group], self._locals[group]
+        for index, locals_ in _runs(self._files_of, self._locals, row_groups):
             values = self._files.partitions[index]
-            count = self.metadata.row_group(group).num_rows
 
             def constant(name: str, rows: int, values: dict[str, int] = values) -> Any:
                 return pa.array([values[name]] * rows, pa.int64())
 
-            if not stored:  # only hive columns: as many rows as the group holds
+            if not stored:  # only hive columns: as many rows as the groups hold
+                meta = self._file(index).metadata
+                count = sum(meta.row_group(g).num_rows for g in locals_)
                 for at in range(0, count, max(1, batch_size)):
                     rows = min(batch_size, count - at)
                     yield pa.record_batch([constant(c, rows) for c in columns], columns)
                 continue
-            path = self._files.paths[index]
             try:
                 for batch in self._file(index).iter_batches(
                     batch_size=batch_size,
-                    row_groups=[local],
+                    row_groups=locals_,
                     columns=stored,
                     use_threads=use_threads,
                 ):
@@ -188,7 +191,7 @@ class ParquetSet:
             except Exception as e:
                 if isinstance(e, ExpcliError):
                     raise
-                raise unreadable_group(e, path, stored[0], local) from e
+                raise unreadable_group(e, self._files.paths[index], stored[0], locals_[0]) from e
 
     def close(self) -> None:
         """Close the files kept open."""
@@ -197,14 +200,33 @@ class ParquetSet:
                 self._open.popitem()[1].close()
 
 
+def _runs(
+    files_of: array[int], locals_: array[int], groups: list[int]
+) -> Iterator[tuple[int, list[int]]]:
+    """``groups`` as runs of one file each: the file and its groups, in order."""
+    run: list[int] = []
+    index = -1
+    for group in groups:
+        if files_of[group] != index and run:
+            yield index, run
+            run = []
+        index = files_of[group]
+        run.append(locals_[group])
+    if run:
+        yield index, run
+
+
 def open_files(
-    files: TableFiles, specs_of: Callable[[dict[bytes, bytes] | None, Path], _Specs | None]
+    files: TableFiles,
+    specs_of: Callable[[dict[bytes, bytes] | None, Path], _Specs | None],
+    mapping: ColumnRoles | None = None,
 ) -> tuple[Dataset, Callable[[], None]]:
     """Open the Parquet files of a folder or a glob as one table, read from its columns.
 
     ``specs_of``: the tensors that the first file's key-value metadata names (expcli's
     footer, where the files are expcli's own shards: a column of frames is read as its
-    tensor), or None.
+    tensor), or None. ``mapping``: as ``foreign_table.open_table``'s (``--columns``,
+    ``--done-means``).
 
     Raises:
         FormatError: A file is not Parquet, damaged or holds other columns than the first,
@@ -214,7 +236,7 @@ def open_files(
     table = ParquetSet(files)
     try:
         specs = specs_of(table.metadata.metadata, files.paths[0])
-        return open_table(table, files.source, files.described, specs)
+        return open_table(table, files.source, files.described, specs, mapping)
     except BaseException as e:
         table.close()
         if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):

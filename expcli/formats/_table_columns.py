@@ -20,7 +20,7 @@ import numpy as np
 from expcli.errors import FormatError
 from expcli.spec import TensorSpec
 
-__all__ = ["ColumnKind", "decode", "first_shape", "kind_of"]
+__all__ = ["ColumnKind", "decode", "first_shape", "kind_of", "arrow_numbers"]
 
 _DTYPES = {
     "bool": "bool",
@@ -116,7 +116,7 @@ def decode(
     count = len(array)
     if not array.null_count:
         return _dense(array, kind, shape, where), None
-    valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), bool)
+    valid = arrow_numbers(array.is_valid())
     if not nullable:
         row = first + int(np.argmin(valid))
         raise FormatError(f"row {row:,} is null; expected a value", path=path, key=name)
@@ -137,7 +137,7 @@ def _dense(
         return data.view(kind.dtype).reshape(count, *shape)
     for length, declared in zip(shape, kind.levels, strict=True):
         if declared is None:
-            lengths = np.asarray(level.value_lengths().to_numpy(zero_copy_only=False))
+            lengths = arrow_numbers(level.value_lengths())
             wrong = np.flatnonzero(lengths != length)
             if len(wrong):
                 at = int(wrong[0]) // inner
@@ -156,8 +156,29 @@ def _dense(
                 path=path,
                 key=name,
             )
-    values = np.asarray(level.to_numpy(zero_copy_only=False))
+    values = arrow_numbers(level)
     return values.astype(kind.dtype, copy=False).reshape(count, *shape)
+
+
+def arrow_numbers(array: Any) -> np.ndarray:
+    """An Arrow array of numbers or bools without nulls, as numpy: a view where it can be.
+
+    Read from its buffers: pyarrow's ``to_numpy`` imports pandas (0.6 s) on first use.
+    """
+    import pyarrow as pa
+
+    kind = array.type
+    if pa.types.is_boolean(kind):
+        bits = np.frombuffer(array.buffers()[1] or b"", np.uint8)
+        whole = np.unpackbits(bits, count=array.offset + len(array), bitorder="little")
+        return whole[array.offset :].view(bool)
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        return np.asarray(array.to_numpy(zero_copy_only=False))
+    code = "f" if pa.types.is_floating(kind) else "i" if pa.types.is_signed_integer(kind) else "u"
+    dtype = np.dtype(f"<{code}{kind.bit_width // 8}")
+    if not len(array):
+        return np.empty(0, dtype)
+    return np.frombuffer(array.buffers()[1], dtype, len(array), array.offset * dtype.itemsize)
 
 
 def _inner(level: Any, length: int) -> Any:

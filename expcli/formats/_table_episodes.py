@@ -24,6 +24,7 @@ import numpy as np
 from expcli.errors import ExpcliError, FormatError
 from expcli.formats._error_summary import unreadable_group
 from expcli.formats._ipc_table import RowCounts
+from expcli.formats._table_columns import arrow_numbers
 from expcli.formats._table_roles import FLAG_ROLES, TENSOR_ROLES, Roles
 
 __all__ = ["EPISODE_COLUMN", "EpisodeRows", "episode_rows"]
@@ -128,11 +129,11 @@ class EpisodeRows:
         import pyarrow.compute as pc
 
         if array.null_count:
-            row = first + int(np.argmin(np.asarray(array.is_valid())))
+            row = first + int(np.argmin(arrow_numbers(array.is_valid())))
             raise FormatError(
                 f"row {row:,} (an episode) is null; expected lists", path=self.path, key=name
             )
-        return np.asarray(pc.list_value_length(array).to_numpy(zero_copy_only=False), np.int64)
+        return arrow_numbers(pc.list_value_length(array)).astype(np.int64)
 
     def iter_batches(
         self, batch_size: int, row_groups: list[int], columns: list[str], use_threads: bool = False

@@ -11,7 +11,11 @@ one is refused (sort it first, e.g. duckdb's ``ORDER BY episode_index, frame_ind
 
 Each env column holds the runs of its env in order; when the envs hold different numbers
 of rows, no ``(T, N)`` grid holds them, and the runs go one env after another in one column
-(as they do past ``MAX_ENV_COLUMNS`` envs).
+(as they do past ``MAX_ENV_COLUMNS`` envs). Rows that go through envs ``0..N-1`` in turn,
+as expcli writes them (time after time), are runs of stride N: a copy of expcli's own table
+makes runs as many as its episodes too. Rows that interleave envs in no such order (a copy
+of it filtered to some episodes) make a run of each row: placed right, in memory of about
+48 bytes a row, up to ``MAX_SORTED_ROWS`` runs (a larger one is refused: sort it first).
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ class Placement:
         sorted: The rows were sorted by episode and step (the table was not in that order).
         envs_glued: The envs held different numbers of rows (or were more than
             ``MAX_ENV_COLUMNS``): one column, env after env.
+        stride: File rows from one row of a run to the next: 1, or N where the rows go
+            through envs ``0..N-1`` over and over (as expcli writes them, time after time).
     """
 
     starts: list[np.ndarray]
@@ -54,6 +60,7 @@ class Placement:
     episodes: list[np.ndarray] | None
     sorted: bool
     envs_glued: bool
+    stride: int = 1
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -67,7 +74,7 @@ class Placement:
         for column, (starts, ends) in enumerate(zip(self.starts, self.ends, strict=True)):
             run = np.searchsorted(ends, at, side="right")
             begins = np.where(run > 0, ends[np.maximum(run - 1, 0)], 0)
-            out[:, column] = starts[run] + at - begins
+            out[:, column] = starts[run] + (at - begins) * self.stride
         return out
 
     def episode_ends(self) -> np.ndarray:
@@ -82,56 +89,100 @@ class Placement:
         return out
 
 
+class _NotCycled(Exception):
+    """The env column stopped going through its envs in turn: place the rows one by one."""
+
+
 def place(
-    groups: Iterator[tuple[int, Keys]], count: int, read_whole: Callable[[], Keys], path: Path
+    groups: Callable[[], Iterator[tuple[int, Keys]]],
+    count: int,
+    read_whole: Callable[[], Keys],
+    path: Path,
 ) -> Placement:
     """The placement of a table of ``count`` rows, from its keys a row group at a time.
 
-    ``groups``: each group's first file row and keys; ``read_whole``: the keys of every row,
-    asked only when the rows must be sorted.
+    ``groups``: each group's first file row and keys (asked again where the first pass
+    found that the env column does not cycle); ``read_whole``: the keys of every row, asked
+    only when the rows must be sorted.
 
     Raises:
         FormatError: The rows must be sorted and are more than ``MAX_SORTED_ROWS``.
     """
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("start", "episode", "env", "lo", "hi")}
-    ordered, last, names = True, dict[str, np.ndarray](), set[str]()
-    latest: np.ndarray | None = None
+    try:
+        return _place(groups(), count, read_whole, path, cycled=True)
+    except _NotCycled:
+        return _place(groups(), count, read_whole, path, cycled=False)
+
+
+def _place(
+    groups: Iterator[tuple[int, Keys]],
+    count: int,
+    read_whole: Callable[[], Keys],
+    path: Path,
+    cycled: bool,
+) -> Placement:
+    """``place``; ``cycled``: try rows that go through envs ``0..N-1`` in turn as N runs.
+
+    Rows cycling through N envs (file row ``r`` of env ``r % N``) are placed as runs of
+    stride N (the ``t``-th row of env ``e`` is file row ``t * N + e``), so that expcli's own
+    table, copied without its footer, makes runs as many as its episodes, not its rows.
+    """
+    parts: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("start", "length", "episode", "env", "lo", "hi")
+    }
+    ordered, names, cycle, made = True, set[str](), 0, 0
     for first, keys in groups:
         rows = len(next(iter(keys.values()))) if keys else 0
         if not rows:
             continue
         names = set(keys)
+        if cycled and not cycle:
+            cycle = _cycle(keys.get("env"), first)
+        t = np.arange(first, first + rows, dtype=np.int64)
+        if cycle > 1:
+            expected = t % cycle
+            if not np.array_equal(keys["env"], expected):
+                raise _NotCycled
+            order = _by_env(first, rows, cycle)
+            keys = {name: values[order] for name, values in keys.items()}
+            t = t[order] // cycle
         new = np.zeros(rows, bool)
-        new[0] = first == 0
+        new[0] = True  # a group's runs start anew: those that go on are merged later
         for name in ("episode", "env"):
             if name in keys:
                 values = keys[name]
-                new |= np.concatenate([last.get(name, values[:1]), values[:-1]]) != values
+                new[1:] |= values[1:] != values[:-1]
         at = np.flatnonzero(new)
-        zeros = np.zeros(rows, np.int64)
-        step = keys.get("step", zeros)
+        step = keys.get("step", np.zeros(rows, np.int64))
         if "step" in keys:  # increasing within each run
-            before = np.concatenate([last.get("step", step[:1] - 1), step[:-1]])
-            ordered &= bool((before < step)[~new].all())
-        carried = int(at[0]) if len(at) else rows  # rows going on with the last group's run
-        if carried and latest is not None:
-            latest[-1] = step[carried - 1]
+            ordered &= bool((step[:-1] < step[1:])[~new[1:]].all())
+        last = np.append(at[1:], rows) - 1
+        made += len(at)
+        if made > MAX_SORTED_ROWS:
+            raise FormatError(
+                f"its episodes are not contiguous in their env, or its envs interleave in no "
+                f"fixed order: past {MAX_SORTED_ROWS:,} runs of rows by row {first + rows:,}, "
+                "more than are placed in memory; sort it by env, episode and step first "
+                "(duckdb: ORDER BY env, episode_index, frame_index)",
+                path=path,
+            )
+        zeros = np.zeros(rows, np.int64)
         for name, values in (
-            ("start", first + at),
+            ("start", t[at]),
+            ("length", last - at + 1),
             ("episode", keys.get("episode", zeros)[at]),
             ("env", keys.get("env", zeros)[at]),
             ("lo", step[at]),
-            ("hi", step[np.append(at[1:], rows) - 1] if len(at) else at),
+            ("hi", step[last]),
         ):
             parts[name].append(values)
-        latest = parts["hi"][-1] if len(at) else latest  # the last run's steps end there
-        last = {name: values[-1:] for name, values in keys.items()}
-    runs = _cat(parts, count)
+    stride = max(cycle, 1)
+    runs = _cat(parts, count, stride)
     if not parts["start"] or "episode" not in names:
-        return _columns(runs, False, False)
+        return _columns(runs, False, False, stride)
     lo, hi = np.concatenate(parts["lo"]), np.concatenate(parts["hi"])
     if ordered and _contiguous(runs, lo, hi, "step" in names):
-        return _columns(runs, True, False)
+        return _columns(runs, True, False, stride)
     if count > MAX_SORTED_ROWS:
         raise FormatError(
             f"its episodes are not contiguous in their env (or their steps out of order) and it "
@@ -139,21 +190,51 @@ def place(
             "by episode and step first (duckdb: ORDER BY episode_index, frame_index)",
             path=path,
         )
-    return _columns(_sorted_runs(read_whole(), count), True, True)
+    return _columns(_sorted_runs(read_whole(), count), True, True, 1)
+
+
+def _by_env(first: int, rows: int, cycle: int) -> np.ndarray:
+    """The local rows of a group cycling through ``cycle`` envs, env after env, in time.
+
+    Local row ``i`` is of env ``(first + i) % cycle``: rows ``-o + e + k * cycle`` (``o`` the
+    group's offset in the cycle) are env ``e``'s, those inside the group kept.
+    """
+    offset = first % cycle
+    steps = -(-(rows + offset) // cycle)
+    grid = np.arange(-offset, steps * cycle - offset, dtype=np.int64).reshape(steps, cycle)
+    order = grid.T.reshape(-1)
+    return order[(order >= 0) & (order < rows)]
+
+
+def _cycle(env: np.ndarray | None, first: int) -> int:
+    """N where the first group's env column goes ``0..N-1`` over and over, else 1."""
+    if env is None or first != 0 or len(env) < 2 or env[0] != 0:
+        return 1
+    again = np.flatnonzero(env[1:] == 0)
+    cycle = int(again[0]) + 1 if len(again) else int(env.max()) + 1
+    if cycle < 2 or not np.array_equal(env[:cycle], np.arange(cycle)):
+        return 1
+    return cycle
 
 
 _Runs = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-"""Runs in file order: their first file rows, lengths, episodes and envs."""
+"""Runs: their first file rows, lengths, episodes and envs."""
 
 
-def _cat(parts: dict[str, list[np.ndarray]], count: int) -> _Runs:
-    """The runs found a group at a time, as one (no key columns: one run of every row)."""
+def _cat(parts: dict[str, list[np.ndarray]], count: int, stride: int) -> _Runs:
+    """The runs found a group at a time, as one (no key columns: one run of every row).
+
+    Found with a stride, a run's start is its first row's time ``t`` in its env; it is made
+    the file row ``t * N + env`` here.
+    """
     if not parts["start"]:
         one = np.zeros(1, np.int64)
         return one, np.array([count], np.int64), one, one
     starts = np.concatenate(parts["start"])
-    lengths = np.diff(np.append(starts, count))
-    return starts, lengths, np.concatenate(parts["episode"]), np.concatenate(parts["env"])
+    envs = np.concatenate(parts["env"])
+    if stride > 1:
+        starts = starts * stride + envs
+    return starts, np.concatenate(parts["length"]), np.concatenate(parts["episode"]), envs
 
 
 def _contiguous(runs: _Runs, lo: np.ndarray, hi: np.ndarray, steps: bool) -> bool:
@@ -181,7 +262,7 @@ def _sorted_runs(keys: Keys, count: int) -> _Runs:
     return order[at], np.diff(np.append(at, count)), episode[at], env[at]
 
 
-def _columns(runs: _Runs, has_episodes: bool, was_sorted: bool) -> Placement:
+def _columns(runs: _Runs, has_episodes: bool, was_sorted: bool, stride: int) -> Placement:
     """The runs dealt to env columns.
 
     Glued into one, env after env, when the envs' row counts differ (no ``(T, N)`` grid
@@ -195,21 +276,22 @@ def _columns(runs: _Runs, has_episodes: bool, was_sorted: bool) -> Placement:
     totals = np.bincount(env.reshape(-1), weights=lengths)
     glued = len(names) > MAX_ENV_COLUMNS or bool((totals != totals[0]).any())
     groups = [order] if glued else np.split(order, np.flatnonzero(np.diff(envs[order])) + 1)
-    columns = [_merged(starts[g], lengths[g], pair[g]) for g in groups]
+    columns = [_merged(starts[g], lengths[g], pair[g], stride) for g in groups]
     return Placement(
         [c[0] for c in columns],
         [np.cumsum(c[1]) for c in columns],
         [c[2] for c in columns] if has_episodes else None,
         was_sorted,
         glued,
+        stride,
     )
 
 
 def _merged(
-    starts: np.ndarray, lengths: np.ndarray, episodes: np.ndarray
+    starts: np.ndarray, lengths: np.ndarray, episodes: np.ndarray, stride: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A column's runs, those that go on in the file in the same episode made one."""
-    goes_on = (starts[1:] == starts[:-1] + lengths[:-1]) & (episodes[1:] == episodes[:-1])
+    goes_on = (starts[1:] == starts[:-1] + stride * lengths[:-1]) & (episodes[1:] == episodes[:-1])
     keep = np.concatenate([[True], ~goes_on])
     total = np.cumsum(lengths)[np.append(np.flatnonzero(keep)[1:] - 1, len(lengths) - 1)]
     return starts[keep], np.diff(np.concatenate([[0], total])), episodes[keep]

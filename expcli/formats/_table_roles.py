@@ -3,9 +3,22 @@
 Recognised without flags: expcli's own columns (``index, episode_index, frame_index, env,
 row`` and the tensors), Minari's (``observations, actions, rewards, terminations,
 truncations``), D4RL's (``observations, actions, rewards, terminals, timeouts,
-next_observations``) and the common singulars and variants (``obs, observation, state,
-action, reward, done, dones, terminal, episode_id, step``). Any other column of numbers is
-carried under its own name, as expcli carries ``infos/...`` or ``log_prob``.
+next_observations``), LeRobot v3's (``observation.state``, ``observation.image``,
+``observation.images.*``, ``action``, ``next.reward``, ``next.done``, ``episode_index``,
+``frame_index``, ``index``, ``timestamp``, ``task_index``) and the common singulars and
+variants (``obs, observation, state, action, reward, done, dones, terminal, episode_id,
+step``). Any other column of numbers is carried under its own name, as expcli carries
+``infos/...`` or ``log_prob``.
+
+LeRobot's ``observation.*`` columns are the observations when there is one, else its Dict
+leaves ``observations/<rest>`` (``observation.images.top`` is ``observations/images.top``),
+as the LeRobot folder reader names them; ``action.*`` likewise. Its ``timestamp`` (the
+frame's ``frame_index / fps``) and ``task_index`` are left out, as the folder reader leaves
+them: LeRobot adds both to every frame, and a tensor of either name could not be written
+back to a LeRobot folder.
+
+A ``ColumnRoles`` mapping (``--columns``) gives the roles it names to the columns it names;
+a column that names would give one of those roles is then left out, and said.
 """
 
 from __future__ import annotations
@@ -13,7 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from expcli.errors import FormatError
+from expcli.errors import ConfigError, FormatError, quoted
+from expcli.formats.column_roles import ColumnRoles
 
 __all__ = ["BOOKKEEPING_ROLES", "FLAG_ROLES", "ROLE_NAMES", "TENSOR_ROLES", "Roles", "roles_of"]
 
@@ -27,10 +41,10 @@ ROLE_NAMES: dict[str, tuple[str, ...]] = {
         "next_states",
     ),
     "actions": ("actions", "action"),
-    "rewards": ("rewards", "reward"),
-    "terminated": ("terminated", "terminations", "terminals", "terminal"),
-    "truncated": ("truncated", "truncations", "timeouts", "timeout"),
-    "done": ("done", "dones"),
+    "rewards": ("rewards", "reward", "next.reward"),
+    "terminated": ("terminated", "terminations", "terminals", "terminal", "next.terminated"),
+    "truncated": ("truncated", "truncations", "timeouts", "timeout", "next.truncated"),
+    "done": ("done", "dones", "next.done"),
     "episode": ("episode_index", "episode_id", "episode"),
     "step": ("frame_index", "step", "frame"),
     "env": ("env", "env_index"),
@@ -44,8 +58,17 @@ BOOKKEEPING_ROLES = ("episode", "step", "env", "row")
 """Roles of integer columns that place rows (``row``: expcli's, where a row was written)."""
 _IGNORED = ("index", "__index_level_0__")
 """Numbering columns that say nothing a tensor holds (expcli's, pandas' index)."""
+_LEROBOT_PREFIXES = {
+    "observation.": "observations",
+    "next.observation.": "next_observations",
+    "action.": "actions",
+}
+"""LeRobot's feature prefixes and the role of their columns (one: the role; more: leaves)."""
+_LEROBOT_IGNORED = ("timestamp", "task_index")
+"""LeRobot's bookkeeping that no tensor holds, left out of a table of LeRobot's columns."""
 
 _CONVENTIONS = (
+    ("LeRobot's columns", ("next.reward", "next.done", "task_index", "timestamp")),
     ("expcli's columns", ("env", "row", "frame_index")),
     ("Minari's columns", ("terminations", "truncations")),
     ("D4RL's columns", ("terminals", "timeouts")),
@@ -57,14 +80,19 @@ class Roles:
     """The columns of a table by role, and the others carried as they are.
 
     Attributes:
-        columns: Role -> the column that plays it (roles without one are absent).
+        columns: Role -> the column that plays it (roles without one are absent); a Dict
+            leaf's role is ``observations/NAME``.
         others: Columns of no role, to carry under their own names.
         convention: In words, whose column names the table follows.
+        given: The roles a ``--columns`` mapping gave (role -> column).
+        left_out: Columns that names gave a role the mapping gave another column.
     """
 
     columns: dict[str, str]
     others: tuple[str, ...]
     convention: str
+    given: dict[str, str] | None = None
+    left_out: tuple[str, ...] = ()
 
     def described(self) -> str:
         """``convention (role=column, ...)`` for the warning line, renamed columns only."""
@@ -74,35 +102,89 @@ class Roles:
         return self.convention + (f" ({', '.join(renamed)})" if renamed else "")
 
 
-def roles_of(names: list[str], path: Path) -> Roles:
-    """The role of each of a table's columns, by name.
+def roles_of(names: list[str], path: Path, mapping: ColumnRoles | None = None) -> Roles:
+    """The role of each of a table's columns, by ``mapping`` first, then by name.
 
     Raises:
+        ConfigError: A column ``mapping`` names is not in the table.
         FormatError: Two columns name one role, or none is observations nor actions.
     """
-    columns: dict[str, str] = {}
-    others = []
-    for name in names:
-        role = next((r for r, spelled in ROLE_NAMES.items() if name in spelled), None)
-        if role is None:
-            if name not in _IGNORED:
-                others.append(name)
+    given = mapping.given if mapping is not None else {}
+    for role, column in given.items():
+        if column not in names:
+            shown = ", ".join(map(quoted, names[:12])) + (", ..." if len(names) > 12 else "")
+            raise ConfigError(
+                f"has no column {quoted(column)} (given for {role}); its columns: {shown}",
+                path=path,
+                key=column,
+            )
+    lerobot = _is_lerobot(names)
+    columns: dict[str, str] = dict(given)
+    others: list[str] = []
+    left_out: list[str] = []
+    for role, name in _recognised(names, lerobot):
+        if name in given.values():
             continue
-        if role in columns:
+        if mapping is not None and (mapping.names_role(role.partition("/")[0]) or role in given):
+            left_out.append(name)
+        elif role in columns:
             raise FormatError(
-                f"columns {columns[role]!r} and {name!r} would both be its {role}; keep one",
+                f"columns {columns[role]!r} and {name!r} would both be its {role}; keep one "
+                "(or say which with --columns)",
                 path=path,
                 key=name,
             )
-        columns[role] = name
-    if "observations" not in columns and "actions" not in columns:
+        else:
+            columns[role] = name
+    placed = {*columns.values(), *left_out}
+    for name in names:
+        ignored = _IGNORED + (_LEROBOT_IGNORED if lerobot else ())
+        if name not in placed and name not in ignored:
+            others.append(name)
+    if not any(r.partition("/")[0] in ("observations", "actions") for r in columns):
         raise FormatError(
             "has no column expcli recognises as observations or actions (looked for "
-            f"{', '.join(ROLE_NAMES['observations'] + ROLE_NAMES['actions'])})",
+            f"{', '.join(ROLE_NAMES['observations'] + ROLE_NAMES['actions'])}, "
+            "observation.*); say which with --columns observations=COLUMN",
             path=path,
         )
-    present = set(names)
-    convention = next(
-        (words for words, marks in _CONVENTIONS if present.intersection(marks)), "common names"
+    convention = "LeRobot's columns" if lerobot else _convention(set(names))
+    if given:
+        convention = f"the columns given, the others by {convention}"
+    return Roles(columns, tuple(others), convention, given or None, tuple(left_out))
+
+
+def _recognised(names: list[str], lerobot: bool) -> list[tuple[str, str]]:
+    """``(role, column)`` of each column a name gives a role, a role perhaps twice.
+
+    LeRobot's prefixed columns (in a table of LeRobot's columns) as ``_LEROBOT_PREFIXES``.
+    """
+    found: list[tuple[str, str]] = []
+    grouped: dict[str, list[str]] = {}
+    for name in names:
+        prefix = next((p for p in _LEROBOT_PREFIXES if name.startswith(p)), None)
+        if prefix is not None and lerobot:
+            grouped.setdefault(prefix, []).append(name)
+            continue
+        role = next((r for r, spelled in ROLE_NAMES.items() if name in spelled), None)
+        if role is not None:
+            found.append((role, name))
+    for prefix, group in grouped.items():
+        role = _LEROBOT_PREFIXES[prefix]
+        found += [
+            (role if len(group) == 1 else f"{role}/{name.removeprefix(prefix)}", name)
+            for name in group
+        ]
+    return found
+
+
+def _is_lerobot(names: list[str]) -> bool:
+    """Whether the columns are LeRobot's: its marks, or its ``observation.*`` features."""
+    return bool(set(names).intersection(_CONVENTIONS[0][1])) or any(
+        n.startswith(("observation.", "next.observation.")) for n in names
     )
-    return Roles(columns, tuple(others), convention)
+
+
+def _convention(present: set[str]) -> str:
+    found = (words for words, marks in _CONVENTIONS if present.intersection(marks))
+    return next(found, "common names")

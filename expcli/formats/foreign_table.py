@@ -9,11 +9,16 @@ gathered from the row groups they lie in, a few decoded groups kept, so that ``c
 What the table cannot tell is said in one warning line and in the metadata (``table``),
 never guessed silently: without next observations, each is the next row's observation in
 its episode, the last of each episode unknown (its own observation repeated, as the LeRobot
-reader does); a ``done`` without the terminated/truncated split is taken as terminated;
+reader does); a ``done`` without the terminated/truncated split is taken as terminated,
+or as the caller's ``ColumnRoles`` says (``--done-means``), recorded as ``done_means``;
 without rewards there is no rewards tensor. A next observation that is null (expcli stores
 one once where it is the next row's observation) is the next row's observation of its env.
 The parquet format's reader hands such a table here (``parquet_format.open_lazy``), and the
 Arrow IPC format's reader every one it opens (``ipc_format.open_lazy``).
+
+A column that a ``--columns`` mapping names and that cannot be what it is given for (of
+another type, ragged, null) is the caller's mistake: a ``ConfigError`` (exit 2), not the
+file's ``FormatError``.
 """
 
 from __future__ import annotations
@@ -26,13 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from expcli.errors import FormatError
+from expcli.errors import ConfigError, FormatError
 from expcli.formats import _table_order
 from expcli.formats._table_columns import ColumnKind, first_shape, kind_of
 from expcli.formats._table_episodes import episode_rows
 from expcli.formats._table_groups import RowGroups
 from expcli.formats._table_order import Placement, place
 from expcli.formats._table_roles import BOOKKEEPING_ROLES, FLAG_ROLES, Roles, roles_of
+from expcli.formats.column_roles import ColumnRoles, DoneMeans
 from expcli.formats.dataset import Dataset
 from expcli.formats.layout_keys import SEAMS_KEY
 from expcli.formats.lazy import LazyRows
@@ -48,7 +54,11 @@ _MOST_VALUES = 1 << 28  # values of one row's feature (as the LeRobot reader bou
 
 
 def open_table(
-    parquet: Any, path: Path, reason: str, specs: dict[str, TensorSpec] | None = None
+    parquet: Any,
+    path: Path,
+    reason: str,
+    specs: dict[str, TensorSpec] | None = None,
+    mapping: ColumnRoles | None = None,
 ) -> tuple[Dataset, Callable[[], None]]:
     """Open ``parquet`` (a ``ParquetFile``, now owned) from its columns; say so in one warning.
 
@@ -57,22 +67,41 @@ def open_table(
 
     ``reason``: why its own metadata is not used ("no expcli metadata", ...). ``specs``:
     the tensors its expcli footer names, where it has one: a column of bytes (frames) is
-    read as the tensor of its name when its rows are of that tensor's size.
+    read as the tensor of its name when its rows are of that tensor's size. ``mapping``:
+    the columns the caller gives roles, and what a lone ``done`` means (``--columns``,
+    ``--done-means``).
 
     Raises:
+        ConfigError: A column ``mapping`` names is not in the table, or cannot be what it
+            is given for.
         FormatError: A column of another type than numbers or lists of them, ragged lists,
             nulls, two columns for one role, no observations nor actions, no rows, or rows
             that must be sorted and are too many.
     """
+    try:
+        return _open_table(parquet, path, reason, specs or {}, mapping)
+    except FormatError as e:
+        given = mapping.given.values() if mapping is not None else ()
+        if e.key is None or e.key not in given:
+            raise
+        raise ConfigError(e.message, path=e.path, key=e.key) from e
+
+
+def _open_table(
+    parquet: Any,
+    path: Path,
+    reason: str,
+    specs: dict[str, TensorSpec],
+    mapping: ColumnRoles | None,
+) -> tuple[Dataset, Callable[[], None]]:
     schema = parquet.schema_arrow
-    roles = roles_of(list(schema.names), path)
+    roles = roles_of(list(schema.names), path, mapping)
     episodes = episode_rows(parquet, roles, path)
     if episodes is not None:  # one row per episode: read as the table of its steps
         parquet, schema = episodes, episodes.schema_arrow
         left = f" ({', '.join(episodes.left_out)} left out)" if episodes.left_out else ""
         reason = f"{reason}, one row per episode{left}"
-        roles = roles_of(list(schema.names), path)
-    specs = specs or {}
+        roles = roles_of(list(schema.names), path, mapping)
     kinds = {
         name: kind_of(schema.field(name), path, specs.get(_named(roles, name)))
         for name in _used(roles)
@@ -105,9 +134,13 @@ def open_table(
         r: roles.columns[r] for r in ("episode", "step", "env") if r in roles.columns
     }
     placement = place(
-        groups.keys(key_names), groups.count, lambda: groups.whole_keys(key_names), path
+        lambda: groups.keys(key_names),
+        groups.count,
+        lambda: groups.whole_keys(key_names),
+        path,
     )
-    return _dataset(groups, roles, placement, path, reason), groups.close
+    done_means = mapping.done_means if mapping is not None else None
+    return _dataset(groups, roles, placement, path, reason, done_means), groups.close
 
 
 def _shape(
@@ -126,7 +159,7 @@ def _shape(
     if None not in kind.levels:
         shape = tuple(int(length or 0) for length in kind.levels)
     for group in range(len(groups.starts) - 1 if shape is None else 0):
-        for array in groups.batches(name, group, 64):
+        for array in groups.batches(name, range(group, group + 1), 64):
             if array.null_count:
                 array = array.filter(array.is_valid())
             if len(array):
@@ -159,14 +192,19 @@ def _named(roles: Roles, column: str) -> str:
 
 
 def _dataset(
-    groups: RowGroups, roles: Roles, placement: Placement, path: Path, reason: str
+    groups: RowGroups,
+    roles: Roles,
+    placement: Placement,
+    path: Path,
+    reason: str,
+    done_means: DoneMeans | None,
 ) -> Dataset:
     rows, envs = placement.shape
     arrays: dict[str, Any] = {}
     for name, (_, shape, _) in groups.columns.items():
         if name not in _bookkeeping(roles):
             arrays[_named(roles, name)] = _lazy(groups, placement, name, shape or (1,))
-    terminated, truncated, seams, unknown = _done(groups, roles, placement)
+    terminated, truncated, seams, unknown = _done(groups, roles, placement, done_means)
     ends = terminated | truncated | placement.episode_ends()
     follows = _successors(groups, roles, placement)
     for tensor in [n for n in arrays if n == "observations" or n.startswith("observations/")]:
@@ -195,6 +233,13 @@ def _dataset(
     arrays["truncated"] = truncated.reshape(rows, envs, 1)
     table: dict[str, Any] = {"read": reason, "convention": roles.convention}
     table["columns"] = dict(roles.columns)
+    if roles.given:
+        table["given"] = dict(roles.given)
+    if roles.left_out:
+        table["left_out"] = list(roles.left_out)
+        unknown.append(f"{', '.join(roles.left_out)} left out (their roles given to other columns)")
+    if "done" in roles.columns and not {"terminated", "truncated"} & roles.columns.keys():
+        table["done_means"] = str(done_means or DoneMeans.TERMINATED)
     if unknown:
         table["unknown"] = unknown
     metadata: dict[str, Any] = {"layout": TABLE_KEY, TABLE_KEY: table}
@@ -212,12 +257,13 @@ def _dataset(
 
 
 def _done(
-    groups: RowGroups, roles: Roles, placement: Placement
+    groups: RowGroups, roles: Roles, placement: Placement, done_means: DoneMeans | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """``terminated``, ``truncated`` and the seams among them ``(T, N)``, and what is unknown.
 
-    A ``done`` without both flags beside it is taken as terminated (said); an episode that
-    the episode column ends without a flag is a seam, marked truncated (said).
+    A ``done`` beside one of the flags is the other where that one is not set; a ``done``
+    alone is taken as ``done_means`` (None: terminated, said with how to choose); an episode
+    that the episode column ends without a flag is a seam, marked truncated (said).
     """
     rows, envs = placement.shape
     unknown: list[str] = []
@@ -230,11 +276,15 @@ def _done(
     if done is not None and "terminated" in flags and "truncated" not in flags:
         truncated |= done & ~terminated
     elif done is not None and "terminated" not in flags:
-        unknown.append(
-            f"{roles.columns['done']!r} does not tell termination from truncation: taken "
-            "as terminated"
-        )
-        terminated |= done & ~truncated
+        if "truncated" not in flags and done_means is None:
+            unknown.append(
+                f"{roles.columns['done']!r} does not tell termination from truncation: taken "
+                "as terminated (choose with --done-means terminated|truncated)"
+            )
+        if done_means is DoneMeans.TRUNCATED and "truncated" not in flags:
+            truncated |= done
+        else:
+            terminated |= done & ~truncated
     if not flags and placement.episodes is None:
         unknown.append("no done flags nor episode column: one episode an env column, not ended")
     seams = placement.episode_ends() & ~(terminated | truncated)

@@ -18,6 +18,7 @@ from expcli.formats._error_summary import error_summary
 from expcli.formats._guards import check_source
 from expcli.formats._ipc_table import open_ipc
 from expcli.formats.builtin.ipc_file import IPC_FILE
+from expcli.formats.column_roles import ColumnRoles
 from expcli.formats.dataset import Dataset, read_whole
 from expcli.formats.foreign_table import open_table
 from expcli.formats.rows import WritePlan
@@ -26,9 +27,15 @@ __all__ = ["open_lazy", "read", "write"]
 
 
 def open_lazy(
-    path: Path, *, num_envs: int | None = None, cache: object | None = None
+    path: Path,
+    *,
+    num_envs: int | None = None,
+    cache: object | None = None,
+    mapping: ColumnRoles | None = None,
 ) -> tuple[Dataset, Callable[[], None]]:
     """Open an Arrow IPC file or stream; each tensor's rows are read a record batch at a time.
+
+    ``mapping``: the roles the caller gives columns, and what a lone ``done`` means.
 
     Raises:
         FormatError: Not an Arrow IPC file or stream, truncated or damaged, or as
@@ -40,7 +47,7 @@ def open_lazy(
     table = open_ipc(path)
     what = "an Arrow IPC stream" if table.stream else "an Arrow IPC file"
     try:
-        return open_table(table, path, what)
+        return open_table(table, path, what, mapping=mapping)
     except BaseException as e:
         table.close()
         if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):

@@ -73,6 +73,7 @@ from expcli.formats._parquet_open import open_parquet, pyarrow_parquet, refuse_e
 from expcli.formats._parquet_set import open_files
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.builtin.parquet_file import PARQUET_FILE
+from expcli.formats.column_roles import ColumnRoles
 from expcli.formats.dataset import Dataset, read_whole
 from expcli.formats.foreign_table import open_table
 from expcli.formats.frames import ByCells, StoredOnce, find_cells, frame_pairs, kept_cells
@@ -377,15 +378,24 @@ def _unwritten_zero(dataset: Dataset, valid: int) -> bool:
 
 
 def open_lazy(
-    path: Path, *, num_envs: int | None = None, cache: BlockCache | None = None
+    path: Path,
+    *,
+    num_envs: int | None = None,
+    cache: BlockCache | None = None,
+    mapping: ColumnRoles | None = None,
 ) -> tuple[Dataset, Callable[[], None]]:
     """Open a Parquet file; each tensor's rows are read a row group at a time.
 
     A file without expcli's metadata, or whose rows disagree with it (filtered, reordered
     or added to by another tool), is read from its columns alone (``foreign_table``), with
-    one warning line saying so. A folder or a glob of Parquet files
-    (``parquet_sources.table_files``) is read as one table from its columns
-    (``_parquet_set``); one file found is read as that file.
+    one warning line saying so. ``mapping``: the roles the caller gives columns
+    (``--columns``) and what a lone ``done`` means (``--done-means``). A file expcli
+    wrote whose metadata agrees is read from its columns too when ``mapping`` gives any
+    column a role (the caller asked for those columns in those roles; its tensors' specs
+    still decode its frames); ``done_means`` alone changes nothing there (expcli keeps
+    both flags). A folder or a glob of Parquet files (``parquet_sources.table_files``) is
+    read as one table from its columns (``_parquet_set``), ``mapping`` as for one file;
+    one file found is read as that file.
 
     ``cache``: where each tensor keeps the row groups it decodes (its rows of them), for
     draws at random; without one, a tensor keeps the last group it read, and one read in
@@ -402,13 +412,13 @@ def open_lazy(
     if is_pattern(path) or os.path.isdir(path):  # a folder or a glob of Parquet files
         files = table_files(path)
         if len(files.paths) > 1 or files.split is not None:
-            return open_files(files, _footer_specs)
+            return open_files(files, _footer_specs, mapping)
         path = files.paths[0]  # one file: read as itself (expcli's footer kept)
     with open(path, "rb") as file:
         identity = _identity(os.fstat(file.fileno()))
     parquet = open_parquet(path)
     try:
-        return _open(parquet, path, identity, cache)
+        return _open(parquet, path, identity, cache, mapping)
     except BaseException as e:
         parquet.close()
         if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):
@@ -431,11 +441,15 @@ def _footer_specs(kv: dict[bytes, bytes] | None, path: Path) -> dict[str, Tensor
 
 
 def _open(
-    parquet: Any, path: Path, identity: tuple[int, ...], cache: BlockCache | None
+    parquet: Any,
+    path: Path,
+    identity: tuple[int, ...],
+    cache: BlockCache | None,
+    mapping: ColumnRoles | None,
 ) -> tuple[Dataset, Callable[[], None]]:
     kv = parquet.metadata.metadata or {}
     if HEADER_KEY not in kv:
-        return open_table(parquet, path, "no expcli metadata")
+        return open_table(parquet, path, "no expcli metadata", mapping=mapping)
     for key in (HEADER_KEY, LAYOUT_KEY):
         if len(kv.get(key, b"")) > MAX_METADATA_BYTES:
             raise FormatError("metadata too large", path=path, key=key.decode())
@@ -465,7 +479,10 @@ def _open(
         disagree = (
             f"its rows disagree with its expcli metadata ({stored:,} rows, {valid:,} recorded)"
         )
-        return open_table(parquet, path, disagree, {c.spec.name: c.spec for c in columns})
+        return open_table(parquet, path, disagree, {c.spec.name: c.spec for c in columns}, mapping)
+    if mapping is not None and mapping.columns:
+        mapped = f"its columns given roles ({mapping.described()}), its expcli metadata set aside"
+        return open_table(parquet, path, mapped, {c.spec.name: c.spec for c in columns}, mapping)
     schema = parquet.schema_arrow
     for column in columns:
         if column.encoding == EMPTY:

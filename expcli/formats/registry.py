@@ -21,7 +21,7 @@ from expcli.formats._manifest import has_manifest, is_folder_target
 from expcli.formats._sniffing import SNIFF_BYTES, looks_like_text
 from expcli.formats.builtin.parquet_file import PARQUET_FILE
 from expcli.formats.builtin.sharded_folder import ShardedFolder
-from expcli.formats.dataset import Dataset
+from expcli.formats.dataset import Dataset, read_whole
 from expcli.formats.layout_keys import LOSSES_KEY, warn_losses
 from expcli.formats.parquet_sources import holds_parquet, is_pattern, table_files
 from expcli.formats.rows import FileLayout, Format, Layout, WritePlan
@@ -44,6 +44,7 @@ from expcli.spec import METADATA_KEY, FramesForm
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
+    from expcli.formats.column_roles import ColumnRoles
 
 __all__ = [
     "FORMATS",
@@ -156,6 +157,7 @@ def read_dataset(
     format: str | None = None,
     *,
     num_envs: int | None = None,
+    mapping: ColumnRoles | None = None,
 ) -> Dataset:
     """Read a dataset file of any supported format.
 
@@ -165,6 +167,8 @@ def read_dataset(
             Ignored for a folder.
         num_envs: Number of env columns of a file that does not record it (a CSV without
             sidecar, such as skrl's export; default 1). Files that record it ignore it.
+        mapping: The roles given columns of a table (Parquet, Arrow IPC) and what its lone
+            ``done`` means (``--columns``, ``--done-means``); other formats refuse one.
 
     Raises:
         SourceNotFoundError: No such file or folder (a ``FormatError`` and a
@@ -172,15 +176,18 @@ def read_dataset(
         FormatError: Unknown format, or an empty, corrupt, truncated or unsafe file, or a
             folder that is not a Minari dataset.
         SchemaError: The tensors disagree with each other or with the metadata.
-        ConfigError: ``num_envs`` is less than 1, or the tensors to hold (those not mapped
+        ConfigError: ``num_envs`` is less than 1, the tensors to hold (those not mapped
             from the file) exceed the memory available: each format's reader says so
-            before reading them (``_guards.check_read_whole``).
+            before reading them (``_guards.check_read_whole``), or ``mapping`` is given for
+            a file that is no table or names a column it lacks.
         OSError: The file cannot be opened.
     """
     if num_envs is not None and num_envs < 1:
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
     fmt = source_format(path, format)
-    if _is_folder_layout(fmt):
+    if mapping:
+        dataset = read_whole(_mapped_row(fmt, path).open_mapped(Path(path), mapping), path)
+    elif _is_folder_layout(fmt):
         dataset = _folder_layout(Path(path)).read_folder(Path(path))  # or says why it is none
     else:
         dataset = _row(fmt).read(Path(path), num_envs=num_envs)
@@ -353,6 +360,7 @@ def open_lazy(
     *,
     num_envs: int | None = None,
     cache: BlockCache | None = None,
+    mapping: ColumnRoles | None = None,
 ) -> tuple[Dataset, Callable[[], None]]:
     """Open a dataset whose tensors stay on disk where the format allows.
 
@@ -365,6 +373,7 @@ def open_lazy(
         num_envs: As ``read_dataset``: for files that do not record it (CSV, D4RL).
         cache: Where compressed formats (HDF5, Parquet, folders of Parquet shards) keep
             the blocks they decode, for draws at random; the others do not take it.
+        mapping: As ``read_dataset``.
 
     Returns:
         The dataset, and a function to call once done with it.
@@ -375,7 +384,9 @@ def open_lazy(
     if num_envs is not None and num_envs < 1:
         raise ConfigError(f"num_envs must be at least 1, got {num_envs}")
     fmt = source_format(path, format)
-    if _is_folder_layout(fmt):
+    if mapping:
+        dataset, close = _mapped_row(fmt, path).open_mapped(Path(path), mapping, cache=cache)
+    elif _is_folder_layout(fmt):
         dataset, close = _folder_layout(Path(path)).open_folder(Path(path))
     else:
         dataset, close = _row(fmt).open_lazy(Path(path), num_envs=num_envs, cache=cache)
@@ -398,6 +409,24 @@ def _row(fmt: str) -> Format:
     row = format_named(fmt)
     if row is None:
         raise FormatError(f"unknown format {fmt!r}; expected one of {_expected()}")
+    return row
+
+
+def _mapped_row(fmt: str, path: str | os.PathLike[str]) -> Format:
+    """The format of a table that a column mapping reads (Parquet, Arrow IPC).
+
+    Raises:
+        ConfigError: ``fmt`` names no format of tables (a folder, npz, ...), naming those
+            that are.
+    """
+    row = None if _is_folder_layout(fmt) else format_named(fmt)
+    if row is None or not row.reads_tables:
+        tables = ", ".join(r.title or r.name for r in formats_in_order() if r.reads_tables)
+        what = "a folder" if row is None else row.holds
+        raise ConfigError(
+            f"--columns and --done-means read tables ({tables}) by their columns; this is {what}",
+            path=path,
+        )
     return row
 
 

@@ -27,6 +27,7 @@ from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
+    from expcli.formats.column_roles import ColumnRoles
     from expcli.formats.dataset import Dataset
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Layout",
     "ModuleFormat",
     "SpaceEstimate",
+    "TableFormat",
     "WritePlan",
     "WrittenShard",
 ]
@@ -148,6 +150,23 @@ class Format(ABC):
         The base reads it whole.
         """
         return self.read(path, num_envs=num_envs), _nothing
+
+    @property
+    def reads_tables(self) -> bool:
+        """Whether its files are tables read by their columns (``open_mapped`` takes a mapping)."""
+        return type(self).open_mapped is not Format.open_mapped
+
+    def open_mapped(
+        self, path: Path, mapping: ColumnRoles, *, cache: BlockCache | None = None
+    ) -> tuple[Dataset, Closer]:
+        """Open a table lazily, its columns in the roles ``mapping`` gives (``--columns``).
+
+        Raises:
+            ConfigError: The format's files are not tables (the base).
+        """
+        raise ConfigError(
+            f"--columns and --done-means read tables; this is {self.holds}", path=path
+        )
 
     def sniff(self, path: Path, head: bytes) -> bool:
         """Whether a file (its path and first ``SNIFF_BYTES`` bytes) is of the format.
@@ -329,6 +348,20 @@ class ModuleFormat(Format):
     def write(self, dataset: Dataset, plan: WritePlan) -> None:
         """Write ``dataset`` as ``plan`` says, atomically (the module's ``write``)."""
         self.module.write(dataset, plan)
+
+
+class TableFormat(ModuleFormat):
+    """A ``ModuleFormat`` of tables read by their columns (Parquet, Arrow IPC).
+
+    Its module's ``open_lazy`` takes a ``mapping`` too (``--columns``, ``--done-means``).
+    """
+
+    def open_mapped(
+        self, path: Path, mapping: ColumnRoles, *, cache: BlockCache | None = None
+    ) -> tuple[Dataset, Closer]:
+        """Open the table lazily, its columns in the roles ``mapping`` gives."""
+        opened: tuple[Dataset, Closer] = self.module.open_lazy(path, cache=cache, mapping=mapping)
+        return opened
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from expcli.errors import ConfigError, InvalidTypeError, InvalidValueError
+from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.memory.episodes import EpisodeBookkeeping
 from expcli.replay.batch_gather import cuda_available, is_observation, torch_device
 from expcli.replay.prefetch import Prefetcher
@@ -68,6 +69,10 @@ class ReplayBuffer(EpisodeBookkeeping):
         pin_memory: Gather batches into page-locked memory, so that copying them to a GPU
             is asynchronous (``non_blocking``). Default: when ``device`` is a CUDA device.
             Ignored where CUDA is not there.
+        columns: For the path of a table (Parquet, Arrow IPC), the column of each role, as
+            ``expcli.load`` takes it.
+        done_means: What a table's ``done`` column without the split stands for, as
+            ``expcli.load`` takes it.
 
     Raises:
         ConfigError: ``prefetch`` without ``batch_size``, a size below 1, or a storage
@@ -87,6 +92,8 @@ class ReplayBuffer(EpisodeBookkeeping):
         stack_num: int = 1,
         device: str | None = None,
         pin_memory: bool | None = None,
+        columns: ColumnRoles | Mapping[str, str] | str | None = None,
+        done_means: DoneMeans | str | None = None,
     ) -> None:
         for label, value in (
             ("batch_size", batch_size),
@@ -97,7 +104,7 @@ class ReplayBuffer(EpisodeBookkeeping):
                 raise ConfigError(f"{label} must be at least 1, got {value}")
         if prefetch and batch_size is None:
             raise ConfigError("prefetch needs a batch_size at construction (what to draw ahead)")
-        self.storage: Storage = as_storage(storage)
+        self.storage: Storage = as_storage(storage, column_roles(columns, done_means))
         self.sampler = sampler if sampler is not None else RandomSampler()
         self.writer = writer if writer is not None else RoundRobinWriter()
         self.transform = transform

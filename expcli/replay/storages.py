@@ -23,6 +23,7 @@ import numpy as np
 
 from expcli.errors import ConfigError, InvalidTypeError, SchemaError
 from expcli.formats.block_cache import DEFAULT_CACHE_BYTES, BlockCache, CacheStats
+from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.formats.dataset import Dataset
 from expcli.host_memory import available_bytes
 from expcli.memory import Memory
@@ -443,6 +444,8 @@ class DatasetStorage(Storage):
         *,
         num_envs: int | None = None,
         cache_bytes: int | None = None,
+        columns: ColumnRoles | Mapping[str, str] | str | None = None,
+        done_means: DoneMeans | str | None = None,
     ) -> DatasetStorage:
         """A storage reading a dataset file lazily.
 
@@ -451,21 +454,25 @@ class DatasetStorage(Storage):
         of rows at a time. Compressed HDF5 chunks and Parquet row groups (of a file or a
         folder's shards) are decoded once while a cache of ``cache_bytes`` holds them
         (``cache_stats``); by default ``DEFAULT_CACHE_BYTES`` (512 MiB), or an eighth of the
-        memory available where that is less.
+        memory available where that is less. ``columns`` and ``done_means``: how a table
+        is read, as ``expcli.load`` takes them.
 
         Raises:
             FormatError, SchemaError: The path cannot be read as a dataset.
-            ConfigError: ``cache_bytes`` is negative.
+            ConfigError: ``cache_bytes`` is negative, or ``columns`` as ``expcli.load``.
         """
         from expcli.formats import open_lazy, source_format
 
         source = Path(path)
+        mapping = column_roles(columns, done_means)
         if cache_bytes is None:
             room = available_bytes()
             cache_bytes = min(DEFAULT_CACHE_BYTES, room // 8 if room is not None else 1 << 62)
         cache = BlockCache(cache_bytes)
         fmt = source_format(source)
-        dataset, close_lazy = open_lazy(source, fmt, num_envs=num_envs, cache=cache)
+        dataset, close_lazy = open_lazy(
+            source, fmt, num_envs=num_envs, cache=cache, mapping=mapping
+        )
         file = source.open("rb") if source.is_file() else None
 
         def close() -> None:
@@ -543,19 +550,26 @@ def _mapped(file: IO[bytes], array: Any) -> Any:
     return np.memmap(file, array.dtype, "r", offset, array.shape)
 
 
-def as_storage(source: StorageSource) -> Storage:
+def as_storage(source: StorageSource, mapping: ColumnRoles | None = None) -> Storage:
     """A storage for a ``Storage``, a ``Memory``, a loaded ``Dataset`` or a dataset path.
 
+    ``mapping``: how a path that is a table is read (``--columns``, ``--done-means``).
+
     Raises:
-        ConfigError: ``source`` is none of those.
+        ConfigError: ``source`` is none of those, or ``mapping`` is given for no path.
         FormatError, SchemaError: The path cannot be read as a dataset.
     """
+    if isinstance(source, str | os.PathLike):
+        return DatasetStorage.open(source, columns=mapping)
+    if mapping:
+        raise ConfigError(
+            "columns and done_means read a table from its path; this storage is a "
+            f"{type(source).__name__}"
+        )
     if isinstance(source, Storage):
         return source
     if isinstance(source, Memory):
         return MemoryStorage(source)
-    if isinstance(source, str | os.PathLike):
-        return DatasetStorage.open(source)
     if hasattr(source, "tensors") and hasattr(source, "state"):
         return DatasetStorage(source)
     raise ConfigError(

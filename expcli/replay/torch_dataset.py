@@ -21,7 +21,7 @@ batch, so mapped files are shared through the page cache and nothing is read twi
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from expcli.errors import ConfigError, InvalidValueError, SchemaError
+from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.replay.buffer import ReplayBuffer, Transform
 from expcli.replay.storages import DatasetStorage
 
@@ -145,6 +146,8 @@ class ReplayDataset(Dataset[Item]):
         num_batches: The sampler's.
         drop_last: The sampler's.
         seed: The sampler's.
+        columns: For a table, the column of each role, as ``expcli.load`` takes it.
+        done_means: What a table's lone ``done`` stands for, as ``expcli.load`` takes it.
 
     Raises:
         ConfigError: As ``ReplayBuffer`` and ``ReplayBatchSampler``.
@@ -163,8 +166,11 @@ class ReplayDataset(Dataset[Item]):
         num_batches: int | None = None,
         drop_last: bool = False,
         seed: int | None = None,
+        columns: ColumnRoles | Mapping[str, str] | str | None = None,
+        done_means: DoneMeans | str | None = None,
     ) -> None:
         self.path = Path(path)
+        self.mapping = column_roles(columns, done_means)
         self.stack_num = stack_num
         self.names = tuple(names) if names is not None else None
         self.transform = transform
@@ -234,7 +240,7 @@ class ReplayDataset(Dataset[Item]):
         )
 
     def _open(self) -> ReplayBuffer:
-        storage = DatasetStorage.open(self.path)
+        storage = DatasetStorage.open(self.path, columns=self.mapping)
         try:
             return ReplayBuffer(
                 storage, transform=self.transform, names=self.names, stack_num=self.stack_num

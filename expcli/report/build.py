@@ -20,6 +20,7 @@ from pathlib import Path
 
 from expcli.errors import ConfigError
 from expcli.files.atomic import atomic_write
+from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.formats.dataset import Dataset
 from expcli.report._svg import house_style, require
 from expcli.report.charts import (
@@ -63,6 +64,8 @@ def write_report(
     random_episodes: int = RANDOM_EPISODES,
     seed: int = 0,
     progress: Progress | None = None,
+    columns: ColumnRoles | Mapping[str, str] | str | None = None,
+    done_means: DoneMeans | str | None = None,
 ) -> Summary:
     """Write a dataset's HTML report (``html``) and/or its plot (``plot``); return its summary.
 
@@ -78,6 +81,8 @@ def write_report(
             and the median.
         seed: Seeds the random episodes and the samples: the same dataset, the same report.
         progress: Called as the work goes (``Progress``).
+        columns: As ``summarize``.
+        done_means: As ``summarize``.
 
     Returns:
         The summary, the same as ``summarize`` gives (``inspect --json``'s numbers).
@@ -94,6 +99,7 @@ def write_report(
     if plot is not None:
         plot_suffix(plot)
     require()
+    mapping = column_roles(columns, done_means)
     report = progress or (lambda phase, done: None)
     watcher: list[tuple[list[ShownLeaf], Profiler]] = []
 
@@ -112,13 +118,15 @@ def write_report(
         progress=lambda done: report("read", done),
         episode_records=True,
         watch=watch if html is not None else None,
+        columns=mapping,
     )
     if plot is not None:
         write_plot(summary, plot)
     if html is not None:
         found, profiler = watcher[0] if watcher else ([], Profiler([]))
         profiles = profiler.result()
-        text = _html(source, summary, found, profiles, num_envs, random_episodes, seed, report)
+        read = (num_envs, mapping)
+        text = _html(source, summary, found, profiles, read, random_episodes, seed, report)
         with atomic_write(html, "w") as f:
             f.write(text)
         report("render", 1.0)
@@ -130,12 +138,15 @@ def _html(
     summary: Summary,
     found: list[ShownLeaf],
     profiles: Mapping[str, Profile],
-    num_envs: int | None,
+    read: tuple[int | None, ColumnRoles | None],
     random_episodes: int,
     seed: int,
     report: Progress,
 ) -> str:
-    """The page of a dataset whose pass gave ``summary`` and ``profiles``."""
+    """The page of a dataset whose pass gave ``summary`` and ``profiles``.
+
+    ``read``: how the dataset is read again: ``num_envs`` and the column mapping.
+    """
     ranges = {t.name: (float(t.min), float(t.max)) for t in summary.tensors}
     stats = summary.episodes
     records = None if stats is None else stats.records
@@ -149,7 +160,7 @@ def _html(
     if chosen:
         from expcli.formats import open_lazy
 
-        dataset, close = open_lazy(source, num_envs=num_envs)
+        dataset, close = open_lazy(source, num_envs=read[0], mapping=read[1])
         try:
             played = play(
                 dataset.tensors,

@@ -20,6 +20,7 @@ from expcli.conversion import Progress, reporting_reads
 from expcli.errors import ConfigError
 from expcli.formats import open_lazy, source_format
 from expcli.formats.checked_write import check_target, write_checked
+from expcli.formats.column_roles import ColumnRoles
 from expcli.formats.dataset import Dataset
 from expcli.formats.registry import output_format
 from expcli.formats.rows import WritePlan
@@ -124,14 +125,20 @@ class Edit:
 class opening:
     """Open each source lazily (and start its checksum); close them all on the way out.
 
+    ``mapping``: how a table source is read (``--columns``, ``--done-means``).
+
     Raises:
         ConfigError: A target is one of the sources (it would be replaced while read).
     """
 
     def __init__(
-        self, sources: Sequence[str | os.PathLike[str]], targets: Sequence[WritePlan] = ()
+        self,
+        sources: Sequence[str | os.PathLike[str]],
+        targets: Sequence[WritePlan] = (),
+        mapping: ColumnRoles | None = None,
     ) -> None:
         self.paths = [Path(s) for s in sources]
+        self.mapping = mapping
         self.opened: list[Opened] = []
         read = {path.resolve() for path in self.paths}
         for target in targets:
@@ -142,7 +149,7 @@ class opening:
         try:
             for path in self.paths:
                 fmt = source_format(path)
-                dataset, close = open_lazy(path, fmt)
+                dataset, close = open_lazy(path, fmt, mapping=self.mapping)
                 one = Opened(path, fmt, dataset, close, checksum_later(path, fmt))
                 self.opened.append(one)
                 dataset.validate(path)

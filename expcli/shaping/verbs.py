@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ import numpy as np
 
 from expcli.conversion import Progress
 from expcli.errors import ConfigError, SchemaError, quoted
+from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.formats.dataset import Dataset
 from expcli.shaping._edit import Edit, Opened, ShapeResult, check_output, opening, write
 from expcli.shaping.episode_table import EpisodeRecords, info_fields, scan_episodes
@@ -59,6 +60,8 @@ def filter_episodes(
     overwrite: bool = True,
     progress: Progress | None = None,
     lineage_paths: LineagePaths | str = LineagePaths.RELATIVE,
+    columns: ColumnRoles | Mapping[str, str] | str | None = None,
+    done_means: DoneMeans | str | None = None,
 ) -> ShapeResult:
     """Write the episodes of ``source`` that the selectors pick (all given, combined) to ``target``.
 
@@ -86,6 +89,9 @@ def filter_episodes(
         progress: Called with a phase ("read", "write") and the fraction done.
         lineage_paths: How the output's lineage records the source's path: relative to the
             output's folder (the default), or absolute.
+        columns: For a table source, the column of each role; see ``expcli.load``.
+        done_means: What a table's ``done`` without the split stands for; see
+            ``expcli.load``.
 
     Raises:
         ConfigError: A bad selector or option (exit 2); nothing is written.
@@ -98,7 +104,7 @@ def filter_episodes(
     mode = _incomplete(incomplete)
     report = progress or _silent
     output = check_output(target, to, compression, shard_format, overwrite)
-    with opening([source], [output]) as [opened]:
+    with opening([source], [output], column_roles(columns, done_means)) as [opened]:
         names = _tensors_kept(opened, keep, drop)
         expression = parse_where(where, _field_names(opened.dataset)) if where else None
         infos = {n for n in (expression.fields if expression else ()) if n.startswith("infos/")}
@@ -138,6 +144,8 @@ def split(
     overwrite: bool = True,
     progress: Progress | None = None,
     lineage_paths: LineagePaths | str = LineagePaths.RELATIVE,
+    columns: ColumnRoles | Mapping[str, str] | str | None = None,
+    done_means: DoneMeans | str | None = None,
 ) -> list[ShapeResult]:
     """Share the episodes of ``source`` out among ``targets``, whole, at random (seeded).
 
@@ -145,7 +153,8 @@ def split(
     (summing to 1, one per target; default equal shares) set the shares, rounded so that
     the counts add up. Incomplete episodes are dropped and counted unless ``incomplete``
     names one of the targets (its file name, or its position ``0``, ``1``...), which then
-    gets them, marked as cut. ``lineage_paths``: as ``merge``'s.
+    gets them, marked as cut. ``lineage_paths``: as ``merge``'s; ``columns``,
+    ``done_means``: as ``filter_episodes``'.
 
     Raises:
         ConfigError: Fewer than two targets, fractions that do not fit them, a target
@@ -166,7 +175,7 @@ def split(
     report = progress or _silent
     outputs = [check_output(p, to, compression, shard_format, overwrite) for p in paths]
     results = []
-    with opening([source], outputs) as [opened]:
+    with opening([source], outputs, column_roles(columns, done_means)) as [opened]:
         report("read", 0.0)
         table = scan_episodes(opened.dataset)
         report("read", 1.0)
@@ -204,6 +213,8 @@ def merge(
     overwrite: bool = True,
     progress: Progress | None = None,
     lineage_paths: LineagePaths | str = LineagePaths.RELATIVE,
+    columns: ColumnRoles | Mapping[str, str] | str | None = None,
+    done_means: DoneMeans | str | None = None,
 ) -> ShapeResult:
     """Write the episodes of every source, source after source, to ``target``.
 
@@ -213,7 +224,8 @@ def merge(
     episodes in the order they ended (a wrapped one its valid rows, oldest first).
     Incomplete episodes are kept by default, marked as cut; ``incomplete="drop"`` drops them.
     The output's lineage records each source's path relative to the output's folder
-    (``lineage_paths="absolute"``: absolute), its size and SHA-256.
+    (``lineage_paths="absolute"``: absolute), its size and SHA-256. ``columns`` and
+    ``done_means`` read every table source, as ``filter_episodes``' do.
 
     Raises:
         ConfigError: Fewer than two sources, or sources that differ in what ``allow`` does
@@ -226,7 +238,7 @@ def merge(
     allowed = {Allowance.parse(a) for a in allow}
     report = progress or _silent
     output = check_output(target, to, compression, shard_format, overwrite)
-    with opening(sources, [output]) as opened:
+    with opening(sources, [output], column_roles(columns, done_means)) as opened:
         differences = []
         for other in opened[1:]:
             differences += first_difference(opened[0], other, allowed)

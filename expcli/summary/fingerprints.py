@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from expcli.formats.column_roles import ColumnRoles
 from expcli.formats.dataset import Dataset
 from expcli.summary.chronology import PASS_CHUNK_BYTES, Chunk, chunks, segments
 from expcli.summary.episodes import EpisodeCutter, Pieces, chunk_flags, episode_cutter
@@ -162,6 +163,7 @@ def episode_fingerprints(
     num_envs: int | None = None,
     chunk_bytes: int = PASS_CHUNK_BYTES,
     progress: Callable[[float], None] | None = None,
+    mapping: ColumnRoles | None = None,
 ) -> np.ndarray:
     """The fingerprint of every episode of a dataset, read a chunk at a time.
 
@@ -170,6 +172,7 @@ def episode_fingerprints(
         num_envs: Env columns of a file that does not record them (see ``expcli.load``).
         chunk_bytes: About how many bytes of all tensors one chunk holds.
         progress: Called with the fraction of transitions hashed so far.
+        mapping: How a table is read (``--columns``, ``--done-means``).
 
     Returns:
         One ``FINGERPRINT_DTYPE`` record per episode, in index order.
@@ -181,7 +184,7 @@ def episode_fingerprints(
         return _fingerprints(source, chunk_bytes, progress)
     from expcli.formats import open_lazy
 
-    dataset, close = open_lazy(source, num_envs=num_envs)
+    dataset, close = open_lazy(source, num_envs=num_envs, mapping=mapping)
     try:
         return _fingerprints(dataset, chunk_bytes, progress)
     finally:

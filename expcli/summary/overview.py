@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError, SchemaError
+from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.formats.dataset import Dataset
 from expcli.formats.frames import StoredOnce, stored_once
 from expcli.formats.layouts import Layout
@@ -138,6 +139,8 @@ def summarize(
     progress: Callable[[float], None] | None = None,
     episode_records: bool = False,
     watch: WatcherFactory | None = None,
+    columns: ColumnRoles | Mapping[str, str] | str | None = None,
+    done_means: DoneMeans | str | None = None,
 ) -> Summary:
     """Summarize a dataset file (any format and layout expcli reads) or a Minari folder.
 
@@ -158,6 +161,10 @@ def summarize(
             (``EpisodeStats.records``), for a caller that picks episodes to show.
         watch: Makes a watcher of the opened dataset that sees every chunk of the pass
             and its episode pieces (``pass_watch.PassWatcher``).
+        columns: For a table, the column of each role; see ``expcli.load``. Also for the
+            files ``against``.
+        done_means: What a table's ``done`` without the split stands for; see
+            ``expcli.load``.
 
     Raises:
         FormatError: No such file, or an unknown, corrupt, truncated or unsafe one (a file
@@ -169,6 +176,7 @@ def summarize(
     from expcli.formats import SHARDED_FOLDER, open_lazy, source_format
 
     source = Path(path)
+    mapping = column_roles(columns, done_means)
     found = source_format(source)
     others = [Path(other) for other in against]
     for other in others:  # a missing or unknown one before the long pass
@@ -191,7 +199,7 @@ def summarize(
         progress = None if progress is None else _scaled(progress, 0.5, 0.5)
     damaged = shards is not None and shards.failed  # then reading may fail: say which shard
     try:
-        dataset, close = open_lazy(source, found, num_envs=num_envs)
+        dataset, close = open_lazy(source, found, num_envs=num_envs, mapping=mapping)
     except (SchemaError, FormatError) as e:
         if not check or (isinstance(e, FormatError) and not damaged):
             raise
@@ -226,7 +234,7 @@ def summarize(
 
         summary = dataclasses.replace(summary, leftovers=len(leftover_temps(source)))
     if others and fingerprints is not None and summary.checks is not None:
-        leaks = _leakage(fingerprints, others, num_envs, whole, shares)
+        leaks = _leakage(fingerprints, others, (num_envs, mapping), whole, shares)
         summary = dataclasses.replace(summary, checks=(*summary.checks, *leaks))
     return summary
 
@@ -234,15 +242,18 @@ def summarize(
 def _leakage(
     fingerprints: np.ndarray,
     others: list[Path],
-    num_envs: int | None,
+    read: tuple[int | None, ColumnRoles | None],
     progress: Callable[[float], None] | None,
     shares: list[float],
 ) -> list[Finding]:
-    """The ``leakage`` finding against each of ``others``; ``shares`` of the bar, FILE's first."""
+    """The ``leakage`` finding against each of ``others``; ``shares`` of the bar, FILE's first.
+
+    ``read``: how the others are read: ``num_envs`` and the column mapping.
+    """
     out, done = [], shares[0]
     for other, share in zip(others, shares[1:], strict=True):
         step = None if progress is None else _scaled(progress, done, share)
-        theirs = episode_fingerprints(other, num_envs=num_envs, progress=step)
+        theirs = episode_fingerprints(other, num_envs=read[0], mapping=read[1], progress=step)
         out.append(leakage_finding(fingerprints, theirs, str(other)))
         done += share
     return out

@@ -261,8 +261,15 @@ def test_a_table_to_sort_beyond_the_limit_is_refused(
     monkeypatch.setattr(_table_order, "MAX_SORTED_ROWS", 5)
     path = tmp_path / "spread.parquet"
     pq.write_table(pa.table({"episode": [0, 1, 0, 1, 0, 1], "obs": [0.0] * 6}), path)
-    with pytest.raises(FormatError, match="not contiguous .* 6 rows, more than the 5 sorted"):
+    with pytest.raises(
+        FormatError, match="not contiguous .*(6 rows, more than the 5 sorted|past 5 runs)"
+    ):
         read_warned(path)
+    interleaved = tmp_path / "interleaved.parquet"  # envs in turn, but in no fixed cycle
+    envs = [0, 1, 2, 1, 0, 2, 0, 1, 2, 2, 1, 0]
+    pq.write_table(pa.table({"env": envs, "obs": [0.0] * 12}), interleaved, row_group_size=4)
+    with pytest.raises(FormatError, match="interleave in no fixed order: past 5 runs of rows by"):
+        read_warned(interleaved)
 
 
 def test_envs_beyond_the_limit_go_in_one_column(
@@ -471,3 +478,56 @@ def test_structured_observations_survive_a_polars_copy(tmp_path: Path) -> None:
     dataset, _ = read_warned(copy)
     for name, tensor in tensors.items():
         assert np.array_equal(dataset.tensors[name], tensor), name
+
+
+def _keys_in_groups(keys: dict[str, np.ndarray], group: int) -> Any:
+    count = len(next(iter(keys.values())))
+    return lambda: (
+        (first, {k: v[first : first + group] for k, v in keys.items()})
+        for first in range(0, count, group)
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    steps=st.integers(1, 40),
+    envs=st.integers(2, 5),
+    group=st.integers(1, 17),
+    broken=st.integers(-1, 60),
+    seed=st.integers(0, 2**16),
+)
+def test_rows_cycling_through_envs_are_runs_of_stride_n(
+    steps: int, envs: int, group: int, broken: int, seed: int
+) -> None:
+    """expcli's order (env 0..N-1 at each time) makes runs of its episodes, not of its rows;
+    a table that stops cycling somewhere is placed row by row, the same cells either way."""
+    rng = np.random.default_rng(seed)
+    count = steps * envs
+    env = np.arange(count) % envs
+    done = rng.random((steps, envs)) < 0.2
+    episode = np.cumsum(np.vstack([np.zeros((1, envs), bool), done[:-1]]), 0) * envs + np.arange(
+        envs
+    )
+    step = np.zeros((steps, envs), np.int64)
+    for t in range(1, steps):
+        step[t] = np.where(done[t - 1], 0, step[t - 1] + 1)
+    keys = {"env": env, "episode": episode.reshape(-1), "step": step.reshape(-1)}
+    if 0 <= broken < count - 1:  # two rows of the same time swapped: no more a cycle
+        t = broken - broken % envs
+        if t + 1 < count and env[t] != env[t + 1]:
+            for name in keys:
+                keys[name] = keys[name].copy()
+                keys[name][[t, t + 1]] = keys[name][[t + 1, t]]
+    placement = _table_order.place(
+        _keys_in_groups(keys, group), count, lambda: keys, Path("t.parquet")
+    )
+    cells = placement.cells(0, placement.shape[0])
+    assert sorted(cells.reshape(-1).tolist()) == list(range(count))  # each row once
+    for column in cells.T:
+        assert len(set(keys["env"][column].tolist())) == 1 or placement.envs_glued
+        pairs = list(zip(keys["episode"][column], keys["step"][column], strict=True))
+        for (e0, s0), (e1, s1) in zip(pairs, pairs[1:], strict=False):
+            assert e0 != e1 or s1 == s0 + 1
+    if placement.stride > 1:
+        episodes = len(np.unique(keys["episode"]))
+        assert sum(len(s) for s in placement.starts) == episodes

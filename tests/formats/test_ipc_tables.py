@@ -18,6 +18,8 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from expcli.errors import ConfigError, FormatError
 from expcli.formats import detect_format, read_dataset, write_dataset
@@ -115,6 +117,95 @@ def test_a_damaged_ipc_file_is_one_line(tmp_path: Path, cut: int) -> None:
     with pytest.raises(FormatError, match="Arrow IPC"):
         read_warned(path)
     assert "Arrow IPC" in one_line_exit_1(path)
+
+
+def bomb(tmp_path: Path, stream: bool, codec: str) -> Path:
+    """A compressed IPC table whose one buffer of 8 MB says it inflates to 2^40 bytes."""
+    rows = 1_000_000
+    table = pa.table({"obs": np.zeros(rows, dtype=np.float64), "reward": np.zeros(rows)})
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=codec)
+    opened = pa.ipc.new_stream if stream else pa.ipc.new_file
+    with opened(sink, table.schema, options=options) as writer:
+        writer.write_table(table)
+    data = bytearray(sink.getvalue().to_pybytes())
+    declared = (rows * 8).to_bytes(8, "little")
+    assert data.count(declared) == 2  # the prefix of each column's values
+    at = data.index(declared)
+    data[at : at + 8] = (1 << 40).to_bytes(8, "little")
+    path = tmp_path / f"bomb-{codec}.arrow"
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["file", "stream"])
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_a_compressed_ipc_bomb_is_refused_before_pyarrow_inflates_it(
+    tmp_path: Path, stream: bool, codec: str
+) -> None:
+    path = bomb(tmp_path, stream, codec)
+    with pytest.raises(
+        FormatError, match=r"inflates [0-9,]+ compressed bytes into 1,099,519,627,776 "
+    ) as e:
+        open_ipc(path)
+    assert e.value.key == "record batch 0"
+    assert "decompression bomb" in one_line_exit_1(path)
+
+
+def _ipc_bytes(stream: bool, codec: str | None) -> bytes:
+    table = pa.table(
+        {
+            "obs": [[float(i), 1.0] for i in range(300)],
+            "done": [False] * 300,
+            "task": pa.array(["a", "b", "c"] * 100).dictionary_encode(),
+        }
+    )
+    sink = pa.BufferOutputStream()
+    opened = pa.ipc.new_stream if stream else pa.ipc.new_file
+    with opened(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=codec)) as w:
+        w.write_table(table, max_chunksize=100)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+_WHOLE = {(s, c): _ipc_bytes(s, c) for s in (False, True) for c in (None, "zstd")}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    kind=st.sampled_from(sorted(_WHOLE, key=str)),
+    flips=st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), max_size=6),
+)
+def test_damaged_ipc_bytes_are_a_format_error_or_read(
+    tmp_path_factory: pytest.TempPathFactory,
+    kind: tuple[bool, str | None],
+    flips: list[tuple[int, int]],
+) -> None:
+    """Any bytes changed in an IPC file or stream (compressed, with a dictionary): read, or
+    one FormatError; never a crash (pyarrow reads a message as the type it is asked for, and
+    trusts a batch's offsets, so both are checked first)."""
+    data = bytearray(_WHOLE[kind])
+    for at, value in flips:
+        data[at % len(data)] = value
+    path = tmp_path_factory.mktemp("ipc") / "t.arrow"
+    path.write_bytes(bytes(data))
+    try:
+        read_warned(path)
+    except FormatError:
+        pass
+
+
+def test_an_ipc_file_is_opened_without_decoding_a_batch(tmp_path: Path) -> None:
+    """Rows are counted from the batches' metadata: a damaged body is found when read only."""
+    path = tmp_path / "t.arrow"
+    table = pa.table({"obs": np.arange(4_000, dtype=np.float32)})
+    with pa.ipc.new_file(path, table.schema) as writer:
+        writer.write_table(table, max_chunksize=1_000)
+    opened = open_ipc(path)
+    try:
+        assert opened.metadata.num_rows == 4_000 and opened.metadata.num_row_groups == 4
+        assert opened.read_row_group(3, ["obs"]).column(0).to_pylist()[-1] == 3_999
+    finally:
+        opened.close()
 
 
 def test_expcli_does_not_write_ipc(tmp_path: Path) -> None:

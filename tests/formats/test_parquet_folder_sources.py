@@ -288,3 +288,26 @@ def test_hive_folders_of_text_or_of_different_keys_are_refused(tmp_path: Path) -
         pq.write_table(arrow(rows), other / name / "0.parquet")
     with pytest.raises(FormatError, match="lies in other hive folders"):
         read_dataset(other)
+
+
+def test_columns_and_done_means_apply_to_a_folder_and_a_glob(tmp_path: Path) -> None:
+    from expcli import load
+
+    rows = steps([4, 6, 5])
+    for part, (first, stop) in enumerate([(0, 7), (7, 15)]):
+        table = arrow(rows, first, stop).select(["observations", "actions", "terminated"])
+        pq.write_table(table.rename_columns(["cam", "u", "over"]), tmp_path / f"p-{part}.parquet")
+    mapping = "observations=cam,actions=u,done=over"
+    for source in (tmp_path, tmp_path / "p-*.parquet"):
+        dataset = quiet(lambda s=source: load(s, columns=mapping, done_means="truncated"))
+        got = flat(dataset)
+        assert np.array_equal(got["actions"][:, 0], rows["actions"])
+        assert np.array_equal(got["truncated"][:, 0], rows["terminated"])
+        assert not got["terminated"].any()
+    out = run(
+        "convert", str(tmp_path / "p-*.parquet"), str(tmp_path / "o.npz"), "--columns", mapping
+    )
+    assert out.returncode == 0, out.stderr
+    assert np.array_equal(
+        flat(read_dataset(tmp_path / "o.npz"))["observations"], rows["observations"]
+    )

@@ -7,7 +7,9 @@ array per feature, frames in ``index`` order; images ``(F, H, W, C)`` uint8).
 ``create ROOT FRAMES.npz``: LeRobot's own writer (``LeRobotDataset.create``, ``add_frame``,
 ``save_episode``) makes a v3.0 folder of numeric and image features; the frames it was given
 are saved to ``FRAMES.npz`` for expcli's side to compare with. ``create-video`` does the
-same with a video feature (``use_videos=True``: AV1 MP4s, lossy).
+same with a video feature (``use_videos=True``: AV1 MP4s, lossy); ``create-states`` with
+two numeric observation features (``observation.state``, ``observation.environment_state``)
+and no image, a data file that expcli's table reader reads alone.
 
 ``frames ROOT OUT.npz``: every frame ``LeRobotDataset("expcli/check", root=ROOT)`` gives,
 one array per feature in ``index`` order, its video features as uint8 ``(F, H, W, C)``
@@ -27,6 +29,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -116,16 +119,17 @@ def frames(root: Path, out_path: Path) -> None:
     print(f"ok frames: {len(dataset)} frames, videos {sorted(videos)}")
 
 
-def create(root: Path, frames_path: Path, video: bool = False) -> None:
+def create(root: Path, frames_path: Path, video: bool = False, image: bool = True) -> None:
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
+    seen: dict[str, Any] = (
+        {"dtype": "image", "shape": (6, 5, 3), "names": ["height", "width", "channels"]}
+        if image
+        else {"dtype": "float32", "shape": (2,), "names": None}
+    )
     features = {
         "observation.state": {"dtype": "float32", "shape": (3,), "names": None},
-        "observation.image": {
-            "dtype": "image",
-            "shape": (6, 5, 3),
-            "names": ["height", "width", "channels"],
-        },
+        "observation.image" if image else "observation.environment_state": seen,
         **(
             {
                 "observation.images.cam": {
@@ -151,7 +155,11 @@ def create(root: Path, frames_path: Path, video: bool = False) -> None:
         for step in range(length):
             frame = {
                 "observation.state": rng.normal(size=3).astype(np.float32),
-                "observation.image": rng.integers(0, 256, (6, 5, 3), dtype=np.uint8),
+                **(
+                    {"observation.image": rng.integers(0, 256, (6, 5, 3), dtype=np.uint8)}
+                    if image
+                    else {"observation.environment_state": rng.normal(size=2).astype(np.float32)}
+                ),
                 **({"observation.images.cam": _camera(rng, step)} if video else {}),
                 "action": rng.normal(size=2).astype(np.float32),
                 "next.reward": rng.normal(size=1).astype(np.float32),
@@ -179,5 +187,7 @@ if __name__ == "__main__":
     for command, root, arrays in zip(words[::3], words[1::3], words[2::3], strict=True):
         if command == "create-video":
             create(Path(root), Path(arrays), video=True)
+        elif command == "create-states":
+            create(Path(root), Path(arrays), image=False)
         else:
             {"load": load, "create": create, "frames": frames}[command](Path(root), Path(arrays))

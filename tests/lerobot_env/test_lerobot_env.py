@@ -8,6 +8,7 @@ Runs ``lerobot_side.py`` in ``.venv-lerobot`` (``make lerobot-env``: LeRobot 0.4
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import warnings
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from expcli import load
 from expcli.formats import Dataset
 from expcli.formats.layouts import write_layout
 from expcli.formats.layouts._episodes import column_rows
@@ -145,3 +147,48 @@ def test_lerobot_and_expcli_decode_the_same_video_frames(tmp_path: Path) -> None
         read.tensors["observations/images.cam"][:, 0], made["observation.images.cam"]
     )
     assert np.array_equal(read.tensors["observations/state"][:, 0], given["observation.state"])
+
+
+@pytest.mark.slow
+def test_a_data_file_lerobot_wrote_reads_alone_by_lerobots_column_names(tmp_path: Path) -> None:
+    """One ``data/chunk-*/file-*.parquet`` taken out of its folder is a foreign table: its
+    ``observation.*`` are Dict leaves, ``next.reward`` the rewards, ``next.done`` the done
+    flags (terminated unless ``--done-means`` says), ``timestamp``/``task_index`` left out;
+    with ``--done-means truncated`` every tensor equals the folder reader's."""
+    _lerobot("create-states", tmp_path / "made", tmp_path / "frames.npz")
+    frames = np.load(tmp_path / "frames.npz")
+    [data] = sorted((tmp_path / "made" / "data").glob("chunk-*/file-*.parquet"))
+    table = tmp_path / "alone.parquet"
+    shutil.copy(data, table)
+    with pytest.warns(UserWarning, match="LeRobot's columns") as caught:
+        dataset = read_dataset(table)
+    assert len(caught) == 1 and "'next.done' does not tell" in str(caught[0].message)
+    assert "--done-means" in str(caught[0].message)
+    assert set(dataset.tensors) == {
+        f"{tensor}/{leaf}"
+        for tensor in ("observations", "next_observations")
+        for leaf in ("state", "environment_state")
+    } | {"actions", "rewards", "terminated", "truncated"}
+    tensors = {name: np.asarray(a)[:, 0] for name, a in dataset.tensors.items()}
+    assert np.array_equal(tensors["observations/state"], frames["observation.state"])
+    assert np.array_equal(
+        tensors["observations/environment_state"], frames["observation.environment_state"]
+    )
+    assert np.array_equal(tensors["actions"], frames["action"])
+    assert np.array_equal(tensors["rewards"], frames["next.reward"])
+    done = frames["next.done"].reshape(-1)
+    assert np.array_equal(tensors["terminated"][:, 0], done)
+    ends = np.flatnonzero(np.diff(frames["episode_index"], append=-1))
+    assert np.array_equal(np.flatnonzero(tensors["truncated"][:, 0]), ends[~done[ends]])
+    read = dataset.metadata["table"]
+    assert read["convention"] == "LeRobot's columns" and read["done_means"] == "terminated"
+    assert read["columns"]["episode"] == "episode_index"
+    assert read["columns"]["step"] == "frame_index"
+    folder = read_dataset(tmp_path / "made")
+    with pytest.warns(UserWarning, match="LeRobot's columns") as caught:
+        chosen = load(table, done_means="truncated")
+    assert "does not tell" not in str(caught[0].message)
+    assert chosen.metadata["table"]["done_means"] == "truncated"
+    assert set(chosen.tensors) == set(folder.tensors)
+    for name, values in folder.tensors.items():
+        assert np.array_equal(np.asarray(chosen.tensors[name]), np.asarray(values)), name

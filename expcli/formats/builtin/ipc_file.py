@@ -6,7 +6,7 @@ from pathlib import Path
 
 from expcli.errors import ConfigError
 from expcli.formats._sniffing import is_arrow_ipc
-from expcli.formats.rows import ModuleFormat, SpaceEstimate
+from expcli.formats.rows import SpaceEstimate, TableFormat
 
 __all__ = ["IPC_FILE", "NOT_WRITTEN", "IpcFile"]
 
@@ -14,7 +14,7 @@ NOT_WRITTEN = "expcli does not write Arrow IPC; use parquet"
 """The refusal of a write (``convert --to ipc``, an output named ``.arrow``)."""
 
 
-class IpcFile(ModuleFormat):
+class IpcFile(TableFormat):
     """``.arrow``, ``.feather`` and ``.ipc`` files that another tool wrote, read from their columns.
 
     Their record batches are read one at a time by the foreign-table reader that reads

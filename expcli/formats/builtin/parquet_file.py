@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from expcli.formats._sniffing import is_parquet
-from expcli.formats.rows import ModuleFormat, SpaceEstimate, WritePlan, WrittenShard
+from expcli.formats.rows import SpaceEstimate, TableFormat, WritePlan, WrittenShard
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
@@ -34,7 +34,7 @@ file), `polars.scan_parquet("FOLDER/shard-*.parquet")`, duckdb's
 """The dataset card of a folder of Parquet shards (no YAML ``configs``: see ``sharded``)."""
 
 
-class ParquetFile(ModuleFormat):
+class ParquetFile(TableFormat):
     """``.parquet`` files: row groups, zstd by default; decoded groups kept in a cache.
 
     Opened lazily, its row groups are read as they are asked for.
