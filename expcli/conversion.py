@@ -24,6 +24,7 @@ from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import LAYOUTS, Layout
 from expcli.formats.lazy import LazyRows
+from expcli.formats.parquet_sources import source_size
 from expcli.formats.registry import frames_form, output_format
 from expcli.formats.rows import WritePlan
 from expcli.formats.table import format_named, stream_formats, suffix_help
@@ -362,6 +363,9 @@ def reporting_reads(dataset: Dataset, report: Callable[[float], None]) -> Datase
 
 
 def _size(path: Path) -> int:
+    found = source_size(path)  # a glob's files
+    if found is not None:
+        return found
     if path.is_dir():
         return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     return path.stat().st_size if path.exists() else 0

@@ -196,13 +196,19 @@ def phases_on(bar: BarUpdate) -> Callable[[str, float], None]:
 
 
 def dataset_bytes(path: Path) -> int:
-    """Size of a dataset file, or of every file in a dataset folder; 0 for what is not there."""
+    """Size of a dataset file, of every file in a dataset folder, or of a glob's files; or 0."""
+    from expcli.errors import ExpcliError
+    from expcli.formats.parquet_sources import source_size
+
     try:
+        found = source_size(path)  # a glob
+        if found is not None:
+            return found
         if path.is_file():
             return path.stat().st_size
         if path.is_dir():
             return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-    except OSError:
+    except (OSError, ExpcliError):
         pass  # the read that follows reports it
     return 0
 

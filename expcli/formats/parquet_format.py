@@ -70,6 +70,7 @@ from expcli.formats._parquet_columns import (
     transition_chunk,
 )
 from expcli.formats._parquet_open import open_parquet, pyarrow_parquet, refuse_extension_types
+from expcli.formats._parquet_set import open_files
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.builtin.parquet_file import PARQUET_FILE
 from expcli.formats.column_roles import ColumnRoles
@@ -78,9 +79,10 @@ from expcli.formats.foreign_table import open_table
 from expcli.formats.frames import ByCells, StoredOnce, find_cells, frame_pairs, kept_cells
 from expcli.formats.header import dataset_from_header, encode_header, header_specs, parse_header
 from expcli.formats.lazy import SLICE_BYTES, LazyRows
+from expcli.formats.parquet_sources import is_pattern, table_files
 from expcli.formats.row_gather import flat_rows, gather_flat
 from expcli.formats.rows import WritePlan, WrittenShard
-from expcli.spec import FRAMES_SCHEMA, FramesForm, done_flags
+from expcli.spec import FRAMES_SCHEMA, FramesForm, TensorSpec, done_flags
 
 __all__ = [
     "LAYOUT",
@@ -391,7 +393,9 @@ def open_lazy(
     wrote whose metadata agrees is read from its columns too when ``mapping`` gives any
     column a role (the caller asked for those columns in those roles; its tensors' specs
     still decode its frames); ``done_means`` alone changes nothing there (expcli keeps
-    both flags).
+    both flags). A folder or a glob of Parquet files (``parquet_sources.table_files``) is
+    read as one table from its columns (``_parquet_set``), ``mapping`` as for one file;
+    one file found is read as that file.
 
     ``cache``: where each tensor keeps the row groups it decodes (its rows of them), for
     draws at random; without one, a tensor keeps the last group it read, and one read in
@@ -405,6 +409,11 @@ def open_lazy(
     """
     del num_envs
     check_source(path)
+    if is_pattern(path) or os.path.isdir(path):  # a folder or a glob of Parquet files
+        files = table_files(path)
+        if len(files.paths) > 1 or files.split is not None:
+            return open_files(files, _footer_specs, mapping)
+        path = files.paths[0]  # one file: read as itself (expcli's footer kept)
     with open(path, "rb") as file:
         identity = _identity(os.fstat(file.fileno()))
     parquet = open_parquet(path)
@@ -415,6 +424,20 @@ def open_lazy(
         if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):
             raise
         raise _damaged(path, e) from e
+
+
+def _footer_specs(kv: dict[bytes, bytes] | None, path: Path) -> dict[str, TensorSpec] | None:
+    """The tensors an expcli footer names, or None: none (files of a folder or a glob).
+
+    Raises:
+        FormatError, SchemaError: The footer is too large or malformed.
+    """
+    if not kv or HEADER_KEY not in kv:
+        return None
+    if len(kv[HEADER_KEY]) > MAX_METADATA_BYTES:
+        raise FormatError("metadata too large", path=path, key=HEADER_KEY.decode())
+    header = parse_header(kv[HEADER_KEY], path, HEADER_KEY.decode())
+    return {spec.name: spec for spec in header_specs(header, path)}
 
 
 def _open(

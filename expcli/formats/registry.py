@@ -19,9 +19,11 @@ from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundE
 from expcli.formats._guards import check_source
 from expcli.formats._manifest import has_manifest, is_folder_target
 from expcli.formats._sniffing import SNIFF_BYTES, looks_like_text
+from expcli.formats.builtin.parquet_file import PARQUET_FILE
 from expcli.formats.builtin.sharded_folder import ShardedFolder
 from expcli.formats.dataset import Dataset, read_whole
 from expcli.formats.layout_keys import LOSSES_KEY, warn_losses
+from expcli.formats.parquet_sources import holds_parquet, is_pattern, table_files
 from expcli.formats.rows import FileLayout, Format, Layout, WritePlan
 from expcli.formats.table import (
     MINARI_FOLDER,
@@ -112,7 +114,8 @@ def source_format(path: str | os.PathLike[str], format: str | None = None) -> st
 
     ``SHARDED_FOLDER`` for a sharded dataset folder (one holding a ``manifest.json``, which
     reading it then checks), the layout of another folder (``lerobot`` when it claims it,
-    else ``MINARI_FOLDER``), else ``format`` (checked)
+    else ``MINARI_FOLDER``), ``parquet`` for a folder that no layout marks and that holds
+    Parquet files, or for a glob (``parquet_sources``), else ``format`` (checked)
     or what ``detect_format`` tells.
     "File or folder?" is decided here only.
 
@@ -120,14 +123,33 @@ def source_format(path: str | os.PathLike[str], format: str | None = None) -> st
         SourceNotFoundError: No such file or folder.
         FormatError: Not a regular file or folder, an unknown ``format``, or a file whose
             format cannot be told.
+        ConfigError: A glob that matches no Parquet file.
         OSError: The file cannot be opened.
     """
     check_source(path)
+    if is_pattern(path):
+        table_files(path)  # says when it matches no Parquet file
+        return PARQUET_FILE.name
     if not os.path.exists(path):
         raise SourceNotFoundError(path)
     if os.path.isdir(path):
-        return SHARDED_FOLDER if has_manifest(path) else _folder_layout(Path(path)).name
+        if has_manifest(path):
+            return SHARDED_FOLDER
+        if _parquet_folder(Path(path)):
+            return PARQUET_FILE.name
+        return _folder_layout(Path(path)).name
     return _normalise(format, path) if format is not None else detect_format(path)
+
+
+def _parquet_folder(path: Path) -> bool:
+    """Whether a folder is read as the Parquet files it holds: the last resort.
+
+    Not when a layout claims it or bears its mark (LeRobot's ``meta/info.json``, Minari's
+    ``metadata.json``, sound or not): that layout reads it, or says what is wrong.
+    """
+    if any(layout.marks(path) for layout in layouts_in_order()):
+        return False
+    return holds_parquet(path)
 
 
 def read_dataset(

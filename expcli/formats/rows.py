@@ -471,6 +471,14 @@ class FileLayout(ABC):
         """Whether a folder is of the layout, before it is taken for Minari's (the default)."""
         return False
 
+    def marks(self, path: Path) -> bool:
+        """Whether a folder bears the layout's mark, sound or not (the base: ``claims``).
+
+        Such a folder is the layout's to read (or to say what is wrong with), never a
+        folder of Parquet files read as one table (``parquet_sources``).
+        """
+        return self.claims(path)
+
     def losses(self, dataset: Dataset, storage: str) -> list[str]:
         """What writing ``dataset`` in ``storage`` does not keep, one phrase each.
 

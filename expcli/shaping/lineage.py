@@ -34,6 +34,7 @@ from typing import Any
 
 from expcli._version import __version__
 from expcli.errors import ConfigError, FormatError
+from expcli.formats.parquet_sources import is_pattern, table_files
 from expcli.thread_pools import shared_pool
 
 __all__ = [
@@ -120,6 +121,11 @@ def checksum_later(path: Path, fmt: str) -> Source:
     if fmt in _ZIPPED and path.is_file():
         pending = pool.submit(_zip_digest, path)
         return Source(path, fmt, path.stat().st_size, pending, "zip directory", stop)
+    if is_pattern(path):  # a glob: the files it reads
+        found = table_files(path)
+        size = sum(p.stat().st_size for p in found.paths)
+        pending = pool.submit(_digest_all, found.paths, found.root, stop)
+        return Source(path, fmt, size, pending, "files", stop)
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file())
         size = sum(p.stat().st_size for p in files)

@@ -24,6 +24,7 @@ from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.formats.dataset import Dataset
 from expcli.formats.frames import StoredOnce, stored_once
 from expcli.formats.layouts import Layout
+from expcli.formats.parquet_sources import source_size
 from expcli.formats.table import MINARI_FOLDER, format_named, layouts_in_order
 from expcli.spec import overwritten_columns
 from expcli.summary.checks import FAILED, Finding, RowFinder
@@ -449,6 +450,9 @@ def _without_returns(stats: EpisodeStats) -> EpisodeStats:
 
 
 def _size(source: Path) -> int:
+    found = source_size(source)  # a glob's files
+    if found is not None:
+        return found
     if source.is_dir():
         return sum(p.stat().st_size for p in source.rglob("*") if p.is_file())
     return source.stat().st_size

@@ -5,6 +5,7 @@ Its storage is hdf5 (the default), parquet or arrow (``minari.arrow``).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,10 @@ class MinariDataset(FileLayout):
         """A file of ``episode_<id>`` groups only."""
         found = self.module.is_minari_file(h5, path)
         return self.module.read(h5, path, lazy=lazy) if found else None
+
+    def marks(self, path: Path) -> bool:
+        """A ``metadata.json`` in the folder or its ``data`` folder, whatever it holds."""
+        return any(os.path.lexists(p / "metadata.json") for p in (path / "data", path))
 
     def read_folder(self, path: Path) -> Dataset:
         """Read the folder (any storage) whole."""
