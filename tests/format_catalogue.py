@@ -30,6 +30,7 @@ __all__ = [
     "BINARY_FORMATS",
     "COMPRESSIONS",
     "FILE_FORMATS",
+    "READ_FORMATS",
     "LAYOUT_DEFAULT_FILES",
     "LAYOUT_FILES",
     "LAYOUT_FOLDERS",
@@ -45,6 +46,7 @@ __all__ = [
     "companion_names",
     "compressions",
     "file_formats",
+    "read_formats",
     "frames_once",
     "layout_files",
     "layout_folders",
@@ -66,6 +68,11 @@ def _files() -> tuple[Format, ...]:
     One it only reads (Arrow IPC) is tested on its own (``tests/formats/test_foreign_tables.py``).
     """
     return tuple(f for f in table.formats_in_order() if not f.folder and f.writes)
+
+
+def read_formats() -> tuple[str, ...]:
+    """Every format of files that expcli reads, those it only reads (Arrow IPC) too."""
+    return tuple(f.name for f in table.formats_in_order() if not f.folder)
 
 
 def file_formats() -> tuple[str, ...]:
@@ -201,6 +208,9 @@ def _named(name: str) -> Format:
 
 FILE_FORMATS = file_formats()
 """Every file format's name: ``pt``, ``npz``, ``csv``, ``hdf5``, ``parquet``, ..."""
+
+READ_FORMATS = read_formats()
+"""Every file format read, those only read too: ``FILE_FORMATS`` and ``ipc``."""
 
 SUFFIXES = suffixes()
 """Every file format's usual suffix: ``.pt``, ``.npz``, ``.csv``, ``.h5``, ``.parquet``, ..."""

@@ -13,8 +13,9 @@ import pytest
 from expcli.errors import OutputExistsError
 from expcli.files import atomic as _atomic
 from expcli.files.atomic import atomic_write
-from expcli.formats import FORMATS, Dataset, read_dataset, write_dataset
+from expcli.formats import Dataset, read_dataset, write_dataset
 from expcli.spec import CircularState
+from tests.format_catalogue import FILE_FORMATS
 
 TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.[^.]+\.tmp$")
 
@@ -99,7 +100,7 @@ def fail_midway(monkeypatch: pytest.MonkeyPatch, fmt: str, error: BaseException)
         monkeypatch.setattr(csv_format, "encode_rows", rows_then_raise)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
 @pytest.mark.parametrize("error", [Boom("disk full"), KeyboardInterrupt()])
 def test_failed_write_leaves_no_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, error: BaseException
@@ -110,7 +111,7 @@ def test_failed_write_leaves_no_file(
     assert names(tmp_path) == []
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
 @pytest.mark.parametrize("error", [Boom("disk full"), KeyboardInterrupt()])
 def test_failed_overwrite_leaves_the_old_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, error: BaseException
@@ -125,7 +126,7 @@ def test_failed_overwrite_leaves_the_old_file(
     assert read_dataset(path).tensors["observations"][0, 0, 0] == 1.0
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
 def test_the_temporary_file_is_hidden_beside_the_target(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
 ) -> None:
@@ -146,7 +147,7 @@ def test_the_temporary_file_is_hidden_beside_the_target(
     assert [name for name in names(tmp_path) if name.endswith(".tmp")] == []
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
 def test_no_overwrite(tmp_path: Path, fmt: str) -> None:
     path = write_dataset(sample(1.0), tmp_path / f"out.{fmt}", overwrite=False)
     before = path.read_bytes()

@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from expcli.errors import FormatError, SchemaError
-from expcli.formats import FORMATS, Dataset, read_dataset, write_dataset
+from expcli.formats import Dataset, read_dataset, write_dataset
 from expcli.spec import CircularState
+from tests.format_catalogue import FILE_FORMATS, READ_FORMATS
 from tests.formats.conftest import assert_expcli_error_or_valid
 
 
@@ -49,7 +50,7 @@ def written(folder: Path, fmt: str) -> Path:
     return write_dataset(sample(), folder / f"data.{fmt}")
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
 @pytest.mark.parametrize("explicit", [False, True])
 @pytest.mark.parametrize("damage", ["empty", "half", "garbage", "text"])
 def test_damaged_files_raise_format_error(
@@ -70,8 +71,8 @@ def test_damaged_files_raise_format_error(
     assert str(path) in str(info.value)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("other", FORMATS)
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
+@pytest.mark.parametrize("other", READ_FORMATS)
 def test_explicit_wrong_format_raises_format_error(tmp_path: Path, fmt: str, other: str) -> None:
     path = written(tmp_path, fmt)
     if fmt == other:
@@ -81,7 +82,7 @@ def test_explicit_wrong_format_raises_format_error(tmp_path: Path, fmt: str, oth
             read_dataset(path, format=other)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -255,7 +256,7 @@ def test_metadata_member_of_the_wrong_kind(tmp_path: Path) -> None:
 
 def test_metadata_that_is_not_json_serialisable(tmp_path: Path) -> None:
     dataset = Dataset({"x": np.zeros((1, 1))}, metadata={"ok": 1, "seed": object()})
-    for fmt in FORMATS:
+    for fmt in FILE_FORMATS:
         with pytest.raises(SchemaError, match="not JSON-serialisable") as info:
             write_dataset(dataset, tmp_path / f"x.{fmt}")
         assert info.value.key == "seed"

@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from expcli.errors import ConfigError, FormatError, SchemaError
-from expcli.formats import FORMATS, Dataset, hdf5_format, read_dataset, write_dataset
+from expcli.formats import Dataset, hdf5_format, read_dataset, write_dataset
 from expcli.formats.hdf5_format import CHUNK_BYTES, Hdf5Reader, Hdf5Writer, chunk_shape
 from expcli.spec import CircularState
-from tests.format_catalogue import COMPRESSIONS, OTHER_COMPRESSIONS
+from tests.format_catalogue import COMPRESSIONS, FILE_FORMATS, OTHER_COMPRESSIONS
 from tests.formats.test_corrupt import sample
 from tests.formats.test_roundtrip import assert_same_dataset, datasets
 
@@ -57,7 +57,7 @@ def test_round_trip_is_lossless(dataset: Dataset, compression: str | None) -> No
 
 
 @settings(max_examples=25, deadline=None)
-@given(dataset=datasets(), other=st.sampled_from([f for f in FORMATS if f != "hdf5"]))
+@given(dataset=datasets(), other=st.sampled_from([f for f in FILE_FORMATS if f != "hdf5"]))
 def test_hdf5_converts_to_and_from_every_format(dataset: Dataset, other: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
         there = read_dataset(write_dataset(dataset, Path(folder) / f"a.{other}"))

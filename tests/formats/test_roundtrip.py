@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from expcli.formats import FORMATS, Dataset, read_dataset, write_dataset
+from expcli.formats import Dataset, read_dataset, write_dataset
 from expcli.spec import CircularState
+from tests.format_catalogue import FILE_FORMATS
 
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
 NAMES = [
@@ -90,7 +91,7 @@ def assert_same_dataset(expected: Dataset, actual: Dataset) -> None:
     assert actual.metadata == written
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
 @settings(max_examples=60, deadline=None)
 @given(dataset=datasets())
 def test_write_then_read_is_lossless(fmt: str, dataset: Dataset) -> None:
@@ -103,7 +104,7 @@ def test_write_then_read_is_lossless(fmt: str, dataset: Dataset) -> None:
 @settings(max_examples=40, deadline=None)
 @given(
     dataset=datasets(),
-    chain=st.lists(st.sampled_from(FORMATS), min_size=2, max_size=4),
+    chain=st.lists(st.sampled_from(FILE_FORMATS), min_size=2, max_size=4),
 )
 def test_converting_through_every_format_is_lossless(dataset: Dataset, chain: list[str]) -> None:
     with tempfile.TemporaryDirectory() as folder:
@@ -113,7 +114,7 @@ def test_converting_through_every_format_is_lossless(dataset: Dataset, chain: li
         assert_same_dataset(dataset, current)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
 def test_created_is_stamped_when_missing_and_kept_after(tmp_path: Path, fmt: str) -> None:
     dataset = Dataset({"x": np.zeros((2, 1, 3), np.float32)}, metadata={"env_id": "CartPole-v1"})
     first = read_dataset(write_dataset(dataset, tmp_path / f"a.{fmt}"))
@@ -123,7 +124,7 @@ def test_created_is_stamped_when_missing_and_kept_after(tmp_path: Path, fmt: str
     assert second.metadata == first.metadata
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
 def test_special_float_values_survive(tmp_path: Path, fmt: str) -> None:
     values = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 5e-324, 0.1, 1 / 3, 65504.0, 6e-8]
     tensors = {
@@ -174,7 +175,7 @@ def test_csv_metadata_may_not_use_the_rows_key(tmp_path: Path) -> None:
     assert read_dataset(write_dataset(dataset, tmp_path / "r.npz")).metadata["rows"] == 3
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
 def test_non_native_byte_order_and_strided_arrays(tmp_path: Path, fmt: str) -> None:
     big_endian = np.arange(12, dtype=">f4").reshape(3, 2, 2)
     strided = np.arange(24, dtype=np.int16).reshape(3, 2, 4)[::-1, :, ::2]

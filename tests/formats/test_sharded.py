@@ -14,17 +14,17 @@ from hypothesis import strategies as st
 
 from expcli.conversion import convert
 from expcli.errors import SchemaError
-from expcli.formats import FORMATS, Dataset, open_lazy, read_dataset, sharded, write_dataset
+from expcli.formats import Dataset, open_lazy, read_dataset, sharded, write_dataset
 from expcli.formats._manifest import Manifest
 from expcli.spec import CircularState
 from expcli.summary import summarize
 from expcli.summary.checks import FAILED, PASSED
-from tests.format_catalogue import SHARD_FORMATS
+from tests.format_catalogue import FILE_FORMATS, SHARD_FORMATS
 from tests.formats.test_roundtrip import assert_same_dataset, datasets
 
 
 @settings(max_examples=15, deadline=None)
-@given(dataset=datasets(), shard_bytes=st.integers(1, 200), fmt=st.sampled_from(FORMATS))
+@given(dataset=datasets(), shard_bytes=st.integers(1, 200), fmt=st.sampled_from(FILE_FORMATS))
 def test_folder_and_every_format_round_trip_bit_for_bit(
     dataset: Dataset, shard_bytes: int, fmt: str
 ) -> None:

@@ -127,8 +127,11 @@ def headers(seed: Path) -> list[Header]:
         return [Header("__expcli__", _pt, _pt_write)]
     if seed.suffix in (".h5", ".hdf5") and _has_h5_header(seed):
         return [Header("attribute expcli", _h5, _h5_write)]
-    if seed.suffix == ".parquet":
-        return [_parquet(b"expcli"), _parquet(b"expcli.parquet")]
+    if seed.suffix == ".parquet":  # tables other writers made have no expcli header
+        import pyarrow.parquet as pq
+
+        keys = pq.ParquetFile(seed).metadata.metadata or {}
+        return [_parquet(key) for key in (b"expcli", b"expcli.parquet") if key in keys]
     return []
 
 
