@@ -3,8 +3,8 @@
 pyarrow builds the extension types of a file's stored schema (``ARROW:schema``: base64 of
 an IPC schema message, a flatbuffer) as it opens the file, running the deserialiser of any
 type registered in the process (by ray or HF ``datasets``, say). expcli builds none: it
-walks the flatbuffer itself, bounded (every offset checked, each table visited a bounded
-number of times), to learn which top-level columns are of which extension type, and
+walks the flatbuffer itself (``_flatbuffer``: every offset checked, the tables visited
+bounded in number), to learn which top-level columns are of which extension type, and
 ``_parquet_open`` then hides the stored schema from pyarrow, which reads those columns as
 their storage types. What the declarations say (a tensor's shape) is used by
 ``_table_features``; a type expcli does not read is refused there, unbuilt.
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from expcli.errors import FormatError
+from expcli.formats._flatbuffer import Damaged, Flatbuffer
 
 __all__ = ["EXTENSION_NAME", "FIXED_SHAPE_TENSOR", "READ_EXTENSIONS", "Extension", "extensions"]
 
@@ -33,7 +33,6 @@ canonical tensor, and HF ``datasets``' ``Array2D`` to ``Array5D`` (nested lists 
 shape and dtype its ``huggingface`` metadata gives)."""
 _EXTENSION_METADATA = b"ARROW:extension:metadata"
 _SCHEMA_HEADER = 1  # MessageHeader.Schema
-_MOST_TABLES = 1 << 20  # fields and key-values visited at most, whatever the offsets say
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,60 +41,6 @@ class Extension:
 
     name: str
     metadata: bytes
-
-
-class _Damaged(Exception):
-    """An offset or a length that points outside the buffer."""
-
-
-class _Buffer:
-    """A flatbuffer, each read bounds-checked."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.visits = 0
-
-    def _unpack(self, form: str, at: int) -> int:
-        if at < 0 or at + struct.calcsize(form) > len(self.data):
-            raise _Damaged
-        return int(struct.unpack_from(form, self.data, at)[0])
-
-    def table(self, at: int) -> int:
-        self.visits += 1
-        if self.visits > _MOST_TABLES:
-            raise _Damaged
-        self._unpack("<i", at)
-        return at
-
-    def field(self, table: int, index: int) -> int | None:
-        """Where field ``index`` of the table at ``table`` lies (None: absent)."""
-        vtable = table - self._unpack("<i", table)
-        size = self._unpack("<H", vtable)
-        if 4 + 2 * index + 2 > size:
-            return None
-        offset = self._unpack("<H", vtable + 4 + 2 * index)
-        return table + offset if offset else None
-
-    def follow(self, at: int) -> int:
-        return at + self._unpack("<I", at)
-
-    def vector(self, at: int) -> list[int]:
-        """The positions of a vector of tables or strings (its elements followed)."""
-        start = self.follow(at)
-        count = self._unpack("<I", start)
-        if start + 4 + 4 * count > len(self.data):
-            raise _Damaged
-        return [self.follow(start + 4 + 4 * i) for i in range(count)]
-
-    def string(self, at: int) -> bytes:
-        start = self.follow(at)
-        length = self._unpack("<I", start)
-        if start + 4 + length > len(self.data):
-            raise _Damaged
-        return self.data[start + 4 : start + 4 + length]
-
-    def ubyte(self, at: int) -> int:
-        return self._unpack("<B", at)
 
 
 def extensions(encoded: bytes, path: Path) -> dict[str, Extension]:
@@ -113,16 +58,16 @@ def extensions(encoded: bytes, path: Path) -> dict[str, Extension]:
         data = data[8:]
     elif len(data) >= 4:
         data = data[4:]
-    buffer = _Buffer(data)
+    buffer = Flatbuffer(data)
     try:
-        message = buffer.table(buffer.follow(0))
+        message = buffer.root()
         kind, header = buffer.field(message, 1), buffer.field(message, 2)
-        if kind is None or header is None or buffer.ubyte(kind) != _SCHEMA_HEADER:
-            raise _Damaged
+        if kind is None or header is None or buffer.unpack("<B", kind) != _SCHEMA_HEADER:
+            raise Damaged
         schema = buffer.table(buffer.follow(header))
         listed = buffer.field(schema, 1)
         found: dict[str, Extension] = {}
-        for at in buffer.vector(listed) if listed is not None else []:
+        for at in buffer.tables(listed):
             field = buffer.table(at)
             name = buffer.field(field, 0)
             declared = _declared(buffer, field)
@@ -130,16 +75,16 @@ def extensions(encoded: bytes, path: Path) -> dict[str, Extension]:
                 column = buffer.string(name).decode("utf-8", "replace") if name else ""
                 found[column] = declared
             _refuse_nested(buffer, field, path)
-    except (_Damaged, RecursionError) as e:
+    except (Damaged, RecursionError) as e:
         raise _refused(path, "is damaged") from e
     return found
 
 
-def _declared(buffer: _Buffer, field: int) -> Extension | None:
+def _declared(buffer: Flatbuffer, field: int) -> Extension | None:
     """The extension a field's custom metadata declares (None: a plain type)."""
     listed = buffer.field(field, 6)
     pairs: dict[bytes, bytes] = {}
-    for at in buffer.vector(listed) if listed is not None else []:
+    for at in buffer.tables(listed):
         pair = buffer.table(at)
         key, value = buffer.field(pair, 0), buffer.field(pair, 1)
         if key is not None:
@@ -150,14 +95,14 @@ def _declared(buffer: _Buffer, field: int) -> Extension | None:
     return Extension(name, pairs.get(_EXTENSION_METADATA, b""))
 
 
-def _refuse_nested(buffer: _Buffer, field: int, path: Path) -> None:
+def _refuse_nested(buffer: Flatbuffer, field: int, path: Path) -> None:
     """Refuse an extension type anywhere inside a field (walked without recursion)."""
     level = [field]
     while level:
         inner: list[int] = []
         for at in level:
             children = buffer.field(at, 5)
-            for child in buffer.vector(children) if children is not None else []:
+            for child in buffer.tables(children):
                 child = buffer.table(child)
                 declared = _declared(buffer, child)
                 if declared is not None:

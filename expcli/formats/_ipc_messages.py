@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from expcli.errors import FormatError
+from expcli.formats._flatbuffer import Damaged, Flatbuffer
 from expcli.formats._guards import MAX_METADATA_BYTES, check_inflation
 
 __all__ = ["Batch", "declared", "file_batches"]
@@ -44,55 +45,6 @@ class Batch:
     dictionary: bool
 
 
-class _Flat:
-    """A flatbuffer whose every read is checked against its length."""
-
-    def __init__(self, data: bytes, path: Path) -> None:
-        self.data, self.path = data, path
-
-    def unpack(self, fmt: str, at: int) -> int:
-        size = struct.calcsize(fmt)
-        if not 0 <= at <= len(self.data) - size:
-            raise self._outside()
-        value: int = struct.unpack_from(fmt, self.data, at)[0]
-        return value
-
-    def _outside(self) -> FormatError:
-        return FormatError(
-            f"has Arrow IPC metadata that points outside its {len(self.data):,} bytes; the "
-            "file is damaged",
-            path=self.path,
-        )
-
-    def root(self) -> int:
-        return self.unpack("<I", 0)
-
-    def _field(self, table: int, index: int) -> int | None:
-        vtable = table - self.unpack("<i", table)
-        if 4 + 2 * index >= self.unpack("<H", vtable):
-            return None
-        offset = self.unpack("<H", vtable + 4 + 2 * index)
-        return table + offset if offset else None
-
-    def scalar(self, table: int, index: int, fmt: str, default: int = 0) -> int:
-        at = self._field(table, index)
-        return default if at is None else self.unpack(fmt, at)
-
-    def table(self, table: int, index: int) -> int | None:
-        at = self._field(table, index)
-        return None if at is None else at + self.unpack("<I", at)
-
-    def structs(self, table: int, index: int, size: int) -> Iterator[int]:
-        """The positions of a vector's structs of ``size`` bytes."""
-        at = self.table(table, index)
-        if at is None:
-            return
-        count = self.unpack("<I", at)
-        if at + 4 + count * size > len(self.data):
-            raise self._outside()
-        yield from range(at + 4, at + 4 + count * size, size)
-
-
 def declared(
     metadata: bytes, body_length: int, read: Callable[[int], bytes], path: Path, where: str
 ) -> Batch | None:
@@ -104,18 +56,26 @@ def declared(
     Raises:
         FormatError: The metadata points outside itself or the body, or the batch is a bomb.
     """
-    flat = _Flat(metadata, path)
+    try:
+        return _declared(Flatbuffer(metadata), body_length, read, path, where)
+    except Damaged:
+        raise _damaged(path, len(metadata)) from None
+
+
+def _declared(
+    flat: Flatbuffer, body_length: int, read: Callable[[int], bytes], path: Path, where: str
+) -> Batch | None:
     message = flat.root()
     kind = flat.scalar(message, 1, "<B")
-    header = flat.table(message, 2)
+    header = flat.child(message, 2)
     if header is None or kind not in (_RECORD_BATCH, _DICTIONARY_BATCH):
         return None
-    batch = header if kind == _RECORD_BATCH else flat.table(header, 1)
+    batch = header if kind == _RECORD_BATCH else flat.child(header, 1)
     if batch is None:
         return None
     rows = flat.scalar(batch, 0, "<q")
     inflated = body_length
-    if flat.table(batch, 3) is not None:  # BodyCompression: each buffer opens with its size
+    if flat.child(batch, 3) is not None:  # BodyCompression: each buffer opens with its size
         inflated = 0
         for at in flat.structs(batch, 2, 16):
             offset, length = flat.unpack("<q", at), flat.unpack("<q", at + 8)
@@ -149,6 +109,13 @@ def file_batches(path: Path) -> list[Batch] | None:
         os.close(fd)
 
 
+def _damaged(path: Path, size: int) -> FormatError:
+    return FormatError(
+        f"has Arrow IPC metadata that points outside its {size:,} bytes; the file is damaged",
+        path=path,
+    )
+
+
 def _at(read: Callable[[int, int], bytes], start: int, offset: int) -> bytes:
     return read(start + offset, 8)
 
@@ -165,7 +132,15 @@ def _file_batches(fd: int, size: int, path: Path) -> list[Batch] | None:
     length = struct.unpack("<i", read(size - 10, 4))[0]
     if not 0 < length <= min(size - 18, MAX_METADATA_BYTES):
         raise FormatError(f"has an Arrow IPC footer of {length:,} bytes; damaged", path=path)
-    footer = _Flat(read(size - 10 - length, length), path)
+    try:
+        return _blocks(Flatbuffer(read(size - 10 - length, length)), read, size, path)
+    except Damaged:
+        raise _damaged(path, length) from None
+
+
+def _blocks(
+    footer: Flatbuffer, read: Callable[[int, int], bytes], size: int, path: Path
+) -> list[Batch]:
     root = footer.root()
     batches: list[Batch] = []
     blocks = [(3, at) for at in footer.structs(root, 3, 24)]
