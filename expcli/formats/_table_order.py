@@ -69,12 +69,17 @@ class Placement:
 
     def cells(self, first: int, stop: int) -> np.ndarray:
         """The file row of each cell of tensor rows ``first..stop``, ``(stop - first, N)``."""
-        at = np.arange(first, stop, dtype=np.int64)
+        at = np.arange(first, stop, dtype=np.int64) * self.stride
         out = np.empty((stop - first, len(self.ends)), np.int64)
+        if stop <= first:
+            return out
         for column, (starts, ends) in enumerate(zip(self.starts, self.ends, strict=True)):
-            run = np.searchsorted(ends, at, side="right")
-            begins = np.where(run > 0, ends[np.maximum(run - 1, 0)], 0)
-            out[:, column] = starts[run] + (at - begins) * self.stride
+            # the runs the rows lie in, each as many times as it has rows among them
+            low, high = np.searchsorted(ends, [first, stop - 1], side="right")
+            runs = np.arange(low, high + 1)
+            begins = np.where(runs > 0, ends[np.maximum(runs - 1, 0)], 0)
+            counts = np.minimum(ends[runs], stop) - np.maximum(begins, first)
+            out[:, column] = np.repeat(starts[runs] - begins * self.stride, counts) + at
         return out
 
     def episode_ends(self) -> np.ndarray:

@@ -553,3 +553,29 @@ def test_columns_of_no_numbers_are_left_out_and_said(tmp_path: Path) -> None:
     pq.write_table(pa.table(table | {"done": ["no", "no", "no", "yes"]}), path)
     with pytest.raises(FormatError, match="'done': column is string"):
         read_warned(path)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.lists(st.integers(1, 5), min_size=1, max_size=6), min_size=1, max_size=3),
+    stride=st.integers(1, 3),
+    window=st.tuples(st.floats(0, 1), st.floats(0, 1)),
+    seed=st.integers(0, 2**16),
+)
+def test_placement_cells_are_each_rows_run_start_plus_its_place_in_the_run(
+    lengths: list[list[int]], stride: int, window: tuple[float, float], seed: int
+) -> None:
+    """Differential: ``cells`` against the row-by-row rule (a search for each row's run)."""
+    rng = np.random.default_rng(seed)
+    rows = sum(lengths[0])
+    ends = [np.cumsum(rng.permutation(lengths[0])).astype(np.int64)]
+    ends += [np.array([rows], np.int64) for _ in lengths[1:]]  # other columns: one run
+    starts = [rng.integers(0, 1000, len(e)).astype(np.int64) for e in ends]
+    placement = _table_order.Placement(starts, ends, None, False, False, stride)
+    first, stop = sorted(int(w * rows) for w in window)
+    at = np.arange(first, stop)
+    for column, (begin, end) in enumerate(zip(starts, ends, strict=True)):
+        run = np.searchsorted(end, at, side="right")
+        before = np.where(run > 0, end[np.maximum(run - 1, 0)], 0)
+        expected = begin[run] + (at - before) * stride
+        assert np.array_equal(placement.cells(first, stop)[:, column], expected)
