@@ -113,7 +113,9 @@ def open_parquet(path: Path, file: IO[bytes] | None = None, **options: Any) -> A
     if hidden is not None:  # the same bytes, but pyarrow sees no stored Arrow schema
         source = _Renamed(open(path, "rb") if file is None else file, *hidden)
     limit = max_footer_bytes()
-    options = {"page_checksum_verification": True, **options}
+    # pre_buffer (pyarrow's default) reads ahead a row group's columns for each read: for
+    # tables of many small row groups read a column at a time, 3x slower (HF's 1,000 rows)
+    options = {"page_checksum_verification": True, "pre_buffer": False, **options}
     try:
         parquet = pq.ParquetFile(
             source,
