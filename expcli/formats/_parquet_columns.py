@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import InvalidValueError
+from expcli.formats._arrow_values import values_as
 from expcli.spec import TensorSpec
 
 __all__ = [
@@ -166,14 +167,7 @@ def from_arrow(column: Column, array: Any) -> np.ndarray:
         values = values.values.slice(values.offset * size, len(values) * size)
         if values.null_count and not column.nullable:
             raise InvalidValueError(f"{values.null_count} null values; expected none")
-    size = len(values)
-    data = values.buffers()[1]
-    if dtype == np.bool_:  # bit-packed, least significant bit first
-        bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
-        flat = bits[values.offset : values.offset + size].astype(bool)
-    else:  # on Arrow's buffer; ``to_numpy`` would import pandas
-        flat = np.frombuffer(data, dtype, size, values.offset * dtype.itemsize)
-    return flat.reshape(count, *column.spec.shape)
+    return values_as(values, dtype).reshape(count, *column.spec.shape)
 
 
 def positions(state_start: int, count: int, cells: int) -> np.ndarray:

@@ -25,6 +25,7 @@ import numpy as np
 from expcli.errors import FormatError
 from expcli.formats import _table_images
 from expcli.formats._arrow_schema import FIXED_SHAPE_TENSOR, READ_EXTENSIONS
+from expcli.formats._arrow_values import values_as
 from expcli.formats._table_features import Declared, tensor_declared
 from expcli.spec import TensorSpec
 
@@ -326,16 +327,12 @@ def arrow_numbers(array: Any) -> np.ndarray:
 
     kind = array.type
     if pa.types.is_boolean(kind):
-        bits = np.frombuffer(array.buffers()[1] or b"", np.uint8)
-        whole = np.unpackbits(bits, count=array.offset + len(array), bitorder="little")
-        return whole[array.offset :].view(bool)
+        return values_as(array, np.dtype(bool))
     if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
         return np.asarray(array.to_numpy(zero_copy_only=False))
     code = "f" if pa.types.is_floating(kind) else "i" if pa.types.is_signed_integer(kind) else "u"
     dtype = np.dtype(f"<{code}{kind.bit_width // 8}")
-    if not len(array):
-        return np.empty(0, dtype)
-    return np.frombuffer(array.buffers()[1], dtype, len(array), array.offset * dtype.itemsize)
+    return values_as(array, dtype)
 
 
 def _inner(level: Any, length: int) -> Any:

@@ -46,6 +46,7 @@ from expcli.errors import (
     SchemaError,
 )
 from expcli.files.atomic import atomic_path
+from expcli.formats._arrow_values import values_as
 from expcli.formats._error_summary import error_summary, unreadable_group
 from expcli.formats._guards import (
     MAX_METADATA_BYTES,
@@ -342,7 +343,7 @@ def _ints(array: Any) -> np.ndarray:
 
     if array.type != pa.int64() or array.null_count:
         raise InvalidValueError(f"a bookkeeping column is {array.type}; expected int64")
-    return np.frombuffer(array.buffers()[1], np.int64, len(array), array.offset * 8)
+    return values_as(array, np.dtype(np.int64))
 
 
 def _cells(tensor: Any, flat: np.ndarray, envs: int) -> np.ndarray:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import FormatError, MissingDependencyError, SchemaError
+from expcli.formats._arrow_values import values_as
 from expcli.formats._parquet_columns import flat_array
 from expcli.spec import TensorSpec
 
@@ -189,13 +190,7 @@ def feature_values(feature: Feature, array: Any, where: str) -> np.ndarray:
             f"{list(shape) or [1]} per frame",
             key=where,
         )
-    data = values.buffers()[1]
-    if dtype == np.bool_:  # bit-packed, least significant bit first
-        bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
-        flat = bits[values.offset : values.offset + len(values)].astype(bool)
-    else:
-        flat = np.frombuffer(data, dtype, len(values), values.offset * dtype.itemsize)
-    return flat.reshape(count, *shape)
+    return values_as(values, dtype).reshape(count, *shape)
 
 
 def encode_images(rows: np.ndarray) -> list[bytes]:
