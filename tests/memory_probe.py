@@ -79,6 +79,12 @@ def run_child(
     paths = (str(ROOT), environ.get("PYTHONPATH"))
     environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     environ.setdefault("COLUMNS", "120")
+    # glibc moves its threshold for mapping a large block up to the largest block freed
+    # (to 32 MiB): from then on a read's 16 MiB slices come from heaps that keep their
+    # pages, one heap a thread, and a run's peak varied by 30-70 MiB from one run to the
+    # next with no data added. Fixed, blocks of 4 MiB and more are mapped and given back
+    # when freed: the peak is what was held (the same reader: +/- 5 MiB).
+    environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(4 * MIB))
     environ.setdefault("PYTHONIOENCODING", "utf-8:strict")  # a strict terminal
     with (
         tempfile.TemporaryFile() as out,

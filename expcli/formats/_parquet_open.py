@@ -25,7 +25,9 @@ __all__ = [
     "FOOTER_VARIABLE",
     "GROUP_VARIABLE",
     "HIDDEN_SCHEMA_KEY",
+    "SecondHandle",
     "check_groups",
+    "file_identity",
     "max_footer_bytes",
     "max_group_bytes",
     "open_parquet",
@@ -91,6 +93,45 @@ def pyarrow_parquet() -> Any:
             "can run code from a file: CVE-2023-47248)",
         )
     return pq
+
+
+def file_identity(stat: os.stat_result) -> tuple[int, ...]:
+    """What tells one file from another put in its place, or changed: device, inode, size, time."""
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+class SecondHandle:
+    """Another handle on a Parquet file opened and checked before, for a thread of its own.
+
+    A ``ParquetFile`` is not read by two threads at once: a thread that decodes ahead
+    opens its own. It is opened on the same file that was checked (``file_identity``): one
+    put in its place since, or changed, is refused, never parsed. It offers the
+    ``ParquetFile``'s members.
+    """
+
+    def __init__(self, path: Path, identity: tuple[int, ...]) -> None:
+        """Open ``path`` again, if it is still the file of ``identity``.
+
+        Raises:
+            FormatError: It was replaced or changed, or is no more a Parquet file.
+        """
+        file = open(path, "rb")
+        try:
+            if file_identity(os.fstat(file.fileno())) != identity:
+                raise FormatError("was replaced or changed while it was read", path=path)
+            self._parquet = open_parquet(path, file)
+        except BaseException:
+            file.close()
+            raise
+        self._file = file
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._parquet, name)
+
+    def close(self) -> None:
+        """Close the handle and its file."""
+        self._parquet.close()
+        self._file.close()
 
 
 def open_parquet(path: Path, file: IO[bytes] | None = None, **options: Any) -> Any:

@@ -14,6 +14,7 @@ folder of thousands of files holds no more descriptors than one. A hive folder's
 
 from __future__ import annotations
 
+import copy
 import threading
 from array import array
 from collections import OrderedDict
@@ -193,6 +194,12 @@ class ParquetSet:
                     raise
                 raise unreadable_group(e, self._files.paths[index], stored[0], locals_[0]) from e
 
+    def reopen(self) -> ParquetSet:
+        """The same files, with handles of their own: a second thread's view of the set."""
+        other = copy.copy(self)
+        other._open, other._lock = OrderedDict(), threading.Lock()
+        return other
+
     def close(self) -> None:
         """Close the files kept open."""
         with self._lock:
@@ -236,7 +243,7 @@ def open_files(
     table = ParquetSet(files)
     try:
         specs = specs_of(table.metadata.metadata, files.paths[0])
-        return open_table(table, files.source, files.described, specs, mapping)
+        return open_table(table, files.source, files.described, specs, mapping, table.reopen)
     except BaseException as e:
         table.close()
         if isinstance(e, ExpcliError | MemoryError) or not isinstance(e, Exception):

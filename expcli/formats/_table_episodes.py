@@ -71,7 +71,10 @@ class EpisodeRows:
             ``EPISODE_COLUMN``.
         metadata: The steps of each row group, and the table's key-value metadata.
         left_out: The columns that are not lists, left out.
+        reads_columns_together: False: ``iter_batches`` reads one column at a time.
     """
+
+    reads_columns_together = False
 
     def __init__(self, table: Any, path: Path, named: list[str]) -> None:
         import pyarrow as pa

@@ -53,6 +53,9 @@ class Placement:
             ``MAX_ENV_COLUMNS``): one column, env after env.
         stride: File rows from one row of a run to the next: 1, or N where the rows go
             through envs ``0..N-1`` over and over (as expcli writes them, time after time).
+        offsets: Per env column, the file row of its first row, where each of its rows
+            is that plus ``t * stride`` (None where a column's runs are not so): a table
+            read in file order, whose cells are found without a search.
     """
 
     starts: list[np.ndarray]
@@ -61,15 +64,30 @@ class Placement:
     sorted: bool
     envs_glued: bool
     stride: int = 1
+    offsets: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
         """``(T, N)``."""
         return (int(self.ends[0][-1]) if len(self.ends[0]) else 0), len(self.ends)
 
+    def contiguous(self, first: int, stop: int) -> int | None:
+        """Where the cells of tensor rows ``first..stop`` are one run of file rows: its first.
+
+        In C order (cell ``(first, 0)`` first); None where they are not one run.
+        """
+        offsets = self.offsets
+        if offsets is None or stop <= first:
+            return None
+        if not (np.diff(offsets) == 1).all() or (stop - first > 1 and self.stride != len(offsets)):
+            return None
+        return int(offsets[0]) + first * self.stride
+
     def cells(self, first: int, stop: int) -> np.ndarray:
         """The file row of each cell of tensor rows ``first..stop``, ``(stop - first, N)``."""
         at = np.arange(first, stop, dtype=np.int64) * self.stride
+        if self.offsets is not None:
+            return np.asarray(at[:, None] + self.offsets[None, :])
         out = np.empty((stop - first, len(self.ends)), np.int64)
         if stop <= first:
             return out
@@ -145,12 +163,15 @@ def _place(
             cycle = _cycle(keys.get("env"), first)
         t = np.arange(first, first + rows, dtype=np.int64)
         if cycle > 1:
-            expected = t % cycle
-            if not np.array_equal(keys["env"], expected):
+            if not np.array_equal(keys["env"], t % cycle):
                 raise _NotCycled
-            order = _by_env(first, rows, cycle)
-            keys = {name: values[order] for name, values in keys.items()}
-            t = t[order] // cycle
+            if first % cycle == 0 and rows % cycle == 0:  # whole times: a transpose
+                keys = {n: v.reshape(-1, cycle).T.reshape(-1) for n, v in keys.items()}
+                t = t.reshape(-1, cycle).T.reshape(-1) // cycle
+            else:
+                order = _by_env(first, rows, cycle)
+                keys = {name: values[order] for name, values in keys.items()}
+                t = t[order] // cycle
         new = np.zeros(rows, bool)
         new[0] = True  # a group's runs start anew: those that go on are merged later
         for name in ("episode", "env"):
@@ -251,8 +272,7 @@ def _contiguous(runs: _Runs, lo: np.ndarray, hi: np.ndarray, steps: bool) -> boo
     if steps and not (hi[order][:-1][goes_on] < lo[order][1:][goes_on]).all():
         return False
     begins = np.concatenate([[True], ~goes_on])
-    pairs = np.stack([env[begins], episode[begins]], axis=1)
-    return len(np.unique(pairs, axis=0)) == len(pairs)
+    return not _pairs(env[begins], episode[begins])[1]
 
 
 def _sorted_runs(keys: Keys, count: int) -> _Runs:
@@ -274,22 +294,47 @@ def _columns(runs: _Runs, has_episodes: bool, was_sorted: bool, stride: int) -> 
     holds them) or when they are more than ``MAX_ENV_COLUMNS``.
     """
     starts, lengths, episodes, envs = runs
-    _, pair = np.unique(np.stack([envs, episodes], axis=1), axis=0, return_inverse=True)
-    pair = pair.reshape(-1)  # one number per (env, episode): where an episode ends
+    pair, _ = _pairs(envs, episodes)  # one number per (env, episode): where an episode ends
     order = np.argsort(envs, kind="stable")
-    names, env = np.unique(envs, return_inverse=True)
-    totals = np.bincount(env.reshape(-1), weights=lengths)
-    glued = len(names) > MAX_ENV_COLUMNS or bool((totals != totals[0]).any())
-    groups = [order] if glued else np.split(order, np.flatnonzero(np.diff(envs[order])) + 1)
+    cut = np.flatnonzero(np.diff(envs[order])) + 1
+    totals = np.add.reduceat(lengths[order], np.concatenate([[0], cut])) if len(order) else lengths
+    glued = len(cut) + 1 > MAX_ENV_COLUMNS or bool((totals != totals[0]).any())
+    groups = [order] if glued else np.split(order, cut)
     columns = [_merged(starts[g], lengths[g], pair[g], stride) for g in groups]
+    ends = [np.cumsum(c[1]) for c in columns]
     return Placement(
         [c[0] for c in columns],
-        [np.cumsum(c[1]) for c in columns],
+        ends,
         [c[2] for c in columns] if has_episodes else None,
         was_sorted,
         glued,
         stride,
+        _offsets([c[0] for c in columns], ends, stride),
     )
+
+
+def _pairs(envs: np.ndarray, episodes: np.ndarray) -> tuple[np.ndarray, bool]:
+    """A number for each ``(env, episode)`` pair (equal pairs, equal numbers); any twice."""
+    if not len(envs):
+        return np.zeros(0, np.int64), False
+    order = np.lexsort((episodes, envs))
+    env, episode = envs[order], episodes[order]
+    new = np.concatenate([[True], (env[1:] != env[:-1]) | (episode[1:] != episode[:-1])])
+    out = np.empty(len(envs), np.int64)
+    out[order] = np.cumsum(new) - 1
+    return out, not bool(new.all())
+
+
+def _offsets(starts: list[np.ndarray], ends: list[np.ndarray], stride: int) -> np.ndarray | None:
+    """Each column's first file row where its rows are that plus ``t * stride``, else None."""
+    offsets = np.zeros(len(starts), np.int64)
+    for column, (first, end) in enumerate(zip(starts, ends, strict=True)):
+        begins = np.concatenate([[0], end[:-1]])
+        moved = first - begins * stride
+        if not len(moved) or (moved != moved[0]).any():
+            return None
+        offsets[column] = moved[0]
+    return offsets
 
 
 def _merged(

@@ -55,7 +55,7 @@ MAX_TABLE_COLUMNS = 4096
 TABLE_KEY = "table"
 """Metadata key: how a foreign table was read (its convention, columns, what is unknown)."""
 
-_FLAG_ROWS = 1 << 20  # cells whose flags one step of ``_flags`` places
+_FLAG_ROWS = 1 << 20  # cells whose flags one step of ``_placed`` places
 _MOST_VALUES = 1 << 28  # values of one row's feature (as the LeRobot reader bounds them)
 
 
@@ -65,6 +65,7 @@ def open_table(
     reason: str,
     specs: dict[str, TensorSpec] | None = None,
     mapping: ColumnRoles | None = None,
+    reopen: Callable[[], Any] | None = None,
 ) -> tuple[Dataset, Callable[[], None]]:
     """Open ``parquet`` (a ``ParquetFile``, now owned) from its columns; say so in one warning.
 
@@ -75,7 +76,8 @@ def open_table(
     the tensors its expcli footer names, where it has one: a column of bytes (frames) is
     read as the tensor of its name when its rows are of that tensor's size. ``mapping``:
     the columns the caller gives roles, and what a lone ``done`` means (``--columns``,
-    ``--done-means``).
+    ``--done-means``). ``reopen``: open another handle on ``parquet``, for a thread that
+    decodes ahead of reads in order (None: none does).
 
     Raises:
         ConfigError: A column ``mapping`` names is not in the table, or cannot be what it
@@ -85,7 +87,7 @@ def open_table(
             that must be sorted and are too many.
     """
     try:
-        return _open_table(parquet, path, reason, specs or {}, mapping)
+        return _open_table(parquet, path, reason, specs or {}, mapping, reopen)
     except FormatError as e:
         given = mapping.given.values() if mapping is not None else ()
         if e.key is None or e.key not in given:
@@ -99,6 +101,7 @@ def _open_table(
     reason: str,
     specs: dict[str, TensorSpec],
     mapping: ColumnRoles | None,
+    reopen: Callable[[], Any] | None,
 ) -> tuple[Dataset, Callable[[], None]]:
     schema = parquet.schema_arrow
     if len(schema) > MAX_TABLE_COLUMNS:
@@ -110,7 +113,7 @@ def _open_table(
     roles = roles_of(list(schema.names), path, mapping)
     episodes = episode_rows(parquet, roles, path)
     if episodes is not None:  # one row per episode: read as the table of its steps
-        parquet, schema = episodes, episodes.schema_arrow
+        parquet, schema, reopen = episodes, episodes.schema_arrow, None
         left = f" ({', '.join(episodes.left_out)} left out)" if episodes.left_out else ""
         reason = f"{reason}, one row per episode{left}"
         roles = roles_of(list(schema.names), path, mapping)
@@ -140,7 +143,7 @@ def _open_table(
                 path=path,
                 key=name,
             )
-    groups = RowGroups(parquet, path)
+    groups = RowGroups(parquet, path, reopen)
     if not groups.count:
         raise FormatError("holds no rows; expected at least one", path=path)
     tensors = [n for n in _used(roles) if n not in _bookkeeping(roles)]
@@ -158,15 +161,22 @@ def _open_table(
     key_names: dict[str, str] = {
         r: roles.columns[r] for r in ("episode", "step", "env") if r in roles.columns
     }
-    placement = place(
-        lambda: groups.keys(key_names),
-        groups.count,
-        lambda: groups.whole_keys(key_names),
-        path,
-    )
+    flag_names = {r: roles.columns[r] for r in FLAG_ROLES if r in roles.columns}
+    flags: dict[str, list[np.ndarray]] = {}
+
+    def keys() -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        flags.clear()  # asked again where the first pass found the envs not cycled
+        for first, found, set_ in groups.keys(key_names, flag_names):
+            for role, values in set_.items():
+                flags.setdefault(role, []).append(values)
+            yield first, found
+
+    placement = place(keys, groups.count, lambda: groups.whole_keys(key_names), path)
+    placed = {r: _placed(np.concatenate(flags.pop(r)), placement) for r in flag_names}
     done_means = mapping.done_means if mapping is not None else None
     notes = [n for n in lossy if n]
-    return _dataset(groups, roles, placement, path, reason, done_means, notes), groups.close
+    dataset = _dataset(groups, roles, placement, placed, path, reason, done_means, notes)
+    return dataset, groups.close
 
 
 def _batches(groups: RowGroups, name: str) -> Iterator[Any]:
@@ -230,6 +240,7 @@ def _dataset(
     groups: RowGroups,
     roles: Roles,
     placement: Placement,
+    flags: dict[str, np.ndarray],
     path: Path,
     reason: str,
     done_means: DoneMeans | None,
@@ -240,7 +251,7 @@ def _dataset(
     for name, (_, shape, _) in groups.columns.items():
         if name not in _bookkeeping(roles):
             arrays[_named(roles, name)] = _lazy(groups, placement, name, shape or (1,))
-    terminated, truncated, seams, unknown = _done(groups, roles, placement, done_means)
+    terminated, truncated, seams, unknown = _done(flags, roles, placement, done_means)
     unknown[:0] = notes
     ends = terminated | truncated | placement.episode_ends()
     follows = _successors(groups, roles, placement)
@@ -297,9 +308,11 @@ def _dataset(
 
 
 def _done(
-    groups: RowGroups, roles: Roles, placement: Placement, done_means: DoneMeans | None
+    flags: dict[str, np.ndarray], roles: Roles, placement: Placement, done_means: DoneMeans | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """``terminated``, ``truncated`` and the seams among them ``(T, N)``, and what is unknown.
+
+    ``flags``: the flag columns the table has, by role, placed ``(T, N)``.
 
     A ``done`` beside one of the flags is the other where that one is not set; a ``done``
     alone is taken as ``done_means`` (None: terminated, said with how to choose); an episode
@@ -307,9 +320,6 @@ def _done(
     """
     rows, envs = placement.shape
     unknown: list[str] = []
-    flags = {
-        r: _flags(groups, placement, roles.columns[r]) for r in FLAG_ROLES if r in roles.columns
-    }
     terminated = flags.get("terminated", np.zeros((rows, envs), bool))
     truncated = flags.get("truncated", np.zeros((rows, envs), bool))
     done = flags.get("done")
@@ -338,17 +348,31 @@ def _done(
     return terminated, truncated, seams, unknown
 
 
-def _flags(groups: RowGroups, placement: Placement, name: str) -> np.ndarray:
-    """A flag column placed ``(T, N)``, as bools (non-zero is set), ``_FLAG_ROWS`` at a time."""
+def _placed(values: np.ndarray, placement: Placement) -> np.ndarray:
+    """A column read in file order placed ``(T, N)``, ``_FLAG_ROWS`` cells at a time."""
     rows, envs = placement.shape
-    out = np.zeros((rows, envs), bool)
+    begin = placement.contiguous(0, rows)
+    if begin is not None:
+        return values[begin : begin + rows * envs].reshape(rows, envs)
+    out = np.empty((rows, envs), values.dtype)
     step = max(1, _FLAG_ROWS // max(envs, 1))
     for first in range(0, rows, step):
         stop = min(rows, first + step)
-        values = groups.take(name, placement.cells(first, stop).reshape(-1))[0]
-        with np.errstate(invalid="ignore"):
-            out[first:stop] = values.reshape(stop - first, envs) != 0
+        out[first:stop] = values[placement.cells(first, stop)]
     return out
+
+
+def _cells(
+    groups: RowGroups, placement: Placement, name: str, first: int, stop: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """A column's cells of tensor rows ``first..stop``, flat, and which are valid (None: all).
+
+    Read as one run of file rows where they are one (a table in file order).
+    """
+    begin = placement.contiguous(first, stop)
+    if begin is not None:
+        return groups.run(name, begin, (stop - first) * placement.shape[1])
+    return groups.take(name, placement.cells(first, stop).reshape(-1))
 
 
 def _successors(
@@ -365,11 +389,10 @@ def _successors(
     columns = [_lazy(groups, placement, name, (1,)) for name in named]
 
     def follows(first: int, last: int) -> np.ndarray:
-        here = [np.asarray(c[first:last]).reshape(last - first, -1) for c in columns]
-        after = [np.asarray(c[first + 1 : last + 1]).reshape(last - first, -1) for c in columns]
-        same = after[0] == here[0] + 1
-        for now, then in zip(here[1:], after[1:], strict=True):
-            same &= now == then
+        read = [c.with_valid(first, last + 1)[0].reshape(last + 1 - first, -1) for c in columns]
+        same = read[0][1:] == read[0][:-1] + 1
+        for column in read[1:]:
+            same &= column[1:] == column[:-1]
         return np.asarray(same)
 
     return follows
@@ -397,28 +420,56 @@ class _Column(LazyRows):
         self.path = groups.path
 
     def _rows(self, first: int, stop: int) -> np.ndarray:
-        values, _ = self._groups.take(self.name, self._placement.cells(first, stop).reshape(-1))
-        return values.reshape(stop - first, *self.shape[1:])
+        return self.with_valid(first, stop)[0]
 
-    def valid(self, first: int, stop: int) -> np.ndarray | None:
-        """``(stop - first, N)`` bools, False where a cell is null (None: the column has none)."""
-        cells = self._placement.cells(first, stop)
-        valid = self._groups.take(self.name, cells.reshape(-1))[1]
-        return None if valid is None or valid.all() else valid.reshape(cells.shape)
+    def with_valid(self, first: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Rows ``first..stop``, and ``(stop - first, N)`` bools: False where a cell is null.
+
+        The bools are None where no cell is null.
+        """
+        values, valid = _cells(self._groups, self._placement, self.name, first, stop)
+        if valid is not None and valid.all():
+            valid = None
+        return (
+            values.reshape(stop - first, *self.shape[1:]),
+            None if valid is None else valid.reshape(stop - first, self.shape[1]),
+        )
 
 
 def _following(observations: LazyRows, ends: np.ndarray) -> LazyRows:
     """Each row's next observation: the next row's in its episode, its own at the episode's end."""
-    rows = len(observations)
+    return _Following(observations, ends)
 
-    def read(first: int, stop: int) -> np.ndarray:
-        ahead = np.asarray(observations[first : min(rows, stop + 1)])
-        out = np.array(ahead[: stop - first])
-        moved = ~ends[first:stop]
-        out[: len(ahead) - 1][moved[: len(ahead) - 1]] = ahead[1:][moved[: len(ahead) - 1]]
+
+class _Following(LazyRows):
+    """Next observations taken from the observations: the next row's, its own at an end."""
+
+    def __init__(self, observations: LazyRows, ends: np.ndarray) -> None:
+        super().__init__(observations.shape, observations.dtype, self._rows)
+        self.observations, self._ends = observations, ends
+
+    def _rows(self, first: int, stop: int) -> np.ndarray:
+        ahead = np.asarray(self.observations[first : min(len(self), stop + 1)])
+        out = np.empty_like(ahead[: stop - first])
+        moved = len(ahead) - 1  # rows that have a next row
+        out[:moved] = ahead[1:]
+        out[moved:] = ahead[moved : stop - first]
+        kept = self._ends[first:stop]  # episodes' ends: their own observation
+        out[kept] = ahead[: stop - first][kept]
         return out
 
-    return LazyRows(observations.shape, observations.dtype, read)
+    def cells_apart(self, observations: Any) -> np.ndarray | None:
+        """Flat cells (``t * N + n``, sorted) that may differ from ``observations`` one row on.
+
+        Known without a read: episodes' ends and the last row (None: ``observations`` are
+        not those it is taken from). ``frames.kept_cells`` asks, so that frames stored
+        once are not decoded twice to compare them.
+        """
+        if observations is not self.observations:
+            return None
+        apart = self._ends.copy()
+        apart[-1:] = True
+        return np.flatnonzero(apart).astype(np.int64)
 
 
 class _NullsFilled(LazyRows):
@@ -443,8 +494,7 @@ class _NullsFilled(LazyRows):
         self._ends, self._follows = ends, follows
 
     def _rows(self, first: int, stop: int) -> np.ndarray:
-        out = np.array(self._stored[first:stop])
-        valid = self._stored.valid(first, stop)
+        out, valid = self._stored.with_valid(first, stop)
         if valid is None:
             return out
         null = ~valid

@@ -96,9 +96,15 @@ def kept_cells(
     slice's first row, or row 0 after the last), so memory holds two slices and the index.
     None, as soon as they number more than ``limit``: the tensor is then stored whole, and
     the index of a tensor whose cells all differ (an env that mutates its output buffer)
-    is never built.
+    is never built. A tensor taken from these observations that knows the cells where it
+    may differ (``cells_apart``: a foreign table's next observations) is not read: those
+    are kept (a few more than differ, never fewer).
     """
     size, envs = int(following.shape[0]), int(following.shape[1])
+    apart = getattr(following, "cells_apart", None)  # taken from these observations
+    known = apart(observations) if apart is not None else None
+    if known is not None:
+        return None if limit is not None and len(known) > limit else known
     found: list[np.ndarray] = []
     count = 0
     chunks = row_chunks(following)

@@ -28,6 +28,7 @@ columns must have exactly the plain Arrow types the header's specs give.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -70,7 +71,13 @@ from expcli.formats._parquet_columns import (
     to_arrow,
     transition_chunk,
 )
-from expcli.formats._parquet_open import open_parquet, pyarrow_parquet, refuse_extension_types
+from expcli.formats._parquet_open import (
+    SecondHandle,
+    file_identity,
+    open_parquet,
+    pyarrow_parquet,
+    refuse_extension_types,
+)
 from expcli.formats._parquet_set import open_files
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.builtin.parquet_file import PARQUET_FILE
@@ -416,7 +423,7 @@ def open_lazy(
             return open_files(files, _footer_specs, mapping)
         path = files.paths[0]  # one file: read as itself (expcli's footer kept)
     with open(path, "rb") as file:
-        identity = _identity(os.fstat(file.fileno()))
+        identity = file_identity(os.fstat(file.fileno()))
     parquet = open_parquet(path)
     try:
         return _open(parquet, path, identity, cache, mapping)
@@ -449,8 +456,9 @@ def _open(
     mapping: ColumnRoles | None,
 ) -> tuple[Dataset, Callable[[], None]]:
     kv = parquet.metadata.metadata or {}
+    reopen = functools.partial(SecondHandle, path, identity)  # read from its columns
     if HEADER_KEY not in kv:
-        return open_table(parquet, path, "no expcli metadata", mapping=mapping)
+        return open_table(parquet, path, "no expcli metadata", None, mapping, reopen)
     for key in (HEADER_KEY, LAYOUT_KEY):
         if len(kv.get(key, b"")) > MAX_METADATA_BYTES:
             raise FormatError("metadata too large", path=path, key=key.decode())
@@ -480,10 +488,12 @@ def _open(
         disagree = (
             f"its rows disagree with its expcli metadata ({stored:,} rows, {valid:,} recorded)"
         )
-        return open_table(parquet, path, disagree, {c.spec.name: c.spec for c in columns}, mapping)
+        specs = {c.spec.name: c.spec for c in columns}
+        return open_table(parquet, path, disagree, specs, mapping, reopen)
     if mapping is not None and mapping.columns:
         mapped = f"its columns given roles ({mapping.described()}), its expcli metadata set aside"
-        return open_table(parquet, path, mapped, {c.spec.name: c.spec for c in columns}, mapping)
+        specs = {c.spec.name: c.spec for c in columns}
+        return open_table(parquet, path, mapped, specs, mapping, reopen)
     schema = parquet.schema_arrow
     for column in columns:
         if column.encoding == EMPTY:
@@ -674,8 +684,7 @@ class _Groups:
         self._kept: dict[str, tuple[int, np.ndarray]] = {}
         self._ahead: dict[str, tuple[int, Future[np.ndarray]]] = {}
         self._executor: ThreadPoolExecutor | None = None
-        self._own: Any = None  # the decoding thread's handle on the file
-        self._own_file: Any = None  # and the open file under it
+        self._own: SecondHandle | None = None  # the decoding thread's handle on the file
         self._pid = os.getpid()  # a forked child decodes ahead on a thread of its own
         # a nullable column's null bitmap of each group decoded, until it is asked for
         self._bitmaps: dict[tuple[str, int], np.ndarray] = {}
@@ -700,7 +709,7 @@ class _Groups:
             if kept is not None and kept[0] == group:
                 return kept[1]
             if self._pid != os.getpid():  # forked since: the decoding thread is not here
-                self._pid, self._executor, self._own, self._own_file = os.getpid(), None, None, None
+                self._pid, self._executor, self._own = os.getpid(), None, None
                 self._ahead.clear()
             ahead = self._ahead.pop(name, None)
             if ahead is not None and ahead[0] == group:
@@ -730,12 +739,7 @@ class _Groups:
         modification time): a file put in its place since is refused, never parsed.
         """
         if self._own is None:
-            file = open(self.path, "rb")  # closed with the handle, in close()
-            if _identity(os.fstat(file.fileno())) != self.identity:
-                file.close()
-                raise FormatError("was replaced or changed while it was read", path=self.path)
-            self._own_file = file
-            self._own = open_parquet(self.path, file)
+            self._own = SecondHandle(self.path, self.identity)  # closed in close()
         return self._decode(self._own, column, group, count)
 
     def _decode(self, parquet: Any, column: Column, group: int, count: int) -> np.ndarray:
@@ -776,8 +780,7 @@ class _Groups:
                 executor.shutdown(wait=True, cancel_futures=True)
             if self._own is not None:
                 self._own.close()
-                self._own_file.close()
-                self._own = self._own_file = None
+                self._own = None
             self._kept.clear()
             self._ahead.clear()
             self.parquet.close()
@@ -826,11 +829,6 @@ class _TensorRows:
             return self.read(first, stop)
         decoded = self.groups.group(self.column, group, count)
         return decoded.reshape(stop - first, self.envs, *self.column.spec.shape)
-
-
-def _identity(stat: os.stat_result) -> tuple[int, ...]:
-    """What tells one file from another put in its place, or changed: device, inode, size, time."""
-    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 def _damaged(path: Path, error: Exception) -> FormatError:

@@ -8,6 +8,7 @@ cannot be tensors are refused in one line. About 7 s on two cores.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import warnings
@@ -25,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from expcli.errors import FormatError
-from expcli.formats import Dataset, _table_order, read_dataset, write_dataset
+from expcli.formats import Dataset, _table_order, parquet_format, read_dataset, write_dataset
 from expcli.formats.layout_keys import SEAMS_KEY
 from expcli.spec import CircularState
 
@@ -579,3 +580,151 @@ def test_placement_cells_are_each_rows_run_start_plus_its_place_in_the_run(
         before = np.where(run > 0, end[np.maximum(run - 1, 0)], 0)
         expected = begin[run] + (at - before) * stride
         assert np.array_equal(placement.cells(first, stop)[:, column], expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.integers(1, 30),
+    envs=st.integers(1, 4),
+    order=st.sampled_from(["cycled", "env after env", "shuffled"]),
+    group=st.integers(1, 13),
+    window=st.tuples(st.floats(0, 1), st.floats(0, 1)),
+    seed=st.integers(0, 2**16),
+)
+def test_a_placement_in_file_order_finds_its_cells_without_its_runs(
+    steps: int, envs: int, order: str, group: int, window: tuple[float, float], seed: int
+) -> None:
+    """Differential: a placement whose columns are each one arithmetic run of file rows
+    (``offsets``) gives the cells its runs give, and says it is one run of file rows
+    (``contiguous``) exactly where those cells are consecutive."""
+    rng = np.random.default_rng(seed)
+    count = steps * envs
+    env = np.arange(count) % envs if order == "cycled" else np.repeat(np.arange(envs), steps)
+    episode = env * 1000 + np.cumsum(rng.random(count) < 0.2)
+    keys = {"env": env, "episode": episode, "step": np.arange(count)}
+    if order == "shuffled":
+        keys = {name: values[rng.permutation(count)] for name, values in keys.items()}
+    placement = _table_order.place(
+        _keys_in_groups(keys, group), count, lambda: keys, Path("t.parquet")
+    )
+    rows = placement.shape[0]
+    first, stop = sorted(int(w * rows) for w in window)
+    by_runs = dataclasses.replace(placement, offsets=None).cells(first, stop)
+    assert np.array_equal(placement.cells(first, stop), by_runs)
+    flat = by_runs.reshape(-1)
+    consecutive = len(flat) > 0 and np.array_equal(flat, np.arange(flat[0], flat[0] + len(flat)))
+    begin = placement.contiguous(first, stop)
+    assert (begin is not None) == (consecutive and placement.offsets is not None)
+    if begin is not None:
+        assert begin == flat[0]
+    cycled = order == "cycled" and group >= envs  # the cycle seen in the first group
+    in_order = cycled or (envs == 1 and order != "shuffled")
+    if in_order:  # read in file order: every slice one run
+        assert placement.offsets is not None and placement.contiguous(0, rows) == 0
+
+
+def _small_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spans of one row group (of a few rows): a read in order goes through many."""
+    from expcli.formats import _table_groups
+
+    monkeypatch.setattr(_table_groups, "GROUP_SPAN_BYTES", 1)
+
+
+def test_a_column_read_in_order_decodes_ahead_on_its_own_handle_same_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read in order, every other span is decoded on a thread of its own (with a handle
+    of its own): the values are those of a read without it, and closing stops it."""
+    import threading
+
+    _small_spans(monkeypatch)
+    dataset = collected(rows=60, envs=3)
+    path = tmp_path / "copy.parquet"
+    write_dataset(dataset, tmp_path / "own.parquet")
+    pq.write_table(
+        pq.read_table(tmp_path / "own.parquet").replace_schema_metadata(None),
+        path,
+        row_group_size=7,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ahead, close = parquet_format.open_lazy(path)
+    try:
+        for name, tensor in ahead.tensors.items():
+            rows = [np.asarray(tensor[t : t + 5]) for t in range(0, len(tensor), 5)]
+            assert np.array_equal(np.concatenate(rows), dataset.tensors[name]), name
+        decoding = [t for t in threading.enumerate() if t.name.startswith("expcli-table-decode")]
+        assert decoding, "no span was decoded ahead"
+    finally:
+        close()
+    for thread in decoding:
+        thread.join(timeout=10)
+        assert not thread.is_alive()  # closing the table stops its decoder
+
+
+def test_a_foreign_table_replaced_while_read_in_order_is_refused_not_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decoding thread's handle is opened on the file that was checked, never on
+    another put in its place."""
+    _small_spans(monkeypatch)
+    path = tmp_path / "copy.parquet"
+    table = pa.table({"obs": [[float(i)] * 2 for i in range(200)], "action": list(range(200))})
+    pq.write_table(table, path, row_group_size=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lazy, close = parquet_format.open_lazy(path)
+    try:
+        pq.write_table(table, tmp_path / "other.parquet", row_group_size=5)
+        (tmp_path / "other.parquet").replace(path)
+        actions = lazy.tensors["actions"]
+        with pytest.raises(FormatError, match="replaced or changed while it was read"):
+            for row in range(0, len(actions), 5):
+                np.asarray(actions[row : row + 5])
+    finally:
+        close()
+
+
+def test_next_frames_taken_from_the_observations_are_stored_once_without_a_compare(
+    tmp_path: Path,
+) -> None:
+    """A table without next observations: each is the next row's, so ``kept_cells`` takes
+    the cells that may differ (episodes' ends, the last row) without reading the frames;
+    a superset of those that differ, and the npz written reads back every value."""
+    from expcli.conversion import convert
+    from expcli.formats import frames as frames_module
+
+    rng = np.random.default_rng(3)
+    steps = 30
+    pixels = rng.integers(0, 4, (steps, 8 * 8), dtype=np.uint8)
+    pixels[10] = pixels[9]  # a frame repeated across an episode's end
+    done = np.zeros(steps, bool)
+    done[[9, 20]] = True
+    table = pa.table(
+        {"observations": pixels.tolist(), "actions": list(range(steps)), "dones": done}
+    )
+    source = tmp_path / "frames.parquet"
+    pq.write_table(table, source, row_group_size=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lazy, close = parquet_format.open_lazy(source)
+    try:
+        following, observations = lazy.tensors["next_observations"], lazy.tensors["observations"]
+        known = frames_module.kept_cells(following, observations)
+        assert known is not None
+        assert known.tolist() == [9, 20, steps - 1]  # ends and the last row
+        compared = frames_module.kept_cells(np.asarray(following), np.asarray(observations))
+        assert compared is not None and set(compared.tolist()) <= set(known.tolist())
+        assert 9 not in compared.tolist()  # equal to the next row's: not read, still kept
+        expected = {name: np.asarray(t) for name, t in lazy.tensors.items()}
+    finally:
+        close()
+    target = tmp_path / "out.npz"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        convert(source, target)  # read lazily, as the command does
+    with np.load(target) as stored:
+        assert any(name.startswith(frames_module.PREFIX) for name in stored.files)
+    back = read_dataset(target)
+    for name, values in expected.items():
+        assert np.array_equal(back.tensors[name], values), name
