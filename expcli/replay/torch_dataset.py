@@ -363,12 +363,14 @@ def _rows(batch: Any, count: int) -> list[Any]:
             )
         return list(batch.unbind(0) if isinstance(batch, torch.Tensor) else batch)
     if isinstance(batch, Mapping):
-        columns = {key: _rows(value, count) for key, value in batch.items()}
-        return [{key: rows[i] for key, rows in columns.items()} for i in range(count)]
+        keys, columns = list(batch), [_rows(value, count) for value in batch.values()]
+        if not keys:
+            return [{} for _ in range(count)]
+        return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
     if isinstance(batch, tuple | list):
         parts = [_rows(value, count) for value in batch]
-        cut = list if isinstance(batch, list) else tuple
-        return [cut(rows[i] for rows in parts) for i in range(count)]
+        rows = zip(*parts, strict=True) if parts else [()] * count
+        return [list(row) for row in rows] if isinstance(batch, list) else list(rows)
     raise InvalidTypeError(
         f"a transform's result cannot be cut into transitions: {type(batch).__name__}; "
         "return tensors (in a mapping, tuple or list) whose first dimension is the batch's"
