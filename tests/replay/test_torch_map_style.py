@@ -6,6 +6,7 @@ is not full holds; an index past it is an ``IndexError`` that names the file, in
 
 from __future__ import annotations
 
+import pickle
 import sys
 from pathlib import Path
 
@@ -41,6 +42,13 @@ def stacked(folder: Path) -> ReplayDataset:
     return ReplayDataset(folder, stack_num=4)
 
 
+def indexes_of(batch: dict[str, torch.Tensor]) -> np.ndarray:
+    """The flat indexes of a batch's transitions, found from their clocks."""
+    clocks = REFERENCE.batch(np.arange(120))["clock"][:, 0].tolist()
+    where = {clock: flat for flat, clock in enumerate(clocks)}
+    return np.array([where[int(c)] for c in batch["clock"][:, 0]])
+
+
 def assert_batch_of(batch: dict[str, torch.Tensor], index: np.ndarray) -> None:
     """``batch`` is ``ReplayBuffer.batch(index)`` of the memory, name for name."""
     expected = REFERENCE.batch(index)
@@ -56,11 +64,9 @@ def test_shuffled_batches_of_two_workers_hold_every_transition_once_as_the_buffe
     data = ReplayDataset(folder, stack_num=4)
     assert len(data) == 120
     loader = DataLoader(data, batch_size=32, shuffle=True, num_workers=2)
-    clocks = REFERENCE.batch(np.arange(120))["clock"][:, 0].tolist()
-    where = {clock: flat for flat, clock in enumerate(clocks)}  # clock -> flat index
     drawn = []
     for batch in loader:
-        index = np.array([where[int(c)] for c in batch["clock"][:, 0]])
+        index = indexes_of(batch)
         assert batch["observations"].shape == (len(index), 4, 2)  # frame stacks
         assert_batch_of(batch, index)
         drawn.append(index)
@@ -167,3 +173,24 @@ def test_a_transform_cut_into_transitions(folder: Path) -> None:
     text = ReplayDataset(folder, transform=lambda b: "summary")
     with pytest.raises(InvalidTypeError, match="cannot be cut into transitions: str"):
         text[4]
+
+
+def test_workers_forked_with_the_file_open_here_open_their_own(tmp_path: Path) -> None:
+    """An HDF5 file read here first (its handle open as the workers fork), and a copy as a
+    spawned worker gets it (the path and options, pickled): the same transitions."""
+    path = save(MEMORY, tmp_path / "run.h5", compression="gzip")
+    data = ReplayDataset(path, stack_num=4)
+    assert_batch_of(default_collate([data[0]]), np.array([0]))
+    assert data._opened is not None
+    loader = DataLoader(data, batch_size=40, shuffle=True, num_workers=2)
+    drawn = []
+    for batch in loader:
+        index = indexes_of(batch)
+        assert_batch_of(batch, index)
+        drawn += index.tolist()
+    assert sorted(drawn) == list(range(120))
+    copy = pickle.loads(pickle.dumps(data))
+    assert copy._opened is None and len(copy) == 120 and repr(copy) == repr(data)
+    assert_batch_of(default_collate(copy.__getitems__([119, 3])), np.array([119, 3]))
+    copy.close()
+    data.close()
