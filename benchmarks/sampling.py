@@ -25,6 +25,9 @@ What it measures
       observations (other keys unstacked).
 
     The sum-tree's update of 256 priorities is also timed on its own (median microseconds).
+    ``ReplayDataset`` under torch's ``DataLoader`` is timed in its two forms, the batch
+    sampler's and the map-style ``shuffle=True`` one, with 0 and 2 workers, and their ratio
+    (``_sampling_loader.py``).
 
 How it times
     Each contender's batch count is calibrated to a time budget (at least 10 batches), and
@@ -36,6 +39,7 @@ Run it
     python benchmarks/sampling.py              # 1,000,000 transitions, about 2 minutes
     python benchmarks/sampling.py --quick      # 100,000 transitions, fast check
     python benchmarks/sampling.py --workloads prioritized   # one workload only
+    python benchmarks/sampling.py --quick --workloads loader  # the two DataLoader forms
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 NUM_ENVS = 16
 WORKLOADS = ("uniform", "slice", "prioritized")
-SECTIONS = ("frames", "prefetch", "compressed")  # _sampling_frames.py, _sampling_blocks.py
+SECTIONS = ("frames", "prefetch", "compressed", "loader")  # _sampling_frames.py, _blocks, _loader
 BATCH = {"uniform": 256, "slice": 512, "prioritized": 256}
 SLICE_LEN = 16
 ALPHA, BETA = 0.6, 0.4
@@ -526,6 +530,10 @@ def main(argv: list[str] | None = None) -> int:
                 pong_run(folder, args.pong)
             if "prefetch" in args.workloads:
                 extra += prefetch_table(folder)
+        if "loader" in args.workloads:
+            from _sampling_loader import loader_table
+
+            extra += loader_table(folder / "bench.npz", args.repeats, budget)
         if "compressed" in args.workloads:
             from _sampling_blocks import report as blocks_report
             from _sampling_blocks import write_sources

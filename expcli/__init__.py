@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # ``X as X``: an explicit re-export, as strict type checkers 
     from expcli.errors import EnvError as EnvError
     from expcli.errors import ExpcliError as ExpcliError
     from expcli.errors import FormatError as FormatError
+    from expcli.errors import IndexOutOfRangeError as IndexOutOfRangeError
     from expcli.errors import InvalidTypeError as InvalidTypeError
     from expcli.errors import InvalidValueError as InvalidValueError
     from expcli.errors import MissingDependencyError as MissingDependencyError
@@ -96,6 +97,7 @@ _EXPORTS: dict[str, str] = {
     "EnvError": "expcli.errors",
     "ConfigError": "expcli.errors",
     "InvalidValueError": "expcli.errors",
+    "IndexOutOfRangeError": "expcli.errors",
     "InvalidTypeError": "expcli.errors",
     "OrderError": "expcli.errors",
     "MissingDependencyError": "expcli.errors",

@@ -7,6 +7,7 @@
   + EnvError                        exit 1   an env or worker failed (index, remote traceback)
   + ConfigError                     exit 2   bad options or config file (also ValueError)
   + InvalidValueError               exit 1   a value the library API cannot take (also ValueError)
+  |  + IndexOutOfRangeError         exit 1   an index past what is held (also IndexError)
   + InvalidTypeError                exit 1   a type the library API cannot take (also TypeError)
   + MissingDependencyError          exit 1   an optional extra is not installed (also ImportError)
   + OutputError                     exit 1   the output cannot be written: no space, a read-only
@@ -32,6 +33,7 @@ __all__ = [
     "EnvError",
     "ExpcliError",
     "FormatError",
+    "IndexOutOfRangeError",
     "InvalidTypeError",
     "InvalidValueError",
     "MissingDependencyError",
@@ -154,6 +156,26 @@ class InvalidValueError(ExpcliError, ValueError):
 
     Also a ``ValueError``, which skrl's memory raises in the same places.
     """
+
+
+class IndexOutOfRangeError(InvalidValueError, IndexError):
+    """An index outside what a buffer or dataset holds (also an ``IndexError``).
+
+    An ``IndexError``, as ``torch.utils.data`` and Python's sequences expect of ``data[i]``;
+    still an ``InvalidValueError``, which out-of-range indexes were before. ``index`` is the
+    first index at fault, when known. The message alone rebuilds it (as ``DataLoader`` does
+    with a worker's error).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        index: int | None = None,
+    ) -> None:
+        self.index = index
+        super().__init__(message, path=path)
 
 
 class InvalidTypeError(ExpcliError, TypeError):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from expcli.errors import ConfigError, InvalidTypeError, InvalidValueError
+from expcli.errors import ConfigError, IndexOutOfRangeError, InvalidTypeError
 from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.memory.episodes import EpisodeBookkeeping
 from expcli.replay.batch_gather import cuda_available, is_observation, torch_device
@@ -247,7 +247,8 @@ class ReplayBuffer(EpisodeBookkeeping):
 
         Raises:
             InvalidTypeError: ``index`` does not hold integers.
-            InvalidValueError: An index outside ``0 .. len(buffer) - 1``.
+            IndexOutOfRangeError: An index outside ``0 .. len(buffer) - 1`` (an
+                ``InvalidValueError`` and an ``IndexError``).
             SchemaError: ``names`` lists an unknown tensor.
         """
         index = np.asarray(index)
@@ -255,7 +256,7 @@ class ReplayBuffer(EpisodeBookkeeping):
             raise InvalidTypeError(f"index must hold integers, got {index.dtype}")
         index = index.astype(np.int64, copy=False)
         if index.size and (index.min() < 0 or index.max() >= len(self)):
-            raise InvalidValueError(
+            raise IndexOutOfRangeError(
                 f"index out of range: the buffer holds transitions 0..{len(self) - 1}"
             )
         return self._batch(index, lengths)

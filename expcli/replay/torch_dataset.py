@@ -1,8 +1,18 @@
-"""A dataset file or folder as a ``torch.utils.data`` dataset of whole training batches.
+"""A dataset file or folder as a ``torch.utils.data`` dataset: of transitions, or of whole batches.
 
-``ReplayDataset`` gathers a batch from the flat indexes it is given (``ReplayBuffer.batch``:
-the same names, frame stacks and transform as ``sample``); its ``sampler``, a
-``ReplayBatchSampler``, hands out those indexes, a batch at a time::
+``ReplayDataset`` is a map-style dataset of its transitions, as PyTorch users write it::
+
+    data = ReplayDataset("runs/cartpole.h5")
+    loader = DataLoader(data, batch_size=32, shuffle=True, num_workers=2)
+
+``len(data)`` is the transitions held; ``data[i]`` is one transition, a dict of tensors,
+which the default collate stacks into a batch equal to ``ReplayBuffer.batch`` of the same
+indexes. ``__getitems__``, which torch's fetcher calls with a batch's indexes when a dataset
+has it, gathers them as one batch and hands its rows to the collate.
+
+The fast path gathers whole batches and leaves the collate out: ``data[indexes]`` is a batch
+(``ReplayBuffer.batch``: the same names, frame stacks and transform as ``sample``) and its
+``sampler``, a ``ReplayBatchSampler``, hands out those indexes, a batch at a time::
 
     data = ReplayDataset("runs/pong/", batch_size=256, stack_num=4, seed=0)
     loader = DataLoader(data, sampler=data.sampler, batch_size=None, num_workers=2,
@@ -29,14 +39,18 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from expcli.errors import ConfigError, InvalidValueError, SchemaError
+from expcli.errors import (
+    ConfigError,
+    IndexOutOfRangeError,
+    InvalidTypeError,
+    InvalidValueError,
+    SchemaError,
+)
 from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.replay.buffer import ReplayBuffer, Transform
 from expcli.replay.storages import DatasetStorage
 
 __all__ = ["ReplayBatchSampler", "ReplayDataset"]
-
-Item = tuple[Any, dict[str, torch.Tensor]]
 
 
 class ReplayBatchSampler(Sampler[np.ndarray]):
@@ -126,18 +140,28 @@ class ReplayBatchSampler(Sampler[np.ndarray]):
             yield order[start : start + self.batch_size]
 
 
-class ReplayDataset(Dataset[Item]):
-    """A dataset file or sharded folder whose items are whole batches, keyed by flat indexes.
+class ReplayDataset(Dataset[Any]):
+    """A dataset file or sharded folder as a map-style dataset of transitions and of batches.
 
-    ``data[index]`` is ``(batch, info)`` as ``ReplayBuffer.sample(return_info=True)`` gives
-    it, ``info["index"]`` the flat indexes as an int64 tensor. Pass ``sampler=data.sampler``
-    and ``batch_size=None`` to ``DataLoader``; call ``data.set_epoch(epoch)`` before each
-    epoch. With ``num_workers`` above 0 a ``transform`` runs in the workers; under the
-    ``spawn`` start method it must pickle (a function of a module, not a lambda).
+    ``len(data)`` is the transitions held; ``data[i]``, for an integer ``i`` in
+    ``0 .. len(data) - 1``, is one transition: ``{name: tensor}`` without a batch dimension,
+    row ``0`` of ``ReplayBuffer.batch([i])``. So ``DataLoader(data, batch_size=32,
+    shuffle=True, num_workers=2)`` works with the default collate, which stacks them into a
+    batch equal to ``ReplayBuffer.batch`` of the same indexes.
+
+    The fast path: ``data[indexes]``, for an array of them, is ``(batch, info)`` as
+    ``ReplayBuffer.sample(return_info=True)`` gives it, ``info["index"]`` the flat indexes
+    as an int64 tensor. Pass ``sampler=data.sampler`` and ``batch_size=None`` to
+    ``DataLoader``; call ``data.set_epoch(epoch)`` before each epoch. With ``num_workers``
+    above 0 a ``transform`` runs in the workers; under the ``spawn`` start method it must
+    pickle (a function of a module, not a lambda). A transition is a row of a batch made
+    with the ``transform``: its result must then be tensors (in mappings, tuples or lists)
+    whose first dimension is the batch's.
 
     Args:
         path: A dataset file of any format expcli reads, or a sharded folder.
-        batch_size: Transitions per batch.
+        batch_size: Transitions per batch of ``sampler``; None (the default) for a dataset
+            of transitions only, without ``sampler``.
         stack_num: Frames stacked in ``observations`` and ``next_observations``, as
             ``ReplayBuffer``'s.
         names: Tensors to put in batches; default all.
@@ -150,14 +174,15 @@ class ReplayDataset(Dataset[Item]):
         done_means: What a table's lone ``done`` stands for, as ``expcli.load`` takes it.
 
     Raises:
-        ConfigError: As ``ReplayBuffer`` and ``ReplayBatchSampler``.
+        ConfigError: As ``ReplayBuffer`` and ``ReplayBatchSampler``; a sampler's option
+            without ``batch_size``.
         FormatError, SchemaError: ``path`` cannot be read as a dataset, or holds none.
     """
 
     def __init__(
         self,
         path: str | os.PathLike[str],
-        batch_size: int,
+        batch_size: int | None = None,
         *,
         stack_num: int = 1,
         names: Sequence[str] | None = None,
@@ -169,6 +194,22 @@ class ReplayDataset(Dataset[Item]):
         columns: ColumnRoles | Mapping[str, str] | str | None = None,
         done_means: DoneMeans | str | None = None,
     ) -> None:
+        if batch_size is None:
+            given = [
+                label
+                for label, value in (
+                    ("replacement", replacement),
+                    ("num_batches", num_batches is not None),
+                    ("drop_last", drop_last),
+                    ("seed", seed is not None),
+                )
+                if value
+            ]
+            if given:
+                raise ConfigError(
+                    f"{', '.join(given)} set the batch sampler's draws; give batch_size too "
+                    "(a DataLoader's own sampler, as shuffle=True makes, takes none of them)"
+                )
         self.path = Path(path)
         self.mapping = column_roles(columns, done_means)
         self.stack_num = stack_num
@@ -179,23 +220,65 @@ class ReplayDataset(Dataset[Item]):
         # counted on a handle closed at once: no file is open here when workers fork
         buffer = self._open()
         try:
-            count = len(buffer)
+            self.count = len(buffer)
         finally:
             _close(buffer)
-        self.sampler = ReplayBatchSampler(
-            count,
-            batch_size,
-            replacement=replacement,
-            num_batches=num_batches,
-            drop_last=drop_last,
-            seed=seed,
-        )
+        self._sampler: ReplayBatchSampler | None = None
+        if batch_size is not None:
+            self._sampler = ReplayBatchSampler(
+                self.count,
+                batch_size,
+                replacement=replacement,
+                num_batches=num_batches,
+                drop_last=drop_last,
+                seed=seed,
+            )
 
-    def __getitem__(self, index: Any) -> Item:
-        """The batch at flat ``index`` and ``{"index": ...}``; see ``ReplayBuffer.batch``."""
+    @property
+    def sampler(self) -> ReplayBatchSampler:
+        """The batches' indexes, for ``DataLoader(data, sampler=data.sampler, batch_size=None)``.
+
+        Raises:
+            ConfigError: The dataset was made without ``batch_size``.
+        """
+        if self._sampler is None:
+            raise ConfigError(
+                "this ReplayDataset was made without batch_size, so it has no batch sampler; "
+                "give ReplayDataset a batch_size, or DataLoader one (batch_size=32, shuffle=True)",
+                path=self.path,
+            )
+        return self._sampler
+
+    def __len__(self) -> int:
+        """The transitions held (``0 .. len - 1`` are the indexes): what a ``DataLoader`` draws."""
+        return self.count
+
+    def __getitem__(self, index: Any) -> Any:
+        """The transition at integer ``index``, or the batch at an array of them and its info.
+
+        Raises:
+            IndexOutOfRangeError: An index outside ``0 .. len(data) - 1`` (an ``IndexError``).
+            InvalidTypeError: ``index`` does not hold integers.
+        """
         flat = np.asarray(index)
-        batch = self.buffer.batch(flat)
+        if flat.ndim == 0:
+            return self.__getitems__(flat.reshape(1))[0]
+        batch = self.buffer.batch(self._checked(flat))
         return batch, {"index": torch.from_numpy(flat.astype(np.int64))}
+
+    def __getitems__(self, indexes: Sequence[int] | np.ndarray) -> list[Any]:
+        """The transitions at ``indexes``, gathered as one batch and cut into its rows.
+
+        What torch's fetcher calls with each batch of a ``DataLoader``'s own sampler
+        (``batch_size=32, shuffle=True``) before its collate stacks the rows again.
+
+        Raises:
+            IndexOutOfRangeError: An index outside ``0 .. len(data) - 1`` (an ``IndexError``).
+            InvalidTypeError: ``indexes`` do not hold integers.
+            InvalidValueError: A result of ``transform`` that cannot be cut into rows.
+        """
+        flat = self._checked(np.asarray(indexes).reshape(-1))
+        return _rows(self.buffer.batch(flat), len(flat))
 
     @property
     def buffer(self) -> ReplayBuffer:
@@ -232,12 +315,31 @@ class ReplayDataset(Dataset[Item]):
         return {**self.__dict__, "_opened": None, "_inherited": []}
 
     def __repr__(self) -> str:
-        sampler = self.sampler
+        sampler = self._sampler
+        if sampler is None:
+            return f"ReplayDataset({str(self.path)!r}, {self.count} transitions)"
         mode = "with replacement" if sampler.replacement else "each once an epoch"
         return (
-            f"ReplayDataset({str(self.path)!r}, {sampler.count} transitions, "
+            f"ReplayDataset({str(self.path)!r}, {self.count} transitions, "
             f"batch_size={sampler.batch_size}, {mode})"
         )
+
+    def _checked(self, index: np.ndarray) -> np.ndarray:
+        """``index`` as int64, every one of them in ``0 .. len - 1``."""
+        if index.size and index.dtype.kind not in "iu":
+            raise InvalidTypeError(
+                f"transitions are indexed by integers, got {index.dtype}", path=self.path
+            )
+        index = index.astype(np.int64, copy=False)
+        outside = (index < 0) | (index >= self.count)
+        if outside.any():
+            bad = int(index[outside][0])
+            raise IndexOutOfRangeError(
+                f"index {bad} is out of range: the dataset holds transitions 0..{self.count - 1}",
+                path=self.path,
+                index=bad,
+            )
+        return index
 
     def _open(self) -> ReplayBuffer:
         storage = DatasetStorage.open(self.path, columns=self.mapping)
@@ -248,6 +350,31 @@ class ReplayDataset(Dataset[Item]):
         except BaseException:
             storage.close()
             raise
+
+
+def _rows(batch: Any, count: int) -> list[Any]:
+    """The ``count`` rows of ``batch`` (tensors in mappings, tuples, lists), as views."""
+    if isinstance(batch, torch.Tensor | np.ndarray):
+        if batch.ndim == 0 or batch.shape[0] != count:
+            raise InvalidValueError(
+                f"a transform's result for a batch of {count} has shape "
+                f"{tuple(batch.shape)}; items of one transition are rows of a batch, so the "
+                f"first dimension must be {count}"
+            )
+        return list(batch.unbind(0) if isinstance(batch, torch.Tensor) else batch)
+    if isinstance(batch, Mapping):
+        keys, columns = list(batch), [_rows(value, count) for value in batch.values()]
+        if not keys:
+            return [{} for _ in range(count)]
+        return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
+    if isinstance(batch, tuple | list):
+        parts = [_rows(value, count) for value in batch]
+        rows = zip(*parts, strict=True) if parts else [()] * count
+        return [list(row) for row in rows] if isinstance(batch, list) else list(rows)
+    raise InvalidTypeError(
+        f"a transform's result cannot be cut into transitions: {type(batch).__name__}; "
+        "return tensors (in a mapping, tuple or list) whose first dimension is the batch's"
+    )
 
 
 def _close(buffer: ReplayBuffer) -> None:
