@@ -12,6 +12,7 @@ from expcli import load
 from expcli.collect.layout_output import collect_in_layout, layout_run
 from expcli.collect.settings import CollectSettings
 from expcli.errors import ConfigError, FormatError, OutputExistsError
+from expcli.formats.authorship import Authorship
 from expcli.formats.rows import Layout
 from tests.collect.test_write_plan import collect
 
@@ -57,11 +58,13 @@ def test_a_failed_conversion_keeps_the_rows_and_says_how_to_finish(
     monkeypatch.setattr(expcli.conversion, "convert_planned", refuse)
     target = tmp_path / "cartpole-minari-v0"
     with pytest.raises(FormatError) as caught:
-        collect_in_layout(_settings(target), Layout.MINARI, to="arrow")
+        who = Authorship(("Ada L.",), algorithm_name="ppo")
+        collect_in_layout(_settings(target), Layout.MINARI, to="arrow", authorship=who)
     staging = tmp_path / "cartpole-minari-v0-collecting"
     [note] = caught.value.__notes__
     assert note.startswith(f"the rows collected are in {staging}: ")
-    assert f"expcli convert {staging} {target} --layout minari --to arrow" in note
+    finish = f"expcli convert {staging} {target} --layout minari --to arrow"
+    assert f"{finish} --author 'Ada L.' --algorithm-name ppo`" in note
     assert len(load(staging)) == 60 and not target.exists()  # a folder run, kept whole
 
 

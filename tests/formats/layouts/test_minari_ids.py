@@ -27,6 +27,7 @@ from expcli.formats.authorship import Authorship
 from expcli.formats.layouts import write_layout
 from expcli.formats.layouts.minari.layout import dataset_id
 from expcli.spec import CircularState
+from tests.format_catalogue import LAYOUT_FOLDERS
 
 minari = pytest.importorskip("minari")
 pytest.importorskip("pyarrow")
@@ -50,7 +51,10 @@ def chain() -> Dataset:
         "rewards": rng.normal(size=(7, 1, 1)).astype(np.float32),
         **flags,
     }
-    return Dataset(tensors, CircularState(0, 0, True), {"env_id": "CartPole-v1"})
+    collector = {"policy": {"kind": "callable", "spec": "my_pkg.agents:act"}}
+    return Dataset(
+        tensors, CircularState(0, 0, True), {"env_id": "CartPole-v1", "collector": collector}
+    )
 
 
 def cli(*args: str) -> object:
@@ -99,18 +103,22 @@ def test_plain_and_namespaced_targets_are_listed_and_load_with_expclis_values(
     assert metadata["author_email"] == {"ada@example.org"}
     assert metadata["algorithm_name"] == "ppo"
     assert metadata["code_permalink"] == "https://x.org/c"
-    assert "author" not in minari.load_dataset("cp-v0").storage.metadata
+    plain_metadata = minari.load_dataset("cp-v0").storage.metadata
+    assert "author" not in plain_metadata
+    assert plain_metadata["algorithm_name"] == "my_pkg.agents:act"  # the recorded policy's
 
 
 def test_the_python_api_takes_an_authorship_in_every_storage(datasets_path: Path) -> None:
     given = Authorship(("Ada",), ("a@b.c",), "sac", "https://x.org")
-    for number, storage in enumerate(("hdf5", "parquet", "arrow")):
+    storages = [storage for layout, storage in LAYOUT_FOLDERS if layout == "minari"]
+    for number, storage in enumerate(storages):
         target = datasets_path / "deep" / "ns" / f"cp-v{number}"
         target.parent.mkdir(parents=True, exist_ok=True)  # write_layout makes no folders
         write_layout(chain(), target, "minari", overwrite=False, format=storage, authorship=given)
         metadata = minari.load_dataset(f"deep/ns/cp-v{number}").storage.metadata
         assert metadata["author"] == {"Ada"} and metadata["algorithm_name"] == "sac", storage
-    assert sorted(minari.list_local_datasets()) == [f"deep/ns/cp-v{n}" for n in range(3)]
+    ids = [f"deep/ns/cp-v{number}" for number in range(len(storages))]
+    assert sorted(minari.list_local_datasets()) == ids
 
 
 def test_a_folder_named_without_a_version_is_refused_in_one_line(

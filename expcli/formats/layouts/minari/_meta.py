@@ -201,10 +201,13 @@ def _suggested(under: str) -> str:
 
 
 def _policy_spec(metadata: dict[str, Any]) -> str | None:
-    """The spec of the policy that collected the data (``collector.policy.spec``), if any."""
+    """The spec of the policy that collected the data (``collector.policy.spec``), if any.
+
+    Older files record the spec itself as ``collector.policy``.
+    """
     collector = metadata.get("collector")
     policy = collector.get("policy") if isinstance(collector, dict) else None
-    spec = policy.get("spec") if isinstance(policy, dict) else None
+    spec = policy.get("spec") if isinstance(policy, dict) else policy
     return spec if isinstance(spec, str) and spec else None
 
 
