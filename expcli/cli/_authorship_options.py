@@ -8,7 +8,7 @@ as the algorithm where ``--algorithm-name`` is not given.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,23 +23,23 @@ __all__ = [
     "authorship_of",
 ]
 
-AuthorOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--author",
-        metavar="NAME",
-        help="--layout minari: the dataset's author (Minari's author); repeat for several.",
+
+def _repeated(flag: str, metavar: str, help: str) -> Any:
+    """A ``--layout minari`` option that may be given several times (a Minari set)."""
+    return typer.Option(
+        flag,
+        metavar=metavar,
+        help=f"--layout minari: {help}; repeat for several.",
         show_default=False,
-    ),
+    )
+
+
+AuthorOption = Annotated[
+    list[str] | None, _repeated("--author", "NAME", "the dataset's author (Minari's author)")
 ]
 AuthorEmailOption = Annotated[
     list[str] | None,
-    typer.Option(
-        "--author-email",
-        metavar="EMAIL",
-        help="--layout minari: how to reach the author (author_email); repeat for several.",
-        show_default=False,
-    ),
+    _repeated("--author-email", "EMAIL", "how to reach the author (author_email)"),
 ]
 AlgorithmNameOption = Annotated[
     str | None,
