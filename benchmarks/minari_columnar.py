@@ -179,7 +179,7 @@ def main() -> None:
         folder_s = timed(partial(to_folder, source), args.repeats)
         print(f"{'storage':8} {'step':8} {'expcli s':>9} {'MB/s':>6} {'ref s':>7} ratio  reference")
         for storage in ("parquet", "arrow"):
-            target = folder / f"m-{storage}"
+            target = folder / f"m-{storage}-v0"  # a Minari folder is named as its id
 
             def to_minari(storage: str = storage, target: Path = target) -> None:
                 with warnings.catch_warnings():

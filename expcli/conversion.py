@@ -19,6 +19,7 @@ import numpy as np
 
 from expcli.errors import ConfigError
 from expcli.formats import open_lazy, read_dataset, source_format
+from expcli.formats.authorship import Authorship
 from expcli.formats.checked_write import check_target, checksums, write_checked
 from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.formats.dataset import Dataset
@@ -118,6 +119,7 @@ def save(
     layout: str | Layout = Layout.EXPCLI,
     verify: bool = False,
     frames: FramesForm | str = FramesForm.ONCE,
+    authorship: Authorship | None = None,
 ) -> Path:
     """Write a ``Dataset`` or a ``Memory`` (anything with ``to_dataset()``) atomically.
 
@@ -133,9 +135,12 @@ def save(
         frames: ``once`` stores each next observation equal to the next row's observation
             once (pt, npz, HDF5, Parquet and folders: ``formats.frames``); ``full`` stores
             every one.
+        authorship: Author, author email, algorithm name and code permalink, for a layout
+            that keeps them (``minari``).
 
     Raises:
-        ConfigError: An unknown layout or compression, or one the format cannot take.
+        ConfigError: An unknown layout or compression, or one the format cannot take; an
+            ``authorship`` the layout does not keep; a Minari folder not named as its id.
         OutputExistsError: The target exists and ``overwrite`` is false.
         FormatError, SchemaError: The data cannot be written in that format.
     """
@@ -146,7 +151,7 @@ def save(
     layout = _check_options(layout, compression)
     form = frames_form(frames)
     fmt = _target_format(target, format, layout)
-    plan = WritePlan(target, fmt, layout, compression, None, form, overwrite)
+    plan = WritePlan(target, fmt, layout, compression, None, form, overwrite, authorship)
     check_target(plan)
     write_checked(dataset, plan, checksums(dataset) if verify else None)
     return target
@@ -167,6 +172,7 @@ def convert(
     frames: FramesForm | str = FramesForm.ONCE,
     columns: ColumnRoles | Mapping[str, str] | str | None = None,
     done_means: DoneMeans | str | None = None,
+    authorship: Authorship | None = None,
 ) -> ConvertResult:
     """Convert a dataset file to another format or layout, losslessly.
 
@@ -174,6 +180,7 @@ def convert(
     sidecar, a D4RL file), as ``load`` takes it. ``shard_format``: a sharded folder
     target's shards (``npz``, the default, or ``parquet``). ``frames``: as ``save`` takes it.
     ``columns``, ``done_means``: how a table source is read, as ``load`` takes them.
+    ``authorship``: as ``save`` takes it (a Minari target's author, algorithm, ...).
 
     ``overwrite`` defaults to True, as for ``save`` (and ``np.save``, ``torch.save``): the
     Python API replaces an existing target, atomically, unless told ``overwrite=False``.
@@ -188,7 +195,7 @@ def convert(
     layout = _check_options(layout, compression)
     form = frames_form(frames)
     fmt = _target_format(target, to, layout)
-    plan = WritePlan(target, fmt, layout, compression, shard_format, form, overwrite)
+    plan = WritePlan(target, fmt, layout, compression, shard_format, form, overwrite, authorship)
     mapping = column_roles(columns, done_means)
     return convert_planned(
         src, plan, verify=verify, progress=progress, num_envs=num_envs, mapping=mapping

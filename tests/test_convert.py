@@ -216,7 +216,7 @@ def test_cli_writes_foreign_layouts_that_read_back(tmp_path: Path, layout: str) 
     dataset.tensors["rewards"] = np.ones((6, 2, 1), np.float32)
     save(dataset, tmp_path / "a.npz")
     target = (
-        tmp_path / {"d4rl": "b.hdf5", "tianshou": "b.h5", "minari": "b", "skrl": "b.pt"}[layout]
+        tmp_path / {"d4rl": "b.hdf5", "tianshou": "b.h5", "minari": "b-v0", "skrl": "b.pt"}[layout]
     )
     result = CliRunner().invoke(
         app, ["convert", str(tmp_path / "a.npz"), str(target), "--layout", layout]

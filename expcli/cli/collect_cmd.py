@@ -19,6 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from expcli.cli._authorship_options import (
+    AlgorithmNameOption,
+    AuthorEmailOption,
+    AuthorOption,
+    CodePermalinkOption,
+    authorship_of,
+)
 from expcli.cli._collect_options import (
     AsyncOption,
     ChunkStepsOption,
@@ -66,6 +73,7 @@ if TYPE_CHECKING:
     from expcli.collect.job import CollectJob, SavedFile
     from expcli.collect.layout_output import LayoutRun
     from expcli.collect.settings import CollectSettings
+    from expcli.formats.authorship import Authorship
 
 
 @reports_errors
@@ -104,6 +112,10 @@ def collect_cmd(
     resume: ResumeOption = None,
     frames: FramesOption = FramesForm.ONCE,
     trust_settings: TrustSettingsOption = False,
+    author: AuthorOption = None,
+    author_email: AuthorEmailOption = None,
+    algorithm_name: AlgorithmNameOption = None,
+    code_permalink: CodePermalinkOption = None,
 ) -> None:
     """Collect experience from a Gymnasium env (or EnvPool's) into a dataset file."""
     from expcli.collect.settings import CollectSettings
@@ -138,7 +150,17 @@ def collect_cmd(
         spool=spool,
         frames=frames,
     )
-    _collect(ctx, settings, layout, to, config=config, resume=resume, trust=trust_settings)
+    authorship = authorship_of(author, author_email, algorithm_name, code_permalink)
+    _collect(
+        ctx,
+        settings,
+        layout,
+        to,
+        config=config,
+        resume=resume,
+        trust=trust_settings,
+        authorship=authorship,
+    )
 
 
 def _collect(
@@ -150,6 +172,7 @@ def _collect(
     config: Path | None,
     resume: Path | None,
     trust: bool,
+    authorship: Authorship | None = None,
 ) -> None:
     """Run the settings the command line gave: resumed, with a config file, or in a layout."""
     from expcli.collect.job import CollectJob
@@ -157,6 +180,11 @@ def _collect(
     given = dict(_given_on_command_line(ctx, settings))
     if to is not None and layout is Layout.EXPCLI:
         raise ConfigError("--to picks a layout's storage: give it with --layout")
+    if authorship is not None and layout is Layout.EXPCLI:
+        raise ConfigError(
+            "--author, --author-email, --algorithm-name and --code-permalink are Minari's "
+            "metadata: give them with --layout minari"
+        )
     if resume is not None:
         if layout is not Layout.EXPCLI:
             raise ConfigError(
@@ -177,7 +205,7 @@ def _collect(
     else:
         from expcli.collect.layout_output import layout_run
 
-        _run_in_layout(layout_run(settings, layout, to))
+        _run_in_layout(layout_run(settings, layout, to, authorship))
 
 
 def _resume(folder: Path, given: Mapping[str, Any], *, trust: bool, quiet: bool) -> None:

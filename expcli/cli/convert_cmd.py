@@ -10,6 +10,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from expcli.cli._authorship_options import (
+    AlgorithmNameOption,
+    AuthorEmailOption,
+    AuthorOption,
+    CodePermalinkOption,
+    authorship_of,
+)
 from expcli.cli._console import err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
 from expcli.cli._help import convert_targets, shard_choices
@@ -86,15 +93,22 @@ def convert_cmd(
     frames: FramesOption = FramesForm.ONCE,
     columns: ColumnsOption = None,
     done_means: DoneMeansOption = None,
+    author: AuthorOption = None,
+    author_email: AuthorEmailOption = None,
+    algorithm_name: AlgorithmNameOption = None,
+    code_permalink: CodePermalinkOption = None,
 ) -> None:
     """Convert a dataset between {titles} (and foreign layouts), losslessly."""
     from expcli.formats.column_roles import column_roles
 
     warn_unrecorded_envs(src, num_envs)
     mapping = column_roles(columns, done_means)
+    authorship = authorship_of(author, author_email, algorithm_name, code_permalink)
     if str(dst) == "-":
         if shard_format is not None:
             raise ConfigError("writing to stdout (-): --shard-format is for a folder DST")
+        if authorship is not None:
+            raise ConfigError("writing to stdout (-): --author and its kin are for --layout minari")
         _to_stdout(src, to, compression, layout, verify, num_envs, mapping)
         return
     convert_and_report(
@@ -109,6 +123,7 @@ def convert_cmd(
         shard_format=shard_format,
         frames=frames,
         columns=mapping,
+        authorship=authorship,
     )
 
 

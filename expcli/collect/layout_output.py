@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from expcli.collect.settings import CollectSettings
 from expcli.errors import ConfigError, ExpcliError
+from expcli.formats.authorship import Authorship
 from expcli.formats.rows import Layout, WritePlan
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class LayoutRun:
     def finish(self) -> str:
         """The commands that finish a run whose rows stay in the staging folder."""
         to = "" if self.to is None else f" --to {self.to}"
+        to += _authorship_options(self.plan.authorship)
         return (
             f"`expcli collect --resume {self.staging}` finishes the run; "
             f"`expcli convert {self.staging} {self.plan.target} --layout {self.plan.layout}{to}` "
@@ -83,6 +85,25 @@ class LayoutRun:
         return result
 
 
+def _authorship_options(authorship: Authorship | None) -> str:
+    """The options of ``convert`` that give ``authorship`` again (`` --author 'A B'``...)."""
+    import shlex
+
+    if authorship is None:
+        return ""
+    given = [("--author", name) for name in authorship.authors]
+    given += [("--author-email", email) for email in authorship.author_emails]
+    given += [
+        (option, value)
+        for option, value in (
+            ("--algorithm-name", authorship.algorithm_name),
+            ("--code-permalink", authorship.code_permalink),
+        )
+        if value is not None
+    ]
+    return "".join(f" {option} {shlex.quote(value)}" for option, value in given)
+
+
 def _holds_no_rows(folder: Path) -> bool:
     """Whether a staging folder holds its manifest (and card) and no shard: nothing to keep."""
     from expcli.formats.sharded import CARD, MANIFEST, Manifest
@@ -95,12 +116,22 @@ def _holds_no_rows(folder: Path) -> bool:
     return all(path.name in (MANIFEST, CARD) for path in folder.iterdir())
 
 
-def layout_run(settings: CollectSettings, layout: Layout, to: str | None = None) -> LayoutRun:
+def layout_run(
+    settings: CollectSettings,
+    layout: Layout,
+    to: str | None = None,
+    authorship: Authorship | None = None,
+) -> LayoutRun:
     """The run of ``settings`` into ``layout`` (``to``: its storage), checked before any env.
 
+    ``authorship``: who made the data and with what, for a layout that keeps it (Minari;
+    its algorithm defaults to the policy's spec, which the run's metadata records).
+
     Raises:
-        ConfigError: No output, a format or storage the layout does not write, or a staging
-            folder left by an earlier run (the message says how to finish that one).
+        ConfigError: No output, a format or storage the layout does not write, a target
+            the layout refuses (a Minari folder not named as its id), an ``authorship`` it
+            does not keep, or a staging folder left by an earlier run (the message says how
+            to finish that one).
         OutputExistsError: The target exists and ``settings.overwrite`` is false.
     """
     from expcli.formats.checked_write import check_target
@@ -111,7 +142,9 @@ def layout_run(settings: CollectSettings, layout: Layout, to: str | None = None)
     target = Path(settings.output)
     fmt = layout_format(layout, target, to)
     compression = None if settings.compression is None else str(settings.compression)
-    plan = WritePlan(target, fmt, layout, compression, None, settings.frames, settings.overwrite)
+    plan = WritePlan(
+        target, fmt, layout, compression, None, settings.frames, settings.overwrite, authorship
+    )
     check_target(plan)
     staging = target.with_name(target.name.replace(".", "-") + "-collecting")  # no suffix
     staged = dataclasses.replace(settings, output=staging, spool=None, compression=None)
@@ -122,9 +155,14 @@ def layout_run(settings: CollectSettings, layout: Layout, to: str | None = None)
 
 
 def collect_in_layout(
-    settings: CollectSettings, layout: Layout, to: str | None = None
+    settings: CollectSettings,
+    layout: Layout,
+    to: str | None = None,
+    authorship: Authorship | None = None,
 ) -> ConvertResult | None:
     """Collect as ``settings`` say into ``layout`` (``to``: its storage): staged, then converted.
+
+    ``authorship``: as ``layout_run`` takes it.
 
     Returns:
         What the conversion did; None when nothing was collected (the run was stopped
@@ -137,7 +175,7 @@ def collect_in_layout(
     """
     from expcli.collect.job import CollectJob
 
-    run = layout_run(settings, layout, to)
+    run = layout_run(settings, layout, to, authorship)
     job = CollectJob(run.settings)
     try:
         job.start()

@@ -59,6 +59,7 @@ def check_target(plan: WritePlan) -> None:
     outputs is written.
     """
     target, fmt, layout = plan.target, plan.format, plan.layout
+    layout_named(layout).refuse_target(plan)  # Minari: a folder named as its id
     row = format_named(fmt)
     if row is not None and layout is Layout.EXPCLI:
         row.refuse_write(target)

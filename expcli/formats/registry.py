@@ -19,12 +19,13 @@ from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundE
 from expcli.formats._guards import check_source
 from expcli.formats._manifest import has_manifest, is_folder_target
 from expcli.formats._sniffing import SNIFF_BYTES, looks_like_text
+from expcli.formats.authorship import Authorship
 from expcli.formats.builtin.parquet_file import PARQUET_FILE
 from expcli.formats.builtin.sharded_folder import ShardedFolder
 from expcli.formats.dataset import Dataset, read_whole
 from expcli.formats.layout_keys import LOSSES_KEY, warn_losses
 from expcli.formats.parquet_sources import holds_parquet, is_pattern, table_files
-from expcli.formats.rows import FileLayout, Format, Layout, WritePlan
+from expcli.formats.rows import EXPCLI_LAYOUT, FileLayout, Format, Layout, WritePlan
 from expcli.formats.table import (
     MINARI_FOLDER,
     OWN_FILE_FORMATS,
@@ -268,9 +269,8 @@ def write_planned(dataset: Dataset, plan: WritePlan) -> Path:
         FormatError, SchemaError, OutputExistsError, OSError: As ``write_dataset``.
     """
     if plan.layout is not Layout.EXPCLI:
-        return write_layout(
-            dataset, plan.target, plan.layout, overwrite=plan.overwrite, format=plan.format
-        )
+        return _write_in_layout(dataset, plan)
+    EXPCLI_LAYOUT.refuse_target(plan)  # an authorship: kept by no expcli format
     row, plan = _checked(plan)
     dataset.validate(plan.target)
     if METADATA_KEY in dataset.tensors:
@@ -527,6 +527,7 @@ def write_layout(
     *,
     overwrite: bool,
     format: str | None = None,
+    authorship: Authorship | None = None,
 ) -> Path:
     """Write a dataset in a layout of ``LAYOUTS``, atomically.
 
@@ -540,14 +541,17 @@ def write_layout(
     folder layout's storage (``minari``: ``hdf5``, the default, ``parquet`` or ``arrow``;
     see ``minari.arrow``) or a file layout's format. Layouts with one
     row per transition (d4rl, tianshou with several env columns) lay the valid rows out env
-    column by env column, oldest first.
+    column by env column, oldest first. ``authorship``: who made the data and with what,
+    for a layout that keeps it (``minari``).
 
     Returns:
         The path written.
 
     Raises:
         ConfigError: Unknown layout, a suffix the layout cannot write (see
-            ``layout_format``), or a ``minari`` target that is a file or another folder.
+            ``layout_format``), a ``minari`` target that is a file or another folder or
+            whose name is no dataset id (``NAME-vN``), or an ``authorship`` the layout
+            does not keep.
         SchemaError: The dataset is inconsistent or lacks a tensor the layout needs.
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
     """
@@ -555,12 +559,21 @@ def write_layout(
     name = Layout.parse(layout, any_case=True)
     row = layout_named(name)
     if not row.writes:  # expcli's own: the format's writer
+        row.refuse_target(WritePlan(target, "", authorship=authorship))
         return write_dataset(dataset, target, overwrite=overwrite)
     chosen = layout_format(name, target, format)
+    plan = WritePlan(target, chosen, name, overwrite=overwrite, authorship=authorship)
+    return _write_in_layout(dataset, plan)
+
+
+def _write_in_layout(dataset: Dataset, plan: WritePlan) -> Path:
+    """Write a dataset in the foreign layout ``plan`` names, its storage ``plan.format``."""
+    target, row = plan.target, layout_named(plan.layout)
+    row.refuse_target(plan)
     dataset.validate(target)
-    losses = row.losses(dataset, chosen)
+    losses = row.losses(dataset, plan.format)
     if losses and row.keeps_metadata:
         dataset = dataclasses.replace(dataset, metadata={**dataset.metadata, LOSSES_KEY: losses})
-    row.write(dataset, target, overwrite, chosen)
-    warn_losses(target, name, losses, recorded=row.keeps_metadata)
+    row.write(dataset, plan)
+    warn_losses(target, plan.layout, losses, recorded=row.keeps_metadata)
     return target

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from expcli.errors import ConfigError
+from expcli.formats.authorship import Authorship
 from expcli.spec import FramesForm
 
 if TYPE_CHECKING:
@@ -380,6 +381,8 @@ class WritePlan:
         shard_format: A sharded folder's shards' format; None: npz.
         frames: How next observations are stored (``formats.frames``).
         overwrite: Whether an existing target may be replaced.
+        authorship: Who made the data and with what, for a layout that keeps it
+            (``FileLayout.keeps_authorship``: Minari); None: nothing given.
     """
 
     target: Path
@@ -389,6 +392,7 @@ class WritePlan:
     shard_format: str | None = None
     frames: FramesForm = FramesForm.ONCE
     overwrite: bool = True
+    authorship: Authorship | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +431,7 @@ class FileLayout(ABC):
             (``--to`` picks one; Minari: hdf5, parquet, arrow).
         keeps_metadata: Whether the layout's files carry expcli's metadata (skrl's and
             tianshou's do not).
+        keeps_authorship: Whether its files keep a plan's ``authorship`` (Minari's do).
         work: The module that reads and writes it (``module``).
     """
 
@@ -436,6 +441,7 @@ class FileLayout(ABC):
     storage: ClassVar[str | None] = None
     storages: ClassVar[tuple[str, ...]] = ()
     keeps_metadata: ClassVar[bool] = True
+    keeps_authorship: ClassVar[bool] = False
     work: ClassVar[str] = ""
 
     @property
@@ -443,13 +449,33 @@ class FileLayout(ABC):
         """The module that does the layout's work (``work``), imported on first use."""
         return importlib.import_module(self.work)
 
-    def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
-        """Write the layout atomically, in ``storage`` (one of ``formats`` or ``storages``).
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
+        """Write the layout atomically to ``plan.target``, as the registry checked ``plan``.
+
+        ``plan.format``: its storage (one of ``formats`` or ``storages``); ``plan.overwrite``:
+        whether an existing target is replaced.
 
         Raises:
             NotImplementedError: expcli's own layout: the format's writer writes it (the base).
         """
         raise NotImplementedError(f"the {self.name} layout is written by its format")
+
+    def refuse_target(self, plan: WritePlan) -> None:
+        """Refuse, in one line, a plan the layout cannot write, before anything is read.
+
+        The base refuses an ``authorship`` where the layout does not keep it
+        (``keeps_authorship``); a layout refuses what else its target must be (Minari: a
+        folder named as its dataset id).
+
+        Raises:
+            ConfigError: The plan cannot be written in the layout.
+        """
+        if plan.authorship and not self.keeps_authorship:
+            raise ConfigError(
+                f"{plan.target}: the {self.name} layout keeps no author, author email, "
+                "algorithm name or code permalink (Minari's metadata); write them with "
+                "--layout minari"
+            )
 
     def read_hdf5(self, h5: Any, path: Path, num_envs: int | None, lazy: bool) -> Dataset | None:
         """Read an open HDF5 file of the layout, or None: the file is not of it (the base)."""

@@ -43,15 +43,15 @@ def test_the_target_is_checked_before_the_envs_start(tmp_path: Path) -> None:
 
 
 def test_an_earlier_run_left_collecting_is_named_with_how_to_finish_it(tmp_path: Path) -> None:
-    (tmp_path / "run-collecting").mkdir()
-    done = collect("--steps", "5", "--layout", "minari", "-o", str(tmp_path / "run"))
+    (tmp_path / "run-v0-collecting").mkdir()
+    done = collect("--steps", "5", "--layout", "minari", "-o", str(tmp_path / "run-v0"))
     assert done.exit_code == 2
     assert "holds an earlier run" in done.stderr and "--resume" in done.stderr
     assert "expcli convert" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
 def test_to_picks_the_layouts_storage_and_quiet_prints_the_target_only(tmp_path: Path) -> None:
-    target = tmp_path / "cartpole-minari"
+    target = tmp_path / "cartpole-minari-v0"
     done = collect("--envs", "2", "--steps", "30", "--layout", "minari", "--to", "arrow",
                    "-o", str(target), "-q")  # fmt: skip
     assert done.exit_code == 0, done.stderr + done.stdout

@@ -12,6 +12,7 @@ from expcli import load
 from expcli.collect.layout_output import collect_in_layout, layout_run
 from expcli.collect.settings import CollectSettings
 from expcli.errors import ConfigError, FormatError, OutputExistsError
+from expcli.formats.authorship import Authorship
 from expcli.formats.rows import Layout
 from tests.collect.test_write_plan import collect
 
@@ -43,9 +44,9 @@ def test_the_target_and_an_earlier_staging_folder_are_refused_before_any_env(
     (tmp_path / "taken.h5").write_bytes(b"")
     with pytest.raises(OutputExistsError):
         layout_run(_settings(tmp_path / "taken.h5"), Layout.D4RL)
-    (tmp_path / "run-collecting").mkdir()
+    (tmp_path / "run-v0-collecting").mkdir()
     with pytest.raises(ConfigError, match=r"holds an earlier run: `expcli collect --resume"):
-        layout_run(_settings(tmp_path / "run"), Layout.MINARI)
+        layout_run(_settings(tmp_path / "run-v0"), Layout.MINARI)
 
 
 def test_a_failed_conversion_keeps_the_rows_and_says_how_to_finish(
@@ -55,13 +56,15 @@ def test_a_failed_conversion_keeps_the_rows_and_says_how_to_finish(
         raise FormatError("the disk said no")
 
     monkeypatch.setattr(expcli.conversion, "convert_planned", refuse)
-    target = tmp_path / "cartpole-minari"
+    target = tmp_path / "cartpole-minari-v0"
     with pytest.raises(FormatError) as caught:
-        collect_in_layout(_settings(target), Layout.MINARI, to="arrow")
-    staging = tmp_path / "cartpole-minari-collecting"
+        who = Authorship(("Ada L.",), algorithm_name="ppo")
+        collect_in_layout(_settings(target), Layout.MINARI, to="arrow", authorship=who)
+    staging = tmp_path / "cartpole-minari-v0-collecting"
     [note] = caught.value.__notes__
     assert note.startswith(f"the rows collected are in {staging}: ")
-    assert f"expcli convert {staging} {target} --layout minari --to arrow" in note
+    finish = f"expcli convert {staging} {target} --layout minari --to arrow"
+    assert f"{finish} --author 'Ada L.' --algorithm-name ppo`" in note
     assert len(load(staging)) == 60 and not target.exists()  # a folder run, kept whole
 
 
@@ -74,7 +77,7 @@ def test_a_run_stopped_before_its_first_row_leaves_no_staging_folder(
     def stopped(self: CollectJob) -> None:
         raise KeyboardInterrupt
 
-    target = tmp_path / "run"
+    target = tmp_path / "run-v0"
     with monkeypatch.context() as patch:
         patch.setattr(CollectJob, "run", stopped)
         with pytest.raises(KeyboardInterrupt) as caught:

@@ -37,7 +37,7 @@ def minari_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         },
         CircularState(0, 0, True),
     )
-    return save(dataset, tmp_path_factory.mktemp("minari") / "run", layout="minari")
+    return save(dataset, tmp_path_factory.mktemp("minari") / "run-v0", layout="minari")
 
 
 def _same_tensors(a: Dataset, b: Dataset) -> None:

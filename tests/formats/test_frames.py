@@ -366,7 +366,7 @@ def test_episode_layouts_round_trip_from_either_form(tmp_path: Path, layout: str
     dataset.tensors["rewards"] = np.ones((12, 2, 1), np.float32)
     outputs = []
     for frames in ("once", "full"):
-        target = tmp_path / f"{layout}-{frames}"
+        target = tmp_path / f"{layout}-{frames}-v0"  # a Minari folder is named as its id
         convert(written(dataset, tmp_path, ".npz", frames), target, layout=layout, to=to)
         outputs.append(load(target))
     once, full = outputs

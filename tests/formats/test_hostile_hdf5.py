@@ -124,7 +124,7 @@ def test_a_huge_type_tag_is_cut_short_in_the_message(tmp_path: Path) -> None:
 
 
 def test_a_minari_episode_declaring_rows_it_never_stored_is_refused(tmp_path: Path) -> None:
-    folder = tmp_path / "minari"
+    folder = tmp_path / "minari-v0"
     write_layout(dataset(), folder, "minari", overwrite=False)
     with h5py.File(folder / "data" / "main_data.hdf5", "r+") as h5:
         del h5["episode_0/actions"]
@@ -135,7 +135,7 @@ def test_a_minari_episode_declaring_rows_it_never_stored_is_refused(tmp_path: Pa
 
 
 def test_a_minari_episode_that_is_not_a_group_is_one_line(tmp_path: Path) -> None:
-    folder = tmp_path / "minari"
+    folder = tmp_path / "minari-v0"
     write_layout(dataset(), folder, "minari", overwrite=False)
     with h5py.File(folder / "data" / "main_data.hdf5", "r+") as h5:
         del h5["episode_0"]
@@ -146,7 +146,7 @@ def test_a_minari_episode_that_is_not_a_group_is_one_line(tmp_path: Path) -> Non
 
 
 def test_a_name_that_is_not_utf8_is_an_error_not_a_traceback(tmp_path: Path) -> None:
-    folder = tmp_path / "minari"
+    folder = tmp_path / "minari-v0"
     write_layout(dataset(), folder, "minari", overwrite=False)
     with h5py.File(folder / "data" / "main_data.hdf5", "r+") as h5:
         h5.create_dataset(b"\xff\xfe", data=np.arange(3))

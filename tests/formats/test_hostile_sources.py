@@ -62,7 +62,7 @@ def test_deep_metadata_is_one_line_from_inspect_json(tmp_path: Path) -> None:
 
 
 def test_minari_metadata_nested_100000_deep_is_refused(tmp_path: Path) -> None:
-    folder = tmp_path / "minari"
+    folder = tmp_path / "minari-v0"
     write_layout(dataset(), folder, "minari", overwrite=False)
     (folder / "data" / "metadata.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(FormatError, match="nested too deep"):
@@ -92,7 +92,7 @@ def test_a_named_pipe_is_refused_at_once(tmp_path: Path, command: str) -> None:
 
 
 def test_a_named_pipe_inside_a_minari_folder_is_not_opened(tmp_path: Path) -> None:
-    folder = tmp_path / "minari"
+    folder = tmp_path / "minari-v0"
     write_layout(dataset(), folder, "minari", overwrite=False)
     (folder / "data" / "metadata.json").unlink()
     os.mkfifo(folder / "data" / "metadata.json")

@@ -211,7 +211,7 @@ def test_the_folders_of_expcli_lerobot_and_minari_stay_theirs(tmp_path: Path) ->
     shards = write_dataset(dataset, tmp_path / "shards", shard_format="parquet")
     assert source_format(shards) == SHARDED_FOLDER
     assert source_format(save(dataset, tmp_path / "lerobot", layout="lerobot")) == "lerobot"
-    minari = save(dataset, tmp_path / "minari", "parquet", layout="minari")
+    minari = save(dataset, tmp_path / "minari-v0", "parquet", layout="minari")
     assert source_format(minari) == "minari"
     for folder in (shards, minari):
         assert any(folder.rglob("*.parquet"))

@@ -69,7 +69,7 @@ _TARGETS = (  # convert's output, by mutant number: every format, then every lay
     ("out-skrl.pt", ["--layout", "skrl"]),
     ("out-tianshou.h5", ["--layout", "tianshou"]),
     ("out-d4rl.h5", ["--layout", "d4rl"]),
-    ("out-minari", ["--layout", "minari"]),
+    ("out-minari-v0", ["--layout", "minari"]),
     ("out-lerobot", ["--layout", "lerobot"]),
 )
 _BAD = ("escape", "messy", "hang", "blowup", "crash")

@@ -310,7 +310,9 @@ def build(folder: Path) -> list[Path]:
     for layout, fmt in LAYOUT_FILES:
         write_layout(cartpole, folder / f"{layout}{suffix_of(fmt)}", layout, overwrite=True)
     write_layout(pixels, folder / "d4rl-pixels.h5", "d4rl", overwrite=True)
-    write_layout(cartpole, folder / "minari", "minari", overwrite=True)
+    # the corpus keeps its folder names: a Minari folder is written under a dataset id
+    write_layout(cartpole, folder / "minari-v0", "minari", overwrite=True)
+    (folder / "minari-v0").rename(folder / "minari")
     write_layout(pixels, folder / "lerobot", "lerobot", overwrite=True)
     made = Path(__file__).parents[1] / "data" / "lerobot_made"  # written by LeRobot itself
     shutil.copytree(made, folder / "lerobot-made")
@@ -318,9 +320,9 @@ def build(folder: Path) -> list[Path]:
     for storage in layout_named(Layout.MINARI).storages[1:]:  # the loss warning is expected
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            write_layout(
-                cartpole, folder / f"minari-{storage}", "minari", overwrite=True, format=storage
-            )
+            written = folder / f"minari-{storage}-v0"
+            write_layout(cartpole, written, "minari", overwrite=True, format=storage)
+            written.rename(folder / f"minari-{storage}")
     _skrl_partial(folder)
     _tianshou_vector(folder)
     _d4rl_plain(folder)

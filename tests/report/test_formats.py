@@ -68,7 +68,7 @@ OWN: dict[str, Writer] = {
 WRITERS: dict[str, Writer] = {
     **OWN,
     **{lay: _layout(lay, f"{lay}{suffix_of(fmt)}") for lay, fmt in LAYOUT_DEFAULT_FILES},
-    **{f"{lay}-{to}": _layout(lay, lay, to) for lay, to in LAYOUT_FOLDERS},
+    **{f"{lay}-{to}": _layout(lay, f"{lay}-v0", to) for lay, to in LAYOUT_FOLDERS},  # Minari: an id
     "lerobot-made": _given("lerobot_made"),  # written by LeRobot itself
 }
 """Every file format and shard format; each file layout in its default format (the others

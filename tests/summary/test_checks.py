@@ -236,7 +236,7 @@ def test_d4rl_without_terminals_or_timeouts(tmp_path: Path) -> None:
 
 
 def test_minari_episode_with_as_many_observations_as_actions(tmp_path: Path) -> None:
-    folder = write_layout(cartpole(steps=60, envs=2), tmp_path / "ds", "minari", overwrite=False)
+    folder = write_layout(cartpole(steps=60, envs=2), tmp_path / "ds-v0", "minari", overwrite=False)
     main = folder / "data" / "main_data.hdf5"
     with h5py.File(main, "a") as f:
         observations = f["episode_2/observations"][:-1]

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*layout does not keep:UserWarni
 TARGETS = {
     "d4rl": "d.hdf5",
     "tianshou": "t.h5",
-    "minari": "minari_folder",
+    "minari": "minari_folder-v0",
     "skrl": "s.pt",
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from expcli.formats.rows import FileLayout, Layout
+from expcli.formats.rows import FileLayout, Layout, WritePlan
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
@@ -21,9 +21,9 @@ class D4rlFile(FileLayout):
     formats = ("hdf5",)
     title = "D4RL"
 
-    def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
         """Write the file atomically, env column by env column."""
-        self.module.write(dataset, path, overwrite=overwrite)
+        self.module.write(dataset, plan.target, overwrite=plan.overwrite)
 
     def read_hdf5(self, h5: Any, path: Path, num_envs: int | None, lazy: bool) -> Dataset | None:
         """A file of D4RL's datasets at the root; ``num_envs`` splits its rows."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from expcli.formats.rows import Closer, FileLayout, Layout
+from expcli.formats.rows import Closer, FileLayout, Layout, WritePlan
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
@@ -22,12 +22,12 @@ class LerobotDataset(FileLayout):
     storage = "parquet"
     storages = ("parquet", "video")  # video: uint8 (H, W, 3) tensors as lossy MP4
 
-    def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
-        """Write the dataset folder atomically, in ``storage``."""
-        if storage in self.storages:
-            self.module.write(dataset, path, overwrite=overwrite, storage=storage)
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
+        """Write the dataset folder atomically, in ``plan.format`` (its storage)."""
+        if plan.format in self.storages:
+            self.module.write(dataset, plan.target, overwrite=plan.overwrite, storage=plan.format)
         else:
-            self.module.write(dataset, path, overwrite=overwrite)
+            self.module.write(dataset, plan.target, overwrite=plan.overwrite)
 
     def read_folder(self, path: Path) -> Dataset:
         """Read the folder whole."""

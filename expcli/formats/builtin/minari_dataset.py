@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from expcli.formats.rows import Closer, FileLayout, Layout
+from expcli.formats.rows import Closer, FileLayout, Layout, WritePlan
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
@@ -25,15 +25,24 @@ class MinariDataset(FileLayout):
     storage = "hdf5"
     work = "expcli.formats.layouts.minari.layout"
     storages = ("hdf5", "parquet", "arrow")
+    keeps_authorship = True
 
-    def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
-        """Write the dataset folder atomically, in ``storage``."""
-        if storage == "hdf5" or storage not in self.storages:
-            self.module.write(dataset, path, overwrite=overwrite)
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
+        """Write the dataset folder atomically, in ``plan.format`` (its storage)."""
+        target, overwrite, authorship = plan.target, plan.overwrite, plan.authorship
+        if plan.format == "hdf5" or plan.format not in self.storages:
+            self.module.write(dataset, target, overwrite=overwrite, authorship=authorship)
         else:
             from expcli.formats.layouts.minari import arrow
 
-            arrow.write(dataset, path, overwrite=overwrite, storage=storage)
+            arrow.write(
+                dataset, target, overwrite=overwrite, storage=plan.format, authorship=authorship
+            )
+
+    def refuse_target(self, plan: WritePlan) -> None:
+        """A folder not named as a Minari dataset id (``NAME-vN``: ``minari.layout.dataset_id``)."""
+        super().refuse_target(plan)
+        self.module.dataset_id(plan.target)
 
     def read_hdf5(self, h5: Any, path: Path, num_envs: int | None, lazy: bool) -> Dataset | None:
         """A file of ``episode_<id>`` groups only."""

@@ -5,10 +5,9 @@ Read by the pt, npz and csv readers (a file without expcli's metadata is one).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from expcli.formats.rows import FileLayout, Layout
+from expcli.formats.rows import FileLayout, Layout, WritePlan
 
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
@@ -24,9 +23,9 @@ class SkrlExport(FileLayout):
     formats = ("pt", "npz", "csv")
     keeps_metadata = False
 
-    def write(self, dataset: Dataset, path: Path, overwrite: bool, storage: str) -> None:
+    def write(self, dataset: Dataset, plan: WritePlan) -> None:
         """Write the export atomically, in the format its suffix names."""
-        self.module.write(dataset, path, overwrite=overwrite)
+        self.module.write(dataset, plan.target, overwrite=plan.overwrite)
 
     def losses(self, dataset: Dataset, storage: str) -> list[str]:
         """The circular state and the metadata, and what ``storage`` cannot keep."""

@@ -42,7 +42,7 @@ def convert_from(
     folder: Path, layout: str, mib: float, num_envs: int = 0, storage: str | None = None
 ) -> Run:
     """Write ``frames(mib)`` in ``layout``, convert it to expcli's ``.h5``, remove it."""
-    source = folder / f"{layout}-{mib:.0f}{'' if layout == 'minari' else '.h5'}"
+    source = folder / f"{layout}-{mib:.0f}{'-v0' if layout == 'minari' else '.h5'}"
     with warnings.catch_warnings():  # minari: the env columns it does not keep
         warnings.simplefilter("ignore", UserWarning)
         write_layout(frames(mib), source, layout, overwrite=True, format=storage)
@@ -100,7 +100,7 @@ def test_writing_minari_parquet_streams(tmp_path: Path) -> None:
 
     def convert(mib: float) -> Run:
         source = save(frames(mib), tmp_path / f"{mib:.0f}.h5")
-        target = tmp_path / "minari"
+        target = tmp_path / "minari-v0"
         argv = [str(source), str(target), storage]
         run = run_child(["-c", _TO_MINARI, *argv], 600, imports=(*CONVERT_IMPORTS, "pyarrow"))
         assert run.returncode == 0, run.stderr
@@ -167,7 +167,7 @@ def linked_minari(folder: Path, mib: float, storage: str) -> Path:
         "terminated": ends,
         "truncated": np.zeros_like(ends),
     }
-    source = folder / f"minari-{storage}-{mib:.0f}"
+    source = folder / f"minari-{storage}-{mib:.0f}-v0"
     dataset = Dataset(tensors, CircularState(0, 0, True))
     write_layout(dataset, source, "minari", overwrite=True, format=storage)
     data = source / "data"

@@ -91,7 +91,7 @@ def test_a_layout_warns_once_and_records_exactly_what_it_loses(
     dataset = make()
     named = format_named(storage)
     suffix = named.suffixes[0] if row.formats and named is not None else ""
-    target = tmp_path / f"out{suffix}"
+    target = tmp_path / (f"out{suffix}" if suffix else "out-v0")  # a Minari id
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         write_layout(dataset, target, row.name, overwrite=False, format=storage)
@@ -115,9 +115,9 @@ def test_convert_to_minari_hdf5_says_it_in_one_line(tmp_path: Path) -> None:
     from expcli.formats import write_dataset
 
     source = write_dataset(lossy(), tmp_path / "run.h5")
-    args = ["convert", str(source), str(tmp_path / "minari-demo"), "--layout", "minari"]
+    args = ["convert", str(source), str(tmp_path / "minari-demo-v0"), "--layout", "minari"]
     result = CliRunner().invoke(app, args, env={"COLUMNS": "80", "NO_COLOR": "1"})
     assert result.exit_code == 0, result.output
     [line] = result.stderr.splitlines()
     assert line.startswith("warning: ") and "does not keep the 2 env column(s)" in line
-    assert "log_prob" in line and load(tmp_path / "minari-demo").metadata[LOSSES_KEY]
+    assert "log_prob" in line and load(tmp_path / "minari-demo-v0").metadata[LOSSES_KEY]

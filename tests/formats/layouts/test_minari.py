@@ -182,6 +182,8 @@ def test_written_folder_loads_in_minari(
 
 def test_minari_folder_round_trip(made: Path, tmp_path: Path) -> None:
     dataset = read_minari_folder(made)
+    (tmp_path / "toy").mkdir()
+    write_layout(dataset, tmp_path / "toy" / "cartpole-v0", "minari", overwrite=False)
     write_layout(dataset, tmp_path / "again-v0", "minari", overwrite=False)
     back = read_minari_folder(tmp_path / "again-v0")
     for name, array in dataset.tensors.items():
@@ -190,7 +192,11 @@ def test_minari_folder_round_trip(made: Path, tmp_path: Path) -> None:
     assert back.metadata["observation_space"] == dataset.metadata["observation_space"]
     loaded = minari.MinariDataset(tmp_path / "again-v0" / "data")
     assert loaded.spec.env_spec is not None and loaded.spec.env_spec.id == "CartPole-v1"
-    assert loaded.spec.dataset_id == "toy/cartpole-v0"
+    assert loaded.spec.dataset_id == "again-v0"  # outside the datasets root: the folder's name
+    # ... or the id it had, where the folder's path ends with it (its namespace kept)
+    kept = minari.MinariDataset(tmp_path / "toy" / "cartpole-v0" / "data")
+    assert kept.spec.dataset_id == "toy/cartpole-v0"
+    assert kept.storage.metadata["algorithm_name"] == "random"  # Minari's own, kept
 
 
 def test_overwrite_rules(dataset: Dataset, tmp_path: Path, made: Path) -> None:
@@ -198,15 +204,15 @@ def test_overwrite_rules(dataset: Dataset, tmp_path: Path, made: Path) -> None:
         write_layout(dataset, made, "minari", overwrite=False)
     write_layout(dataset, made, "minari", overwrite=True)
     assert read_minari_folder(made).memory_size == 12
-    other = tmp_path / "other"
+    other = tmp_path / "other-v0"
     other.mkdir()
-    (other / "keep.txt").write_text("mine")
+    (other / "keep-v0").write_text("mine")
     with pytest.raises(ConfigError, match="not a dataset"):
         write_layout(dataset, other, "minari", overwrite=True)
-    assert (other / "keep.txt").read_text() == "mine"
+    assert (other / "keep-v0").read_text() == "mine"
     with pytest.raises(ConfigError, match="is a file"):
-        write_layout(dataset, other / "keep.txt", "minari", overwrite=True)
-    empty = tmp_path / "empty"
+        write_layout(dataset, other / "keep-v0", "minari", overwrite=True)
+    empty = tmp_path / "empty-v0"
     empty.mkdir()
     write_layout(dataset, empty, "minari", overwrite=True)
     assert is_minari_folder(empty)
@@ -237,8 +243,8 @@ def test_observation_widths_that_differ_are_refused_before_writing(tmp_path: Pat
         }
     )
     with pytest.raises(SchemaError, match="feature shape") as info:
-        write_layout(dataset, tmp_path / "m", "minari", overwrite=False)
-    assert info.value.key == "next_observations" and not (tmp_path / "m").exists()
+        write_layout(dataset, tmp_path / "m-v0", "minari", overwrite=False)
+    assert info.value.key == "next_observations" and not (tmp_path / "m-v0").exists()
 
 
 def test_read_lazily_equals_read_whole(made: Path) -> None:

@@ -193,7 +193,7 @@ def dict_folder(request: Any, tmp_path_factory: Any) -> tuple[Path, Dataset]:
     )
     for name in ("observations", "next_observations"):
         dataset.tensors[f"{name}/position"] = dataset.tensors.pop(name)
-    folder = tmp_path_factory.mktemp("dict") / request.param
+    folder = tmp_path_factory.mktemp("dict") / f"{request.param}-v0"
     written(dataset, folder, request.param)
     return folder, dataset
 
@@ -245,9 +245,9 @@ def test_next_observations_that_are_not_the_next_rows_are_refused(tmp_path: Path
     dataset = chain(observations, [])
     dataset.tensors["next_observations"][1, 0, 2] += 1
     with pytest.raises(SchemaError, match="row 1 of env column 0") as info:
-        write_layout(dataset, tmp_path / "m", "minari", overwrite=False, format="parquet")
+        write_layout(dataset, tmp_path / "m-v0", "minari", overwrite=False, format="parquet")
     assert info.value.key == "next_observations" and "\n" not in str(info.value)
-    assert not (tmp_path / "m").exists()
+    assert not (tmp_path / "m-v0").exists()
 
 
 def test_losses_are_named_in_the_metadata_and_one_warning(tmp_path: Path) -> None:
@@ -261,9 +261,9 @@ def test_losses_are_named_in_the_metadata_and_one_warning(tmp_path: Path) -> Non
         },
         CircularState(0, 0, True),
     )
-    [message] = written(dataset, tmp_path / "m", "arrow")
+    [message] = written(dataset, tmp_path / "m-v0", "arrow")
     assert "2 env column(s)" in message and "log_prob" in message and "\n" not in message
-    meta = json.loads((tmp_path / "m" / "data" / "metadata.json").read_text())
+    meta = json.loads((tmp_path / "m-v0" / "data" / "metadata.json").read_text())
     assert len(meta["expcli"][LOSSES_KEY]) == 4  # columns, log_prob, next obs, flags
 
 
@@ -273,10 +273,10 @@ def test_convert_picks_the_storage_with_to(tmp_path: Path) -> None:
     from expcli import save
 
     save(chain(observations, [1]), source)
-    result = convert(source, tmp_path / "out", layout="minari", to="parquet")
+    result = convert(source, tmp_path / "out-v0", layout="minari", to="parquet")
     assert result.dst_format == "parquet"
-    assert (tmp_path / "out" / "data" / "0" / "part-0.parquet").is_file()
-    again = convert(tmp_path / "out", tmp_path / "back.npz")
+    assert (tmp_path / "out-v0" / "data" / "0" / "part-0.parquet").is_file()
+    again = convert(tmp_path / "out-v0", tmp_path / "back.npz")
     assert again.src_format == "minari"
     for name, array in load(source).tensors.items():
         assert same_bits(load(tmp_path / "back.npz").tensors[name], array), name
@@ -286,15 +286,15 @@ def test_convert_picks_the_storage_with_to(tmp_path: Path) -> None:
 
 def test_damaged_episode_files_are_one_line_errors(tmp_path: Path) -> None:
     dataset = chain(np.arange(12, dtype=np.float32).reshape(6, 2), [1])
-    write_layout(dataset, tmp_path / "m", "minari", overwrite=False, format="parquet")
-    part = tmp_path / "m" / "data" / "1" / "part-0.parquet"
+    write_layout(dataset, tmp_path / "m-v0", "minari", overwrite=False, format="parquet")
+    part = tmp_path / "m-v0" / "data" / "1" / "part-0.parquet"
     part.write_bytes(part.read_bytes()[:-9] + b"PAR1")
     with pytest.raises(FormatError) as info:
-        read_minari_folder(tmp_path / "m")
+        read_minari_folder(tmp_path / "m-v0")
     assert "1" in str(info.value.path) and "\n" not in str(info.value)
-    (tmp_path / "m" / "data" / "1" / "stray.bin").write_bytes(b"x")
+    (tmp_path / "m-v0" / "data" / "1" / "stray.bin").write_bytes(b"x")
     with pytest.raises(FormatError, match="2 data files"):
-        read_minari_folder(tmp_path / "m")
+        read_minari_folder(tmp_path / "m-v0")
 
 
 # DataCollector.close removes its temporary folder by hand, so the TemporaryDirectory object

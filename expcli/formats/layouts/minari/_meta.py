@@ -3,24 +3,35 @@
 Minari serialises spaces as JSON strings (``minari.serialization.serialize_space``) and the
 env spec as Gymnasium's ``EnvSpec.to_json()``. expcli keeps the spaces as JSON objects and
 the env spec as its string; what else the file holds goes under ``minari``.
+
+A dataset's id is its folder's path under Minari's datasets root (``MINARI_DATASETS_PATH``,
+else ``~/.minari/datasets``), as ``minari.list_local_datasets`` finds it: it parses each
+folder's path with ``parse_dataset_id`` before reading any ``metadata.json``, and a path
+without ``-vN`` fails that parse (a ``TypeError``) for the whole root, whatever the file
+says. So a folder not named ``[NAMESPACE/]NAME-vN`` is refused (``dataset_id``), in the
+root and outside it, where the folder may be moved in later.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from expcli.errors import FormatError
+from expcli.errors import ConfigError, FormatError
 from expcli.formats._guards import load_json
+from expcli.formats.authorship import Authorship
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts.minari._spaces import minari_space
 
 __all__ = [
     "MINARI_VERSION",
+    "dataset_id",
+    "datasets_root",
     "expcli_metadata",
     "jpeg_image_shape",
     "minari_metadata",
@@ -28,6 +39,11 @@ __all__ = [
 
 MINARI_VERSION = "0.5.0"
 """The Minari dataset version written: the first with ``metadata.json`` and ``data_format``."""
+
+_ID = re.compile(r"(?:[-_\w][-_\w/]*[-_\w]+/)?[-_\w]+?-v\d+")
+"""Minari's ``DATASET_ID_RE`` (``minari.dataset.minari_dataset``), its version required."""
+_NAME = re.compile(r"[-_\w]+?-v\d+")
+"""A dataset id without namespace: a folder's name."""
 
 _OWN_METADATA = frozenset({"env_spec", "observation_space", "action_space", "expcli"})
 _DESCRIPTIVE = (
@@ -87,18 +103,30 @@ def expcli_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     return metadata
 
 
-def minari_metadata(dataset: Dataset, path: Path, saved: dict[str, Any]) -> dict[str, Any]:
-    """``metadata.json`` for a dataset written from expcli."""
+def minari_metadata(
+    dataset: Dataset, path: Path, saved: dict[str, Any], authorship: Authorship | None = None
+) -> dict[str, Any]:
+    """``metadata.json`` for a dataset written from expcli to the folder ``path``.
+
+    The descriptive fields (author, algorithm, ...) are ``authorship``'s where it gives
+    them, else those of the Minari dataset read (``minari`` in the metadata); the
+    algorithm is the collecting policy's spec where neither names one.
+    """
     previous = dataset.metadata.get("minari")
     previous = previous if isinstance(previous, dict) else {}
     meta: dict[str, Any] = {k: previous[k] for k in _DESCRIPTIVE if k in previous}
+    policy = _policy_spec(dataset.metadata)
+    if "algorithm_name" not in meta and policy is not None:
+        meta["algorithm_name"] = policy
+    if authorship is not None:
+        meta.update(authorship.minari_fields())
     meta.update(
         {
             "data_format": "hdf5",
             "jpeg_encoding": False,
             "observation_space": minari_space(dataset, "observations"),
             "action_space": minari_space(dataset, "actions"),
-            "dataset_id": _dataset_id(previous.get("dataset_id"), path),
+            "dataset_id": dataset_id(path, previous.get("dataset_id")),
             "minari_version": MINARI_VERSION,
         }
     )
@@ -112,6 +140,77 @@ def minari_metadata(dataset: Dataset, path: Path, saved: dict[str, Any]) -> dict
     return meta
 
 
+def datasets_root() -> Path:
+    """Where Minari keeps its datasets: ``MINARI_DATASETS_PATH``, else ``~/.minari/datasets``.
+
+    As ``minari.storage.get_dataset_path`` tells it (without making the folder).
+    """
+    root = os.environ.get("MINARI_DATASETS_PATH")
+    return Path(root) if root is not None else Path.home() / ".minari" / "datasets"
+
+
+def dataset_id(path: Path, previous: Any = None) -> str:
+    """The Minari id of a dataset folder: its path under ``datasets_root()``, else its name.
+
+    Outside the root, an id the dataset had (``previous``: a namespaced one) is kept where
+    the folder's path ends with it (``.../toy/cartpole-v0``), so that the folder lists once
+    it is moved in with its namespace.
+
+    Raises:
+        ConfigError: The folder's path under the root, or its name outside it, is no Minari
+            id: ``[NAMESPACE/]NAME-vN``, made of letters, digits, ``_`` and ``-``.
+    """
+    target, root = Path(os.path.abspath(path)), Path(os.path.abspath(datasets_root()))
+    under = _relative(target, root) or _relative(target.resolve(), root.resolve())
+    if under is not None:
+        if _ID.fullmatch(under) is None:
+            suggested = _suggested(under)
+            hint = f"; write to {root / suggested}" if suggested != under else ""
+            raise ConfigError(
+                f"{path}: Minari lists a dataset by its folder's path under its datasets root "
+                f"({root}), which must read [NAMESPACE/]NAME-vVERSION (letters, digits, _ "
+                f"and -; a namespace of two characters or more), not {under!r}{hint}"
+            )
+        return under
+    if _NAME.fullmatch(target.name) is None:
+        raise ConfigError(
+            f"{path}: a Minari dataset folder is named as its id, NAME-vVERSION (letters, "
+            f"digits, _ and -), or Minari cannot list its datasets root; name the folder "
+            f"{_suggested(target.name)}"
+        )
+    if isinstance(previous, str) and _ID.fullmatch(previous):
+        parts = tuple(previous.split("/"))
+        if target.parts[-len(parts) :] == parts:
+            return previous
+    return target.name
+
+
+def _relative(target: Path, root: Path) -> str | None:
+    """``target``'s path under ``root`` (posix), or None: it is not under it (or is it)."""
+    try:
+        under = target.relative_to(root)
+    except ValueError:
+        return None
+    return under.as_posix() if under.parts else None
+
+
+def _suggested(under: str) -> str:
+    """A path Minari takes, made from ``under``: ``ns.a/run.v2`` -> ``ns_a/run_v2-v0``."""
+    *namespace, name = [re.sub(r"[^-_\w]", "_", part) or "dataset" for part in under.split("/")]
+    return "/".join([*namespace, name if _NAME.fullmatch(name) else f"{name}-v0"])
+
+
+def _policy_spec(metadata: dict[str, Any]) -> str | None:
+    """The spec of the policy that collected the data (``collector.policy.spec``), if any.
+
+    Older files record the spec itself as ``collector.policy``.
+    """
+    collector = metadata.get("collector")
+    policy = collector.get("policy") if isinstance(collector, dict) else None
+    spec = policy.get("spec") if isinstance(policy, dict) else policy
+    return spec if isinstance(spec, str) and spec else None
+
+
 def _json_text(text: Any) -> dict[str, Any] | None:
     """A JSON object held as a string (Minari's spaces and env spec), or None."""
     if not isinstance(text, str):
@@ -121,12 +220,3 @@ def _json_text(text: Any) -> dict[str, Any] | None:
     except FormatError:
         return None
     return obj if isinstance(obj, dict) else None
-
-
-def _dataset_id(previous: Any, path: Path) -> str:
-    if isinstance(previous, str) and re.fullmatch(
-        r"(?:[-_\w][-_\w/]*[-_\w]+/)?[-_\w]+?-v\d+", previous
-    ):
-        return previous
-    name = re.sub(r"[^-_\w]", "_", path.name) or "dataset"
-    return name if re.search(r"-v\d+$", name) else f"{name}-v0"

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from expcli.errors import SchemaError
+from expcli.formats.authorship import Authorship
 from expcli.formats.dataset import Dataset
 from expcli.formats.layout_keys import LOSSES_KEY, warn_losses
 from expcli.formats.layouts._write import atomic_folder
@@ -45,7 +46,7 @@ from expcli.formats.layouts.minari._columns import (
     MAX_EPISODE_ROWS,
     flat_array,
 )
-from expcli.formats.layouts.minari._meta import minari_metadata
+from expcli.formats.layouts.minari._meta import dataset_id, minari_metadata
 from expcli.formats.layouts.minari._plan import MinariPlan, write_plan
 from expcli.formats.layouts.minari._spaces import StoredLeaf, expcli_leaf, minari_space
 from expcli.formats.layouts.minari.layout import METADATA_FILE, is_minari_folder
@@ -58,8 +59,17 @@ _VERSION = "0.5.3"
 """The Minari dataset version written: the first with parquet and arrow storage."""
 
 
-def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str) -> None:
+def write(
+    dataset: Dataset,
+    path: Path,
+    *,
+    overwrite: bool,
+    storage: str,
+    authorship: Authorship | None = None,
+) -> None:
     """Write a Minari dataset folder in ``storage`` (``parquet`` or ``arrow``).
+
+    Its id and ``authorship`` as ``minari.layout.write`` writes them.
 
     Raises:
         SchemaError: As ``minari.layout.write``; also a ``next_observations`` that is not the
@@ -72,6 +82,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str) -> Non
     from expcli.formats.parquet_format import pyarrow_parquet
 
     pq = pyarrow_parquet()
+    dataset_id(path)  # refused before anything is written
     plan = write_plan(dataset, path)
     losses = plan.record_losses()
     spaces = {p: json.loads(minari_space(dataset, p)) for p in ("observations", "actions")}
@@ -98,7 +109,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str) -> Non
                 json.dump({"id": episode, "total_steps": len(picked)}, f)
             episode += 1
             steps += len(picked)
-        meta = minari_metadata(dataset, path, plan.saved)
+        meta = minari_metadata(dataset, path, plan.saved, authorship)
         size = sum(p.stat().st_size for p in data.rglob("*") if p.is_file())
         meta.update(
             {

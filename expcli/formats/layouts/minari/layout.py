@@ -45,6 +45,7 @@ from expcli.errors import FormatError
 from expcli.formats._folder_members import json_object, member, metadata_file
 from expcli.formats._guarded_file import Hdf5Output
 from expcli.formats._guards import check_read_whole
+from expcli.formats.authorship import Authorship
 from expcli.formats.dataset import Dataset
 from expcli.formats.layout_keys import warn_losses
 from expcli.formats.layouts._episodes import SEAMS_KEY
@@ -52,6 +53,7 @@ from expcli.formats.layouts._write import atomic_folder
 from expcli.formats.layouts.minari._columns import mark_seams, scan_folder
 from expcli.formats.layouts.minari._episodes import EpisodeScan
 from expcli.formats.layouts.minari._meta import (
+    dataset_id,
     expcli_metadata,
     jpeg_image_shape,
     minari_metadata,
@@ -63,6 +65,7 @@ from expcli.spec import CircularState
 
 __all__ = [
     "MAIN_FILE",
+    "dataset_id",
     "folder_storage",
     "is_minari_file",
     "is_minari_folder",
@@ -295,15 +298,22 @@ def read(
     return dataset
 
 
-def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
+def write(
+    dataset: Dataset, path: Path, *, overwrite: bool, authorship: Authorship | None = None
+) -> None:
     """Write a Minari dataset folder (``path/data/main_data.hdf5`` and ``metadata.json``).
+
+    Its id is the folder's path under Minari's datasets root (``dataset_id``);
+    ``authorship`` gives its author, author email, algorithm name and code permalink.
 
     Raises:
         SchemaError: ``observations``, ``actions`` or ``rewards`` is missing, observations
             and next observations differ in shape, or the metadata is not JSON-serialisable.
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
-        ConfigError: ``path`` is a file or a folder that is not a Minari dataset.
+        ConfigError: ``path`` is a file or a folder that is not a Minari dataset, or its
+            name is no dataset id (``NAME-vN``).
     """
+    dataset_id(path)  # refused before anything is written
     plan = write_plan(dataset, path)
     losses = plan.record_losses()
     episode = steps = 0
@@ -328,7 +338,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool) -> None:
                     step_rows(group, f"infos/{info}", len(picked) + 1, parts)
                 episode += 1
                 steps += len(picked)
-        meta = minari_metadata(dataset, path, plan.saved)
+        meta = minari_metadata(dataset, path, plan.saved, authorship)
         meta.update({"total_episodes": episode, "total_steps": steps})
         meta["dataset_size"] = round(os.path.getsize(data / MAIN_FILE) / 1e6, 1)
         with open(data / METADATA_FILE, "w", encoding="utf-8") as f:
