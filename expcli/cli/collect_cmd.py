@@ -150,17 +150,8 @@ def collect_cmd(
         spool=spool,
         frames=frames,
     )
-    authorship = authorship_of(author, author_email, algorithm_name, code_permalink)
-    _collect(
-        ctx,
-        settings,
-        layout,
-        to,
-        config=config,
-        resume=resume,
-        trust=trust_settings,
-        authorship=authorship,
-    )
+    who = authorship_of(author, author_email, algorithm_name, code_permalink)
+    _collect(ctx, settings, layout, to, config, resume, trust_settings, who)
 
 
 def _collect(
@@ -168,7 +159,6 @@ def _collect(
     settings: CollectSettings,
     layout: Layout,
     to: str | None,
-    *,
     config: Path | None,
     resume: Path | None,
     trust: bool,

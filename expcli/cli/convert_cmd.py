@@ -105,11 +105,8 @@ def convert_cmd(
     mapping = column_roles(columns, done_means)
     authorship = authorship_of(author, author_email, algorithm_name, code_permalink)
     if str(dst) == "-":
-        if shard_format is not None:
-            raise ConfigError("writing to stdout (-): --shard-format is for a folder DST")
-        if authorship is not None:
-            raise ConfigError("writing to stdout (-): --author and its kin are for --layout minari")
-        _to_stdout(src, to, compression, layout, verify, num_envs, mapping)
+        refused = {"--shard-format": shard_format is not None, "--author": authorship is not None}
+        _to_stdout(src, to, compression, layout, verify, num_envs, mapping, refused)
         return
     convert_and_report(
         src,
@@ -186,13 +183,21 @@ def _to_stdout(
     verify: bool,
     num_envs: int | None,
     mapping: ColumnRoles | None,
+    refused: dict[str, bool],
 ) -> None:
-    """``convert SRC -``: stream the dataset to stdout, refusing what cannot go there."""
+    """``convert SRC -``: stream the dataset to stdout, refusing what cannot go there.
+
+    ``refused``: options for a file or folder DST only, and whether each was given.
+    """
     import sys
 
     from expcli.conversion import convert_to_stream
     from expcli.formats.table import compressing_formats, format_named, listed, stream_formats
 
+    if refused["--shard-format"]:
+        raise ConfigError("writing to stdout (-): --shard-format is for a folder DST")
+    if refused["--author"]:
+        raise ConfigError("writing to stdout (-): --author and its kin are for --layout minari")
     if to is None:
         names = listed(stream_formats())
         raise ConfigError(f"writing to stdout (-): name the format with --to {names}")
