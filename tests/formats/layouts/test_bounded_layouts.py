@@ -81,8 +81,9 @@ def test_converting_a_d4rl_file_of_several_env_columns_streams(tmp_path: Path) -
 @pytest.mark.slow
 def test_converting_a_minari_folder_streams(tmp_path: Path) -> None:
     # a slice, the one read ahead, the episodes' rows and the writer's fill ~100 MB: the
-    # small folder must go beyond it for a flat peak to show
-    assert_flat(lambda mib: convert_from(tmp_path, "minari", mib), 96, 480)
+    # small folder must go beyond it for a flat peak to show (96 MiB: 107 MiB above the
+    # baseline, 480: 95); 288 keeps the bound at 48 MiB
+    assert_flat(lambda mib: convert_from(tmp_path, "minari", mib), 96, 288)
 
 
 _TO_MINARI = """
