@@ -261,7 +261,7 @@ def _dataset(
             stored = arrays[following]
             arrays[following] = _NullsFilled(stored, arrays[tensor], ends, follows)
         else:
-            arrays[following] = _following(arrays[tensor], ends)
+            arrays[following] = _Following(arrays[tensor], ends)
             if not any(u.startswith("no next") for u in unknown):
                 unknown.append(
                     "no next observations: each is the next row's in its episode, the last of "
@@ -436,13 +436,8 @@ class _Column(LazyRows):
         )
 
 
-def _following(observations: LazyRows, ends: np.ndarray) -> LazyRows:
-    """Each row's next observation: the next row's in its episode, its own at the episode's end."""
-    return _Following(observations, ends)
-
-
 class _Following(LazyRows):
-    """Next observations taken from the observations: the next row's, its own at an end."""
+    """Each row's next observation: the next row's in its episode, its own at the episode's end."""
 
     def __init__(self, observations: LazyRows, ends: np.ndarray) -> None:
         super().__init__(observations.shape, observations.dtype, self._rows)
