@@ -86,9 +86,41 @@ def convert_cmd(
     frames: FramesOption = FramesForm.ONCE,
     columns: ColumnsOption = None,
     done_means: DoneMeansOption = None,
+    fps: Annotated[
+        int | None,
+        typer.Option(
+            "--fps",
+            min=1,
+            help="--layout lerobot: frames per second; default: the env's render_fps, "
+            "recorded or looked up from its id (1, with a warning, where there is none).",
+        ),
+    ] = None,
+    task: Annotated[
+        str | None,
+        typer.Option(
+            "--task",
+            help="--layout lerobot: every episode's task; default: the env id without its module.",
+        ),
+    ] = None,
+    robot_type: Annotated[
+        str | None,
+        typer.Option(
+            "--robot-type", help="--layout lerobot: info.json's robot_type; default: the source's."
+        ),
+    ] = None,
+    next_observations: Annotated[
+        bool | None,
+        typer.Option(
+            "--next-observations/--no-next-observations",
+            help="--layout lerobot: write next.observation.* features; default: only where "
+            "they are not the next frame's observation (frames once keeps them apart).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Convert a dataset between {titles} (and foreign layouts), losslessly."""
     from expcli.formats.column_roles import column_roles
+    from expcli.formats.layouts.lerobot.settings import LeRobotSettings
 
     warn_unrecorded_envs(src, num_envs)
     mapping = column_roles(columns, done_means)
@@ -109,6 +141,11 @@ def convert_cmd(
         shard_format=shard_format,
         frames=frames,
         columns=mapping,
+        lerobot=(
+            None
+            if (fps, task, robot_type, next_observations) == (None, None, None, None)
+            else LeRobotSettings(fps, task, robot_type, next_observations)
+        ),
     )
 
 

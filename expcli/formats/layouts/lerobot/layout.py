@@ -66,6 +66,7 @@ from expcli.formats.layouts.lerobot._features import (
     feature_column,
     feature_for,
 )
+from expcli.formats.layouts.lerobot._next import apart, kept_feature, mark, write_kept
 from expcli.formats.layouts.lerobot._read import EXPCLI, INFO, Cells, Frames, read_frames
 from expcli.formats.layouts.lerobot._stats import FeatureStats
 from expcli.formats.layouts.lerobot._video import VIDEO_PATH, VideoWriter, can_encode
@@ -129,12 +130,16 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str = "parq
     import pyarrow as pa
 
     features = _features(dataset, path, video=storage == "video")
+    stored = apart(dataset, path)
+    kept = [kept_feature(f) for f in features if f.spec.name in stored]
+    features = [f for f in features if f.spec.name not in stored]
     videos = [f for f in features if f.video]
     tensors = dataset.tensors
     done = done_flags(tensors, dataset.memory_size, dataset.num_envs)
     saved = user_metadata(dataset.metadata, "lerobot")
     header = dataset.header()
     header.update(saved)
+    mark(header, stored)
     fps = _fps(dataset.metadata, path)
     task = task_of(dataset.metadata)
     lost = ["rows never written (they read back as zeros)"]
@@ -198,6 +203,8 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str = "parq
         if not data.files:  # no frame: an empty file says what the frames would be
             data.start_episode()
         data.close()
+        for feature in kept:
+            write_kept(tmp, feature, *stored[feature.spec.name], pq)
         meta = tmp / "meta"
         (meta / "episodes" / "chunk-000").mkdir(parents=True)
         kinds = {k: _episode_type(k, pa) for k in episodes}
