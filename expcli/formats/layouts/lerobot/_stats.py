@@ -227,7 +227,7 @@ class FeatureStats:
             self._episode.add(rows)
         with np.errstate(all="ignore"):  # inf and NaN are data too (signalling NaN payloads
             values = self._values(rows)  # flag "invalid" once widened): they end in the sums
-            low, high = values.min(axis=0), values.max(axis=0)
+            low, high = np.fmin.reduce(values, axis=0), np.fmax.reduce(values, axis=0)
             total, squares = values.sum(axis=0), np.square(values).sum(axis=0)
         if self._sum is None or self._squares is None or self._min is None or self._max is None:
             self._sum, self._squares, self._min, self._max = total, squares, low, high
