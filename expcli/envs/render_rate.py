@@ -17,18 +17,21 @@ __all__ = ["declared_fps"]
 def declared_fps(env_id: str) -> int | None:
     """The whole frames per second ``env_id``'s env declares, or None where it says none.
 
-    ``env_id`` may name its registering module (``ale_py:ALE/Pong-v5``). An id that is not
-    registered, an env that fails to load, or a rate that is no positive number gives None:
-    the caller says what it does without one.
+    ``env_id`` may name its registering module (``ale_py:ALE/Pong-v5``), which is imported
+    only when it is the known package of such ids (``registering_package``): an env id
+    read from a file is data, and importing a module it names would run its code. An id
+    that is not registered then, an env that fails to load, or a rate that is no positive
+    number gives None: the caller says what it does without one.
     """
     import gymnasium as gym
     from gymnasium.envs.registration import load_env_creator
 
-    from expcli.envs.env_ids import bare_id, import_registering
+    from expcli.envs.env_ids import bare_id, import_registering, registering_package
 
     module = env_id.rpartition(":")[0]
+    known = registering_package(env_id)
     try:
-        if module:
+        if module and known is not None and known[0] == module:
             import_registering(module)
         spec = gym.spec(bare_id(env_id))
         entry = spec.entry_point

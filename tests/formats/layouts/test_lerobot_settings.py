@@ -232,3 +232,18 @@ def test_convert_looks_up_the_envs_render_fps(tmp_path: Path) -> None:
     )
     assert done.exit_code == 0, done.output
     assert _info(tmp_path / "lr")["fps"] == 50 and "no fps" not in done.output
+
+
+def test_the_lookup_imports_no_module_an_env_id_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An env id read from a file is data: its ``module:`` part is imported only when it is
+    the known package of such ids (``ale_py`` for ``ALE/``)."""
+    from expcli.envs.render_rate import declared_fps
+
+    marker = tmp_path / "ran"
+    (tmp_path / "expcli_test_side_effect.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert declared_fps("expcli_test_side_effect:CartPole-v1") == 50
+    assert not marker.exists()
+    assert declared_fps("ale_py:ALE/Pong-v5") == 30

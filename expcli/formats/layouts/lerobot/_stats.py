@@ -51,22 +51,25 @@ def _downsampled(frames: np.ndarray) -> np.ndarray:
     return frames[:, ::factor, ::factor]
 
 
-def _quantiles(hist: np.ndarray, edges: np.ndarray, count: float) -> np.ndarray:
-    """Each of ``QUANTILES`` from a histogram, as ``RunningQuantileStats`` interpolates it."""
-    cumsum = np.cumsum(hist)
-    out = np.empty(len(QUANTILES))
+def _quantiles(hists: np.ndarray, edges: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``(len(QUANTILES), D)`` from histograms ``(D, BINS)``, as LeRobot interpolates them.
+
+    ``RunningQuantileStats._compute_single_quantile``, there one column at a time.
+    """
+    cumsum = np.cumsum(hists, axis=1)
+    rows = np.arange(len(hists))
+    out = np.empty((len(QUANTILES), len(hists)))
     for k, q in enumerate(QUANTILES.values()):
-        target = q * count
-        i = int(np.searchsorted(cumsum, target))
-        if i == 0:
-            out[k] = edges[0]
-        elif i >= len(cumsum):
-            out[k] = edges[-1]
-        elif cumsum[i] - cumsum[i - 1] == 0:
-            out[k] = edges[i]
-        else:
-            fraction = (target - cumsum[i - 1]) / (cumsum[i] - cumsum[i - 1])
-            out[k] = edges[i] + fraction * (edges[i + 1] - edges[i])
+        target = q * counts
+        found = (cumsum < target[:, None]).sum(axis=1)  # searchsorted(cumsum, target)
+        i = np.clip(found, 1, BINS - 1)
+        before = cumsum[rows, i - 1]
+        inside = cumsum[rows, i] - before
+        low, high = edges[rows, i], edges[rows, i + 1]
+        fraction = (target - before) / np.where(inside == 0, 1, inside)
+        value = np.where(inside == 0, low, low + fraction * (high - low))
+        value = np.where(found >= BINS, edges[:, -1], value)
+        out[k] = np.where(found == 0, edges[:, 0], value)
     return out
 
 
@@ -139,23 +142,20 @@ class _Episode:
             return None
         if self.samples < 2:  # LeRobot's _compute_basic_stats: the mean, here the one value
             return np.repeat(self.first[None], len(QUANTILES), axis=0)
-        out = np.empty((len(QUANTILES), len(self.hists)))
-        for d, (hist, edges) in enumerate(zip(self.hists, self.edges, strict=True)):
-            out[:, d] = _quantiles(hist, edges, hist.sum())
-        return out
+        hists = np.stack(self.hists)
+        return _quantiles(hists, np.stack(self.edges), hists.sum(axis=1))
 
     def _image_quantiles(self) -> np.ndarray | None:
         if self.counts is None:
             return None
-        out = np.empty((len(QUANTILES), len(self.counts)))
         levels = np.arange(256)
-        for c, counts in enumerate(self.counts):
+        hists, edges = [], []
+        for counts in self.counts:
             present = counts > 0
             low, high = levels[present][[0, -1]]
-            edges = np.linspace(low - _PAD, high + _PAD, BINS + 1)
-            hist = np.histogram(levels[present], bins=edges, weights=counts[present])[0]
-            out[:, c] = _quantiles(hist, edges, counts.sum()) / 255.0
-        return out
+            edges.append(np.linspace(low - _PAD, high + _PAD, BINS + 1))
+            hists.append(np.histogram(levels[present], bins=edges[-1], weights=counts[present])[0])
+        return _quantiles(np.stack(hists), np.stack(edges), self.counts.sum(axis=1)) / 255.0
 
 
 def _edges(low: Any, high: Any) -> np.ndarray:
