@@ -247,3 +247,17 @@ def test_the_lookup_imports_no_module_an_env_id_names(
     assert declared_fps("expcli_test_side_effect:CartPole-v1") == 50
     assert not marker.exists()
     assert declared_fps("ale_py:ALE/Pong-v5") == 30
+
+
+def test_wide_numeric_features_get_no_quantiles(tmp_path: Path) -> None:
+    """A histogram of 5,000 bins a value: a flattened 4096-byte frame would take 330 MB."""
+    rng = np.random.default_rng(2)
+    tensors = {
+        "observations": rng.integers(0, 256, (30, 1, 300), dtype=np.uint8),
+        "actions": rng.normal(size=(30, 1, 2)).astype(np.float32),
+    }
+    dataset = Dataset(tensors, CircularState(0, 0, True), {"render_fps": 5})
+    write_layout(dataset, tmp_path / "lr", "lerobot", overwrite=False)
+    stats = _stats(tmp_path / "lr")
+    assert "q01" not in stats["observation.state"] and len(stats["observation.state"]["max"]) == 300
+    assert set(QS) <= set(stats["action"])

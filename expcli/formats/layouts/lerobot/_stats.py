@@ -15,12 +15,14 @@ feature's histogram is binned between the episode's min and max, which the write
 before the first slice of an episode longer than one slice (``Quantiles.widen``); an image's
 sampled bytes are counted per channel in 256 bins, from which the 5,000-bin histogram is
 exact. Values that are not finite (NaN, inf) are left out of the quantiles; LeRobot's own
-computation fails on them. Min, max, mean and std are over every frame (images too), in
+computation fails on them. Numeric features of more than ``QUANTILE_VALUES`` values a
+frame get none. Min, max, mean and std are over every frame (images too), in
 float64.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,12 @@ QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
 """LeRobot's ``DEFAULT_QUANTILES`` under the keys it writes."""
 BINS = 5000
 """``RunningQuantileStats``'s ``num_quantile_bins``."""
+QUANTILE_VALUES = 256
+"""Numeric features of more values a frame get no quantiles. LeRobot's histograms hold
+``BINS`` float64 counts and ``BINS + 1`` edges a value: 20 MB an episode at 256 values,
+330 MB for a flattened 4096-byte frame, binned with a ``np.histogram`` call a value a
+slice. The features LeRobot normalises by quantiles (states, actions) are far narrower;
+images have theirs per channel."""
 _PAD = 1e-10  # LeRobot widens the histogram's range by this on each side
 
 
@@ -200,6 +208,7 @@ class FeatureStats:
 
     def __init__(self, feature: Feature) -> None:
         self._image = feature.image or feature.video
+        self._quantiled = self._image or math.prod(feature.spec.shape) <= QUANTILE_VALUES
         self._count = 0
         self._sum: np.ndarray | None = None
         self._squares: np.ndarray | None = None
@@ -211,7 +220,12 @@ class FeatureStats:
 
     def start_episode(self, length: int) -> None:
         """Begin an episode of ``length`` frames."""
-        self._episode = _Episode(self._image, length)
+        self._episode = _Episode(self._image, length) if self._quantiled else None
+
+    @property
+    def ranged(self) -> bool:
+        """Whether an episode's range must be known before its first ``add`` (``widen``)."""
+        return self._quantiled and not self._image
 
     def widen(self, rows: np.ndarray) -> None:
         """Take frames of the current episode into the range its histograms span."""

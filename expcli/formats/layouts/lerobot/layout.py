@@ -340,7 +340,7 @@ def _start_episode(
         return
     for at in range(0, len(picked), step):
         for feature in features:
-            if not (feature.image or feature.video):
+            if stats[feature.name].ranged:
                 part = picked[at : at + step]
                 stats[feature.name].widen(rows_of(tensors[feature.spec.name], part)[:, column])
 
