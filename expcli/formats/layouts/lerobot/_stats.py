@@ -75,7 +75,8 @@ def _quantiles(hists: np.ndarray, edges: np.ndarray, counts: np.ndarray) -> np.n
         inside = cumsum[rows, i] - before
         low, high = edges[rows, i], edges[rows, i + 1]
         fraction = (target - before) / np.where(inside == 0, 1, inside)
-        value = np.where(inside == 0, low, low + fraction * (high - low))
+        with np.errstate(all="ignore"):  # both sides of the choice are computed
+            value = np.where(inside == 0, low, low + fraction * (high - low))
         value = np.where(found >= BINS, edges[:, -1], value)
         out[k] = np.where(found == 0, edges[:, 0], value)
     return out
@@ -263,7 +264,8 @@ class FeatureStats:
             self._quantiles, self._samples = found, weight
             return
         total = self._samples + weight
-        self._quantiles = (self._quantiles * self._samples + found * weight) / total
+        with np.errstate(all="ignore"):  # float16 extremes overflow, as in LeRobot's
+            self._quantiles = (self._quantiles * self._samples + found * weight) / total
         self._samples = total
 
     def to_json(self) -> dict[str, Any] | None:
