@@ -69,7 +69,7 @@ def _quantiles(hists: np.ndarray, edges: np.ndarray, counts: np.ndarray) -> np.n
     out = np.empty((len(QUANTILES), len(hists)))
     for k, q in enumerate(QUANTILES.values()):
         target = q * counts
-        found = (cumsum < target[:, None]).sum(axis=1)  # searchsorted(cumsum, target)
+        found = np.array([np.searchsorted(c, t) for c, t in zip(cumsum, target, strict=True)])
         i = np.clip(found, 1, BINS - 1)
         before = cumsum[rows, i - 1]
         inside = cumsum[rows, i] - before
@@ -92,8 +92,8 @@ class _Episode:
         self.samples = 0  # what LeRobot counts: frames (numeric) or sampled images
         self.low: np.ndarray | None = None
         self.high: np.ndarray | None = None
-        self.hists: list[np.ndarray] = []
-        self.edges: list[np.ndarray] = []
+        self.hists: np.ndarray | None = None  # (D, BINS) counts
+        self.edges: np.ndarray | None = None  # (D, BINS + 1)
         self.counts: np.ndarray | None = None  # images: (C, 256) bytes counted
         self.first: np.ndarray | None = None  # an episode of one frame: its values
 
@@ -119,15 +119,13 @@ class _Episode:
             self.first = values[0].astype(np.float64)
         if self.low is None:  # the episode is this slice: its range is the slice's
             self.widen(values)
-        if not self.edges:
+        if self.edges is None or self.hists is None:
             assert self.low is not None and self.high is not None
-            self.edges = [_edges(lo, hi) for lo, hi in zip(self.low, self.high, strict=True)]
-            self.hists = [np.zeros(BINS) for _ in self.edges]
-        for d, edges in enumerate(self.edges):
-            column = values[:, d]
-            if column.dtype.kind == "f":
-                column = column[np.isfinite(column)]
-            self.hists[d] += np.histogram(column, bins=edges)[0]
+            self.edges = np.stack(
+                [_edges(lo, hi) for lo, hi in zip(self.low, self.high, strict=True)]
+            )
+            self.hists = np.zeros((len(self.edges), BINS), np.int64)
+        self.hists += _binned(values, self.edges)
 
     def _add_images(self, rows: np.ndarray, first: int) -> None:
         assert self.frames is not None
@@ -151,8 +149,9 @@ class _Episode:
             return None
         if self.samples < 2:  # LeRobot's _compute_basic_stats: the mean, here the one value
             return np.repeat(self.first[None], len(QUANTILES), axis=0)
-        hists = np.stack(self.hists)
-        return _quantiles(hists, np.stack(self.edges), hists.sum(axis=1))
+        if self.hists is None or self.edges is None:
+            return None
+        return _quantiles(self.hists, self.edges, self.hists.sum(axis=1))
 
     def _image_quantiles(self) -> np.ndarray | None:
         if self.counts is None:
@@ -165,6 +164,30 @@ class _Episode:
             edges.append(np.linspace(low - _PAD, high + _PAD, BINS + 1))
             hists.append(np.histogram(levels[present], bins=edges[-1], weights=counts[present])[0])
         return _quantiles(np.stack(hists), np.stack(edges), self.counts.sum(axis=1)) / 255.0
+
+
+def _binned(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """``(D, BINS)`` counts of ``values`` ``(n, D)``, as ``np.histogram`` bins each column.
+
+    Bin ``i`` holds ``edges[i] <= x < edges[i + 1]`` (the last ``<=``), values outside and
+    NaN none: a first guess from the edges' span, moved a bin at a time until it holds.
+    """
+    columns = values.T
+    rows = np.arange(len(edges))[:, None]
+    first, last = edges[:, :1], edges[:, -1:]
+    inside = (columns >= first) & (columns <= last)
+    with np.errstate(all="ignore"):
+        span = last.astype(np.float64) - first.astype(np.float64)
+        guess = (columns.astype(np.float64) - first.astype(np.float64)) / span * BINS
+    at = np.clip(np.nan_to_num(guess), 0, BINS - 1).astype(np.intp)
+    while True:
+        down = inside & (at > 0) & (columns < edges[rows, at])
+        up = inside & (at < BINS - 1) & (columns >= edges[rows, np.minimum(at + 1, BINS)])
+        if not (down.any() or up.any()):
+            break
+        at = at - down + up
+    flat = (rows * BINS + at)[inside]
+    return np.bincount(flat, minlength=len(edges) * BINS).reshape(len(edges), BINS)
 
 
 def _edges(low: Any, high: Any) -> np.ndarray:
