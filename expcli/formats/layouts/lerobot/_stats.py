@@ -67,9 +67,9 @@ def _quantiles(hists: np.ndarray, edges: np.ndarray, counts: np.ndarray) -> np.n
     cumsum = np.cumsum(hists, axis=1)
     rows = np.arange(len(hists))
     out = np.empty((len(QUANTILES), len(hists)))
-    for k, q in enumerate(QUANTILES.values()):
-        target = q * counts
-        found = np.array([np.searchsorted(c, t) for c, t in zip(cumsum, target, strict=True)])
+    targets = np.array(list(QUANTILES.values()))[:, None] * counts[None, :]
+    founds = np.stack([np.searchsorted(c, t) for c, t in zip(cumsum, targets.T, strict=True)], 1)
+    for k, (target, found) in enumerate(zip(targets, founds, strict=True)):
         i = np.clip(found, 1, BINS - 1)
         before = cumsum[rows, i - 1]
         inside = cumsum[rows, i] - before
@@ -121,9 +121,7 @@ class _Episode:
             self.widen(values)
         if self.edges is None or self.hists is None:
             assert self.low is not None and self.high is not None
-            self.edges = np.stack(
-                [_edges(lo, hi) for lo, hi in zip(self.low, self.high, strict=True)]
-            )
+            self.edges = _all_edges(self.low, self.high)
             self.hists = np.zeros((len(self.edges), BINS), np.int64)
         self.hists += _binned(values, self.edges)
 
@@ -188,6 +186,23 @@ def _binned(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
         at = at - down + up
     flat = (rows * BINS + at)[inside]
     return np.bincount(flat, minlength=len(edges) * BINS).reshape(len(edges), BINS)
+
+
+def _all_edges(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """``_edges`` of every column ``(D, BINS + 1)``, in one ``np.linspace`` where it can.
+
+    One call over arrays computes each column as its own call would, unless a column's step
+    is zero (``np.linspace`` then divides every column another way): those, and columns whose
+    edges are not finite and in order, are done one at a time.
+    """
+    with np.errstate(all="ignore"):
+        start, stop = low - _PAD, high + _PAD
+        edges = np.linspace(start, stop, BINS + 1, axis=1)
+    steps_zero = np.asarray(stop - start == 0)
+    bad = ~np.isfinite(edges).all(axis=1) | (edges[:, 1:] < edges[:, :-1]).any(axis=1)
+    if not (bad.any() or steps_zero.any()):
+        return edges
+    return np.stack([_edges(lo, hi) for lo, hi in zip(low, high, strict=True)])
 
 
 def _edges(low: Any, high: Any) -> np.ndarray:
