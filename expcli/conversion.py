@@ -24,6 +24,7 @@ from expcli.formats.checked_write import check_target, checksums, write_checked
 from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.formats.dataset import Dataset
 from expcli.formats.layouts import LAYOUTS, Layout
+from expcli.formats.layouts.lerobot.settings import LeRobotSettings
 from expcli.formats.lazy import LazyRows
 from expcli.formats.parquet_sources import source_size
 from expcli.formats.registry import frames_form, output_format
@@ -173,6 +174,7 @@ def convert(
     columns: ColumnRoles | Mapping[str, str] | str | None = None,
     done_means: DoneMeans | str | None = None,
     authorship: Authorship | None = None,
+    lerobot: LeRobotSettings | None = None,
 ) -> ConvertResult:
     """Convert a dataset file to another format or layout, losslessly.
 
@@ -181,6 +183,8 @@ def convert(
     target's shards (``npz``, the default, or ``parquet``). ``frames``: as ``save`` takes it.
     ``columns``, ``done_means``: how a table source is read, as ``load`` takes them.
     ``authorship``: as ``save`` takes it (a Minari target's author, algorithm, ...).
+    ``lerobot``: the fps, task, robot type and next observations of a ``lerobot`` layout
+    (``with_lerobot_settings``); given for another layout, refused.
 
     ``overwrite`` defaults to True, as for ``save`` (and ``np.save``, ``torch.save``): the
     Python API replaces an existing target, atomically, unless told ``overwrite=False``.
@@ -197,8 +201,18 @@ def convert(
     fmt = _target_format(target, to, layout)
     plan = WritePlan(target, fmt, layout, compression, shard_format, form, overwrite, authorship)
     mapping = column_roles(columns, done_means)
+    if lerobot is not None and layout is not Layout.LEROBOT:
+        raise ConfigError(
+            "--fps, --task, --robot-type and --next-observations are for --layout lerobot"
+        )
     return convert_planned(
-        src, plan, verify=verify, progress=progress, num_envs=num_envs, mapping=mapping
+        src,
+        plan,
+        verify=verify,
+        progress=progress,
+        num_envs=num_envs,
+        mapping=mapping,
+        lerobot=lerobot,
     )
 
 
@@ -210,10 +224,12 @@ def convert_planned(
     progress: Progress | None = None,
     num_envs: int | None = None,
     mapping: ColumnRoles | None = None,
+    lerobot: LeRobotSettings | None = None,
 ) -> ConvertResult:
     """Convert a dataset file as ``plan`` says (``convert``, its options made one plan).
 
     ``mapping``: how a table source is read (``column_roles`` of ``convert``'s options).
+    ``lerobot``: as ``convert`` takes it (a ``lerobot`` layout's settings).
 
     Raises:
         As ``convert``.
@@ -229,6 +245,8 @@ def convert_planned(
     try:
         report("read", 1.0)
         sums = checksums(dataset) if verify else None
+        if layout is Layout.LEROBOT:
+            dataset = with_lerobot_settings(dataset, lerobot or LeRobotSettings())
         report("write", 0.0)
         if progress is not None and layout is Layout.EXPCLI:
             dataset = reporting_reads(dataset, lambda done: report("write", done))
@@ -249,6 +267,28 @@ def convert_planned(
         time.perf_counter() - started,
         verify and layout is Layout.EXPCLI,
     )
+
+
+def with_lerobot_settings(dataset: Dataset, settings: LeRobotSettings) -> Dataset:
+    """``dataset`` with what a LeRobot folder of it needs in its metadata.
+
+    The settings given go in its ``lerobot`` section; without an fps there (given, or a
+    LeRobot source's) nor a recorded ``render_fps``, the env's declared rate is looked up
+    from its id (``declared_fps``) and recorded.
+    """
+    import dataclasses
+
+    from expcli.formats.layouts.lerobot.settings import fps_of
+
+    metadata = settings.applied(dataset.metadata)
+    env_id = metadata.get("env_id")
+    if fps_of(metadata) is None and isinstance(env_id, str) and env_id:
+        from expcli.envs.render_rate import declared_fps
+
+        fps = declared_fps(env_id)
+        if fps is not None:
+            metadata["render_fps"] = fps
+    return dataclasses.replace(dataset, metadata=metadata)
 
 
 def convert_to_stream(

@@ -20,6 +20,13 @@ from expcli.cli._authorship_options import (
 from expcli.cli._console import err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
 from expcli.cli._help import convert_targets, shard_choices
+from expcli.cli._lerobot_options import (
+    FpsOption,
+    NextObservationsOption,
+    RobotTypeOption,
+    TaskOption,
+    lerobot_settings_of,
+)
 from expcli.cli._read_options import (
     ColumnsOption,
     DoneMeansOption,
@@ -40,6 +47,27 @@ if TYPE_CHECKING:
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
+ToOption = Annotated[
+    str | None,
+    typer.Option(
+        "--to",
+        metavar="{to_choices}",
+        autocompletion=completing(convert_targets),
+        help="Output format, for `-` or a DST without a suffix (with --layout: its "
+        "storage); a suffix that names another format is refused (exit 2).",
+    ),
+]
+ShardFormatOption = Annotated[
+    str | None,
+    typer.Option(
+        "--shard-format",
+        metavar="{shard_choices}",
+        autocompletion=completing(shard_choices),
+        help="A folder DST (no suffix): its shards' format.",
+        show_default="npz",
+    ),
+]
+
 
 @reports_errors
 def convert_cmd(
@@ -51,16 +79,7 @@ def convert_cmd(
             "are made). `-` writes {streams} to stdout; name the format with --to."
         ),
     ],
-    to: Annotated[
-        str | None,
-        typer.Option(
-            "--to",
-            metavar="{to_choices}",
-            autocompletion=completing(convert_targets),
-            help="Output format, for `-` or a DST without a suffix (with --layout: its "
-            "storage); a suffix that names another format is refused (exit 2).",
-        ),
-    ] = None,
+    to: ToOption = None,
     compression: Annotated[
         Compression | None,
         typed_choice(
@@ -80,16 +99,7 @@ def convert_cmd(
         bool, typer.Option("--verify", help="Read the output back and compare every tensor first.")
     ] = False,
     num_envs: NumEnvs = None,
-    shard_format: Annotated[
-        str | None,
-        typer.Option(
-            "--shard-format",
-            metavar="{shard_choices}",
-            autocompletion=completing(shard_choices),
-            help="A folder DST (no suffix): its shards' format.",
-            show_default="npz",
-        ),
-    ] = None,
+    shard_format: ShardFormatOption = None,
     frames: FramesOption = FramesForm.ONCE,
     columns: ColumnsOption = None,
     done_means: DoneMeansOption = None,
@@ -97,6 +107,10 @@ def convert_cmd(
     author_email: AuthorEmailOption = None,
     algorithm_name: AlgorithmNameOption = None,
     code_permalink: CodePermalinkOption = None,
+    fps: FpsOption = None,
+    task: TaskOption = None,
+    robot_type: RobotTypeOption = None,
+    next_observations: NextObservationsOption = None,
 ) -> None:
     """Convert a dataset between {titles} (and foreign layouts), losslessly."""
     from expcli.formats.column_roles import column_roles
@@ -104,8 +118,13 @@ def convert_cmd(
     warn_unrecorded_envs(src, num_envs)
     mapping = column_roles(columns, done_means)
     authorship = authorship_of(author, author_email, algorithm_name, code_permalink)
+    lerobot = lerobot_settings_of(fps, task, robot_type, next_observations)
     if str(dst) == "-":
-        refused = {"--shard-format": shard_format is not None, "--author": authorship is not None}
+        refused = {
+            "--shard-format": shard_format is not None,
+            "--author": authorship is not None,
+            "--fps": lerobot is not None,
+        }
         _to_stdout(src, to, compression, layout, verify, num_envs, mapping, refused)
         return
     convert_and_report(
@@ -121,6 +140,7 @@ def convert_cmd(
         frames=frames,
         columns=mapping,
         authorship=authorship,
+        lerobot=lerobot,
     )
 
 
@@ -198,6 +218,11 @@ def _to_stdout(
         raise ConfigError("writing to stdout (-): --shard-format is for a folder DST")
     if refused["--author"]:
         raise ConfigError("writing to stdout (-): --author and its kin are for --layout minari")
+    if refused["--fps"]:
+        raise ConfigError(
+            "writing to stdout (-): --fps, --task, --robot-type and --next-observations "
+            "are for --layout lerobot"
+        )
     if to is None:
         names = listed(stream_formats())
         raise ConfigError(f"writing to stdout (-): name the format with --to {names}")

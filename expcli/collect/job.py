@@ -421,16 +421,20 @@ class CollectJob:
         """
         import gymnasium as gym
 
+        from expcli.envs.render_rate import declared_fps
+
         s = self.settings
         collector = self.running
         memory = collector.memory
         stats = self.stats
         engine = dict(self.engine)
         envpool = engine.get("envpool", {})
+        gym_spec = engine.pop("gym_spec")
         return {
             "env_id": s.env_id,
-            "env_spec": _env_spec(s.env_id, s.env_kwargs) if engine.pop("gym_spec") else None,
+            "env_spec": _env_spec(s.env_id, s.env_kwargs) if gym_spec else None,
             "env_kwargs": s.env_kwargs,
+            "render_fps": declared_fps(s.env_id) if gym_spec else None,
             "wrappers": self.wrapper_descriptions,
             **collector.space_metadata(),
             "seed": s.seed,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -28,12 +29,15 @@ def test_a_run_in_the_lerobot_layout_reads_back_as_the_same_run_in_a_file(
     result = collect_in_layout(_settings(target), Layout.LEROBOT)
     assert result is not None and result.dst == target and result.layout is Layout.LEROBOT
     assert result.transitions == 60 and (target / "meta" / "info.json").is_file()
+    info = json.loads((target / "meta" / "info.json").read_text())
+    assert info["fps"] == 50  # CartPole's render_fps, recorded at collect time
     assert not (tmp_path / "cartpole-lr-collecting").exists()  # removed once converted
     collect(_settings(plain))
     got, want = load(target), load(plain)
     assert sorted(got.tensors) == sorted(want.tensors) and got.state == want.state
     for name, array in want.tensors.items():
         assert np.array_equal(np.asarray(got.tensors[name]), np.asarray(array)), name
+    assert want.metadata["render_fps"] == 50
 
 
 def test_the_target_and_an_earlier_staging_folder_are_refused_before_any_env(

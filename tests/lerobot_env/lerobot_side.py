@@ -56,7 +56,92 @@ def load(root: Path, expected_path: Path) -> None:
         assert isinstance(item["task"], str) and item["task"], item["task"]
     stats = dataset.meta.stats
     assert stats is not None and "action" in stats, stats
-    print(f"ok load: {frames} frames, {dataset.meta.total_episodes} episodes, features equal")
+    worst = _quantiles_as_lerobots(dataset)
+    normalised = _quantiles_normalise(dataset)
+    print(
+        f"ok load: {frames} frames, {dataset.meta.total_episodes} episodes, features equal, "
+        f"fps {dataset.fps}, task {dataset[0]['task']!r}, robot {dataset.meta.robot_type!r}, "
+        f"quantiles within {worst:.1e} of LeRobot's, QUANTILES normalised {normalised}"
+    )
+
+
+def _quantiles_as_lerobots(dataset: Any) -> float:
+    """The largest difference of the folder's q01...q99 from LeRobot's own computation.
+
+    LeRobot's ``compute_episode_stats`` over each episode's frames (images given as PNG
+    files, as its writer gives them) and ``aggregate_stats`` over the episodes.
+    """
+    import tempfile
+
+    from lerobot.datasets.compute_stats import aggregate_stats, compute_episode_stats
+    from PIL import Image
+
+    stats = dataset.meta.stats
+    features = dataset.meta.features
+    names = [n for n in stats if n in features]
+    images = [n for n in names if features[n]["dtype"] in ("image", "video")]
+    episodes = []
+    with tempfile.TemporaryDirectory() as folder:
+        for e in range(dataset.meta.total_episodes):
+            start = dataset.meta.episodes[e]["dataset_from_index"]
+            stop = dataset.meta.episodes[e]["dataset_to_index"]
+            data: dict[str, Any] = {n: [] for n in names}
+            for i in range(start, stop):
+                item = dataset[i]
+                for n in names:
+                    value = item[n].numpy()
+                    if n in images:  # float (C, H, W) in [0, 1]: back to the PNG it was
+                        pixels = np.round(np.moveaxis(value, 0, -1) * 255).astype(np.uint8)
+                        path = f"{folder}/{e}-{i}-{len(data[n])}-{n}.png"
+                        Image.fromarray(
+                            pixels.squeeze(-1) if pixels.shape[-1] == 1 else pixels
+                        ).save(path)
+                        data[n].append(path)
+                    else:
+                        data[n].append(value)
+            data = {n: v if n in images else np.stack(v) for n, v in data.items()}
+            episodes.append(compute_episode_stats(data, features))
+    theirs = aggregate_stats(episodes)
+    worst = 0.0
+    for n in names:
+        for q in ("q01", "q10", "q50", "q90", "q99"):
+            ours = np.asarray(stats[n][q], np.float64)
+            want = np.asarray(theirs[n][q], np.float64).reshape(ours.shape)
+            assert np.allclose(ours, want, rtol=1e-6, atol=1e-7), (n, q, ours, want)
+            worst = max(worst, float(np.abs(ours - want).max()))
+    return worst
+
+
+def _quantiles_normalise(dataset: Any) -> str:
+    """LeRobot's ``QUANTILES`` normaliser (pi0.5's) on a batch of the folder's frames."""
+    import torch
+    from lerobot.configs.types import FeatureType, NormalizationMode, PolicyFeature
+    from lerobot.processor.converters import batch_to_transition
+    from lerobot.processor.core import TransitionKey
+    from lerobot.processor.normalize_processor import NormalizerProcessorStep
+
+    features = {
+        "observation.state": PolicyFeature(
+            FeatureType.STATE, tuple(dataset.meta.shapes["observation.state"])
+        ),
+        "action": PolicyFeature(FeatureType.ACTION, tuple(dataset.meta.shapes["action"])),
+    }
+    modes = {
+        FeatureType.STATE: NormalizationMode.QUANTILES,
+        FeatureType.ACTION: NormalizationMode.QUANTILES,
+    }
+    step = NormalizerProcessorStep.from_lerobot_dataset(dataset, features, modes)
+    batch = next(iter(torch.utils.data.DataLoader(dataset, batch_size=8)))
+    out = step(batch_to_transition(batch))
+    stats = dataset.meta.stats
+    for name, got in (
+        ("observation.state", out[TransitionKey.OBSERVATION]["observation.state"]),
+        ("action", out[TransitionKey.ACTION]),
+    ):
+        low, high = (np.asarray(stats[name][q], np.float32) for q in ("q01", "q99"))
+        want = 2 * (batch[name].numpy() - low) / (high - low) - 1
+        assert torch.isfinite(got).all() and np.allclose(got.numpy(), want, atol=1e-5), name
+    return f"{tuple(out[TransitionKey.ACTION].shape)} actions"
 
 
 def _pyav_video_reader() -> None:

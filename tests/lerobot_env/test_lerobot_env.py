@@ -72,11 +72,50 @@ def _dataset() -> Dataset:
     return Dataset(tensors, CircularState(4, 2, True), {"env_id": "Check-v0"})
 
 
+def _long_dataset() -> Dataset:
+    """An episode of 120 frames (LeRobot samples 100 of its images) and one of 10, images of
+    310 rows (LeRobot halves them for statistics), an integer feature, a Pong-like env id and
+    render_fps."""
+    rng = np.random.default_rng(8)
+    T = 130
+    terminated = np.zeros((T, 1, 1), bool)
+    terminated[119] = True
+    tensors = {
+        "observations/state": rng.normal(size=(T, 1, 4)).astype(np.float32),
+        "observations/pixels": rng.integers(0, 256, (T, 1, 310, 20, 3), dtype=np.uint8),
+        "actions": rng.normal(size=(T, 1, 2)).astype(np.float32),
+        "infos/lives": rng.integers(0, 6, (T, 1)).astype(np.int64),
+        "rewards": rng.normal(size=(T, 1, 1)).astype(np.float32),
+        "terminated": terminated,
+        "truncated": np.zeros((T, 1, 1), bool),
+    }
+    metadata = {"env_id": "ale_py:ALE/Pong-v5", "render_fps": 30}
+    return Dataset(tensors, CircularState(0, 0, True), metadata)
+
+
+def _expected(dataset: Dataset, named: dict[str, str]) -> dict[str, np.ndarray]:
+    """Every frame's features in ``index`` order, as ``lerobot_side.py load`` takes them."""
+    rows = column_rows(dataset)
+    expected = {
+        feature: np.concatenate([dataset.tensors[name][r, j] for j, r in enumerate(rows)])
+        for feature, name in named.items()
+    }
+    expected["index"] = np.arange(sum(len(r) for r in rows))
+    flags = dataset.tensors["terminated"] | dataset.tensors["truncated"]
+    ends = np.concatenate([flags[r, j, 0] for j, r in enumerate(rows)])
+    ends[np.cumsum([len(r) for r in rows]) - 1] = True  # a column's last episode ends there
+    expected["episode_index"] = np.concatenate([[0], np.cumsum(ends)[:-1]])
+    return expected
+
+
 @pytest.mark.slow
 def test_lerobot_loads_what_expcli_writes(tmp_path: Path) -> None:
-    dataset = _dataset()
+    """Every frame equal; the stats' q01...q99 as LeRobot's own ``compute_episode_stats`` and
+    ``aggregate_stats`` make them, and its QUANTILES normaliser runs on a batch; fps and task
+    from the dataset's metadata."""
+    dataset, long = _dataset(), _long_dataset()
     write_layout(dataset, tmp_path / "lr", "lerobot", overwrite=False)
-    rows = column_rows(dataset)
+    write_layout(long, tmp_path / "long", "lerobot", overwrite=False)
     named = {
         "observation.state": "observations/state",
         "observation.images.pixels": "observations/pixels",
@@ -87,17 +126,18 @@ def test_lerobot_loads_what_expcli_writes(tmp_path: Path) -> None:
         "next.terminated": "terminated",
         "next.truncated": "truncated",
     }
-    expected = {
-        feature: np.concatenate([dataset.tensors[name][r, j] for j, r in enumerate(rows)])
-        for feature, name in named.items()
-    }
-    expected["index"] = np.arange(sum(len(r) for r in rows))
-    flags = dataset.tensors["terminated"] | dataset.tensors["truncated"]
-    ends = np.concatenate([flags[r, j, 0] for j, r in enumerate(rows)])
-    ends[np.cumsum([len(r) for r in rows]) - 1] = True  # a column's last episode ends there
-    expected["episode_index"] = np.concatenate([[0], np.cumsum(ends)[:-1]])
-    np.savez(tmp_path / "expected.npz", **expected)
-    assert "features equal" in _lerobot("load", tmp_path / "lr", tmp_path / "expected.npz")
+    np.savez(tmp_path / "expected.npz", **_expected(dataset, named))
+    short = {k: v for k, v in named.items() if not k.startswith("next.observation")}
+    short["infos.lives"] = "infos/lives"
+    np.savez(tmp_path / "long.npz", **_expected(long, short))
+    said = _lerobot(
+        "load", tmp_path / "lr", tmp_path / "expected.npz",
+        "load", tmp_path / "long", tmp_path / "long.npz",
+    ).splitlines()  # fmt: skip
+    assert len(said) == 2 and all("features equal" in line for line in said), said
+    assert "fps 1, task 'Check-v0', robot None" in said[0]
+    assert "fps 30, task 'ALE/Pong-v5', robot None" in said[1]
+    assert all("QUANTILES normalised (8, 2) actions" in line for line in said), said
 
 
 @pytest.mark.slow

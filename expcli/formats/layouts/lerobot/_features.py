@@ -26,7 +26,6 @@ from expcli.spec import TensorSpec
 __all__ = [
     "AUTO_FEATURES",
     "Feature",
-    "FeatureStats",
     "decode_images",
     "encode_images",
     "feature_column",
@@ -243,57 +242,3 @@ def _pil() -> Any:
     except ImportError as e:
         raise MissingDependencyError("Pillow", "lerobot", "images of the lerobot layout") from e
     return Image
-
-
-class FeatureStats:
-    """Running min, max, mean, std and count of one feature, as ``meta/stats.json`` holds.
-
-    Numeric features per value of the feature; images per channel, scaled to [0, 1] and
-    shaped ``(C, 1, 1)``, as LeRobot's ``compute_episode_stats`` gives them.
-    """
-
-    def __init__(self, feature: Feature) -> None:
-        self._image = feature.image or feature.video
-        self._count = 0
-        self._sum: np.ndarray | None = None
-        self._squares: np.ndarray | None = None
-        self._min: np.ndarray | None = None
-        self._max: np.ndarray | None = None
-
-    def add(self, rows: np.ndarray) -> None:
-        """Count frames ``(n, *feature)``."""
-        if not len(rows):
-            return
-        with np.errstate(all="ignore"):  # inf and NaN are data too (signalling NaN payloads
-            values = self._values(rows)  # flag "invalid" once widened): they end in the sums
-            low, high = values.min(axis=0), values.max(axis=0)
-            total, squares = values.sum(axis=0), np.square(values).sum(axis=0)
-        if self._sum is None or self._squares is None or self._min is None or self._max is None:
-            self._sum, self._squares, self._min, self._max = total, squares, low, high
-        else:
-            with np.errstate(all="ignore"):
-                self._sum += total
-                self._squares += squares
-            self._min, self._max = np.fmin(self._min, low), np.fmax(self._max, high)
-        self._count += len(rows)
-
-    def to_json(self) -> dict[str, Any] | None:
-        """The feature's entry in ``stats.json`` (None before any frame)."""
-        if self._sum is None or self._squares is None or self._min is None or self._max is None:
-            return None
-        with np.errstate(all="ignore"):
-            mean = self._sum / self._count
-            std = np.sqrt(np.maximum(self._squares / self._count - np.square(mean), 0.0))
-        out = {"min": self._min, "max": self._max, "mean": mean, "std": std}
-        shape = (-1, 1, 1) if self._image else (-1,)
-        stats: dict[str, Any] = {
-            k: np.nan_to_num(v).reshape(shape).tolist() for k, v in out.items()
-        }
-        stats["count"] = [self._count]
-        return stats
-
-    def _values(self, rows: np.ndarray) -> np.ndarray:
-        if self._image:
-            channels = rows.reshape(len(rows), -1, rows.shape[3] if rows.ndim == 4 else 1)
-            return channels.reshape(-1, channels.shape[2]).astype(np.float64) / 255.0
-        return rows.reshape(len(rows), -1).astype(np.float64)

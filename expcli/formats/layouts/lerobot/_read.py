@@ -30,9 +30,11 @@ from expcli.formats._folder_members import members
 from expcli.formats._guards import brief
 from expcli.formats._parquet_open import open_parquet, read_columns
 from expcli.formats.dataset import Dataset
+from expcli.formats.frames import PREFIX, derive, sparse_members
 from expcli.formats.header import dataset_from_header, header_specs, parse_header
-from expcli.formats.layouts.lerobot._features import AUTO_FEATURES, Feature
+from expcli.formats.layouts.lerobot._features import AUTO_FEATURES, Feature, feature_for
 from expcli.formats.layouts.lerobot._features import feature_values as column_values
+from expcli.formats.layouts.lerobot._next import kept_feature, read_kept
 from expcli.formats.layouts.lerobot._video import VideoFrames, require_decoder
 from expcli.formats.lazy import LazyRows
 from expcli.formats.row_gather import by_block
@@ -176,11 +178,18 @@ class Frames:
             )
         cells = _episode_cells(root, self.count, size, envs)
         arrays: dict[str, Any] = {}
+        apart = sparse_members(header, root / EXPCLI)  # next observations stored once
         for spec in header_specs(header, root / EXPCLI):
+            if f"{PREFIX}{spec.name}/kept" in apart:
+                kept = apart[f"{PREFIX}{spec.name}/kept"][1][0]
+                arrays.update(read_kept(root, kept_feature(feature_for(spec, False)), kept))
+                continue
             name = str(names.get(spec.name))
             if name not in self.features:
                 raise SchemaError("has no feature in the folder", path=root / EXPCLI, key=spec.name)
             arrays[spec.name] = self.lazy(name, cells, spec)
+        if apart:
+            arrays = derive(arrays, header, root / EXPCLI)
         dataset = dataset_from_header(arrays, header, root)
         dataset.metadata["layout"] = "lerobot"
         return dataset

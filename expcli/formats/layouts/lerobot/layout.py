@@ -41,7 +41,7 @@ import logging
 import math
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +63,19 @@ from expcli.formats.layouts._write import atomic_folder
 from expcli.formats.layouts.lerobot._features import (
     AUTO_FEATURES,
     Feature,
-    FeatureStats,
     feature_column,
     feature_for,
 )
+from expcli.formats.layouts.lerobot._next import apart, kept_feature, mark, write_kept
 from expcli.formats.layouts.lerobot._read import EXPCLI, INFO, Cells, Frames, read_frames
+from expcli.formats.layouts.lerobot._stats import FeatureStats
 from expcli.formats.layouts.lerobot._video import VIDEO_PATH, VideoWriter, can_encode
+from expcli.formats.layouts.lerobot.settings import (
+    NO_FPS,
+    fps_of,
+    robot_type_of,
+    task_of,
+)
 from expcli.formats.lazy import SLICE_BYTES
 from expcli.formats.parquet_format import pyarrow_parquet
 from expcli.spec import CircularState, TensorSpec
@@ -123,13 +130,18 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str = "parq
     import pyarrow as pa
 
     features = _features(dataset, path, video=storage == "video")
+    stored = apart(dataset, path)
+    kept = [kept_feature(f) for f in features if f.spec.name in stored]
+    features = [f for f in features if f.spec.name not in stored]
     videos = [f for f in features if f.video]
     tensors = dataset.tensors
     done = done_flags(tensors, dataset.memory_size, dataset.num_envs)
     saved = user_metadata(dataset.metadata, "lerobot")
     header = dataset.header()
     header.update(saved)
-    fps = _fps(dataset.metadata)
+    mark(header, stored)
+    fps = _fps(dataset.metadata, path)
+    task = task_of(dataset.metadata)
     lost = ["rows never written (they read back as zeros)"]
     if videos:
         lost.append(_VIDEO_LOSS.format(", ".join(f.spec.name for f in videos)))
@@ -160,6 +172,7 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str = "parq
                 where = data.start_episode()
                 if encoder is not None:
                     encoder.start_episode()
+                _start_episode(stats, features, picked, step, tensors, j)
                 for at in range(0, len(picked), step):
                     part = picked[at : at + step]
                     columns = []
@@ -175,9 +188,11 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str = "parq
                     columns.append(feature_column(done_feature, done[part, j]))
                     columns += _bookkeeping(frames, number, index + at, fps)
                     data.write(pa.Table.from_arrays(columns, schema=schema))
+                for feature_stats in stats.values():
+                    feature_stats.end_episode()
                 for key, value in zip(
                     _EPISODE_COLUMNS,
-                    (number, [_task(dataset)], len(picked), *where, index, index + len(picked))
+                    (number, [task], len(picked), *where, index, index + len(picked))
                     + (0, 0, j, int(picked[0])),
                     strict=True,
                 ):
@@ -188,14 +203,17 @@ def write(dataset: Dataset, path: Path, *, overwrite: bool, storage: str = "parq
         if not data.files:  # no frame: an empty file says what the frames would be
             data.start_episode()
         data.close()
+        for feature in kept:
+            write_kept(tmp, feature, *stored[feature.spec.name], pq)
         meta = tmp / "meta"
         (meta / "episodes" / "chunk-000").mkdir(parents=True)
         kinds = {k: _episode_type(k, pa) for k in episodes}
         pq.write_table(pa.table(episodes, schema=pa.schema(kinds.items())), tmp / EPISODES)
-        _write_tasks(tmp / TASKS, [_task(dataset)], pa, pq)
+        _write_tasks(tmp / TASKS, [task], pa, pq)
         entries = {name: s.to_json() for name, s in stats.items()}
         _write_json(tmp / STATS, {name: entry for name, entry in entries.items() if entry})
         info = _info(features, fps, len(episodes["episode_index"]), index)
+        info["robot_type"] = robot_type_of(dataset.metadata)
         if encoder is not None:
             info["video_path"] = VIDEO_PATH
             for name, entry in encoder.infos().items():
@@ -303,6 +321,30 @@ def _features(dataset: Dataset, path: Path, video: bool = False) -> list[Feature
     return features
 
 
+def _start_episode(
+    stats: dict[str, FeatureStats],
+    features: list[Feature],
+    picked: np.ndarray,
+    step: int,
+    tensors: Mapping[str, Any],
+    column: int,
+) -> None:
+    """Begin an episode's statistics; one longer than a slice has its range read first.
+
+    LeRobot bins an episode's quantiles between its min and max, which must be known before
+    the first slice is binned: the numeric features are read once more, a slice at a time.
+    """
+    for feature in features:
+        stats[feature.name].start_episode(len(picked))
+    if len(picked) <= step:
+        return
+    for at in range(0, len(picked), step):
+        for feature in features:
+            if stats[feature.name].ranged:
+                part = picked[at : at + step]
+                stats[feature.name].widen(rows_of(tensors[feature.spec.name], part)[:, column])
+
+
 def _bookkeeping(frames: np.ndarray, episode: int, first: int, fps: int) -> list[Any]:
     """The columns LeRobot adds to every frame, in ``AUTO_FEATURES`` order."""
     from expcli.formats._parquet_columns import flat_array
@@ -318,16 +360,18 @@ def _bookkeeping(frames: np.ndarray, episode: int, first: int, fps: int) -> list
     return [flat_array(v) for v in values]
 
 
-def _fps(metadata: dict[str, Any]) -> int:
-    """The frames per second: a LeRobot source's, else 1 (expcli does not record one)."""
-    fps = metadata.get("lerobot", {}).get("fps") if isinstance(metadata.get("lerobot"), dict) else 1
-    return fps if type(fps) is int and fps > 0 else 1
-
-
-def _task(dataset: Dataset) -> str:
-    """The one task every episode has: the env id (LeRobot needs at least one task)."""
-    env_id = dataset.metadata.get("env_id")
-    return env_id if isinstance(env_id, str) and env_id else "expcli"
+def _fps(metadata: dict[str, Any], path: Path) -> int:
+    """The frames per second (``settings.fps_of``); 1, said in one warning line, without one."""
+    fps = fps_of(metadata)
+    if fps is None:
+        _log.warning(
+            "warning: %s: no fps: the dataset records no render_fps of its env and none was "
+            "given (--fps); writing fps %d, so each timestamp is its frame index",
+            path,
+            NO_FPS,
+        )
+        return NO_FPS
+    return fps
 
 
 def _info(features: list[Feature], fps: int, episodes: int, frames: int) -> dict[str, Any]:
@@ -498,6 +542,8 @@ def _foreign(root: Path, info: dict[str, Any], frames: Frames) -> Dataset:
     tensors["terminated"] = terminated.reshape(count, 1, 1)
     tensors["truncated"] = truncated.reshape(count, 1, 1)
     lerobot = {"fps": info.get("fps"), "codebase_version": info.get("codebase_version")}
+    if isinstance(info.get("robot_type"), str):
+        lerobot["robot_type"] = info["robot_type"]
     decoded = _decoded(frames)
     if decoded:
         unknown.append(decoded)
