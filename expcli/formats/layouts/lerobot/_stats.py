@@ -42,6 +42,11 @@ QUANTILE_VALUES = 256
 slice. The features LeRobot normalises by quantiles (states, actions) are far narrower;
 images have theirs per channel."""
 _PAD = 1e-10  # LeRobot widens the histogram's range by this on each side
+_TARGETS = np.array(list(QUANTILES.values()))
+_WALK = 8  # bins a value's first guess is moved, one at a time, before its bin is searched
+BATCH_VALUES = 1 << 18
+"""Short episodes' values binned together, padded to the longest of them, up to this many
+(about 2 MB of float64; ``FeatureStats.end_episode``)."""
 
 
 def sampled_frames(length: int) -> np.ndarray:
@@ -59,27 +64,158 @@ def _downsampled(frames: np.ndarray) -> np.ndarray:
     return frames[:, ::factor, ::factor]
 
 
-def _quantiles(hists: np.ndarray, edges: np.ndarray, counts: np.ndarray) -> np.ndarray:
+class _Edges:
+    """An episode's bin edges of each of its ``D`` columns, computed where they are asked for.
+
+    LeRobot makes a column's 5,001 edges with ``np.linspace(low - 1e-10, high + 1e-10,
+    5001)``: edge ``k`` is ``k * step + start`` in the values' float type (``k / 5000 *
+    delta + start`` where the step is zero), the last ``stop``. ``at`` computes those
+    numbers for the bins asked, the same as the call would, without the 5,001 a column.
+    Where a column's edges are not finite or not in order (float16's few digits, a range
+    near its type's limits), every column's are made whole by ``_edges``, as before.
+    """
+
+    def __init__(self, low: np.ndarray, high: np.ndarray) -> None:
+        none = low > high  # columns of no finite value (``_finite_range``): about 0
+        if none.any():
+            low, high = np.where(none, 0, low).astype(low.dtype), np.where(none, 0, high)
+            high = high.astype(low.dtype)
+        with np.errstate(all="ignore"):
+            self.start, self.stop = np.asarray(low - _PAD), np.asarray(high + _PAD)
+            kind = np.result_type(self.start, self.stop)
+            self.delta = np.subtract(self.stop, self.start, dtype=kind.type)
+            self.step = self.delta / BINS
+        self._steps = np.arange(BINS + 1, dtype=kind)  # linspace's, in its type
+        self._zero = self.step == 0
+        self._range = (low, high)
+        self._whole: np.ndarray | None = None
+        before_last = self._computed(np.full(len(self.start), BINS - 1))  # edges rise with k
+        finite = np.isfinite(self.start) & np.isfinite(self.stop) & np.isfinite(before_last)
+        self.bad = ~(finite & (before_last <= self.stop))
+        """Columns whose edges ``np.linspace`` cannot give finite and in order."""
+
+    def at(self, k: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
+        """The edges ``k`` ``(..., D)`` (``0 <= k <= BINS``), column ``d`` of the last axis.
+
+        ``columns``: the column of each of ``k``, of its shape, instead.
+        """
+        if self.bad.any():
+            if self._whole is None:
+                low, high = self._range
+                self._whole = np.stack([_edges(lo, hi) for lo, hi in zip(low, high, strict=True)])
+            return self._whole[np.arange(len(self._whole)) if columns is None else columns, k]
+        return self._computed(k, columns)
+
+    def _computed(self, k: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
+        start, stop, step = self.start, self.stop, self.step
+        if columns is not None:
+            start, stop, step = start[columns], stop[columns], step[columns]
+        steps = self._steps[k]
+        with np.errstate(all="ignore"):
+            edge = steps * step + start
+            if self._zero.any():  # linspace's path for a zero step (gh-5437)
+                zero, delta = self._zero, self.delta
+                if columns is not None:
+                    zero, delta = zero[columns], delta[columns]
+                edge = np.where(zero, steps / BINS * delta + start, edge)
+        return np.where(k == BINS, stop, edge)
+
+
+def _quantiles(hists: np.ndarray, edges: _Edges) -> np.ndarray:
     """``(len(QUANTILES), D)`` from histograms ``(D, BINS)``, as LeRobot interpolates them.
 
-    ``RunningQuantileStats._compute_single_quantile``, there one column at a time.
+    ``RunningQuantileStats._compute_single_quantile``, there one column at a time: the first
+    bin whose cumulative count reaches the target, interpolated inside it.
     """
     cumsum = np.cumsum(hists, axis=1)
+    counts = cumsum[:, -1]
+    targets = _TARGETS[:, None] * counts[None, :]
+    found = np.stack([np.searchsorted(c, t) for c, t in zip(cumsum, targets.T, strict=True)], 1)
+    found = np.minimum(found, BINS - 1)  # never past the last bin: a target is at most the count
     rows = np.arange(len(hists))
-    out = np.empty((len(QUANTILES), len(hists)))
-    targets = np.array(list(QUANTILES.values()))[:, None] * counts[None, :]
-    founds = np.stack([np.searchsorted(c, t) for c, t in zip(cumsum, targets.T, strict=True)], 1)
-    for k, (target, found) in enumerate(zip(targets, founds, strict=True)):
-        i = np.clip(found, 1, BINS - 1)
-        before = cumsum[rows, i - 1]
-        inside = cumsum[rows, i] - before
-        low, high = edges[rows, i], edges[rows, i + 1]
-        fraction = (target - before) / np.where(inside == 0, 1, inside)
-        with np.errstate(all="ignore"):  # both sides of the choice are computed
-            value = np.where(inside == 0, low, low + fraction * (high - low))
-        value = np.where(found >= BINS, edges[:, -1], value)
-        out[k] = np.where(found == 0, edges[:, 0], value)
-    return out
+    before = np.where(found > 0, cumsum[rows, np.maximum(found - 1, 0)], 0)
+    return _interpolated(found, before, cumsum[rows, found] - before, targets, edges)
+
+
+def _sorted_quantiles(ordered: np.ndarray, given: np.ndarray, edges: _Edges) -> np.ndarray:
+    """``_quantiles`` of columns of values ``(C, n)``, sorted, no histogram made.
+
+    ``given``: how many of each column's values are data (the rest, padding, sort after
+    them). The first bin whose cumulative count reaches a target ``t`` holds the
+    ``ceil(t)``-th value of those binned: that value's bin is found alone, and the values
+    before and in it counted around it in the sorted column, not 5,000 bins a column.
+    """
+    rows = np.arange(len(ordered))
+    first, last = edges.at(np.zeros_like(rows)), edges.at(np.full_like(rows, BINS))
+    start, stop = np.zeros_like(rows), given
+    if not (ordered[:, 0] >= first).all():  # -inf, or NaN and padding alone: left out
+        start = _search(ordered, rows, first, start, stop, "left")
+    if not (ordered[rows, given - 1] <= last).all():  # inf, or NaN and padding
+        stop = _search(ordered, rows, last, start, stop, "right")
+    targets = _TARGETS[:, None] * (stop - start)[None, :]
+    rank = np.ceil(targets).astype(np.intp)  # 1-based; 0 only for a column of no value
+    at = np.clip(start + rank - 1, 0, ordered.shape[1] - 1)  # (Q, C): the value's place
+    found = np.where(rank > 0, _binned(ordered[rows, at], edges), 0).astype(np.intp)
+    rows, start, stop = (np.broadcast_to(a, at.shape) for a in (rows, start, stop))
+    low, high = edges.at(found), edges.at(found + 1)
+    before = _search(ordered, rows, low, start, at, "left")  # below the bin: before ``at``
+    after = _search(ordered, rows, high, at + 1, stop, "left")  # in it: from ``at`` on
+    after = np.where(found == BINS - 1, stop, after)  # the last bin holds its upper edge
+    return _interpolated(found, before - start, after - before, targets, edges)
+
+
+def _search(
+    ordered: np.ndarray,
+    rows: np.ndarray,
+    edge: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    side: str,
+) -> np.ndarray:
+    """In row ``rows`` of ``ordered`` between ``low`` and ``high``, where ``edge`` would go.
+
+    ``np.searchsorted`` of many rows at once (``side="left"``: after the values below
+    ``edge``; ``"right"``: or equal). Most are answered by the values at the two ends (a
+    bin holds one value, mostly); the rest are halved, ``log2(n)`` steps.
+    """
+
+    def below(where: np.ndarray, at: np.ndarray, bound: np.ndarray) -> np.ndarray:
+        value = ordered[where, np.clip(at, 0, ordered.shape[1] - 1)]
+        return np.asarray(value < bound if side == "left" else value <= bound)
+
+    some = low < high
+    first, last = below(rows, low, edge), below(rows, high - 1, edge)
+    found = np.where(some & first, high, low)  # none below: low; all below: high
+    inner = some & first & ~last
+    if inner.any():
+        down, up = low[inner] + 1, high[inner] - 1  # the answer is in [down, up]
+        where, bound = rows[inner], edge[inner]
+        while (going := down < up).any():
+            middle = (down + up) // 2
+            ahead = going & below(where, middle, bound)
+            down, up = np.where(ahead, middle + 1, down), np.where(going & ~ahead, middle, up)
+        found[inner] = down
+    return found
+
+
+def _interpolated(
+    found: np.ndarray,
+    before: np.ndarray,
+    inside: np.ndarray,
+    targets: np.ndarray,
+    edges: _Edges,
+) -> np.ndarray:
+    """The quantiles ``(len(QUANTILES), D)`` inside their bins ``found``, as LeRobot's rule.
+
+    ``before``, ``inside``: the values before and in each bin; ``targets``: the counts the
+    quantiles reach. Bin 0 is its lower edge, an empty bin its lower edge, else the edges
+    interpolated (in the edges' own type, widened to float64 by the fraction, as LeRobot's).
+    """
+    low, high = edges.at(found), edges.at(found + 1)
+    fraction = (targets - before) / np.where(inside == 0, 1, inside)
+    with np.errstate(all="ignore"):  # both sides of the choice are computed
+        value = np.where(inside == 0, low, low + fraction * (high - low))
+    return np.where(found == 0, edges.at(np.zeros_like(found)), value).astype(np.float64)
 
 
 class _Episode:
@@ -87,15 +223,17 @@ class _Episode:
 
     def __init__(self, image: bool, length: int) -> None:
         self.image = image
+        self.length = length
         self.frames = sampled_frames(length) if image else None
         self.seen = 0  # frames of the episode given so far
         self.samples = 0  # what LeRobot counts: frames (numeric) or sampled images
         self.low: np.ndarray | None = None
         self.high: np.ndarray | None = None
-        self.hists: np.ndarray | None = None  # (D, BINS) counts
-        self.edges: np.ndarray | None = None  # (D, BINS + 1)
+        self.hists: np.ndarray | None = None  # (D, BINS) counts: an episode of slices
+        self.edges: _Edges | None = None
         self.counts: np.ndarray | None = None  # images: (C, 256) bytes counted
         self.first: np.ndarray | None = None  # an episode of one frame: its values
+        self.values: np.ndarray | None = None  # a short one in one slice: binned later
 
     def widen(self, values: np.ndarray) -> None:
         """Take ``values`` ``(n, D)`` into the episode's range (before binning any)."""
@@ -117,13 +255,15 @@ class _Episode:
         self.samples += len(values)
         if self.first is None:
             self.first = values[0].astype(np.float64)
+        if self.low is None and 2 <= len(values) == self.length:
+            self.values = values.copy()  # with other episodes' (_episodes_quantiles)
+            return
         if self.low is None:  # the episode is this slice: its range is the slice's
             self.widen(values)
-        if self.edges is None or self.hists is None:
+        if self.edges is None:
             assert self.low is not None and self.high is not None
-            self.edges = _all_edges(self.low, self.high)
-            self.hists = np.zeros((len(self.edges), BINS), np.int64)
-        self.hists += _binned(values, self.edges)
+            self.edges = _Edges(self.low, self.high)
+        self.hists = _counted(_binned(values, self.edges), self.hists)
 
     def _add_images(self, rows: np.ndarray, first: int) -> None:
         assert self.frames is not None
@@ -147,62 +287,98 @@ class _Episode:
             return None
         if self.samples < 2:  # LeRobot's _compute_basic_stats: the mean, here the one value
             return np.repeat(self.first[None], len(QUANTILES), axis=0)
-        if self.hists is None or self.edges is None:
+        if self.values is not None:
+            return _episodes_quantiles([self.values])[0]
+        if self.edges is None or self.hists is None:
             return None
-        return _quantiles(self.hists, self.edges, self.hists.sum(axis=1))
+        return _quantiles(self.hists, self.edges)
 
     def _image_quantiles(self) -> np.ndarray | None:
         if self.counts is None:
             return None
         levels = np.arange(256)
-        hists, edges = [], []
-        for counts in self.counts:
-            present = counts > 0
-            low, high = levels[present][[0, -1]]
-            edges.append(np.linspace(low - _PAD, high + _PAD, BINS + 1))
-            hists.append(np.histogram(levels[present], bins=edges[-1], weights=counts[present])[0])
-        return _quantiles(np.stack(hists), np.stack(edges), self.counts.sum(axis=1)) / 255.0
+        present = self.counts > 0
+        lows = np.array([levels[p][0] for p in present])
+        highs = np.array([levels[p][-1] for p in present])
+        edges = _Edges(lows, highs)
+        bins = _binned(np.broadcast_to(levels[:, None], (256, len(lows))), edges)
+        hists = np.zeros((len(lows), BINS))  # float, as np.histogram's weighted counts
+        for c, (at, counts) in enumerate(zip(bins.T, self.counts, strict=True)):
+            np.add.at(hists[c], at[present[c]], counts[present[c]])
+        return _quantiles(hists, edges) / 255.0
 
 
-def _binned(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """``(D, BINS)`` counts of ``values`` ``(n, D)``, as ``np.histogram`` bins each column.
+def _episodes_quantiles(episodes: list[np.ndarray]) -> np.ndarray:
+    """``(E, len(QUANTILES), D)``: each episode's quantiles (``(n, D)`` values, whole).
 
-    Bin ``i`` holds ``edges[i] <= x < edges[i + 1]`` (the last ``<=``), values outside and
-    NaN none: a first guess from the edges' span, moved a bin at a time until it holds.
+    The episodes' columns side by side, each padded to the longest episode with a value
+    that sorts last, sorted at once (``_sorted_quantiles``): each column's edges are its
+    episode's, so the numbers are those each episode would have alone. Where some column's
+    edges fall back to ``_edges``, each episode is done alone, as its edges then are.
     """
-    columns = values.T
-    rows = np.arange(len(edges))[:, None]
-    first, last = edges[:, :1], edges[:, -1:]
-    inside = (columns >= first) & (columns <= last)
+    columns = episodes[0].shape[1]
+    kind = episodes[0].dtype
+    last = np.nan if kind.kind == "f" else np.iinfo(kind).max  # NaN sorts after inf
+    ordered = np.full((len(episodes) * columns, max(len(v) for v in episodes)), last, kind)
+    for i, v in enumerate(episodes):
+        ordered[i * columns : (i + 1) * columns, : len(v)] = v.T
+    ordered.sort(axis=1)
+    given = np.repeat([len(v) for v in episodes], columns)
+    low, high = ordered[:, 0], ordered[np.arange(len(ordered)), given - 1]
+    if kind.kind == "f" and not (np.isfinite(low) & np.isfinite(high)).all():
+        ranges = [_finite_range(v) for v in episodes]  # inf or NaN at an end: left out
+        low, high = np.concatenate([r[0] for r in ranges]), np.concatenate([r[1] for r in ranges])
+    edges = _Edges(low, high)
+    if edges.bad.any() and len(episodes) > 1:
+        return np.concatenate([_episodes_quantiles([v]) for v in episodes])
+    found = _sorted_quantiles(ordered, given, edges)
+    return found.reshape(len(QUANTILES), len(episodes), columns).transpose(1, 0, 2)
+
+
+def _binned(values: np.ndarray, edges: _Edges, given: np.ndarray | None = None) -> np.ndarray:
+    """The bin ``(n, D)`` of each of ``values`` ``(n, D)``, as ``np.histogram`` bins a column.
+
+    Bin ``i`` holds ``edges[i] <= x < edges[i + 1]`` (the last ``<=``); values outside, NaN
+    and those ``given`` marks false are left out (``BINS``): a first guess from the edges'
+    span, moved a bin at a time until it holds.
+    """
+    first, last = (
+        edges.at(np.zeros(values.shape[1], np.intp)),
+        edges.at(np.full(values.shape[1], BINS)),
+    )
+    inside = (values >= first) & (values <= last)
+    if given is not None:
+        inside &= given
     with np.errstate(all="ignore"):
         span = last.astype(np.float64) - first.astype(np.float64)
-        guess = (columns.astype(np.float64) - first.astype(np.float64)) / span * BINS
+        guess = (values.astype(np.float64) - first.astype(np.float64)) / span * BINS
     at = np.clip(np.nan_to_num(guess), 0, BINS - 1).astype(np.intp)
-    while True:
-        down = inside & (at > 0) & (columns < edges[rows, at])
-        up = inside & (at < BINS - 1) & (columns >= edges[rows, np.minimum(at + 1, BINS)])
-        if not (down.any() or up.any()):
-            break
-        at = at - down + up
-    flat = (rows * BINS + at)[inside]
-    return np.bincount(flat, minlength=len(edges) * BINS).reshape(len(edges), BINS)
+    down = inside & (at > 0) & (values < edges.at(at))
+    up = inside & (at < BINS - 1) & (values >= edges.at(at + 1))
+    at += up.view(np.int8) - down.view(np.int8)
+    rows, columns = np.nonzero(down | up)  # the values moved: looked at again, alone
+    for _ in range(_WALK):
+        if not len(rows):
+            return np.where(inside, at, BINS).astype(np.int16)
+        k, x = at[rows, columns], values[rows, columns]
+        down = (k > 0) & (x < edges.at(k, columns))
+        up = (k < BINS - 1) & (x >= edges.at(k + 1, columns))
+        at[rows, columns] = k + up.view(np.int8) - down.view(np.int8)
+        rows, columns = rows[down | up], columns[down | up]
+    # columns the guess missed by more (edges of a zero step, all one number): searched
+    for d in np.unique(columns):
+        whole = edges.at(np.arange(BINS + 1), np.full(BINS + 1, d))
+        found = np.searchsorted(whole, values[:, d], side="right") - 1
+        at[:, d] = np.minimum(found, BINS - 1)  # the last bin holds its upper edge
+    return np.where(inside, at, BINS).astype(np.int16)
 
 
-def _all_edges(low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """``_edges`` of every column ``(D, BINS + 1)``, in one ``np.linspace`` where it can.
-
-    One call over arrays computes each column as its own call would, unless a column's step
-    is zero (``np.linspace`` then divides every column another way): those, and columns whose
-    edges are not finite and in order, are done one at a time.
-    """
-    with np.errstate(all="ignore"):
-        start, stop = low - _PAD, high + _PAD
-        edges = np.linspace(start, stop, BINS + 1, axis=1)
-    steps_zero = np.asarray(stop - start == 0)
-    bad = ~np.isfinite(edges).all(axis=1) | (edges[:, 1:] < edges[:, :-1]).any(axis=1)
-    if not (bad.any() or steps_zero.any()):
-        return edges
-    return np.stack([_edges(lo, hi) for lo, hi in zip(low, high, strict=True)])
+def _counted(bins: np.ndarray, hists: np.ndarray | None) -> np.ndarray:
+    """Histograms ``(D, BINS)``: ``hists`` (or none) with the values binned ``(n, D)`` added."""
+    columns = bins.shape[1]
+    total = np.zeros((columns, BINS), np.int64) if hists is None else hists
+    flat = (np.arange(columns) * BINS + bins)[bins < BINS]
+    return total + np.bincount(flat, minlength=columns * BINS).reshape(columns, BINS)
 
 
 def _edges(low: Any, high: Any) -> np.ndarray:
@@ -223,7 +399,10 @@ def _edges(low: Any, high: Any) -> np.ndarray:
 
 
 def _finite_range(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per column, the min and max of the finite values (a column of none: 0 and 0)."""
+    """Per column, the min and max of the finite values (a column of none: inf and -inf).
+
+    A column of no finite value among all of an episode's stays so; ``_Edges`` spans 0 then.
+    """
     if values.dtype.kind != "f":
         return values.min(axis=0), values.max(axis=0)
     finite = np.isfinite(values)
@@ -231,8 +410,6 @@ def _finite_range(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return values.min(axis=0), values.max(axis=0)
     low = np.where(finite, values, np.inf).min(axis=0)
     high = np.where(finite, values, -np.inf).max(axis=0)
-    none = ~finite.any(axis=0)
-    low[none], high[none] = 0, 0
     return low.astype(values.dtype), high.astype(values.dtype)
 
 
@@ -256,6 +433,8 @@ class FeatureStats:
         self._episode: _Episode | None = None
         self._quantiles: np.ndarray | None = None  # the episodes' so far, weighted
         self._samples = 0  # their weight: LeRobot's counts
+        self._pending: list[np.ndarray] = []  # short episodes' values, not yet binned
+        self._longest = 0  # rows of the longest of them
 
     def start_episode(self, length: int) -> None:
         """Begin an episode of ``length`` frames."""
@@ -292,12 +471,36 @@ class FeatureStats:
         self._count += len(rows)
 
     def end_episode(self) -> None:
-        """Fold the current episode's quantiles into the dataset's, as ``aggregate_stats``."""
+        """Fold the current episode's quantiles into the dataset's, as ``aggregate_stats``.
+
+        A short episode given in one slice waits for others, up to ``BATCH_VALUES`` values,
+        to be binned with them; the episodes are folded in their order all the same.
+        """
         episode, self._episode = self._episode, None
-        found = None if episode is None else episode.quantiles()
-        if episode is None or found is None:
+        if episode is None:
             return
-        weight = episode.samples
+        if episode.values is not None:
+            self._pending.append(episode.values)
+            self._longest = max(self._longest, len(episode.values))
+            if len(self._pending) * self._longest * episode.values.shape[1] >= BATCH_VALUES:
+                self._flush()
+            return
+        self._flush()
+        found = episode.quantiles()
+        if found is not None:
+            self._fold(found, episode.samples)
+
+    def _flush(self) -> None:
+        """Fold the waiting episodes' quantiles, in order."""
+        if self._pending:
+            for found, values in zip(
+                _episodes_quantiles(self._pending), self._pending, strict=True
+            ):
+                self._fold(found, len(values))
+            self._pending, self._longest = [], 0
+
+    def _fold(self, found: np.ndarray, weight: int) -> None:
+        """Fold an episode's quantiles of ``weight`` samples into the weighted ones so far."""
         if self._quantiles is None:
             self._quantiles, self._samples = found, weight
             return
@@ -308,6 +511,7 @@ class FeatureStats:
 
     def to_json(self) -> dict[str, Any] | None:
         """The feature's entry in ``stats.json`` (None before any frame)."""
+        self._flush()
         if self._sum is None or self._squares is None or self._min is None or self._max is None:
             return None
         with np.errstate(all="ignore"):
