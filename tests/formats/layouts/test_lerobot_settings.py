@@ -222,6 +222,8 @@ def test_next_observations_options_choose(tmp_path: Path) -> None:
     _same(read_dataset(tmp_path / "yes"), dataset)
     refused = runner.invoke(app, ["convert", str(source), str(tmp_path / "x.npz"), "--fps", "3"])
     assert refused.exit_code == 2 and "--layout lerobot" in refused.output
+    streamed = runner.invoke(app, ["convert", str(source), "-", "--to", "npz", "--task", "t"])
+    assert streamed.exit_code == 2 and "--layout lerobot" in streamed.output
 
 
 def test_convert_looks_up_the_envs_render_fps(tmp_path: Path) -> None:
