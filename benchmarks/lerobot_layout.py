@@ -9,6 +9,10 @@ What it measures
     * Next to it, pyarrow alone on the same frames held in memory: ``pq.write_table``
       (snappy, as LeRobot writes) of one table with the LeRobot columns, and
       ``pq.read_table`` of that file: what a Parquet round trip costs with no layout work.
+    * The cost of ``meta/stats.json``'s quantiles (q01...q99, LeRobot's computation): the
+      layout written in this process from 100k frames held in memory (``--stats-frames``),
+      with them and with none (numeric features past ``QUANTILE_VALUES`` get none: the
+      limit set to 0), median of 3, and their ratio.
     * LeRobot 0.4.4's own writer (``LeRobotDataset.create``, ``add_frame`` per frame,
       ``save_episode``) on ``--lerobot-frames`` of the same frames, in ``.venv-lerobot``
       (``make lerobot-env``; skipped when it is not built): frames per second, as its
@@ -36,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from expcli.formats import Dataset  # noqa: E402
+from expcli.formats.layouts import write_layout  # noqa: E402
+from expcli.formats.layouts.lerobot import _stats  # noqa: E402
 from expcli.formats.registry import write_dataset  # noqa: E402
 from expcli.spec import CircularState  # noqa: E402
 
@@ -130,6 +136,42 @@ def pyarrow_round_trip(rows: int, path: Path) -> tuple[float, float]:
     return written, time.perf_counter() - start
 
 
+def quantile_cost(frames: int, work: Path) -> tuple[float, float]:
+    """Median seconds of writing the layout in process, with quantiles and with none."""
+    import logging
+    import statistics
+
+    rows = max(EPISODE, frames // ENVS // EPISODE * EPISODE)
+    rng = np.random.default_rng(0)
+    observations = rng.normal(size=(rows, ENVS, OBS)).astype(np.float32)
+    ends = np.zeros((rows, ENVS, 1), bool)
+    ends[EPISODE - 1 :: EPISODE] = True
+    tensors = {
+        "observations": observations,
+        "next_observations": np.roll(observations, -1, axis=0),
+        "actions": rng.normal(size=(rows, ENVS, 4)).astype(np.float32),
+        "rewards": rng.normal(size=(rows, ENVS, 1)).astype(np.float32),
+        "terminated": ends,
+        "truncated": np.zeros_like(ends),
+    }
+    dataset = Dataset(tensors, CircularState(0, 0, True), {"env_id": "Bench-v0", "render_fps": 50})
+    logging.disable(logging.WARNING)
+    limit = _stats.QUANTILE_VALUES
+    seconds: dict[int, list[float]] = {limit: [], 0: []}
+    try:
+        for _ in range(3):
+            for values in (limit, 0):  # interleaved: both see the same load
+                _stats.QUANTILE_VALUES = values
+                start = time.perf_counter()
+                write_layout(dataset, work / "stats", "lerobot", overwrite=False)
+                seconds[values].append(time.perf_counter() - start)
+                shutil.rmtree(work / "stats")
+    finally:
+        _stats.QUANTILE_VALUES = limit
+        logging.disable(logging.NOTSET)
+    return statistics.median(seconds[limit]), statistics.median(seconds[0])
+
+
 def lerobot_writer(frames: int, root: Path) -> float | None:
     """Frames per second of LeRobot's own writer, or None when its environment is not built."""
     if not LEROBOT_PYTHON.is_file():
@@ -149,6 +191,7 @@ def main() -> None:
     parser.add_argument("--gb", type=float, default=1.0, help="size of the large folder")
     parser.add_argument("--quick", action="store_true", help="0.1 GB")
     parser.add_argument("--lerobot-frames", type=int, default=4000)
+    parser.add_argument("--stats-frames", type=int, default=100_000)
     options = parser.parse_args()
     large = 0.1 if options.quick else options.gb
     print(f"expcli LeRobot layout; pyarrow {version('pyarrow')}; {load_average()}")
@@ -176,6 +219,12 @@ def main() -> None:
             )
             for path in (source, lr, back):
                 shutil.rmtree(path)
+        quantiles, none = quantile_cost(options.stats_frames, work)
+        print(
+            f"\nquantiles (stats.json q01...q99), {options.stats_frames:,} frames written in "
+            f"process: {quantiles:.2f} s with them, {none:.2f} s without "
+            f"({fmt_ratio(ratio(quantiles, none))})"
+        )
         rate = lerobot_writer(options.lerobot_frames, work / "lerobot")
         frames = f"{options.lerobot_frames} frames"
         if rate is None:

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
-ToOption = Annotated[
+_ToOption = Annotated[
     str | None,
     typer.Option(
         "--to",
@@ -57,7 +57,7 @@ ToOption = Annotated[
         "storage); a suffix that names another format is refused (exit 2).",
     ),
 ]
-ShardFormatOption = Annotated[
+_ShardFormatOption = Annotated[
     str | None,
     typer.Option(
         "--shard-format",
@@ -79,7 +79,7 @@ def convert_cmd(
             "are made). `-` writes {streams} to stdout; name the format with --to."
         ),
     ],
-    to: ToOption = None,
+    to: _ToOption = None,
     compression: Annotated[
         Compression | None,
         typed_choice(
@@ -99,7 +99,7 @@ def convert_cmd(
         bool, typer.Option("--verify", help="Read the output back and compare every tensor first.")
     ] = False,
     num_envs: NumEnvs = None,
-    shard_format: ShardFormatOption = None,
+    shard_format: _ShardFormatOption = None,
     frames: FramesOption = FramesForm.ONCE,
     columns: ColumnsOption = None,
     done_means: DoneMeansOption = None,

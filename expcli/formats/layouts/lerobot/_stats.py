@@ -10,13 +10,17 @@ Images are sampled (``sample_indices``: all frames of an episode up to 100, then
 taken per channel as bytes and divided by 255. ``QUANTILES`` normalisation (pi0.5) needs
 ``q01`` and ``q99``.
 
-Here the same numbers come a slice of frames at a time, in bounded memory: a numeric
-feature's histogram is binned between the episode's min and max, which the writer gives
-before the first slice of an episode longer than one slice (``Quantiles.widen``); an image's
-sampled bytes are counted per channel in 256 bins, from which the 5,000-bin histogram is
-exact. Values that are not finite (NaN, inf) are left out of the quantiles; LeRobot's own
-computation fails on them. Numeric features of more than ``QUANTILE_VALUES`` values a
-frame get none. Min, max, mean and std are over every frame (images too), in
+Here the same numbers come a slice of frames at a time, in bounded memory, with no
+5,000-bin array for most: an episode read in one slice waits for others of its feature, up
+to ``BATCH_VALUES`` values, and they are sorted side by side; a quantile's bin is then
+found for its one value, and the values before and in it counted in the sorted column
+(``_sorted_quantiles``); the edges are computed where asked, as ``np.linspace`` gives
+them (``_Edges``). An episode of several slices is binned into histograms between its
+min and max, which the writer gives before its first slice (``FeatureStats.widen``); an
+image's sampled bytes are counted per channel in 256 bins, from which the 5,000-bin
+histogram is exact. Values that are not finite (NaN, inf) are left out of the quantiles;
+LeRobot's own computation fails on them. Numeric features of more than ``QUANTILE_VALUES``
+values a frame get none. Min, max, mean and std are over every frame (images too), in
 float64.
 """
 
@@ -103,7 +107,8 @@ class _Edges:
             if self._whole is None:
                 low, high = self._range
                 self._whole = np.stack([_edges(lo, hi) for lo, hi in zip(low, high, strict=True)])
-            return self._whole[np.arange(len(self._whole)) if columns is None else columns, k]
+            where = np.arange(len(self._whole)) if columns is None else columns
+            return np.asarray(self._whole[where, k])
         return self._computed(k, columns)
 
     def _computed(self, k: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
@@ -288,7 +293,7 @@ class _Episode:
         if self.samples < 2:  # LeRobot's _compute_basic_stats: the mean, here the one value
             return np.repeat(self.first[None], len(QUANTILES), axis=0)
         if self.values is not None:
-            return _episodes_quantiles([self.values])[0]
+            return np.asarray(_episodes_quantiles([self.values])[0])
         if self.edges is None or self.hists is None:
             return None
         return _quantiles(self.hists, self.edges)
