@@ -75,8 +75,8 @@ print(time.perf_counter() - start)
 """
 
 
-def make_folder(rows: int, target: Path) -> None:
-    """An expcli sharded folder of ``rows`` rows of ``ENVS`` env columns."""
+def transitions(rows: int, metadata: dict[str, object]) -> Dataset:
+    """``rows`` rows of ``ENVS`` env columns, episodes of ``EPISODE`` steps."""
     rng = np.random.default_rng(0)
     observations = rng.normal(size=(rows, ENVS, OBS)).astype(np.float32)
     ends = np.zeros((rows, ENVS, 1), bool)
@@ -89,7 +89,12 @@ def make_folder(rows: int, target: Path) -> None:
         "terminated": ends,
         "truncated": np.zeros_like(ends),
     }
-    write_dataset(Dataset(tensors, CircularState(0, 0, True), {"env_id": "Bench-v0"}), target)
+    return Dataset(tensors, CircularState(0, 0, True), {"env_id": "Bench-v0", **metadata})
+
+
+def make_folder(rows: int, target: Path) -> None:
+    """An expcli sharded folder of ``rows`` rows of ``ENVS`` env columns."""
+    write_dataset(transitions(rows, {}), target)
 
 
 def run(args: list[str]) -> tuple[float, float]:
@@ -142,19 +147,7 @@ def quantile_cost(frames: int, work: Path) -> tuple[float, float]:
     import statistics
 
     rows = max(EPISODE, frames // ENVS // EPISODE * EPISODE)
-    rng = np.random.default_rng(0)
-    observations = rng.normal(size=(rows, ENVS, OBS)).astype(np.float32)
-    ends = np.zeros((rows, ENVS, 1), bool)
-    ends[EPISODE - 1 :: EPISODE] = True
-    tensors = {
-        "observations": observations,
-        "next_observations": np.roll(observations, -1, axis=0),
-        "actions": rng.normal(size=(rows, ENVS, 4)).astype(np.float32),
-        "rewards": rng.normal(size=(rows, ENVS, 1)).astype(np.float32),
-        "terminated": ends,
-        "truncated": np.zeros_like(ends),
-    }
-    dataset = Dataset(tensors, CircularState(0, 0, True), {"env_id": "Bench-v0", "render_fps": 50})
+    dataset = transitions(rows, {"render_fps": 50})
     logging.disable(logging.WARNING)
     limit = _stats.QUANTILE_VALUES
     seconds: dict[int, list[float]] = {limit: [], 0: []}
