@@ -150,7 +150,7 @@ def save(
     target = Path(path)
     layout = _check_options(layout, compression)
     form = frames_form(frames)
-    fmt = _target_format(target, format, layout)
+    fmt = _target_format(target, format, layout, None)
     plan = WritePlan(target, fmt, layout, compression, None, form, overwrite, authorship)
     check_target(plan)
     write_checked(dataset, plan, checksums(dataset) if verify else None)
@@ -162,6 +162,7 @@ def convert(
     dst: str | os.PathLike[str],
     *,
     to: str | None = None,
+    storage: str | None = None,
     compression: str | None = None,
     layout: str | Layout = Layout.EXPCLI,
     overwrite: bool = True,
@@ -176,6 +177,9 @@ def convert(
 ) -> ConvertResult:
     """Convert a dataset file to another format or layout, losslessly.
 
+    ``to``: the output format where ``dst``'s suffix does not say it (or a layout's file
+    format: skrl's pt, npz or csv). ``storage``: the storage of a layout kept in a folder
+    (minari: hdf5, parquet, arrow; lerobot: parquet, video); ``to`` is still taken for it.
     ``num_envs``: env columns of a source that does not record them (a CSV without
     sidecar, a D4RL file), as ``load`` takes it. ``shard_format``: a sharded folder
     target's shards (``npz``, the default, or ``parquet``). ``frames``: as ``save`` takes it.
@@ -194,7 +198,7 @@ def convert(
     target = Path(dst)
     layout = _check_options(layout, compression)
     form = frames_form(frames)
-    fmt = _target_format(target, to, layout)
+    fmt = _target_format(target, to, layout, storage)
     plan = WritePlan(target, fmt, layout, compression, shard_format, form, overwrite, authorship)
     mapping = column_roles(columns, done_means)
     return convert_planned(
@@ -331,11 +335,12 @@ def _check_options(layout: str | Layout, compression: str | None) -> Layout:
     return chosen
 
 
-def _target_format(target: Path, to: str | None, layout: Layout) -> str:
-    if layout is not Layout.EXPCLI:
-        from expcli.formats.layouts import layout_format
+def _target_format(target: Path, to: str | None, layout: Layout, storage: str | None) -> str:
+    from expcli.formats.layouts import layout_format, storage_or_format
 
-        return layout_format(layout, target, to)
+    named, _ = storage_or_format(layout, to, storage)
+    if layout is not Layout.EXPCLI:
+        return layout_format(layout, target, named)
     fmt = output_format(target, to)
     if fmt is None:
         raise ConfigError(

@@ -19,7 +19,7 @@ from expcli.cli._authorship_options import (
 )
 from expcli.cli._console import err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
-from expcli.cli._help import convert_targets, shard_choices
+from expcli.cli._help import shard_choices
 from expcli.cli._read_options import (
     ColumnsOption,
     DoneMeansOption,
@@ -30,6 +30,7 @@ from expcli.cli._read_options import (
     typed_choice,
     warn_unrecorded_envs,
 )
+from expcli.cli._storage_option import ConvertToOption, StorageOption, storage_spelled
 from expcli.errors import ConfigError, printable
 from expcli.formats.rows import Layout
 from expcli.spec import Compression, FramesForm
@@ -51,16 +52,8 @@ def convert_cmd(
             "are made). `-` writes {streams} to stdout; name the format with --to."
         ),
     ],
-    to: Annotated[
-        str | None,
-        typer.Option(
-            "--to",
-            metavar="{to_choices}",
-            autocompletion=completing(convert_targets),
-            help="Output format, for `-` or a DST without a suffix (with --layout: its "
-            "storage); a suffix that names another format is refused (exit 2).",
-        ),
-    ] = None,
+    to: ConvertToOption = None,
+    storage: StorageOption = None,
     compression: Annotated[
         Compression | None,
         typed_choice(
@@ -104,6 +97,7 @@ def convert_cmd(
     warn_unrecorded_envs(src, num_envs)
     mapping = column_roles(columns, done_means)
     authorship = authorship_of(author, author_email, algorithm_name, code_permalink)
+    to = storage_spelled(layout, to, storage)
     if str(dst) == "-":
         refused = {"--shard-format": shard_format is not None, "--author": authorship is not None}
         _to_stdout(src, to, compression, layout, verify, num_envs, mapping, refused)
