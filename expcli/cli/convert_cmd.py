@@ -15,6 +15,7 @@ from expcli.cli._authorship_options import (
     AuthorEmailOption,
     AuthorOption,
     CodePermalinkOption,
+    LicenseOption,
     authorship_of,
 )
 from expcli.cli._console import err_console, file_progress, out_console, phases_on
@@ -39,6 +40,16 @@ if TYPE_CHECKING:
     from expcli.formats.column_roles import ColumnRoles
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
+_ShardFormatOption = Annotated[
+    str | None,
+    typer.Option(
+        "--shard-format",
+        metavar="{shard_choices}",
+        autocompletion=completing(shard_choices),
+        help="A folder DST (no suffix): its shards' format.",
+        show_default="npz",
+    ),
+]
 
 
 @reports_errors
@@ -80,16 +91,7 @@ def convert_cmd(
         bool, typer.Option("--verify", help="Read the output back and compare every tensor first.")
     ] = False,
     num_envs: NumEnvs = None,
-    shard_format: Annotated[
-        str | None,
-        typer.Option(
-            "--shard-format",
-            metavar="{shard_choices}",
-            autocompletion=completing(shard_choices),
-            help="A folder DST (no suffix): its shards' format.",
-            show_default="npz",
-        ),
-    ] = None,
+    shard_format: _ShardFormatOption = None,
     frames: FramesOption = FramesForm.ONCE,
     columns: ColumnsOption = None,
     done_means: DoneMeansOption = None,
@@ -97,6 +99,7 @@ def convert_cmd(
     author_email: AuthorEmailOption = None,
     algorithm_name: AlgorithmNameOption = None,
     code_permalink: CodePermalinkOption = None,
+    license: LicenseOption = None,
 ) -> None:
     """Convert a dataset between {titles} (and foreign layouts), losslessly."""
     from expcli.formats.column_roles import column_roles
@@ -105,7 +108,7 @@ def convert_cmd(
     mapping = column_roles(columns, done_means)
     authorship = authorship_of(author, author_email, algorithm_name, code_permalink)
     if str(dst) == "-":
-        refused = {"--shard-format": shard_format is not None, "--author": authorship is not None}
+        refused = {"--shard-format": shard_format, "--author": authorship, "--license": license}
         _to_stdout(src, to, compression, layout, verify, num_envs, mapping, refused)
         return
     convert_and_report(
@@ -121,6 +124,7 @@ def convert_cmd(
         frames=frames,
         columns=mapping,
         authorship=authorship,
+        license=license,
     )
 
 
@@ -183,21 +187,23 @@ def _to_stdout(
     verify: bool,
     num_envs: int | None,
     mapping: ColumnRoles | None,
-    refused: dict[str, bool],
+    refused: dict[str, object],
 ) -> None:
     """``convert SRC -``: stream the dataset to stdout, refusing what cannot go there.
 
-    ``refused``: options for a file or folder DST only, and whether each was given.
+    ``refused``: options for a file or folder DST only, and each one's value (None: not given).
     """
     import sys
 
     from expcli.conversion import convert_to_stream
     from expcli.formats.table import compressing_formats, format_named, listed, stream_formats
 
-    if refused["--shard-format"]:
+    if refused["--shard-format"] is not None:
         raise ConfigError("writing to stdout (-): --shard-format is for a folder DST")
-    if refused["--author"]:
+    if refused["--author"] is not None:
         raise ConfigError("writing to stdout (-): --author and its kin are for --layout minari")
+    if refused["--license"] is not None:
+        raise ConfigError("writing to stdout (-): --license is for a folder's dataset card")
     if to is None:
         names = listed(stream_formats())
         raise ConfigError(f"writing to stdout (-): name the format with --to {names}")

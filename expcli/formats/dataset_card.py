@@ -47,6 +47,7 @@ __all__ = [
     "MARK",
     "CardFacts",
     "EpisodeTally",
+    "FolderKind",
     "card_text",
     "checked_license",
     "data_fingerprint",
@@ -55,6 +56,7 @@ __all__ = [
     "size_category",
     "tally_rows",
     "write_card",
+    "write_layout_card",
 ]
 
 CARD = "README.md"
@@ -144,7 +146,9 @@ class EpisodeTally:
         cut = np.zeros(self.num_envs, bool) if self.cut is None else np.asarray(self.cut, bool)
         self._counting = ~cut
 
-    def add(self, rewards: np.ndarray | None, done: np.ndarray, valid: np.ndarray | None = None) -> None:
+    def add(
+        self, rewards: np.ndarray | None, done: np.ndarray, valid: np.ndarray | None = None
+    ) -> None:
         """Feed the next ``k`` rows: ``rewards`` and ``done`` shaped ``(k, N)``.
 
         ``rewards`` None: the data has none (episodes counted, no returns); ``valid``: the
@@ -244,28 +248,36 @@ def tally_rows(
     base = int(oldest[-1])  # the last column is never ahead of the write head
     shift = (oldest - base) % memory_size  # 1 for the columns ahead in the newest row
     step = max(1, _CHUNK_CELLS // num_envs)
-    columns = np.arange(num_envs)
     for at in range(0, memory_size, step):
         k = min(step, memory_size - at)
-        extra = int(shift.max())
-        picked = shift[None, :] + np.arange(k)[:, None]
-        read = (base + at) % memory_size
-
-        def rows(name: str) -> np.ndarray | None:
-            array = tensors.get(name)
-            if array is None:
-                return None
-            found = _circular_rows(array, read, k + extra, memory_size, num_envs)
-            return None if found is None else found[picked, columns[None, :]]
-
+        picked = shift[None, :] + np.arange(k)[:, None]  # (k, N): rows of the chunk read
+        chunk = _Chunk((base + at) % memory_size, k + int(shift.max()), picked, memory_size)
         done = np.zeros((k, num_envs), bool)
         for flag in ("terminated", "truncated"):
-            got = rows(flag)
+            got = chunk.rows(tensors.get(flag))
             if got is not None:
                 done |= got != 0
-        rewards = rows("rewards")
+        rewards = chunk.rows(tensors.get("rewards"))
         tally.add(rewards, done, (at + np.arange(k))[:, None] < valid[None, :])
     return tally
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """``count`` rows read from ``start`` on (round after the last), then ``picked`` per column."""
+
+    start: int
+    count: int
+    picked: np.ndarray
+    size: int
+
+    def rows(self, array: Any) -> np.ndarray | None:
+        """The chunk's ``(k, N)`` cells of a per-step tensor; None: absent, or not per step."""
+        if array is None:
+            return None
+        num_envs = self.picked.shape[1]
+        found = _circular_rows(array, self.start, self.count, self.size, num_envs)
+        return None if found is None else found[self.picked, np.arange(num_envs)[None, :]]
 
 
 @dataclass(frozen=True)
@@ -477,3 +489,52 @@ def folder_card(
         license=license or recorded_license(header) or DEFAULT_LICENSE,
     )
     return card_text(facts)
+
+
+@dataclass(frozen=True)
+class FolderKind:
+    """What a layout's card says of its files.
+
+    Attributes:
+        kind: What the folder is ("a LeRobot v3.0 dataset").
+        files: The body's lines about its files (Markdown).
+        data_files: The globs ``datasets`` reads (none: the card has no ``configs``).
+        tags: The layout's tags (its library).
+        no_configs: Why there are no data files to list, when there are none.
+    """
+
+    kind: str
+    files: str
+    data_files: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    no_configs: str = ""
+
+
+def write_layout_card(dataset: Any, folder: Path, what: FolderKind, license: str | None) -> None:
+    """Write the card of a layout's folder that expcli just wrote from ``dataset``.
+
+    ``license`` None: the one a collect run recorded, else ``DEFAULT_LICENSE``. Its episodes
+    are counted in a pass over the rewards and done flags, oldest first.
+
+    Raises:
+        OutputError: The folder cannot be written.
+    """
+    meta = dataset.metadata
+    tally = tally_rows(dataset.tensors, dataset.state, meta, dataset.memory_size, dataset.num_envs)
+    names = sorted(
+        {str(p.relative_to(folder)) for glob in what.data_files for p in folder.glob(glob)}
+    )
+    facts = CardFacts(
+        metadata=meta,
+        transitions=len(dataset),
+        num_envs=dataset.num_envs,
+        tally=tally,
+        kind=what.kind,
+        data_files=what.data_files,
+        files=what.files,
+        files_fingerprint=data_fingerprint(folder, names),
+        license=license or recorded_license(meta) or DEFAULT_LICENSE,
+        tags=what.tags,
+        no_configs=what.no_configs,
+    )
+    write_card(folder, card_text(facts))

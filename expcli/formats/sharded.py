@@ -289,7 +289,12 @@ class ShardWriter:
         glob = f"shard-*{self.shard.suffixes[0]}"
         kind = f"{self.shard.title or self.shard.name} shards"
         text = folder_card(
-            self.manifest.header, shards, self._tally, files=files, glob=glob, kind=kind,
+            self.manifest.header,
+            shards,
+            self._tally,
+            files=files,
+            glob=glob,
+            kind=kind,
             license=self.license,
         )
         with output_errors(self.folder, every=True):
@@ -385,9 +390,7 @@ def write(
                     dataset.memory_size,
                     dataset.num_envs,
                 )
-            writer = ShardWriter(
-                tmp, manifest, dataset.state, frames, license=license, tally=tally
-            )
+            writer = ShardWriter(tmp, manifest, dataset.state, frames, license=license, tally=tally)
             metadata = user_metadata(manifest.header)
             step = shard_rows(dataset.tensors, shard_bytes)
             for start in range(0, dataset.memory_size, step):

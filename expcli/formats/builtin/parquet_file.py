@@ -32,14 +32,24 @@ PARQUET_CARD = """- `shard-*.parquet`: one row per transition, in the order coll
 
 `next_observations` is null where it is the `observations` of the same `env` one `row`
 on (stored once; expcli fills it in when it reads). One line gets it back, whatever the
-order of the rows (for a structured space, the same for each `next_observations/KEY`):
+order of the rows (for a structured space, the same for each `next_observations/KEY`).
+duckdb:
 
-- duckdb: `coalesce(next_observations, lead(observations) over w, first_value(observations) over w)`
-  with `window w as (partition by env order by "row")`
-- polars: `pl.coalesce("next_observations", pl.col("observations").shift(-1).over("env", order_by="row"), pl.col("observations").sort_by("row").first().over("env"))`
-- HF `datasets` (through polars, which reads its Arrow table):
-  `ds = Dataset.from_polars(ds.to_polars().with_columns(NEXT.alias("next_observations")))`,
-  `NEXT` the polars line above.
+```sql
+select * replace (coalesce(next_observations, lead(observations) over w,
+                           first_value(observations) over w) as next_observations)
+from read_parquet('FOLDER/shard-*.parquet') window w as (partition by env order by "row")
+```
+
+polars, and HF `datasets` through polars (`ds` a `datasets.Dataset` of the shards):
+
+```python
+NEXT = pl.coalesce("next_observations",
+                   pl.col("observations").shift(-1).over("env", order_by="row"),
+                   pl.col("observations").sort_by("row").first().over("env"))
+frame = pl.scan_parquet("FOLDER/shard-*.parquet").with_columns(NEXT.alias("next_observations"))
+ds = Dataset.from_polars(ds.to_polars().with_columns(NEXT.alias("next_observations")))
+```
 """
 """The Files section of the card of a folder of Parquet shards (``dataset_card``)."""
 
