@@ -331,7 +331,7 @@ def _env_id(metadata: Mapping[str, Any]) -> str | None:
     env_id = metadata.get("env_id")
     if not isinstance(env_id, str) or not env_id:
         return None
-    return env_id.rsplit(":", 1)[-1] or env_id
+    return env_id.split(":", 1)[-1] or env_id
 
 
 def _front_matter(facts: CardFacts) -> list[str]:
