@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -187,7 +187,7 @@ def _to_stdout(
     verify: bool,
     num_envs: int | None,
     mapping: ColumnRoles | None,
-    refused: dict[str, object],
+    refused: Mapping[str, object],
 ) -> None:
     """``convert SRC -``: stream the dataset to stdout, refusing what cannot go there.
 
