@@ -18,9 +18,10 @@ from expcli.cli._authorship_options import (
     LicenseOption,
     authorship_of,
 )
+from expcli.cli._collect_options import ShardFormatOption
 from expcli.cli._console import err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
-from expcli.cli._help import convert_targets, shard_choices
+from expcli.cli._help import convert_targets
 from expcli.cli._read_options import (
     ColumnsOption,
     DoneMeansOption,
@@ -40,16 +41,6 @@ if TYPE_CHECKING:
     from expcli.formats.column_roles import ColumnRoles
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
-_ShardFormatOption = Annotated[
-    str | None,
-    typer.Option(
-        "--shard-format",
-        metavar="{shard_choices}",
-        autocompletion=completing(shard_choices),
-        help="A folder DST (no suffix): its shards' format.",
-        show_default="npz",
-    ),
-]
 
 
 @reports_errors
@@ -91,7 +82,7 @@ def convert_cmd(
         bool, typer.Option("--verify", help="Read the output back and compare every tensor first.")
     ] = False,
     num_envs: NumEnvs = None,
-    shard_format: _ShardFormatOption = None,
+    shard_format: ShardFormatOption = None,
     frames: FramesOption = FramesForm.ONCE,
     columns: ColumnsOption = None,
     done_means: DoneMeansOption = None,

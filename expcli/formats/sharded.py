@@ -20,14 +20,14 @@ Shards may instead be Parquet files (``shard-000000.parquet``, the manifest's
 ``shard_format``), each a complete expcli Parquet file whose bookkeeping columns
 (``index``, ``row``, ``episode_index``, ``frame_index``) count across the folder, so that
 pyarrow, polars, duckdb, Ray Data and HF ``datasets`` read the shard glob as one table. Such
-a folder also holds a dataset card, ``README.md``, saying so. The card has no YAML
-``configs``: ``datasets.load_dataset(FOLDER)`` then infers its builder from the files, and
-Parquet wins over the one ``manifest.json`` (``infer_module_for_data_files_list`` sorts by
-count, Parquet first on a tie), while a ``configs`` entry would make its cache key the
-config's name alone: a folder loaded before a ``--resume`` would be read from the stale
-cache after it (measured with datasets 4). A writer going on with such a folder
-(``--resume``) first removes the shard files the manifest does not list, which those
-readers would otherwise count.
+a folder also holds a dataset card, ``README.md`` (``dataset_card``): its YAML ``configs``
+give ``datasets.load_dataset(FOLDER)`` the shard glob, and its statistics (the episodes and
+their returns, counted as shards land) are written again, atomically, after each manifest.
+``datasets`` keys its cache by the config's patterns, not the files, so the config's
+description carries a fingerprint of the listed shards (their names and CRC-32s): a folder
+loaded before a ``--resume`` is read again after it (measured with datasets 5.2). A writer
+going on with such a folder (``--resume``) first removes the shard files the manifest does
+not list, which those readers would otherwise count.
 """
 
 from __future__ import annotations
