@@ -245,7 +245,7 @@ def test_size_categories_are_the_hubs_buckets() -> None:
 def test_tally_counts_the_complete_episodes_of_any_circular_state(
     size: int, envs: int, head: int, column: int, filled: bool, chunk: int, seed: int
 ) -> None:
-    import expcli.formats.dataset_card as card
+    import expcli.formats._episode_returns as card
 
     dataset = _run(size, envs, seed=seed)
     state = CircularState(head % size, column % envs, filled)
