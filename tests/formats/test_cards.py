@@ -264,3 +264,38 @@ def test_tally_counts_the_complete_episodes_of_any_circular_state(
     if not filled:
         fed.add_tensors(wrapped.tensors, size)
         assert fed.count == len(_returns(Dataset(dataset.tensors, CircularState(0, 0, True), {})))
+
+
+def test_a_kill_9_leaves_a_whole_card_and_resume_brings_it_up_to_date(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A collect killed while its shards land: the card parses (never half-written)."""
+    import json
+    import signal
+    import subprocess
+    import time
+
+    from tests.collect.test_folder_collect import ENV, EXPCLI, expcli_cli
+
+    folder = tmp_path / "run"
+    run = ["collect", "CartPole-v1", "--envs", "2", "--steps", "10000000", "--mode", "dummy"]
+    shards = ["--shard-format", "parquet", "--shard-size", "20", "-o", str(folder), "-q"]
+    child = subprocess.Popen([*EXPCLI, *run, *shards], env=ENV, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            manifest = folder / "manifest.json"
+            if manifest.exists() and len(json.loads(manifest.read_text())["shards"]) >= 5:
+                break
+            time.sleep(0.05)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert _front(card)["configs"][0]["data_files"][0]["path"] == "shard-*.parquet"
+    assert card.rstrip().endswith("```")  # whole, to its last section
+    stored = json.loads((folder / "manifest.json").read_text())["memory_size"] * 2
+    expcli_cli("collect", "--resume", str(folder), "--steps", str(stored + 100), "-q")
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert f"{stored + 100:,} transitions" in card
+    assert _load(folder, tmp_path / "cache", caplog).num_rows == stored + 100
