@@ -23,6 +23,7 @@ from expcli.formats.authorship import Authorship
 from expcli.formats.checked_write import check_target, checksums, write_checked
 from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.formats.dataset import Dataset
+from expcli.formats.dataset_card import checked_license
 from expcli.formats.layouts import LAYOUTS, Layout
 from expcli.formats.lazy import LazyRows
 from expcli.formats.parquet_sources import source_size
@@ -120,6 +121,7 @@ def save(
     verify: bool = False,
     frames: FramesForm | str = FramesForm.ONCE,
     authorship: Authorship | None = None,
+    license: str | None = None,
 ) -> Path:
     """Write a ``Dataset`` or a ``Memory`` (anything with ``to_dataset()``) atomically.
 
@@ -137,10 +139,14 @@ def save(
             every one.
         authorship: Author, author email, algorithm name and code permalink, for a layout
             that keeps them (``minari``).
+        license: The license a folder's dataset card states (``formats.dataset_card``:
+            Parquet shards, LeRobot and Minari folders); None: the one a collect run
+            recorded, else ``other``.
 
     Raises:
         ConfigError: An unknown layout or compression, or one the format cannot take; an
-            ``authorship`` the layout does not keep; a Minari folder not named as its id.
+            ``authorship`` the layout does not keep; a Minari folder not named as its id; a
+            ``license`` that is no license identifier.
         OutputExistsError: The target exists and ``overwrite`` is false.
         FormatError, SchemaError: The data cannot be written in that format.
     """
@@ -151,7 +157,9 @@ def save(
     layout = _check_options(layout, compression)
     form = frames_form(frames)
     fmt = _target_format(target, format, layout, None)
-    plan = WritePlan(target, fmt, layout, compression, None, form, overwrite, authorship)
+    plan = WritePlan(
+        target, fmt, layout, compression, None, form, overwrite, authorship, _license(license)
+    )
     check_target(plan)
     write_checked(dataset, plan, checksums(dataset) if verify else None)
     return target
@@ -174,6 +182,7 @@ def convert(
     columns: ColumnRoles | Mapping[str, str] | str | None = None,
     done_means: DoneMeans | str | None = None,
     authorship: Authorship | None = None,
+    license: str | None = None,
 ) -> ConvertResult:
     """Convert a dataset file to another format or layout, losslessly.
 
@@ -184,7 +193,8 @@ def convert(
     sidecar, a D4RL file), as ``load`` takes it. ``shard_format``: a sharded folder
     target's shards (``npz``, the default, or ``parquet``). ``frames``: as ``save`` takes it.
     ``columns``, ``done_means``: how a table source is read, as ``load`` takes them.
-    ``authorship``: as ``save`` takes it (a Minari target's author, algorithm, ...).
+    ``authorship``, ``license``: as ``save`` takes them (a Minari target's author,
+    algorithm, ...; the license of a folder's dataset card).
 
     ``overwrite`` defaults to True, as for ``save`` (and ``np.save``, ``torch.save``): the
     Python API replaces an existing target, atomically, unless told ``overwrite=False``.
@@ -199,7 +209,17 @@ def convert(
     layout = _check_options(layout, compression)
     form = frames_form(frames)
     fmt = _target_format(target, to, layout, storage)
-    plan = WritePlan(target, fmt, layout, compression, shard_format, form, overwrite, authorship)
+    plan = WritePlan(
+        target,
+        fmt,
+        layout,
+        compression,
+        shard_format,
+        form,
+        overwrite,
+        authorship,
+        _license(license),
+    )
     mapping = column_roles(columns, done_means)
     return convert_planned(
         src, plan, verify=verify, progress=progress, num_envs=num_envs, mapping=mapping
@@ -381,3 +401,12 @@ def _size(path: Path) -> int:
     if path.is_dir():
         return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     return path.stat().st_size if path.exists() else 0
+
+
+def _license(given: str | None) -> str | None:
+    """``license`` checked (``dataset_card.checked_license``); None stays None.
+
+    Raises:
+        ConfigError: Not a license identifier.
+    """
+    return None if given is None else checked_license(given)

@@ -24,6 +24,7 @@ from expcli.cli._authorship_options import (
     AuthorEmailOption,
     AuthorOption,
     CodePermalinkOption,
+    LicenseOption,
     authorship_of,
 )
 from expcli.cli._collect_options import (
@@ -118,6 +119,7 @@ def collect_cmd(
     author_email: AuthorEmailOption = None,
     algorithm_name: AlgorithmNameOption = None,
     code_permalink: CodePermalinkOption = None,
+    license: LicenseOption = None,
 ) -> None:
     """Collect experience from a Gymnasium env (or EnvPool's) into a dataset file."""
     from expcli.collect.settings import CollectSettings
@@ -151,6 +153,7 @@ def collect_cmd(
         shard_format=shard_format,
         spool=spool,
         frames=frames,
+        license=license,
     )
     who = authorship_of(author, author_email, algorithm_name, code_permalink)
     named = storage_spelled(layout, to, storage)

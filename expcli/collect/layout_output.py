@@ -146,7 +146,15 @@ def layout_run(
     fmt = layout_format(layout, target, to)
     compression = None if settings.compression is None else str(settings.compression)
     plan = WritePlan(
-        target, fmt, layout, compression, None, settings.frames, settings.overwrite, authorship
+        target,
+        fmt,
+        layout,
+        compression,
+        None,
+        settings.frames,
+        settings.overwrite,
+        authorship,
+        settings.license,
     )
     check_target(plan)
     staging = target.with_name(target.name.replace(".", "-") + "-collecting")  # no suffix
