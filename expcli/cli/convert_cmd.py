@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -15,11 +15,12 @@ from expcli.cli._authorship_options import (
     AuthorEmailOption,
     AuthorOption,
     CodePermalinkOption,
+    LicenseOption,
     authorship_of,
 )
+from expcli.cli._collect_options import ShardFormatOption
 from expcli.cli._console import err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
-from expcli.cli._help import convert_targets, shard_choices
 from expcli.cli._lerobot_options import (
     FpsOption,
     NextObservationsOption,
@@ -32,11 +33,11 @@ from expcli.cli._read_options import (
     DoneMeansOption,
     FramesOption,
     NumEnvs,
-    completing,
     parse_compression,
     typed_choice,
     warn_unrecorded_envs,
 )
+from expcli.cli._storage_option import ConvertToOption, StorageOption, storage_spelled
 from expcli.errors import ConfigError, printable
 from expcli.formats.rows import Layout
 from expcli.spec import Compression, FramesForm
@@ -46,27 +47,6 @@ if TYPE_CHECKING:
     from expcli.formats.column_roles import ColumnRoles
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
-
-_ToOption = Annotated[
-    str | None,
-    typer.Option(
-        "--to",
-        metavar="{to_choices}",
-        autocompletion=completing(convert_targets),
-        help="Output format, for `-` or a DST without a suffix (with --layout: its "
-        "storage); a suffix that names another format is refused (exit 2).",
-    ),
-]
-_ShardFormatOption = Annotated[
-    str | None,
-    typer.Option(
-        "--shard-format",
-        metavar="{shard_choices}",
-        autocompletion=completing(shard_choices),
-        help="A folder DST (no suffix): its shards' format.",
-        show_default="npz",
-    ),
-]
 
 
 @reports_errors
@@ -79,7 +59,8 @@ def convert_cmd(
             "are made). `-` writes {streams} to stdout; name the format with --to."
         ),
     ],
-    to: _ToOption = None,
+    to: ConvertToOption = None,
+    storage: StorageOption = None,
     compression: Annotated[
         Compression | None,
         typed_choice(
@@ -99,7 +80,7 @@ def convert_cmd(
         bool, typer.Option("--verify", help="Read the output back and compare every tensor first.")
     ] = False,
     num_envs: NumEnvs = None,
-    shard_format: _ShardFormatOption = None,
+    shard_format: ShardFormatOption = None,
     frames: FramesOption = FramesForm.ONCE,
     columns: ColumnsOption = None,
     done_means: DoneMeansOption = None,
@@ -107,6 +88,7 @@ def convert_cmd(
     author_email: AuthorEmailOption = None,
     algorithm_name: AlgorithmNameOption = None,
     code_permalink: CodePermalinkOption = None,
+    license: LicenseOption = None,
     fps: FpsOption = None,
     task: TaskOption = None,
     robot_type: RobotTypeOption = None,
@@ -118,13 +100,11 @@ def convert_cmd(
     warn_unrecorded_envs(src, num_envs)
     mapping = column_roles(columns, done_means)
     authorship = authorship_of(author, author_email, algorithm_name, code_permalink)
+    to = storage_spelled(layout, to, storage)
     lerobot = lerobot_settings_of(fps, task, robot_type, next_observations)
     if str(dst) == "-":
-        refused = {
-            "--shard-format": shard_format is not None,
-            "--author": authorship is not None,
-            "--fps": lerobot is not None,
-        }
+        refused: dict[str, object] = {"--shard-format": shard_format, "--fps": lerobot}
+        refused |= {"--author": authorship, "--license": license}
         _to_stdout(src, to, compression, layout, verify, num_envs, mapping, refused)
         return
     convert_and_report(
@@ -140,6 +120,7 @@ def convert_cmd(
         frames=frames,
         columns=mapping,
         authorship=authorship,
+        license=license,
         lerobot=lerobot,
     )
 
@@ -203,22 +184,24 @@ def _to_stdout(
     verify: bool,
     num_envs: int | None,
     mapping: ColumnRoles | None,
-    refused: dict[str, bool],
+    refused: Mapping[str, object],
 ) -> None:
     """``convert SRC -``: stream the dataset to stdout, refusing what cannot go there.
 
-    ``refused``: options for a file or folder DST only, and whether each was given.
+    ``refused``: options for a file or folder DST only, and each one's value (None: not given).
     """
     import sys
 
     from expcli.conversion import convert_to_stream
     from expcli.formats.table import compressing_formats, format_named, listed, stream_formats
 
-    if refused["--shard-format"]:
+    if refused["--shard-format"] is not None:
         raise ConfigError("writing to stdout (-): --shard-format is for a folder DST")
-    if refused["--author"]:
+    if refused["--author"] is not None:
         raise ConfigError("writing to stdout (-): --author and its kin are for --layout minari")
-    if refused["--fps"]:
+    if refused["--license"] is not None:
+        raise ConfigError("writing to stdout (-): --license is for a folder's dataset card")
+    if refused["--fps"] is not None:
         raise ConfigError(
             "writing to stdout (-): --fps, --task, --robot-type and --next-observations "
             "are for --layout lerobot"
