@@ -27,6 +27,7 @@ float64.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -48,9 +49,10 @@ images have theirs per channel."""
 _PAD = 1e-10  # LeRobot widens the histogram's range by this on each side
 _TARGETS = np.array(list(QUANTILES.values()))
 _WALK = 8  # bins a value's first guess is moved, one at a time, before its bin is searched
-BATCH_VALUES = 1 << 18
-"""Short episodes' values binned together, padded to the longest of them, up to this many
-(about 2 MB of float64; ``FeatureStats.end_episode``)."""
+BATCH_VALUES = 1 << 20
+"""Short episodes' values sorted together, padded to the longest of them, up to this many
+(4 MB of float32, and a few such arrays while their quantiles are found;
+``FeatureStats.end_episode``)."""
 
 
 def sampled_frames(length: int) -> np.ndarray:
@@ -493,26 +495,24 @@ class FeatureStats:
         self._flush()
         found = episode.quantiles()
         if found is not None:
-            self._fold(found, episode.samples)
+            self._fold([found], [episode.samples])
 
     def _flush(self) -> None:
         """Fold the waiting episodes' quantiles, in order."""
         if self._pending:
-            for found, values in zip(
-                _episodes_quantiles(self._pending), self._pending, strict=True
-            ):
-                self._fold(found, len(values))
+            self._fold(_episodes_quantiles(self._pending), [len(v) for v in self._pending])
             self._pending, self._longest = [], 0
 
-    def _fold(self, found: np.ndarray, weight: int) -> None:
-        """Fold an episode's quantiles of ``weight`` samples into the weighted ones so far."""
-        if self._quantiles is None:
-            self._quantiles, self._samples = found, weight
-            return
-        total = self._samples + weight
+    def _fold(self, episodes: Sequence[np.ndarray] | np.ndarray, weights: Sequence[int]) -> None:
+        """Fold episodes' quantiles, of ``weights`` samples, one at a time into those so far."""
         with np.errstate(all="ignore"):  # float16 extremes overflow, as in LeRobot's
-            self._quantiles = (self._quantiles * self._samples + found * weight) / total
-        self._samples = total
+            for found, weight in zip(episodes, weights, strict=True):
+                if self._quantiles is None:
+                    self._quantiles, self._samples = found, weight
+                    continue
+                total = self._samples + weight
+                self._quantiles = (self._quantiles * self._samples + found * weight) / total
+                self._samples = total
 
     def to_json(self) -> dict[str, Any] | None:
         """The feature's entry in ``stats.json`` (None before any frame)."""
