@@ -21,7 +21,7 @@ further off or behind by seeking to the key frame before it; the frames read are
 about ``_CACHE_BYTES`` of them. A missing or damaged file, a frame time with no frame, or
 frames of another size than the feature declares are a one-line ``FormatError``.
 
-``VideoWriter`` writes uint8 ``(H, W, 3)`` tensors the same way (``--to video``): AV1
+``VideoWriter`` writes uint8 ``(H, W, 3)`` tensors the same way (``--storage video``): AV1
 (``libsvtav1``, ``crf`` 30, a key frame every 2 frames, ``yuv420p``) as LeRobot's
 ``encode_video_frames`` does, or H.264 where PyAV lacks SVT-AV1.
 """
@@ -426,7 +426,7 @@ def _episode_columns(root: Path, names: list[str]) -> tuple[np.ndarray, dict[str
 
 
 def can_encode(spec: TensorSpec) -> bool:
-    """Whether ``--to video`` stores a tensor as video: uint8 ``(H, W, 3)``, H and W >= 4.
+    """Whether ``--storage video`` stores a tensor as video: uint8 ``(H, W, 3)``, H and W >= 4.
 
     SVT-AV1 takes frames from 4x4 pixels; H.264 in ``yuv420p`` (where SVT-AV1 is missing)
     takes even sizes only.

@@ -12,7 +12,7 @@ file past 100 MB or 250 episodes, a new chunk folder every 1000 files).
 next observation nor the two end flags apart, so, to lose nothing, the frames also carry
 ``next.observation.*``, ``next.terminated`` and ``next.truncated`` besides ``next.done``
 (which LeRobot's own code reads). Images (uint8 ``(H, W[, C])``) are PNG, or, with
-storage ``"video"`` (``--to video``), those of ``(H, W, 3)`` are video features, lossy
+storage ``"video"`` (``--storage video``), those of ``(H, W, 3)`` are video features, lossy
 (``lerobot._video``); other features as ``lerobot._features`` says. ``meta/expcli.json``
 holds expcli's header (``info.json`` drops unknown keys) and each tensor's feature; each
 episode row also says its env column and first row (``expcli/env``, ``expcli/first_row``),
