@@ -29,7 +29,7 @@ from expcli.formats.parquet_sources import source_size
 from expcli.formats.registry import frames_form, output_format
 from expcli.formats.rows import WritePlan
 from expcli.formats.table import format_named, stream_formats, suffix_help
-from expcli.spec import COMPRESSIONS, FramesForm
+from expcli.spec import COMPRESSIONS, FramesForm, ImagesForm
 
 __all__ = [
     "COMPRESSIONS",
@@ -120,6 +120,7 @@ def save(
     verify: bool = False,
     frames: FramesForm | str = FramesForm.ONCE,
     authorship: Authorship | None = None,
+    images: ImagesForm | str = ImagesForm.PNG,
 ) -> Path:
     """Write a ``Dataset`` or a ``Memory`` (anything with ``to_dataset()``) atomically.
 
@@ -137,6 +138,9 @@ def save(
             every one.
         authorship: Author, author email, algorithm name and code permalink, for a layout
             that keeps them (``minari``).
+        images: How Parquet stores image-like uint8 frames: ``png`` (HF ``Image`` cells,
+            which HF ``datasets`` reads as images and arrays) or ``raw`` (their bytes,
+            faster to sample at random).
 
     Raises:
         ConfigError: An unknown layout or compression, or one the format cannot take; an
@@ -151,7 +155,9 @@ def save(
     layout = _check_options(layout, compression)
     form = frames_form(frames)
     fmt = _target_format(target, format, layout)
-    plan = WritePlan(target, fmt, layout, compression, None, form, overwrite, authorship)
+    plan = WritePlan(
+        target, fmt, layout, compression, None, form, overwrite, authorship, _images_form(images)
+    )
     check_target(plan)
     write_checked(dataset, plan, checksums(dataset) if verify else None)
     return target
@@ -173,6 +179,7 @@ def convert(
     columns: ColumnRoles | Mapping[str, str] | str | None = None,
     done_means: DoneMeans | str | None = None,
     authorship: Authorship | None = None,
+    images: ImagesForm | str = ImagesForm.PNG,
 ) -> ConvertResult:
     """Convert a dataset file to another format or layout, losslessly.
 
@@ -181,6 +188,7 @@ def convert(
     target's shards (``npz``, the default, or ``parquet``). ``frames``: as ``save`` takes it.
     ``columns``, ``done_means``: how a table source is read, as ``load`` takes them.
     ``authorship``: as ``save`` takes it (a Minari target's author, algorithm, ...).
+    ``images``: as ``save`` takes it (a Parquet target's image-like frames).
 
     ``overwrite`` defaults to True, as for ``save`` (and ``np.save``, ``torch.save``): the
     Python API replaces an existing target, atomically, unless told ``overwrite=False``.
@@ -195,7 +203,17 @@ def convert(
     layout = _check_options(layout, compression)
     form = frames_form(frames)
     fmt = _target_format(target, to, layout)
-    plan = WritePlan(target, fmt, layout, compression, shard_format, form, overwrite, authorship)
+    plan = WritePlan(
+        target,
+        fmt,
+        layout,
+        compression,
+        shard_format,
+        form,
+        overwrite,
+        authorship,
+        _images_form(images),
+    )
     mapping = column_roles(columns, done_means)
     return convert_planned(
         src, plan, verify=verify, progress=progress, num_envs=num_envs, mapping=mapping
@@ -376,3 +394,17 @@ def _size(path: Path) -> int:
     if path.is_dir():
         return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     return path.stat().st_size if path.exists() else 0
+
+
+def _images_form(images: ImagesForm | str) -> ImagesForm:
+    """``images`` as an ``ImagesForm``.
+
+    Raises:
+        ConfigError: It is none of them.
+    """
+    try:
+        return ImagesForm(str(images).lower())
+    except ValueError:
+        raise ConfigError(
+            f"unknown images {images!r}; expected one of {', '.join(f.value for f in ImagesForm)}"
+        ) from None

@@ -56,15 +56,18 @@ from expcli.formats._guards import (
     load_json,
     regular_size,
 )
+from expcli.formats._hf_features import HF_KEY, hf_metadata
 from expcli.formats._manifest import file_crc32
 from expcli.formats._parquet_columns import (
     BOOKKEEPING,
     BOOKKEEPING_DTYPES,
     EMPTY,
+    PNG,
     VALID,
     Carry,
     Column,
     column_for,
+    column_read,
     flat_array,
     from_arrow,
     positions,
@@ -90,7 +93,7 @@ from expcli.formats.lazy import SLICE_BYTES, LazyRows
 from expcli.formats.parquet_sources import is_pattern, table_files
 from expcli.formats.row_gather import flat_rows, gather_flat
 from expcli.formats.rows import WritePlan, WrittenShard
-from expcli.spec import FRAMES_SCHEMA, FramesForm, TensorSpec, done_flags
+from expcli.spec import FRAMES_SCHEMA, FramesForm, ImagesForm, TensorSpec, done_flags
 
 __all__ = [
     "LAYOUT",
@@ -139,7 +142,7 @@ def write(dataset: Dataset, plan: WritePlan) -> None:
     """
     codec = plan.compression or PARQUET_FILE.compressions[0]
     carry = Carry.start(dataset.num_envs)
-    _write(dataset, plan.target, plan.overwrite, codec, carry, plan.frames, True)
+    _write(dataset, plan.target, plan.overwrite, codec, carry, plan.frames, True, plan.images)
 
 
 def write_shard(
@@ -149,11 +152,13 @@ def write_shard(
     compression: str,
     carry: object | None = None,
     frames: FramesForm = FramesForm.FULL,
+    images: ImagesForm = ImagesForm.PNG,
 ) -> WrittenShard:
     """``write`` a folder's shard (full rows), its bookkeeping going on from ``carry``.
 
     ``carry``: what the shard before handed on (a ``Carry``; None: the first shard).
     ``frames``: as ``write``'s, over the shard's rows alone: its last row is kept.
+    ``images``: as the write plan's (``_parquet_columns``).
 
     Returns:
         Its size and CRC-32 (read back), whether some next observations are stored once
@@ -161,7 +166,7 @@ def write_shard(
         folder's next shard).
     """
     start = carry if isinstance(carry, Carry) else Carry.start(dataset.num_envs)
-    after, once = _write(dataset, path, True, compression, start, frames, False)
+    after, once = _write(dataset, path, True, compression, start, frames, False, images)
     size, crc = regular_size(path), file_crc32(path)
     return WrittenShard(size, crc, once, after.next_shard(dataset.memory_size))
 
@@ -204,6 +209,7 @@ def _write(
     carry: Carry,
     frames: FramesForm = FramesForm.FULL,
     wrap: bool = True,
+    images: ImagesForm = ImagesForm.PNG,
 ) -> tuple[Carry, bool]:
     """Write the file, a row group at a time.
 
@@ -215,7 +221,7 @@ def _write(
 
     codec = compression.lower()
     kept = _null_cells(dataset, FramesForm(frames), wrap)
-    columns = [column_for(spec) for spec in dataset.specs()]
+    columns = [column_for(spec, ImagesForm(images)) for spec in dataset.specs()]
     for column in columns:
         if column.spec.name in BOOKKEEPING:
             raise SchemaError(
@@ -245,6 +251,8 @@ def _write(
         + [pa.field(c.spec.name, c.arrow_type()) for c in stored],
         metadata={HEADER_KEY: text.encode(), LAYOUT_KEY: json.dumps(layout).encode()},
     )
+    pngs = {c.spec.name for c in stored if c.encoding == PNG}
+    schema = schema.with_metadata({**schema.metadata, HF_KEY: hf_metadata(schema, pngs)})
     row_bytes = sum(c.row_bytes for c in stored) + 36
     # Whole rows of the (T, N) tensors a group, so that each group reads rows the last one
     # did not and the source's read-ahead of the next slice is the one asked for next.
@@ -261,7 +269,11 @@ def _write(
             compression=codec,
             use_dictionary=False,
             # min/max of frames' bytes filter nothing and cost a third of a frame's write
-            write_statistics=[f.name for f in schema if not pa.types.is_fixed_size_binary(f.type)],
+            write_statistics=[
+                f.name
+                for f in schema
+                if not pa.types.is_fixed_size_binary(f.type) and f.name not in pngs
+            ],
             write_page_checksum=True,
         ) as writer,
     ):
@@ -471,7 +483,8 @@ def _open(
     encodings, rows = layout.get("columns"), layout.get("rows")
     stored = parquet.metadata.num_rows
     nullable = _nullable(header, path, stored)
-    columns = [column_for(spec) for spec in header_specs(header, path)]
+    said = encodings if isinstance(encodings, dict) else {}
+    columns = [column_read(spec, said.get(spec.name)) for spec in header_specs(header, path)]
     columns = [dataclasses.replace(c, nullable=c.spec.name in nullable) for c in columns]
     if not isinstance(encodings, dict) or encodings != {c.spec.name: c.encoding for c in columns}:
         raise FormatError(

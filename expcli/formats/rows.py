@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from expcli.errors import ConfigError
 from expcli.formats.authorship import Authorship
-from expcli.spec import FramesForm
+from expcli.spec import FramesForm, ImagesForm
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
@@ -383,6 +383,7 @@ class WritePlan:
         overwrite: Whether an existing target may be replaced.
         authorship: Who made the data and with what, for a layout that keeps it
             (``FileLayout.keeps_authorship``: Minari); None: nothing given.
+        images: How Parquet stores image-like uint8 frames: PNG cells (HF ``Image``) or raw.
     """
 
     target: Path
@@ -393,6 +394,7 @@ class WritePlan:
     frames: FramesForm = FramesForm.ONCE
     overwrite: bool = True
     authorship: Authorship | None = None
+    images: ImagesForm = ImagesForm.PNG
 
 
 @dataclass(frozen=True, slots=True)
