@@ -61,12 +61,12 @@ from expcli.cli._collect_options import (
     WrapperOption,
 )
 from expcli.cli._errors import reports_errors
-from expcli.cli._read_options import FramesOption
+from expcli.cli._read_options import FramesOption, ImagesOption
 from expcli.collect.engines import CollectMode
 from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, EnvError, OutputError, quoted
 from expcli.formats.rows import Layout
-from expcli.spec import FramesForm
+from expcli.spec import FramesForm, ImagesForm
 
 if TYPE_CHECKING:
     from expcli.cli._collect_view import CollectView, Signals
@@ -111,6 +111,7 @@ def collect_cmd(
     spool: SpoolOption = None,
     resume: ResumeOption = None,
     frames: FramesOption = FramesForm.ONCE,
+    images: ImagesOption = ImagesForm.PNG,
     trust_settings: TrustSettingsOption = False,
     author: AuthorOption = None,
     author_email: AuthorEmailOption = None,
@@ -149,6 +150,7 @@ def collect_cmd(
         shard_format=shard_format,
         spool=spool,
         frames=frames,
+        images=images,
     )
     who = authorship_of(author, author_email, algorithm_name, code_permalink)
     _collect(ctx, settings, layout, to, config, resume, trust_settings, who)

@@ -24,6 +24,7 @@ from expcli.cli._read_options import (
     ColumnsOption,
     DoneMeansOption,
     FramesOption,
+    ImagesOption,
     NumEnvs,
     completing,
     parse_compression,
@@ -32,7 +33,7 @@ from expcli.cli._read_options import (
 )
 from expcli.errors import ConfigError, printable
 from expcli.formats.rows import Layout
-from expcli.spec import Compression, FramesForm
+from expcli.spec import Compression, FramesForm, ImagesForm
 
 if TYPE_CHECKING:
     from expcli.conversion import ConvertResult, Progress
@@ -91,6 +92,7 @@ def convert_cmd(
         ),
     ] = None,
     frames: FramesOption = FramesForm.ONCE,
+    images: ImagesOption = ImagesForm.PNG,
     columns: ColumnsOption = None,
     done_means: DoneMeansOption = None,
     author: AuthorOption = None,
@@ -121,6 +123,7 @@ def convert_cmd(
         frames=frames,
         columns=mapping,
         authorship=authorship,
+        images=images,
     )
 
 

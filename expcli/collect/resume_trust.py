@@ -50,7 +50,7 @@ SETTINGS_KEY = "collector.collect_settings"
 # How the envs run: the command line's value is taken (the data stay the same).
 _RUNTIME = frozenset(
     {"mode", "num_cpus", "ray_address", "step_timeout", "chunk_steps", "chunk_timeout"}
-    | {"restart_on_error", "shard_size", "frames"}
+    | {"restart_on_error", "shard_size", "frames", "images"}
 )
 _NOT_WITH_RESUME = {
     "output": "-o/--output",

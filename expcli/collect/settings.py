@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from expcli.collect.engines import ENGINES, CollectMode
 from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, quoted
-from expcli.spec import Compression, FramesForm
+from expcli.spec import Compression, FramesForm, ImagesForm
 
 __all__ = ["MAX_ENVS", "MAX_SEED", "CollectSettings", "choose", "read_config", "typed_value"]
 
@@ -62,6 +62,7 @@ class CollectSettings:
     spool: bool | None = None  # a file output through shards beside it; None: when large
     shard_format: str | None = None  # a folder output's shards (``shard_formats``); None: npz
     frames: FramesForm = FramesForm.ONCE  # how a file output stores next observations
+    images: ImagesForm = ImagesForm.PNG  # how a Parquet file output stores image-like frames
 
     @property
     def step_timeout_seconds(self) -> float | None:
@@ -100,6 +101,7 @@ class CollectSettings:
         if self.compression is not None:
             self.compression = choose("--compression", self.compression, Compression)
         self.frames = choose("--frames", self.frames, FramesForm)
+        self.images = choose("--images", self.images, ImagesForm)
         if self.shard_format is not None:
             from expcli.formats.table import format_named, shard_formats
 
@@ -239,6 +241,7 @@ _KINDS: Mapping[str, tuple[type, ...]] = {
     "spool": (bool,),
     "shard_format": (str,),
     "frames": (str,),
+    "images": (str,),
 }
 
 

@@ -272,3 +272,33 @@ def test_a_table_without_expcli_metadata_reads_the_png_frames(tmp_path: Path) ->
     assert frames.dtype == np.uint8
     want = dataset.tensors["observations"].reshape(-1, 42, 42, 3)
     assert np.array_equal(frames.reshape(-1, 42, 42, 3), want)
+
+
+def test_convert_and_collect_take_images_png_or_raw(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from expcli.cli.app import app
+
+    def run(*args: str, code: int = 0) -> str:
+        result = CliRunner().invoke(app, list(args))
+        assert result.exit_code == code, result.stderr + result.stdout
+        return result.stdout + result.stderr
+
+    dataset = frames_run((42, 42, 3))
+    source = save(dataset, tmp_path / "run.npz")
+    run("convert", str(source), str(tmp_path / "png.parquet"))
+    run("convert", str(source), str(tmp_path / "raw.parquet"), "--images", "raw")
+    assert pq.read_schema(tmp_path / "png.parquet").field("observations").type == PNG
+    assert pq.read_schema(tmp_path / "raw.parquet").field("observations").type == pa.binary(5292)
+    for name in ("png.parquet", "raw.parquet"):
+        assert_same(load(tmp_path / name), dataset)
+    assert "--images" in run("convert", str(source), str(tmp_path / "x.parquet"), "--images",
+                             "gif", code=2)  # fmt: skip
+    out = tmp_path / "collected.parquet"
+    for images, kind in (("raw", pa.binary(70 * 70 * 3)), ("png", PNG)):
+        run(
+            "collect", "benchmarks.frame_env:ConstantFrame-v0", "--env-kwargs",
+            '{"shape": [70, 70, 3], "length": 7}', "--envs", "2", "--steps", "8", "--mode",
+            "dummy", "--seed", "0", "--images", images, "-o", str(out), "--overwrite", "-q",
+        )  # fmt: skip
+        assert pq.read_schema(out).field("observations").type == kind
