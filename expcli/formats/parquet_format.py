@@ -82,6 +82,7 @@ from expcli.formats._parquet_open import (
     refuse_extension_types,
 )
 from expcli.formats._parquet_set import open_files
+from expcli.formats._table_images import check_group_images
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.builtin.parquet_file import PARQUET_FILE
 from expcli.formats.column_roles import ColumnRoles
@@ -520,6 +521,10 @@ def _open(
                 path=path,
                 key=column.spec.name,
             )
+        if column.encoding == PNG:  # its footer says the PNGs' bytes, not their pixels'
+            meta = parquet.metadata
+            most = max((meta.row_group(g).num_rows for g in range(meta.num_row_groups)), default=0)
+            check_group_images(most, column.spec.shape, path, column.spec.name)
     groups = _Groups(parquet, path, identity, keep=cache is None)
     start = (state.memory_index * envs + state.env_index) % max(cells, 1) if state.filled else 0
     bounds = (

@@ -302,3 +302,18 @@ def test_convert_and_collect_take_images_png_or_raw(tmp_path: Path) -> None:
             "dummy", "--seed", "0", "--images", images, "-o", str(out), "--overwrite", "-q",
         )  # fmt: skip
         assert pq.read_schema(out).field("observations").type == kind
+
+
+def test_a_row_group_of_png_cells_that_decodes_past_the_bound_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small PNGs of many pixels: the footer counts their bytes, the reader their pixels."""
+    dataset = frames_run((42, 42, 3), rows=20, envs=2)
+    path = save(dataset, tmp_path / "run.parquet")
+    monkeypatch.setenv("EXPCLI_MAX_ROW_GROUP_BYTES", str(39 * 42 * 42 * 3))  # 40 rows a group
+    with pytest.raises(FormatError, match="images of shape .42, 42, 3.: a row group") as raised:
+        load(path)
+    assert "EXPCLI_MAX_ROW_GROUP_BYTES" in str(raised.value)
+    assert str(path) in str(raised.value) and "observations" in str(raised.value)
+    monkeypatch.setenv("EXPCLI_MAX_ROW_GROUP_BYTES", str(40 * 42 * 42 * 3))
+    assert_same(load(path), dataset)
