@@ -35,42 +35,20 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from _report import load_average, version
+from _sampling_frames import pong_run
+from parquet import timed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 BATCH = 32
-
-
-def timed(call: Callable[[], Any], repeats: int) -> float:
-    """Median seconds of ``repeats`` calls."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def pong_rgb(folder: Path, steps: int) -> Path:
-    """``steps`` Pong transitions (8 envs) collected by expcli, as an ``.npz``."""
-    path = folder / "pong.npz"
-    subprocess.run(
-        [sys.executable, "-m", "expcli", "collect", "ale_py:ALE/Pong-v5", "--envs", "8",
-         "--steps", str(steps), "--seed", "0", "--output", str(path), "--overwrite"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    return path
 
 
 def cases(npz: Path) -> dict[str, Any]:
@@ -246,18 +224,6 @@ def measure(name: str, dataset: Any, folder: Path, repeats: int) -> None:
         )
 
 
-def pong_bound(npz: Path, folder: Path) -> None:
-    target = folder / "pong-default.parquet"
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "expcli", "convert", str(npz), str(target)], check=True)
-    seconds = time.perf_counter() - start
-    a, b = npz.stat().st_size, target.stat().st_size
-    print(
-        f"\nPong run, expcli convert npz -> parquet (default form): npz {a / 1e6:,.0f} MB, "
-        f"Parquet {b / 1e6:,.1f} MB: 1/{a / b:,.0f} (target <= 1/50); {seconds:.1f} s"
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2000, help="Pong transitions (8 envs)")
@@ -270,10 +236,12 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="expcli-frames-") as scratch:
         folder = Path(scratch)
-        npz = pong_rgb(folder, args.steps)
+        npz = pong_run(folder, args.steps)
         for name, dataset in cases(npz).items():
             measure(name, dataset, folder, args.repeats)
-        pong_bound(npz, folder)
+        from benchmarks.parquet_scale import pong_rows  # the repository is on the path now
+
+        pong_rows(folder, args.steps)  # the whole run, npz -> Parquet
 
 
 if __name__ == "__main__":

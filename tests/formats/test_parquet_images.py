@@ -168,6 +168,17 @@ def test_hf_datasets_gives_arrays_equal_to_expcli_and_polars_duckdb_read(tmp_pat
     assert count == 30 and smallest > 0
 
 
+def with_cells(path: Path, table: Any, blobs: list[bytes]) -> None:
+    """Write ``path`` again, its footer kept, with ``blobs`` as its observations' PNG bytes."""
+    cells = pa.StructArray.from_arrays(
+        [pa.array(blobs, pa.binary()), pa.nulls(len(blobs), pa.string())], ["bytes", "path"]
+    )
+    kv = dict(pq.ParquetFile(path).metadata.metadata)
+    kv.pop(b"ARROW:schema")  # pyarrow stores the new table's
+    at = table.schema.get_field_index("observations")
+    pq.write_table(table.set_column(at, "observations", cells).replace_schema_metadata(kv), path)
+
+
 def test_pngs_of_other_writers_decode(tmp_path: Path) -> None:
     """Pillow's PNGs (adaptive filters, or a palette) in a file expcli wrote read back."""
     from PIL import Image
@@ -187,13 +198,7 @@ def test_pngs_of_other_writers_decode(tmp_path: Path) -> None:
             frames[at] = flat
         image.save(out, format="PNG", compress_level=9)
         blobs.append(out.getvalue())
-    cells = pa.StructArray.from_arrays(
-        [pa.array(blobs, pa.binary()), pa.nulls(len(blobs), pa.string())], ["bytes", "path"]
-    )
-    kv = dict(pq.ParquetFile(path).metadata.metadata)
-    kv.pop(b"ARROW:schema")
-    at = table.schema.get_field_index("observations")
-    pq.write_table(table.set_column(at, "observations", cells).replace_schema_metadata(kv), path)
+    with_cells(path, table, blobs)
     got = np.asarray(load(path).tensors["observations"]).reshape(-1, 42, 42, 3)
     assert np.array_equal(got, frames)
 
@@ -232,13 +237,7 @@ def test_hostile_png_cells_are_refused_naming_file_and_column(tmp_path: Path, ca
     cells = table["observations"].combine_chunks()
     blobs: list[Any] = cells.field("bytes").to_pylist()
     blobs[5] = blob
-    bad = pa.StructArray.from_arrays(
-        [pa.array(blobs, pa.binary()), pa.nulls(len(blobs), pa.string())], ["bytes", "path"]
-    )
-    kv = dict(pq.ParquetFile(path).metadata.metadata)
-    kv.pop(b"ARROW:schema")
-    at = table.schema.get_field_index("observations")
-    pq.write_table(table.set_column(at, "observations", bad).replace_schema_metadata(kv), path)
+    with_cells(path, table, blobs)
     with pytest.raises(FormatError) as raised:
         np.asarray(load(path).tensors["observations"])
     message = str(raised.value)
