@@ -82,6 +82,7 @@ from expcli.formats._parquet_open import (
     refuse_extension_types,
 )
 from expcli.formats._parquet_set import open_files
+from expcli.formats._png_gather import PngCells, png_cells
 from expcli.formats._table_images import check_group_images
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.builtin.parquet_file import PARQUET_FILE
@@ -111,6 +112,8 @@ LAYOUT = "expcli-parquet/1"
 """The value of ``layout`` in a file's ``expcli.parquet`` metadata."""
 
 HEADER_KEY, LAYOUT_KEY = b"expcli", b"expcli.parquet"
+ENCODED_BYTES = 64 << 20
+"""PNG bytes of row groups kept for random gathers (Pong: about 40,000 frames)."""
 NULLS = "nulls"
 """The ``form`` of a next-observation column null where it is the next row's observation."""
 GROUP_BYTES = 8 << 20
@@ -568,11 +571,16 @@ def _lazy(
     shape = (cells // max(envs, 1), envs, *column.spec.shape)
     dtype = np.dtype(column.spec.dtype)
     reader = _TensorRows(groups, column, start, cells, envs, stored)
-    if cache is None or bounds is None:
-        return LazyRows(shape, dtype, reader.read)
-    name = (groups.path, identity, column.key)
-    blocks = CachedBlocks(reader.block, bounds, cache, name, shape, dtype)
-    return LazyRows(shape, dtype, blocks.read, blocks=blocks)
+    blocks = None
+    if cache is not None and bounds is not None:
+        name = (groups.path, identity, column.key)
+        blocks = CachedBlocks(reader.block, bounds, cache, name, shape, dtype)
+    read = reader.read if blocks is None else blocks.read
+    if column.encoding == PNG:  # gathers decode the cells drawn, not their groups
+        encoded = functools.partial(groups.encoded, column)
+        gather = functools.partial(groups.png_cells, column, where, encoded)
+        return PngCells(shape, dtype, read, blocks, gather)
+    return LazyRows(shape, dtype, read, blocks=blocks)
 
 
 def _nullable(header: dict[str, Any], path: Path, stored: int) -> dict[str, tuple[bool, int]]:
@@ -707,6 +715,7 @@ class _Groups:
         # a nullable column's null bitmap of each group decoded, until it is asked for
         self._bitmaps: dict[tuple[str, int], np.ndarray] = {}
         self._bitmaps_lock = threading.Lock()
+        self._encoded: dict[tuple[str, int], Any] = {}  # PNG groups read for gathers
 
     def copy_rows(self, column: Column, first: int, stop: int, out: np.ndarray) -> None:
         """Copy stored rows ``first..stop`` of ``column`` to ``out``, a row group at a time."""
@@ -744,6 +753,46 @@ class _Groups:
                 future = self._decoder().submit(self._decode_ahead, column, following, rows)
                 self._ahead[name] = (following, future)
             return decoded
+
+    def encoded(self, column: Column, group: int) -> Any:
+        """Group ``group`` of a PNG column as Arrow (its PNG bytes), kept for the next draws.
+
+        Kept up to ``ENCODED_BYTES`` over all columns, the least recently used dropped.
+        """
+        key = (column.spec.name, group)
+        with self._lock:
+            found = self._encoded.pop(key, None)
+            if found is None:
+                try:
+                    table = self.parquet.read_row_group(
+                        group, columns=[column.spec.name], use_threads=False
+                    )
+                except Exception as e:
+                    raise unreadable_group(e, self.path, column.spec.name, group) from e
+                found = table.column(0).combine_chunks()
+            self._encoded[key] = found  # the most recent last
+            while sum(a.nbytes for a in self._encoded.values()) > ENCODED_BYTES:
+                if len(self._encoded) == 1:
+                    break
+                self._encoded.pop(next(iter(self._encoded)))
+            return found
+
+    def png_cells(
+        self,
+        column: Column,
+        where: tuple[int, int, int, int],
+        encoded: Callable[[int], Any],
+        flat: np.ndarray,
+    ) -> np.ndarray:
+        """``_png_gather.png_cells`` of this file, a refused PNG named with file and column."""
+        try:
+            return png_cells(column, where, self.ends, encoded, flat)
+        except InvalidValueError as e:
+            raise FormatError(
+                f"a PNG cell cannot be read ({e}); the file is damaged",
+                path=self.path,
+                key=column.spec.name,
+            ) from e
 
     def _decoder(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -801,6 +850,7 @@ class _Groups:
                 self._own = None
             self._kept.clear()
             self._ahead.clear()
+            self._encoded.clear()
             self.parquet.close()
 
 

@@ -23,6 +23,7 @@ from expcli.errors import ConfigError, FormatError
 from expcli.formats import Dataset, open_lazy
 from expcli.formats._png_cells import decode_png, encode_png, image_like
 from expcli.formats.block_cache import BlockCache
+from expcli.formats.row_gather import gather_flat
 from expcli.spec import CircularState
 
 pa = pytest.importorskip("pyarrow", reason="pyarrow cannot be installed on this Python")
@@ -103,7 +104,7 @@ def test_png_frames_round_trip_bit_for_bit(
     start: int,
     seed: int,
 ) -> None:
-    """Any image shape, wrapped or not, whole and through the block cache at random."""
+    """Any image shape, wrapped or not: whole, sliced through the block cache, gathered."""
     shape = (height, width) if channels == 0 else (height, width, channels)
     dataset = frames_run(shape, rows, envs, seed)
     cells = rows * envs
@@ -119,9 +120,15 @@ def test_png_frames_round_trip_bit_for_bit(
         rng = np.random.default_rng(seed)
         for _ in range(3):
             row = int(rng.integers(rows))
+            drawn = rng.integers(0, cells, 5)
             for name in ("observations", "next_observations"):
                 got = np.asarray(lazy.tensors[name][row : row + 1])
                 assert got.tobytes() == dataset.tensors[name][row : row + 1].tobytes()
+                flat = dataset.tensors[name].reshape(cells, *shape)
+                picked = gather_flat(lazy.tensors[name], drawn, envs)  # cells decoded alone
+                assert picked.tobytes() == flat[drawn].tobytes()
+                taken = lazy.tensors[name].take(np.array([row, 0]))
+                assert taken.tobytes() == dataset.tensors[name][[row, 0]].tobytes()
     finally:
         close()
 
@@ -242,6 +249,14 @@ def test_hostile_png_cells_are_refused_naming_file_and_column(tmp_path: Path, ca
         np.asarray(load(path).tensors["observations"])
     message = str(raised.value)
     assert str(path) in message and "observations" in message and said in message
+    lazy, close = open_lazy(path)
+    try:  # a random draw decodes that cell alone, and refuses it the same way
+        assert gather_flat(lazy.tensors["observations"], np.array([4]), 2).shape == (1, 42, 42, 3)
+        with pytest.raises(FormatError, match=said) as drawn:
+            gather_flat(lazy.tensors["observations"], np.array([4, 5]), 2)
+        assert str(path) in str(drawn.value) and "observations" in str(drawn.value)
+    finally:
+        close()
 
 
 def test_decode_png_stops_inflating_at_the_shape() -> None:
