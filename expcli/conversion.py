@@ -23,6 +23,7 @@ from expcli.formats.authorship import Authorship
 from expcli.formats.checked_write import check_target, checksums, write_checked
 from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
 from expcli.formats.dataset import Dataset
+from expcli.formats.dataset_card import checked_license
 from expcli.formats.layouts import LAYOUTS, Layout
 from expcli.formats.lazy import LazyRows
 from expcli.formats.parquet_sources import source_size
@@ -120,6 +121,7 @@ def save(
     verify: bool = False,
     frames: FramesForm | str = FramesForm.ONCE,
     authorship: Authorship | None = None,
+    license: str | None = None,
     images: ImagesForm | str = ImagesForm.PNG,
 ) -> Path:
     """Write a ``Dataset`` or a ``Memory`` (anything with ``to_dataset()``) atomically.
@@ -138,13 +140,17 @@ def save(
             every one.
         authorship: Author, author email, algorithm name and code permalink, for a layout
             that keeps them (``minari``).
+        license: The license a folder's dataset card states (``formats.dataset_card``:
+            Parquet shards, LeRobot and Minari folders); None: the one a collect run
+            recorded, else ``other``.
         images: How Parquet stores image-like uint8 frames: ``png`` (HF ``Image`` cells,
             which HF ``datasets`` reads as images and arrays) or ``raw`` (their bytes,
             faster to sample at random).
 
     Raises:
         ConfigError: An unknown layout or compression, or one the format cannot take; an
-            ``authorship`` the layout does not keep; a Minari folder not named as its id.
+            ``authorship`` the layout does not keep; a Minari folder not named as its id; a
+            ``license`` that is no license identifier.
         OutputExistsError: The target exists and ``overwrite`` is false.
         FormatError, SchemaError: The data cannot be written in that format.
     """
@@ -154,9 +160,18 @@ def save(
     target = Path(path)
     layout = _check_options(layout, compression)
     form = frames_form(frames)
-    fmt = _target_format(target, format, layout)
+    fmt = _target_format(target, format, layout, None)
     plan = WritePlan(
-        target, fmt, layout, compression, None, form, overwrite, authorship, _images_form(images)
+        target,
+        fmt,
+        layout,
+        compression,
+        None,
+        form,
+        overwrite,
+        authorship,
+        _license(license),
+        _images_form(images),
     )
     check_target(plan)
     write_checked(dataset, plan, checksums(dataset) if verify else None)
@@ -168,6 +183,7 @@ def convert(
     dst: str | os.PathLike[str],
     *,
     to: str | None = None,
+    storage: str | None = None,
     compression: str | None = None,
     layout: str | Layout = Layout.EXPCLI,
     overwrite: bool = True,
@@ -179,15 +195,20 @@ def convert(
     columns: ColumnRoles | Mapping[str, str] | str | None = None,
     done_means: DoneMeans | str | None = None,
     authorship: Authorship | None = None,
+    license: str | None = None,
     images: ImagesForm | str = ImagesForm.PNG,
 ) -> ConvertResult:
     """Convert a dataset file to another format or layout, losslessly.
 
+    ``to``: the output format where ``dst``'s suffix does not say it (or a layout's file
+    format: skrl's pt, npz or csv). ``storage``: the storage of a layout kept in a folder
+    (minari: hdf5, parquet, arrow; lerobot: parquet, video); ``to`` is still taken for it.
     ``num_envs``: env columns of a source that does not record them (a CSV without
     sidecar, a D4RL file), as ``load`` takes it. ``shard_format``: a sharded folder
     target's shards (``npz``, the default, or ``parquet``). ``frames``: as ``save`` takes it.
     ``columns``, ``done_means``: how a table source is read, as ``load`` takes them.
-    ``authorship``: as ``save`` takes it (a Minari target's author, algorithm, ...).
+    ``authorship``, ``license``: as ``save`` takes them (a Minari target's author,
+    algorithm, ...; the license of a folder's dataset card).
     ``images``: as ``save`` takes it (a Parquet target's image-like frames).
 
     ``overwrite`` defaults to True, as for ``save`` (and ``np.save``, ``torch.save``): the
@@ -202,7 +223,7 @@ def convert(
     target = Path(dst)
     layout = _check_options(layout, compression)
     form = frames_form(frames)
-    fmt = _target_format(target, to, layout)
+    fmt = _target_format(target, to, layout, storage)
     plan = WritePlan(
         target,
         fmt,
@@ -212,6 +233,7 @@ def convert(
         form,
         overwrite,
         authorship,
+        _license(license),
         _images_form(images),
     )
     mapping = column_roles(columns, done_means)
@@ -349,11 +371,12 @@ def _check_options(layout: str | Layout, compression: str | None) -> Layout:
     return chosen
 
 
-def _target_format(target: Path, to: str | None, layout: Layout) -> str:
-    if layout is not Layout.EXPCLI:
-        from expcli.formats.layouts import layout_format
+def _target_format(target: Path, to: str | None, layout: Layout, storage: str | None) -> str:
+    from expcli.formats.layouts import layout_format, storage_or_format
 
-        return layout_format(layout, target, to)
+    named, _ = storage_or_format(layout, to, storage)
+    if layout is not Layout.EXPCLI:
+        return layout_format(layout, target, named)
     fmt = output_format(target, to)
     if fmt is None:
         raise ConfigError(
@@ -394,6 +417,15 @@ def _size(path: Path) -> int:
     if path.is_dir():
         return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     return path.stat().st_size if path.exists() else 0
+
+
+def _license(given: str | None) -> str | None:
+    """``license`` checked (``dataset_card.checked_license``); None stays None.
+
+    Raises:
+        ConfigError: Not a license identifier.
+    """
+    return None if given is None else checked_license(given)
 
 
 def _images_form(images: ImagesForm | str) -> ImagesForm:

@@ -4,6 +4,9 @@
 (``formats.authorship.Authorship``, in the write plan); with another layout they are
 refused in one line (``FileLayout.refuse_target``). ``collect`` names its policy's spec
 as the algorithm where ``--algorithm-name`` is not given.
+
+``--license`` goes beside them: the license that a folder's dataset card states
+(``formats.dataset_card``), for any folder with a card.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ __all__ = [
     "AuthorEmailOption",
     "AuthorOption",
     "CodePermalinkOption",
+    "LicenseOption",
     "authorship_of",
 ]
 
@@ -57,6 +61,16 @@ CodePermalinkOption = Annotated[
         metavar="URL",
         help="--layout minari: a link to the code that made the data (code_permalink).",
         show_default=False,
+    ),
+]
+LicenseOption = Annotated[
+    str | None,
+    typer.Option(
+        "--license",
+        metavar="ID",
+        help="The license a folder's dataset card (README.md) states, as the Hub names "
+        "them (mit, apache-2.0, cc-by-4.0, ...).",
+        show_default="other, or the one the run recorded",
     ),
 ]
 

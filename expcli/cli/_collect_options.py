@@ -16,7 +16,7 @@ from typing import Annotated, TypeVar
 import typer
 
 from expcli.cli._errors import _report
-from expcli.cli._help import choices_shown, shard_choices, storage_choices
+from expcli.cli._help import choices_shown, layout_file_formats, shard_choices
 from expcli.cli._read_options import completing, typed_choice
 from expcli.collect.engines import CollectMode
 from expcli.envs.modes import AsyncMode
@@ -232,10 +232,11 @@ ToOption = Annotated[
     str | None,
     typer.Option(
         "--to",
-        metavar="{storage_choices}",
-        autocompletion=completing(storage_choices),
-        help="With --layout: the layout's storage (minari: hdf5, parquet or arrow; "
-        "lerobot: parquet, or video for its images).",
+        metavar="{layout_file_choices}",
+        autocompletion=completing(layout_file_formats),
+        help="With --layout: the format of the file a layout writes (skrl: pt, npz or csv); "
+        "a layout kept in a folder takes --storage.",
+        show_default=False,
     ),
 ]
 CompressionOption = Annotated[

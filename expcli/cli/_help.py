@@ -29,6 +29,7 @@ __all__ = [
     "choices_shown",
     "convert_targets",
     "file_and_folder_formats",
+    "layout_file_formats",
     "shard_choices",
     "storage_choices",
     "table_words",
@@ -51,8 +52,8 @@ _PLACEHOLDERS = (
     "format_choices",
     "to_choices",
     "storage_choices",
+    "layout_file_choices",
     "shard_choices",
-    "storage_choices",
 )
 
 
@@ -69,8 +70,9 @@ def table_words() -> dict[str, str]:
     those of ``--shard-format``; ``by_format``: the compressions of each format that
     compresses (``HDF5: none, gzip or lzf; Parquet: ...``). The metavars of the options whose
     choices the table holds: ``format_choices`` (``[pt|npz|...]``), ``to_choices`` (those and
-    the layouts' storages: convert's ``--to``), ``storage_choices`` (the layouts' storages:
-    collect's ``--to``) and ``shard_choices``.
+    the layouts' storages), ``storage_choices`` (the layouts' storages: ``--storage``),
+    ``layout_file_choices`` (the formats of the layouts that write a file: collect's
+    ``--to``) and ``shard_choices``.
     """
     from expcli.formats.layouts import LAYOUTS
     from expcli.formats.table import (
@@ -108,6 +110,7 @@ def table_words() -> dict[str, str]:
         "format_choices": choices_shown(formats),
         "to_choices": choices_shown(convert_targets()),
         "storage_choices": choices_shown(storages),
+        "layout_file_choices": choices_shown(layout_file_formats()),
         "shard_choices": choices_shown(shard_formats()),
     }
 
@@ -128,12 +131,22 @@ def file_and_folder_formats() -> list[str]:
 
 
 def storage_choices() -> list[str]:
-    """What collect's ``--to`` may name: the storages of the layouts kept in folders."""
+    """What ``--storage`` may name: the storages of the layouts kept in folders."""
     return to_choices()[1]
 
 
+def layout_file_formats() -> list[str]:
+    """What collect's ``--to`` may name: the formats of the layouts that write a file."""
+    from expcli.formats.table import layouts_in_order
+
+    out: list[str] = []
+    for row in layouts_in_order():
+        out += [f for f in row.formats if f not in out]
+    return out
+
+
 def convert_targets() -> list[str]:
-    """What convert's ``--to`` may name: the formats, then the layouts' other storages."""
+    """What convert's ``--to`` once named: the formats, then the layouts' other storages."""
     formats, storages = to_choices()
     return [*formats, *(s for s in storages if s not in formats)]
 

@@ -24,6 +24,7 @@ from expcli.cli._authorship_options import (
     AuthorEmailOption,
     AuthorOption,
     CodePermalinkOption,
+    LicenseOption,
     authorship_of,
 )
 from expcli.cli._collect_options import (
@@ -62,6 +63,7 @@ from expcli.cli._collect_options import (
 )
 from expcli.cli._errors import reports_errors
 from expcli.cli._read_options import FramesOption, ImagesOption
+from expcli.cli._storage_option import StorageOption, storage_spelled
 from expcli.collect.engines import CollectMode
 from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, EnvError, OutputError, quoted
@@ -102,6 +104,7 @@ def collect_cmd(
     output: OutputOption = None,
     layout: LayoutOption = Layout.EXPCLI,
     to: ToOption = None,
+    storage: StorageOption = None,
     compression: CompressionOption = None,
     config: ConfigOption = None,
     overwrite: OverwriteOption = False,
@@ -117,6 +120,7 @@ def collect_cmd(
     author_email: AuthorEmailOption = None,
     algorithm_name: AlgorithmNameOption = None,
     code_permalink: CodePermalinkOption = None,
+    license: LicenseOption = None,
 ) -> None:
     """Collect experience from a Gymnasium env (or EnvPool's) into a dataset file."""
     from expcli.collect.settings import CollectSettings
@@ -150,10 +154,12 @@ def collect_cmd(
         shard_format=shard_format,
         spool=spool,
         frames=frames,
+        license=license,
         images=images,
     )
     who = authorship_of(author, author_email, algorithm_name, code_permalink)
-    _collect(ctx, settings, layout, to, config, resume, trust_settings, who)
+    named = storage_spelled(layout, to, storage)
+    _collect(ctx, settings, layout, named, config, resume, trust_settings, who)
 
 
 def _collect(
@@ -171,7 +177,9 @@ def _collect(
 
     given = dict(_given_on_command_line(ctx, settings))
     if to is not None and layout is Layout.EXPCLI:
-        raise ConfigError("--to picks a layout's storage: give it with --layout")
+        raise ConfigError(
+            "--to names the file format of a --layout (the OUTPUT's suffix names expcli's)"
+        )
     if authorship is not None and layout is Layout.EXPCLI:
         raise ConfigError(
             "--author, --author-email, --algorithm-name and --code-permalink are Minari's "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -15,22 +15,23 @@ from expcli.cli._authorship_options import (
     AuthorEmailOption,
     AuthorOption,
     CodePermalinkOption,
+    LicenseOption,
     authorship_of,
 )
+from expcli.cli._collect_options import ShardFormatOption
 from expcli.cli._console import err_console, file_progress, out_console, phases_on
 from expcli.cli._errors import reports_errors
-from expcli.cli._help import convert_targets, shard_choices
 from expcli.cli._read_options import (
     ColumnsOption,
     DoneMeansOption,
     FramesOption,
     ImagesOption,
     NumEnvs,
-    completing,
     parse_compression,
     typed_choice,
     warn_unrecorded_envs,
 )
+from expcli.cli._storage_option import ConvertToOption, StorageOption, storage_spelled
 from expcli.errors import ConfigError, printable
 from expcli.formats.rows import Layout
 from expcli.spec import Compression, FramesForm, ImagesForm
@@ -52,16 +53,8 @@ def convert_cmd(
             "are made). `-` writes {streams} to stdout; name the format with --to."
         ),
     ],
-    to: Annotated[
-        str | None,
-        typer.Option(
-            "--to",
-            metavar="{to_choices}",
-            autocompletion=completing(convert_targets),
-            help="Output format, for `-` or a DST without a suffix (with --layout: its "
-            "storage); a suffix that names another format is refused (exit 2).",
-        ),
-    ] = None,
+    to: ConvertToOption = None,
+    storage: StorageOption = None,
     compression: Annotated[
         Compression | None,
         typed_choice(
@@ -81,16 +74,7 @@ def convert_cmd(
         bool, typer.Option("--verify", help="Read the output back and compare every tensor first.")
     ] = False,
     num_envs: NumEnvs = None,
-    shard_format: Annotated[
-        str | None,
-        typer.Option(
-            "--shard-format",
-            metavar="{shard_choices}",
-            autocompletion=completing(shard_choices),
-            help="A folder DST (no suffix): its shards' format.",
-            show_default="npz",
-        ),
-    ] = None,
+    shard_format: ShardFormatOption = None,
     frames: FramesOption = FramesForm.ONCE,
     images: ImagesOption = ImagesForm.PNG,
     columns: ColumnsOption = None,
@@ -99,6 +83,7 @@ def convert_cmd(
     author_email: AuthorEmailOption = None,
     algorithm_name: AlgorithmNameOption = None,
     code_permalink: CodePermalinkOption = None,
+    license: LicenseOption = None,
 ) -> None:
     """Convert a dataset between {titles} (and foreign layouts), losslessly."""
     from expcli.formats.column_roles import column_roles
@@ -106,8 +91,9 @@ def convert_cmd(
     warn_unrecorded_envs(src, num_envs)
     mapping = column_roles(columns, done_means)
     authorship = authorship_of(author, author_email, algorithm_name, code_permalink)
+    to = storage_spelled(layout, to, storage)
     if str(dst) == "-":
-        refused = {"--shard-format": shard_format is not None, "--author": authorship is not None}
+        refused = {"--shard-format": shard_format, "--author": authorship, "--license": license}
         _to_stdout(src, to, compression, layout, verify, num_envs, mapping, refused)
         return
     convert_and_report(
@@ -123,6 +109,7 @@ def convert_cmd(
         frames=frames,
         columns=mapping,
         authorship=authorship,
+        license=license,
         images=images,
     )
 
@@ -186,21 +173,23 @@ def _to_stdout(
     verify: bool,
     num_envs: int | None,
     mapping: ColumnRoles | None,
-    refused: dict[str, bool],
+    refused: Mapping[str, object],
 ) -> None:
     """``convert SRC -``: stream the dataset to stdout, refusing what cannot go there.
 
-    ``refused``: options for a file or folder DST only, and whether each was given.
+    ``refused``: options for a file or folder DST only, and each one's value (None: not given).
     """
     import sys
 
     from expcli.conversion import convert_to_stream
     from expcli.formats.table import compressing_formats, format_named, listed, stream_formats
 
-    if refused["--shard-format"]:
+    if refused["--shard-format"] is not None:
         raise ConfigError("writing to stdout (-): --shard-format is for a folder DST")
-    if refused["--author"]:
+    if refused["--author"] is not None:
         raise ConfigError("writing to stdout (-): --author and its kin are for --layout minari")
+    if refused["--license"] is not None:
+        raise ConfigError("writing to stdout (-): --license is for a folder's dataset card")
     if to is None:
         names = listed(stream_formats())
         raise ConfigError(f"writing to stdout (-): name the format with --to {names}")

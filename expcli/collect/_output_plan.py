@@ -60,6 +60,7 @@ def output_plan(settings: CollectSettings, output: Path, *, to_folder: bool) -> 
         settings.shard_format,
         settings.frames,
         settings.overwrite,
+        license=settings.license,
         images=settings.images,
     )
 

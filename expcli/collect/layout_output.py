@@ -39,8 +39,8 @@ class LayoutRun:
         staging: The folder the run is collected into, beside the target.
         plan: The layout's write: target, format or storage, layout, compression, frames,
             overwrite.
-        to: The storage as ``--to`` gave it (None: the layout's own), for the command that
-            finishes a kept run.
+        to: The storage (``--storage``) or file format (``--to``) given (None: the layout's
+            own), for the command that finishes a kept run.
     """
 
     settings: CollectSettings
@@ -51,7 +51,10 @@ class LayoutRun:
     @property
     def finish(self) -> str:
         """The commands that finish a run whose rows stay in the staging folder."""
-        to = "" if self.to is None else f" --to {self.to}"
+        from expcli.formats.table import layout_named
+
+        flag = "--to" if layout_named(self.plan.layout).formats else "--storage"
+        to = "" if self.to is None else f" {flag} {self.to}"
         to += _authorship_options(self.plan.authorship)
         return (
             f"`expcli collect --resume {self.staging}` finishes the run; "
@@ -143,7 +146,15 @@ def layout_run(
     fmt = layout_format(layout, target, to)
     compression = None if settings.compression is None else str(settings.compression)
     plan = WritePlan(
-        target, fmt, layout, compression, None, settings.frames, settings.overwrite, authorship
+        target,
+        fmt,
+        layout,
+        compression,
+        None,
+        settings.frames,
+        settings.overwrite,
+        authorship,
+        settings.license,
     )
     check_target(plan)
     staging = target.with_name(target.name.replace(".", "-") + "-collecting")  # no suffix

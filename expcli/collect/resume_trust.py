@@ -47,9 +47,11 @@ __all__ = [
 ]
 
 SETTINGS_KEY = "collector.collect_settings"
-# How the envs run: the command line's value is taken (the data stay the same).
+# How the envs run, and the license the card states: the command line's value is taken
+# (the data stay the same).
 _RUNTIME = frozenset(
     {"mode", "num_cpus", "ray_address", "step_timeout", "chunk_steps", "chunk_timeout"}
+    | {"restart_on_error", "shard_size", "frames", "license"}
     | {"restart_on_error", "shard_size", "frames", "images"}
 )
 _NOT_WITH_RESUME = {

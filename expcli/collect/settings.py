@@ -62,6 +62,7 @@ class CollectSettings:
     spool: bool | None = None  # a file output through shards beside it; None: when large
     shard_format: str | None = None  # a folder output's shards (``shard_formats``); None: npz
     frames: FramesForm = FramesForm.ONCE  # how a file output stores next observations
+    license: str | None = None  # a folder output's dataset card; None: ``other``
     images: ImagesForm = ImagesForm.PNG  # how a Parquet file output stores image-like frames
 
     @property
@@ -101,6 +102,10 @@ class CollectSettings:
         if self.compression is not None:
             self.compression = choose("--compression", self.compression, Compression)
         self.frames = choose("--frames", self.frames, FramesForm)
+        if self.license is not None:
+            from expcli.formats.dataset_card import checked_license
+
+            self.license = checked_license(self.license)
         self.images = choose("--images", self.images, ImagesForm)
         if self.shard_format is not None:
             from expcli.formats.table import format_named, shard_formats
@@ -241,6 +246,7 @@ _KINDS: Mapping[str, tuple[type, ...]] = {
     "spool": (bool,),
     "shard_format": (str,),
     "frames": (str,),
+    "license": (str,),
     "images": (str,),
 }
 

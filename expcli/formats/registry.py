@@ -56,6 +56,7 @@ __all__ = [
     "format_from_suffix",
     "frames_form",
     "layout_format",
+    "storage_or_format",
     "open_lazy",
     "output_files",
     "output_format",
@@ -493,7 +494,7 @@ def layout_format(
             return name.value
         if named is None and chosen in storages:
             return str(chosen)
-        picks = f" (--to picks its storage: {', '.join(storages)})" if storages else ""
+        picks = f" (--storage picks its storage: {', '.join(storages)})" if storages else ""
         raise ConfigError(
             f"{target}: the {name} layout writes a dataset folder (DIR/data/...), not a "
             f"{chosen} file; name a folder without a file suffix{picks}"
@@ -510,6 +511,38 @@ def layout_format(
             f"file {target.stem}{_named_suffixes(format_named(format)).split(' or ')[0]}"
         )
     return chosen or allowed[0]
+
+
+def storage_or_format(
+    layout: str | Layout, to: str | None, storage: str | None
+) -> tuple[str | None, bool]:
+    """What names the output of ``layout``: ``layout_format``'s ``format``, from two options.
+
+    ``to`` names an output format (expcli's, or the file a layout such as skrl writes);
+    ``storage`` the storage of a layout kept in a folder (minari: hdf5, parquet, arrow;
+    lerobot: parquet, video). ``to`` naming a folder layout's storage is its old spelling,
+    still taken: the second value says so, for the command line's note.
+
+    Raises:
+        ConfigError: ``storage`` for expcli's own layout or a layout that writes a file, or
+            both options for one folder layout.
+    """
+    name = Layout.parse(layout, any_case=True) if isinstance(layout, str) else layout
+    in_folder = name is not Layout.EXPCLI and not layout_named(name).formats
+    if not in_folder:
+        if storage is not None:
+            writes = "expcli writes" if name is Layout.EXPCLI else f"the {name} layout writes"
+            raise ConfigError(
+                f"--storage picks the storage of a layout kept in a folder (minari, lerobot); "
+                f"{writes} a file: name its format with --to"
+            )
+        return to, False
+    if to is not None and storage is not None:
+        raise ConfigError(
+            f"--to and --storage both given for the {name} layout; give its storage once, "
+            "with --storage"
+        )
+    return (storage, False) if storage is not None else (to, to is not None)
 
 
 def _named_suffixes(row: Format | None) -> str:

@@ -383,6 +383,8 @@ class WritePlan:
         overwrite: Whether an existing target may be replaced.
         authorship: Who made the data and with what, for a layout that keeps it
             (``FileLayout.keeps_authorship``: Minari); None: nothing given.
+        license: The dataset card's license, where the output is a folder with a card
+            (``dataset_card``; None: the one a collect run recorded, else ``other``).
         images: How Parquet stores image-like uint8 frames: PNG cells (HF ``Image``) or raw.
     """
 
@@ -394,6 +396,7 @@ class WritePlan:
     frames: FramesForm = FramesForm.ONCE
     overwrite: bool = True
     authorship: Authorship | None = None
+    license: str | None = None
     images: ImagesForm = ImagesForm.PNG
 
 

@@ -20,14 +20,14 @@ Shards may instead be Parquet files (``shard-000000.parquet``, the manifest's
 ``shard_format``), each a complete expcli Parquet file whose bookkeeping columns
 (``index``, ``row``, ``episode_index``, ``frame_index``) count across the folder, so that
 pyarrow, polars, duckdb, Ray Data and HF ``datasets`` read the shard glob as one table. Such
-a folder also holds a dataset card, ``README.md``, saying so. The card has no YAML
-``configs``: ``datasets.load_dataset(FOLDER)`` then infers its builder from the files, and
-Parquet wins over the one ``manifest.json`` (``infer_module_for_data_files_list`` sorts by
-count, Parquet first on a tie), while a ``configs`` entry would make its cache key the
-config's name alone: a folder loaded before a ``--resume`` would be read from the stale
-cache after it (measured with datasets 4). A writer going on with such a folder
-(``--resume``) first removes the shard files the manifest does not list, which those
-readers would otherwise count.
+a folder also holds a dataset card, ``README.md`` (``dataset_card``): its YAML ``configs``
+give ``datasets.load_dataset(FOLDER)`` the shard glob, and its statistics (the episodes and
+their returns, counted as shards land) are written again, atomically, after each manifest.
+``datasets`` keys its cache by the config's patterns, not the files, so the config's
+description carries a fingerprint of the listed shards (their names and CRC-32s): a folder
+loaded before a ``--resume`` is read again after it (measured with datasets 5.2). A writer
+going on with such a folder (``--resume``) first removes the shard files the manifest does
+not list, which those readers would otherwise count.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ import numpy as np
 
 from expcli.errors import FormatError, OutputError, OutputExistsError, SchemaError
 from expcli.files.atomic import (
-    atomic_write,
     commit_check_deferred,
     create_temp,
     fsync_dir,
@@ -68,6 +67,7 @@ from expcli.formats._manifest import (
 )
 from expcli.formats.concat_rows import ConcatRows
 from expcli.formats.dataset import Dataset, read_whole
+from expcli.formats.dataset_card import CARD, EpisodeTally, folder_card, tally_rows, write_card
 from expcli.formats.frames import ByCells, DerivedRows, StoredOnce, combined
 from expcli.formats.header import header_specs
 from expcli.formats.lazy import LazyRows
@@ -104,8 +104,6 @@ _MAPPED_SHARDS = 256  # shard files kept mapped at once (each mapping holds a de
 # keeps a pass over a big folder (convert, a spooled collect's merge) flat in memory.
 _MAPPED_BYTES = 32 << 20
 _MMAP = "\0mmap"  # a shard's members: its mapping, beside its tensors (never a tensor name)
-CARD = "README.md"
-"""The dataset card of a folder whose shard format has one (``Format.shard_card``)."""
 COMPRESSION_KEY = "shard_compression"
 """The manifest's key naming its shards' compression (absent: the format's own)."""
 
@@ -126,6 +124,10 @@ class ShardWriter:
         state: The circular state to record; None for a run's rows in order (full once
             there is a row).
         frames: How shards store next observations (``formats.frames``).
+        license: The dataset card's license (``dataset_card``; None: the one a collect
+            run recorded, else ``other``), where the shard format gives the folder a card.
+        tally: The episodes of all the rows to be written (a circular dataset's, counted
+            oldest first); None: counted as shards land (rows in order).
     """
 
     def __init__(
@@ -134,6 +136,9 @@ class ShardWriter:
         manifest: Manifest,
         state: CircularState | None = None,
         frames: FramesForm = FramesForm.ONCE,
+        *,
+        license: str | None = None,
+        tally: EpisodeTally | None = None,
     ) -> None:
         self.folder = folder
         self.manifest = manifest
@@ -146,11 +151,16 @@ class ShardWriter:
         with output_errors(folder, every=True):
             folder.mkdir(parents=True, exist_ok=True)
         self._carries: dict[int, object | None] = {}  # after the shard of that position
+        self.license = license
+        self._counted = tally is None  # episodes counted here, shard by shard
+        self._tally = tally
         if self.shard.shard_card is not None:
             with output_errors(folder, every=True):
                 for stray in manifest.strays(folder):  # the glob's readers would count them
                     stray.unlink()
-                _write_card(folder, self.shard.shard_card)
+            if self._tally is None:
+                self._tally = self._count_listed()
+            self._write_card()
         self._next = manifest.next_index(folder)
         self._lock = threading.Lock()
 
@@ -170,6 +180,8 @@ class ShardWriter:
                 return None
             entry = self._write(tensors)
             self.manifest.shards.append(entry)
+            if self._counted and self._tally is not None:
+                self._tally.add_tensors(tensors, rows)
             self._save(metadata)
             return entry
 
@@ -241,6 +253,8 @@ class ShardWriter:
             self._carry(len(self.manifest.shards) - 2)  # read before the shard goes
             old = self.manifest.shards.pop()
             self.manifest.shards.append(self._write(tensors))
+            if self._counted and self._tally is not None:
+                self._tally = self._count_listed()
             self._save(metadata)
             with contextlib.suppress(OSError):
                 (self.folder / old.file).unlink()
@@ -253,6 +267,38 @@ class ShardWriter:
         own = {k: header[k] for k in _KEPT if k in header}
         self.manifest.header = {**own, "memory_size": rows, **state.to_json(), **metadata}
         self.manifest.save(self.folder)
+        self._write_card()
+
+    def _count_listed(self) -> EpisodeTally:
+        """The episodes of the listed shards, read from their files (a folder gone on with)."""
+        tally = EpisodeTally(int(self.manifest.header.get("num_envs") or 0))
+        for entry in self.manifest.shards:
+            shard, close = self.shard.open_shard(self.folder / entry.file, cache=None)
+            try:
+                tally.add_tensors(shard.tensors, shard.memory_size)
+            finally:
+                close()
+        return tally
+
+    def _write_card(self) -> None:
+        """Write the folder's dataset card again (where its shard format gives it one)."""
+        files = self.shard.shard_card
+        if files is None or self._tally is None:
+            return
+        shards = [(entry.file, entry.crc32) for entry in self.manifest.shards]
+        glob = f"shard-*{self.shard.suffixes[0]}"
+        kind = f"{self.shard.title or self.shard.name} shards"
+        text = folder_card(
+            self.manifest.header,
+            shards,
+            self._tally,
+            files=files,
+            glob=glob,
+            kind=kind,
+            license=self.license,
+        )
+        with output_errors(self.folder, every=True):
+            write_card(self.folder, text)
 
 
 _KEPT = (
@@ -293,15 +339,6 @@ def new_manifest(
     return Manifest({**header, **extra})
 
 
-def _write_card(folder: Path, text: str) -> None:
-    """Write the folder's ``README.md`` (its dataset card) unless it holds one."""
-    card = folder / CARD
-    if card.exists():
-        return
-    with atomic_write(card, "w") as f:
-        f.write(text)
-
-
 def user_metadata(header: Mapping[str, Any]) -> dict[str, Any]:
     """A metadata object without the keys the manifest owns (``created`` stays)."""
     return {k: v for k, v in header.items() if k not in _HEADER_KEYS}
@@ -316,20 +353,24 @@ def write(
     shard_format: str | None = None,
     compression: str | None = None,
     frames: FramesForm = FramesForm.ONCE,
+    license: str | None = None,
 ) -> None:
     """Write ``dataset`` as a sharded folder, reading it a shard of rows at a time.
 
     The folder is built beside the target under a temporary name and renamed into place
     when complete (an existing folder is replaced only with ``overwrite``). Its shards are
     ``shard_format`` files (npz by default; Parquet ones ``compression``-ed, zstd by default);
-    ``frames``: how they store next observations.
+    ``frames``: how they store next observations. A folder of Parquet shards gets a dataset
+    card (``dataset_card``) under ``license``, its episodes counted first (a pass over the
+    rewards and done flags, oldest first).
 
     Raises:
         OutputExistsError: ``path`` exists and ``overwrite`` is false.
         OutputError: The folder cannot be written.
         ConfigError: A format that cannot be a shard, or a compression it does not take.
     """
-    manifest = new_manifest(dataset.header(), find_shard_format(shard_format), compression)
+    shard = find_shard_format(shard_format)
+    manifest = new_manifest(dataset.header(), shard, compression)
     if os.path.lexists(path) and not overwrite:
         raise OutputExistsError(path)
     if os.path.lexists(path) and not is_sharded_folder(path):
@@ -340,7 +381,16 @@ def write(
     try:
         tmp = create_temp(path, folder=True, made=made)
         with commit_check_deferred() as check:  # ``convert --verify``: the whole folder
-            writer = ShardWriter(tmp, manifest, dataset.state, frames)
+            tally = None
+            if shard.shard_card is not None:
+                tally = tally_rows(
+                    dataset.tensors,
+                    dataset.state,
+                    dataset.metadata,
+                    dataset.memory_size,
+                    dataset.num_envs,
+                )
+            writer = ShardWriter(tmp, manifest, dataset.state, frames, license=license, tally=tally)
             metadata = user_metadata(manifest.header)
             step = shard_rows(dataset.tensors, shard_bytes)
             for start in range(0, dataset.memory_size, step):

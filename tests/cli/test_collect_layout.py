@@ -50,9 +50,11 @@ def test_an_earlier_run_left_collecting_is_named_with_how_to_finish_it(tmp_path:
     assert "expcli convert" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
-def test_to_picks_the_layouts_storage_and_quiet_prints_the_target_only(tmp_path: Path) -> None:
+def test_storage_picks_the_layouts_storage_and_quiet_prints_the_target_only(
+    tmp_path: Path,
+) -> None:
     target = tmp_path / "cartpole-minari-v0"
-    done = collect("--envs", "2", "--steps", "30", "--layout", "minari", "--to", "arrow",
+    done = collect("--envs", "2", "--steps", "30", "--layout", "minari", "--storage", "arrow",
                    "-o", str(target), "-q")  # fmt: skip
     assert done.exit_code == 0, done.stderr + done.stdout
     assert done.stdout.strip() == str(target)
@@ -61,5 +63,8 @@ def test_to_picks_the_layouts_storage_and_quiet_prints_the_target_only(tmp_path:
     assert load(target).tensors["observations"].shape[:2] == (30, 1)  # one env column
     refused = collect("--steps", "5", "--to", "parquet", "-o", str(tmp_path / "x.pt"))
     assert refused.exit_code == 2 and "--layout" in refused.stderr
-    wrong = collect("--steps", "5", "--layout", "minari", "--to", "csv", "-o", str(tmp_path / "y"))
+    refused = collect("--steps", "5", "--storage", "parquet", "-o", str(tmp_path / "x.pt"))
+    assert refused.exit_code == 2 and "--storage picks the storage" in refused.stderr
+    wrong = collect("--steps", "5", "--layout", "minari", "--storage", "csv", "-o",
+                    str(tmp_path / "y"))  # fmt: skip
     assert wrong.exit_code == 2 and not (tmp_path / "y-collecting").exists()

@@ -63,7 +63,7 @@ def test_a_failed_conversion_keeps_the_rows_and_says_how_to_finish(
     staging = tmp_path / "cartpole-minari-v0-collecting"
     [note] = caught.value.__notes__
     assert note.startswith(f"the rows collected are in {staging}: ")
-    finish = f"expcli convert {staging} {target} --layout minari --to arrow"
+    finish = f"expcli convert {staging} {target} --layout minari --storage arrow"
     assert f"{finish} --author 'Ada L.' --algorithm-name ppo`" in note
     assert len(load(staging)) == 60 and not target.exists()  # a folder run, kept whole
 

@@ -14,7 +14,27 @@ from expcli.formats.rows import Closer, FileLayout, Layout, WritePlan
 if TYPE_CHECKING:
     from expcli.formats.dataset import Dataset
 
-__all__ = ["MINARI_DATASET", "MinariDataset"]
+__all__ = ["MINARI_CARD", "MINARI_DATASET", "MinariDataset"]
+
+MINARI_CARD = """- `data/metadata.json`: Minari's metadata (the dataset id, the env spec, the
+  spaces, the counts, the author and algorithm where given).
+- {episodes}
+
+`minari.load_dataset(ID)` loads it once the folder sits under Minari's datasets root as
+`ROOT/ID`; `expcli convert FOLDER OUT` converts it back.
+"""
+"""The Files section of a Minari folder's card (``dataset_card``), its storage filled in."""
+_EPISODES = {
+    "hdf5": "`data/main_data.hdf5`: the episodes, a group `episode_N` each.",
+    "parquet": "`data/N/`: episode N: `metadata.json` and `part-0.parquet`, one row a "
+    "step and one more for the last observation (Minari's layout).",
+    "arrow": "`data/N/`: episode N: `metadata.json` and `part-0.arrow`, one row a "
+    "step and one more for the last observation (Minari's layout).",
+}
+_NO_CONFIGS = (
+    "The card lists no data files: `datasets` cannot read HDF5. Convert the folder "
+    "(`expcli convert FOLDER OUT --layout minari --to parquet`) for a copy it reads."
+)
 
 
 class MinariDataset(FileLayout):
@@ -29,8 +49,11 @@ class MinariDataset(FileLayout):
 
     def write(self, dataset: Dataset, plan: WritePlan) -> None:
         """Write the dataset folder atomically, in ``plan.format`` (its storage)."""
+        from expcli.formats.dataset_card import FolderKind, write_layout_card
+
         target, overwrite, authorship = plan.target, plan.overwrite, plan.authorship
-        if plan.format == "hdf5" or plan.format not in self.storages:
+        storage = plan.format if plan.format in self.storages else "hdf5"
+        if storage == "hdf5":
             self.module.write(dataset, target, overwrite=overwrite, authorship=authorship)
         else:
             from expcli.formats.layouts.minari import arrow
@@ -38,6 +61,10 @@ class MinariDataset(FileLayout):
             arrow.write(
                 dataset, target, overwrite=overwrite, storage=plan.format, authorship=authorship
             )
+        files = MINARI_CARD.format(episodes=_EPISODES[storage])
+        globs = () if storage == "hdf5" else (f"data/*/*.{storage}",)
+        what = FolderKind(f"a Minari dataset ({storage})", files, globs, ("Minari",), _NO_CONFIGS)
+        write_layout_card(dataset, target, what, plan.license)
 
     def refuse_target(self, plan: WritePlan) -> None:
         """A folder not named as a Minari dataset id (``NAME-vN``: ``minari.layout.dataset_id``)."""

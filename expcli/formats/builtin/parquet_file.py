@@ -17,21 +17,41 @@ if TYPE_CHECKING:
 
 __all__ = ["PARQUET_CARD", "PARQUET_FILE", "ParquetFile"]
 
-PARQUET_CARD = """# An expcli dataset: Parquet shards
+PARQUET_CARD = """- `shard-*.parquet`: one row per transition, in the order collected: `index`,
+  `episode_index`, `frame_index`, `env`, `row`, then one column per tensor
+  (`observations`, `actions`, `rewards`, `terminated`, `truncated`, ...). Each shard's
+  footer holds the whole expcli metadata.
+- `manifest.json`: the complete shards (a reader of the glob sees the same rows once a run
+  has ended), their sizes and CRC-32s.
 
-One row per transition, in the order collected: `index`, `episode_index`, `frame_index`,
-`env`, `row`, then one column per tensor (`observations`, `actions`, `rewards`,
-`terminated`, `truncated`, ...). `next_observations` is null where it is the
-`observations` of the next `row` of the same `env` (stored once). `manifest.json` lists the
-complete shards (a reader of
-the glob `shard-*.parquet` sees the same rows once a run has ended); each shard's footer
-holds the whole expcli metadata. Written by expcli; `expcli inspect` describes it.
-
-`datasets.load_dataset(FOLDER)` reads the shards (it prefers Parquet files to the one JSON
-file), `polars.scan_parquet("FOLDER/shard-*.parquet")`, duckdb's
+`datasets.load_dataset(FOLDER)` reads the shards as this card's `default` config;
+`polars.scan_parquet("FOLDER/shard-*.parquet")`, duckdb's
 `read_parquet('FOLDER/shard-*.parquet')` and `ray.data.read_parquet("FOLDER")` too.
+
+### Next observations
+
+`next_observations` is null where it is the `observations` of the same `env` one `row`
+on (stored once; expcli fills it in when it reads). One line gets it back, whatever the
+order of the rows (for a structured space, the same for each `next_observations/KEY`).
+duckdb:
+
+```sql
+select * replace (coalesce(next_observations, lead(observations) over w,
+                           first_value(observations) over w) as next_observations)
+from read_parquet('FOLDER/shard-*.parquet') window w as (partition by env order by "row")
+```
+
+polars, and HF `datasets` through polars (`ds` a `datasets.Dataset` of the shards):
+
+```python
+NEXT = pl.coalesce("next_observations",
+                   pl.col("observations").shift(-1).over("env", order_by="row"),
+                   pl.col("observations").sort_by("row").first().over("env"))
+frame = pl.scan_parquet("FOLDER/shard-*.parquet").with_columns(NEXT.alias("next_observations"))
+ds = Dataset.from_polars(ds.to_polars().with_columns(NEXT.alias("next_observations")))
+```
 """
-"""The dataset card of a folder of Parquet shards (no YAML ``configs``: see ``sharded``)."""
+"""The Files section of the card of a folder of Parquet shards (``dataset_card``)."""
 
 
 class ParquetFile(TableFormat):

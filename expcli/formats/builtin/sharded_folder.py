@@ -36,6 +36,7 @@ class ShardedFolder(ModuleFormat):
             shard_format=plan.shard_format,
             compression=plan.compression,
             frames=plan.frames,
+            license=plan.license,
         )
 
 

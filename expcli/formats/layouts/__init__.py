@@ -28,7 +28,7 @@ only (h5py and torch are imported when used).
 from __future__ import annotations
 
 from expcli.formats.layout_keys import LOSSES_KEY, SEAMS_KEY, STARTS_CUT_KEY
-from expcli.formats.registry import LAYOUTS, layout_format, write_layout
+from expcli.formats.registry import LAYOUTS, layout_format, storage_or_format, write_layout
 from expcli.formats.rows import Layout
 from expcli.formats.table import read_foreign_hdf5
 
@@ -40,5 +40,6 @@ __all__ = [
     "Layout",
     "layout_format",
     "read_foreign_hdf5",
+    "storage_or_format",
     "write_layout",
 ]

@@ -82,7 +82,7 @@ def test_box_round_trip_is_bit_for_bit_and_loads_in_minari(
     assert np.array_equal(episodes[2].actions, dataset.tensors["actions"][6:, 0, 0])
     assert np.array_equal(episodes[0].infos["lives"], [0, 0, 1, 2])
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    assert files[:2] == ["data/0/metadata.json", f"data/0/part-0.{storage}"]
+    assert files[:3] == ["README.md", "data/0/metadata.json", f"data/0/part-0.{storage}"]
 
 
 @pytest.mark.parametrize("storage", STORAGES)

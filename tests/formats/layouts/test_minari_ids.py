@@ -87,7 +87,7 @@ def test_plain_and_namespaced_targets_are_listed_and_load_with_expclis_values(
     assert plain.exit_code == 0, plain.output
     described = cli(
         "convert", str(source), str(datasets_path / "myns" / "cp-v1"), "--layout", "minari",
-        "--to", "parquet", "--author", "Ada L.", "--author", "Bo", "--author-email",
+        "--storage", "parquet", "--author", "Ada L.", "--author", "Bo", "--author-email",
         "ada@example.org", "--algorithm-name", "ppo", "--code-permalink", "https://x.org/c",
     )  # fmt: skip
     assert described.exit_code == 0, described.output
