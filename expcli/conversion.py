@@ -145,7 +145,7 @@ def save(
             recorded, else ``other``.
         images: How Parquet stores image-like uint8 frames: ``png`` (HF ``Image`` cells,
             which HF ``datasets`` reads as images and arrays) or ``raw`` (their bytes,
-            faster to sample at random).
+            faster to write, and to sample from a file the block cache holds).
 
     Raises:
         ConfigError: An unknown layout or compression, or one the format cannot take; an

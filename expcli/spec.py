@@ -89,8 +89,9 @@ class ImagesForm(StrEnum):
     """How a Parquet writer stores image-like uint8 frames (``(H, W)``, ``(H, W, 1|3|4)``).
 
     PNG: a PNG a cell, in HF ``datasets``' ``Image`` struct, so that HF reads images and
-    arrays (the default); RAW: the frame's bytes (``fixed_size_binary``), faster to sample
-    at random for training (``benchmarks/parquet_frames.py``).
+    arrays (the default); RAW: the frame's bytes (``fixed_size_binary``), faster to write
+    and to draw random batches from while the block cache holds the file
+    (``benchmarks/parquet_frames.py``).
     """
 
     PNG = "png"

@@ -164,7 +164,8 @@ ImagesOption = Annotated[
     typed_choice(
         "--images",
         "How Parquet stores uint8 frames (H, W) and (H, W, 1|3|4): png (HF Image cells, which "
-        "HF datasets reads as images and arrays) or raw (their bytes: faster to sample).",
+        "HF datasets reads as images and arrays) or raw (their bytes: faster to write, and to "
+        "sample from a file the cache holds).",
         parse_images,
         ImagesForm,
     ),
