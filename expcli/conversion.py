@@ -27,7 +27,7 @@ from expcli.formats.dataset_card import checked_license
 from expcli.formats.layouts import LAYOUTS, Layout
 from expcli.formats.lazy import LazyRows
 from expcli.formats.parquet_sources import source_size
-from expcli.formats.registry import frames_form, output_format
+from expcli.formats.registry import frames_form, images_form, output_format
 from expcli.formats.rows import WritePlan
 from expcli.formats.table import format_named, stream_formats, suffix_help
 from expcli.spec import COMPRESSIONS, FramesForm, ImagesForm
@@ -171,7 +171,7 @@ def save(
         overwrite,
         authorship,
         _license(license),
-        _images_form(images),
+        images_form(images),
     )
     check_target(plan)
     write_checked(dataset, plan, checksums(dataset) if verify else None)
@@ -234,7 +234,7 @@ def convert(
         overwrite,
         authorship,
         _license(license),
-        _images_form(images),
+        images_form(images),
     )
     mapping = column_roles(columns, done_means)
     return convert_planned(
@@ -426,17 +426,3 @@ def _license(given: str | None) -> str | None:
         ConfigError: Not a license identifier.
     """
     return None if given is None else checked_license(given)
-
-
-def _images_form(images: ImagesForm | str) -> ImagesForm:
-    """``images`` as an ``ImagesForm``.
-
-    Raises:
-        ConfigError: It is none of them.
-    """
-    try:
-        return ImagesForm(str(images).lower())
-    except ValueError:
-        raise ConfigError(
-            f"unknown images {images!r}; expected one of {', '.join(f.value for f in ImagesForm)}"
-        ) from None
