@@ -28,10 +28,10 @@ from expcli.formats.layouts import LAYOUTS, Layout
 from expcli.formats.layouts.lerobot.settings import LeRobotSettings
 from expcli.formats.lazy import LazyRows
 from expcli.formats.parquet_sources import source_size
-from expcli.formats.registry import frames_form, output_format
+from expcli.formats.registry import frames_form, images_form, output_format
 from expcli.formats.rows import WritePlan
 from expcli.formats.table import format_named, stream_formats, suffix_help
-from expcli.spec import COMPRESSIONS, FramesForm
+from expcli.spec import COMPRESSIONS, FramesForm, ImagesForm
 
 __all__ = [
     "COMPRESSIONS",
@@ -123,6 +123,7 @@ def save(
     frames: FramesForm | str = FramesForm.ONCE,
     authorship: Authorship | None = None,
     license: str | None = None,
+    images: ImagesForm | str = ImagesForm.PNG,
 ) -> Path:
     """Write a ``Dataset`` or a ``Memory`` (anything with ``to_dataset()``) atomically.
 
@@ -143,6 +144,9 @@ def save(
         license: The license a folder's dataset card states (``formats.dataset_card``:
             Parquet shards, LeRobot and Minari folders); None: the one a collect run
             recorded, else ``other``.
+        images: How Parquet stores image-like uint8 frames: ``png`` (HF ``Image`` cells,
+            which HF ``datasets`` reads as images and arrays) or ``raw`` (their bytes,
+            faster to write, and to sample from a file the block cache holds).
 
     Raises:
         ConfigError: An unknown layout or compression, or one the format cannot take; an
@@ -159,7 +163,16 @@ def save(
     form = frames_form(frames)
     fmt = _target_format(target, format, layout, None)
     plan = WritePlan(
-        target, fmt, layout, compression, None, form, overwrite, authorship, _license(license)
+        target,
+        fmt,
+        layout,
+        compression,
+        None,
+        form,
+        overwrite,
+        authorship,
+        _license(license),
+        images_form(images),
     )
     check_target(plan)
     write_checked(dataset, plan, checksums(dataset) if verify else None)
@@ -185,6 +198,7 @@ def convert(
     authorship: Authorship | None = None,
     license: str | None = None,
     lerobot: LeRobotSettings | None = None,
+    images: ImagesForm | str = ImagesForm.PNG,
 ) -> ConvertResult:
     """Convert a dataset file to another format or layout, losslessly.
 
@@ -199,6 +213,7 @@ def convert(
     algorithm, ...; the license of a folder's dataset card).
     ``lerobot``: the fps, task, robot type and next observations of a ``lerobot`` layout
     (``with_lerobot_settings``); given for another layout, refused.
+    ``images``: as ``save`` takes it (a Parquet target's image-like frames).
 
     ``overwrite`` defaults to True, as for ``save`` (and ``np.save``, ``torch.save``): the
     Python API replaces an existing target, atomically, unless told ``overwrite=False``.
@@ -223,6 +238,7 @@ def convert(
         overwrite,
         authorship,
         _license(license),
+        images_form(images),
     )
     mapping = column_roles(columns, done_means)
     if lerobot is not None and layout is not Layout.LEROBOT:

@@ -26,6 +26,7 @@ __all__ = [
     "SUPPORTED_DTYPES",
     "CircularState",
     "FramesForm",
+    "ImagesForm",
     "TensorSpec",
     "chronological_rows",
     "done_flags",
@@ -82,6 +83,19 @@ class FramesForm(StrEnum):
 
     FULL = "full"
     ONCE = "once"
+
+
+class ImagesForm(StrEnum):
+    """How a Parquet writer stores image-like uint8 frames (``(H, W)``, ``(H, W, 1|3|4)``).
+
+    PNG: a PNG a cell, in HF ``datasets``' ``Image`` struct, so that HF reads images and
+    arrays (the default); RAW: the frame's bytes (``fixed_size_binary``), faster to write
+    and to draw random batches from while the block cache holds the file
+    (``benchmarks/parquet_frames.py``).
+    """
+
+    PNG = "png"
+    RAW = "raw"
 
 
 class Compression(StrEnum):

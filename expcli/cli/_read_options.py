@@ -22,12 +22,13 @@ from expcli.cli._errors import reports_errors
 from expcli.cli._help import choices_shown
 from expcli.errors import ConfigError, ExpcliError, printable, quoted
 from expcli.formats.column_roles import ColumnRoles, DoneMeans, column_roles
-from expcli.spec import Compression, FramesForm
+from expcli.spec import Compression, FramesForm, ImagesForm
 
 __all__ = [
     "ColumnsOption",
     "DoneMeansOption",
     "FramesOption",
+    "ImagesOption",
     "NumEnvs",
     "completing",
     "parse_compression",
@@ -122,6 +123,15 @@ def parse_frames(value: str) -> FramesForm:
     return _spelled(value, FramesForm, "--frames")
 
 
+def parse_images(value: str) -> ImagesForm:
+    """The ``ImagesForm`` spelled ``value`` exactly.
+
+    Raises:
+        ConfigError: No such form, naming the ones there are.
+    """
+    return _spelled(value, ImagesForm, "--images")
+
+
 _Choice = TypeVar("_Choice", bound=StrEnum)
 
 
@@ -146,6 +156,18 @@ FramesOption = Annotated[
         "or more that equals the next row's observation is stored there only) or full.",
         parse_frames,
         FramesForm,
+    ),
+]
+
+ImagesOption = Annotated[
+    ImagesForm,
+    typed_choice(
+        "--images",
+        "How Parquet stores uint8 frames (H, W) and (H, W, 1|3|4): png (HF Image cells, which "
+        "HF datasets reads as images and arrays) or raw (their bytes: faster to write, and to "
+        "sample from a file the cache holds).",
+        parse_images,
+        ImagesForm,
     ),
 ]
 

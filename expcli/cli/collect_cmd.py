@@ -62,13 +62,13 @@ from expcli.cli._collect_options import (
     WrapperOption,
 )
 from expcli.cli._errors import reports_errors
-from expcli.cli._read_options import FramesOption
+from expcli.cli._read_options import FramesOption, ImagesOption
 from expcli.cli._storage_option import StorageOption, storage_spelled
 from expcli.collect.engines import CollectMode
 from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, EnvError, OutputError, quoted
 from expcli.formats.rows import Layout
-from expcli.spec import FramesForm
+from expcli.spec import FramesForm, ImagesForm
 
 if TYPE_CHECKING:
     from expcli.cli._collect_view import CollectView, Signals
@@ -114,6 +114,7 @@ def collect_cmd(
     spool: SpoolOption = None,
     resume: ResumeOption = None,
     frames: FramesOption = FramesForm.ONCE,
+    images: ImagesOption = ImagesForm.PNG,
     trust_settings: TrustSettingsOption = False,
     author: AuthorOption = None,
     author_email: AuthorEmailOption = None,
@@ -154,25 +155,29 @@ def collect_cmd(
         spool=spool,
         frames=frames,
         license=license,
+        images=images,
     )
     who = authorship_of(author, author_email, algorithm_name, code_permalink)
-    named = storage_spelled(layout, to, storage)
-    _collect(ctx, settings, layout, named, config, resume, trust_settings, who)
+    _collect(ctx, settings, layout, (to, storage), config, resume, trust_settings, who)
 
 
 def _collect(
     ctx: typer.Context,
     settings: CollectSettings,
     layout: Layout,
-    to: str | None,
+    named: tuple[str | None, str | None],
     config: Path | None,
     resume: Path | None,
     trust: bool,
     authorship: Authorship | None = None,
 ) -> None:
-    """Run the settings the command line gave: resumed, with a config file, or in a layout."""
+    """Run the settings the command line gave: resumed, with a config file, or in a layout.
+
+    ``named``: ``--to`` and ``--storage`` as given.
+    """
     from expcli.collect.job import CollectJob
 
+    to = storage_spelled(layout, *named)
     given = dict(_given_on_command_line(ctx, settings))
     if to is not None and layout is Layout.EXPCLI:
         raise ConfigError(

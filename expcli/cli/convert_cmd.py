@@ -32,6 +32,7 @@ from expcli.cli._read_options import (
     ColumnsOption,
     DoneMeansOption,
     FramesOption,
+    ImagesOption,
     NumEnvs,
     parse_compression,
     typed_choice,
@@ -40,7 +41,7 @@ from expcli.cli._read_options import (
 from expcli.cli._storage_option import ConvertToOption, StorageOption, storage_spelled
 from expcli.errors import ConfigError, printable
 from expcli.formats.rows import Layout
-from expcli.spec import Compression, FramesForm
+from expcli.spec import Compression, FramesForm, ImagesForm
 
 if TYPE_CHECKING:
     from expcli.conversion import ConvertResult, Progress
@@ -82,6 +83,7 @@ def convert_cmd(
     num_envs: NumEnvs = None,
     shard_format: ShardFormatOption = None,
     frames: FramesOption = FramesForm.ONCE,
+    images: ImagesOption = ImagesForm.PNG,
     columns: ColumnsOption = None,
     done_means: DoneMeansOption = None,
     author: AuthorOption = None,
@@ -122,6 +124,7 @@ def convert_cmd(
         authorship=authorship,
         license=license,
         lerobot=lerobot,
+        images=images,
     )
 
 

@@ -61,6 +61,7 @@ def output_plan(settings: CollectSettings, output: Path, *, to_folder: bool) -> 
         settings.frames,
         settings.overwrite,
         license=settings.license,
+        images=settings.images,
     )
 
 

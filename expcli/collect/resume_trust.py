@@ -52,6 +52,7 @@ SETTINGS_KEY = "collector.collect_settings"
 _RUNTIME = frozenset(
     {"mode", "num_cpus", "ray_address", "step_timeout", "chunk_steps", "chunk_timeout"}
     | {"restart_on_error", "shard_size", "frames", "license"}
+    | {"restart_on_error", "shard_size", "frames", "images"}
 )
 _NOT_WITH_RESUME = {
     "output": "-o/--output",

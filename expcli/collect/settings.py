@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from expcli.collect.engines import ENGINES, CollectMode
 from expcli.envs.modes import AsyncMode
 from expcli.errors import ConfigError, quoted
-from expcli.spec import Compression, FramesForm
+from expcli.spec import Compression, FramesForm, ImagesForm
 
 __all__ = ["MAX_ENVS", "MAX_SEED", "CollectSettings", "choose", "read_config", "typed_value"]
 
@@ -63,6 +63,7 @@ class CollectSettings:
     shard_format: str | None = None  # a folder output's shards (``shard_formats``); None: npz
     frames: FramesForm = FramesForm.ONCE  # how a file output stores next observations
     license: str | None = None  # a folder output's dataset card; None: ``other``
+    images: ImagesForm = ImagesForm.PNG  # how a Parquet file output stores image-like frames
 
     @property
     def step_timeout_seconds(self) -> float | None:
@@ -105,6 +106,7 @@ class CollectSettings:
             from expcli.formats.dataset_card import checked_license
 
             self.license = checked_license(self.license)
+        self.images = choose("--images", self.images, ImagesForm)
         if self.shard_format is not None:
             from expcli.formats.table import format_named, shard_formats
 
@@ -245,6 +247,7 @@ _KINDS: Mapping[str, tuple[type, ...]] = {
     "shard_format": (str,),
     "frames": (str,),
     "license": (str,),
+    "images": (str,),
 }
 
 

@@ -5,8 +5,11 @@ its dtype; a feature of at most
 ``LIST_MAX_BYTES`` bytes a nested ``fixed_size_list`` (polars ``Array(dtype, shape)``, HF
 ``List(..., length=n)``, duckdb ``T[]``); a larger one (frames) a ``fixed_size_binary`` of
 its bytes in C order, about 7x faster to write and 10x faster to read than a list of
-``uint8`` and smaller once compressed (``benchmarks``/README). Only pyarrow's plain types
-are written and accepted: no extension type, no pandas metadata.
+``uint8`` and smaller once compressed (``benchmarks``/README). Image-like uint8 frames
+(``(H, W)``, ``(H, W, 1|3|4)``) are, unless the write plan says ``images: raw``, a PNG a
+cell in HF ``datasets``' ``Image`` struct (``struct<bytes: binary, path: string>``,
+``_png_cells``), which HF reads as images and arrays. Only pyarrow's plain types are
+written and accepted: no extension type, no pandas metadata.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import numpy as np
 
 from expcli.errors import InvalidValueError
 from expcli.formats._arrow_values import values_as
-from expcli.spec import TensorSpec
+from expcli.formats._png_cells import decode_png, encode_png, image_like
+from expcli.spec import ImagesForm, TensorSpec
+from expcli.thread_pools import shared_pool
 
 __all__ = [
     "BOOKKEEPING",
@@ -29,6 +34,7 @@ __all__ = [
     "Carry",
     "Column",
     "column_for",
+    "column_read",
     "flat_array",
     "from_arrow",
     "positions",
@@ -47,7 +53,13 @@ BOOKKEEPING_DTYPES = {
 }
 """Each bookkeeping column's dtype."""
 
-SCALAR, LIST, BINARY, EMPTY = "scalar", "list", "binary", "empty"
+SCALAR, LIST, BINARY, EMPTY, PNG = "scalar", "list", "binary", "empty", "png"
+PNG_LEVEL = 6
+"""zlib level of expcli's PNG cells, as Pillow's (and so HF's) default: Pong screens as a
+file 1/560 of their npz, where level 1 gave 1/150 at 2-4x the write rate
+(``benchmarks/parquet_frames.py``)."""
+_CODERS = 2
+"""Threads that deflate or inflate the PNG cells of a row group (zlib lets go of the GIL)."""
 VALID = "valid"
 """Not a stored encoding: a nullable column read as its null bitmap, one bool a transition."""
 
@@ -86,20 +98,38 @@ class Column:
             return None
         if self.encoding == BINARY:
             return pa.binary(self.row_bytes)
+        if self.encoding == PNG:
+            return pa.struct([("bytes", pa.binary()), ("path", pa.string())])
         kind: Any = pa.from_numpy_dtype(np.dtype(self.spec.dtype))
         for size in reversed(self.spec.shape if self.encoding == LIST else ()):
             kind = pa.list_(kind, size)
         return kind
 
 
-def column_for(spec: TensorSpec) -> Column:
-    """The encoding of a tensor of ``spec``, by its feature's size."""
+def column_for(spec: TensorSpec, images: ImagesForm = ImagesForm.RAW) -> Column:
+    """The encoding of a tensor of ``spec``, by its feature's size and kind.
+
+    ``images``: ``PNG``: frames too large for a list that are ``image_like`` are PNG cells.
+    """
     if math.prod(spec.shape) == 1:  # () and (1,) alike: one value, a plain column
         return Column(spec, SCALAR)
     if math.prod(spec.shape) == 0:
         return Column(spec, EMPTY)
     size = math.prod(spec.shape) * np.dtype(spec.dtype).itemsize
-    return Column(spec, LIST if size <= LIST_MAX_BYTES else BINARY)
+    if size <= LIST_MAX_BYTES:
+        return Column(spec, LIST)
+    png = images is ImagesForm.PNG and image_like(spec.shape, spec.dtype)
+    return Column(spec, PNG if png else BINARY)
+
+
+def column_read(spec: TensorSpec, said: object) -> Column:
+    """The column of ``spec`` as a file's footer says it is stored (``said``).
+
+    PNG where the footer says so and a writer could have chosen it; else ``column_for``'s
+    (which the caller compares with ``said``).
+    """
+    png = column_for(spec, ImagesForm.PNG)
+    return png if said == PNG and png.encoding == PNG else column_for(spec)
 
 
 def to_arrow(column: Column, rows: np.ndarray, valid: np.ndarray | None = None) -> Any:
@@ -112,6 +142,8 @@ def to_arrow(column: Column, rows: np.ndarray, valid: np.ndarray | None = None) 
 
     native = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder("="))
     bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    if column.encoding == PNG:
+        return _png_array(column, native, valid, bitmap)
     if column.encoding == BINARY:
         data = pa.py_buffer(native.reshape(-1).view(np.uint8))
         kind = column.arrow_type()
@@ -123,6 +155,27 @@ def to_arrow(column: Column, rows: np.ndarray, valid: np.ndarray | None = None) 
         return array
     outer = pa.list_(array.type, column.spec.shape[0])
     return pa.Array.from_buffers(outer, len(native), [bitmap], children=[array])
+
+
+def _png_array(column: Column, frames: np.ndarray, valid: np.ndarray | None, bitmap: Any) -> Any:
+    """Frames as HF ``Image`` structs of PNG bytes (a null cell: no bytes, no path)."""
+    import pyarrow as pa
+
+    wanted = range(len(frames)) if valid is None else np.flatnonzero(valid).tolist()
+    blobs = [b""] * len(frames)
+    coded = shared_pool("expcli-png", _CODERS).map(
+        lambda at: encode_png(frames[at], PNG_LEVEL), wanted
+    )
+    for at, blob in zip(wanted, coded, strict=True):
+        blobs[at] = blob
+    offsets = np.zeros(len(frames) + 1, np.int64)
+    np.cumsum([len(b) for b in blobs], out=offsets[1:])
+    if offsets[-1] >= 1 << 31:  # a group is 8 MB of frames: never, but for a row of 2 GiB
+        raise InvalidValueError("a row group's PNG cells hold 2 GiB or more; expected less")
+    buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(blobs))]
+    data = pa.Array.from_buffers(pa.binary(), len(frames), buffers)
+    paths = pa.nulls(len(frames), pa.string())
+    return pa.Array.from_buffers(column.arrow_type(), len(frames), [bitmap], children=[data, paths])
 
 
 def flat_array(values: np.ndarray) -> Any:
@@ -156,6 +209,8 @@ def from_arrow(column: Column, array: Any) -> np.ndarray:
             return np.ones(count, bool)
         bits = np.unpackbits(np.frombuffer(array.buffers()[0], np.uint8), bitorder="little")
         return bits[array.offset : array.offset + count].astype(bool)
+    if column.encoding == PNG:
+        return _png_frames(column, array)
     if column.encoding == BINARY:
         data = array.buffers()[1]
         start = array.offset * column.row_bytes
@@ -168,6 +223,38 @@ def from_arrow(column: Column, array: Any) -> np.ndarray:
         if values.null_count and not column.nullable:
             raise InvalidValueError(f"{values.null_count} null values; expected none")
     return values_as(values, dtype).reshape(count, *column.spec.shape)
+
+
+def _png_frames(column: Column, array: Any) -> np.ndarray:
+    """HF ``Image`` structs of PNG bytes as ``(n, *feature)`` uint8 (a null cell: zeros).
+
+    Raises:
+        InvalidValueError: A stored cell holds no bytes, or a PNG ``decode_png`` refuses
+            (the message names its row in the array).
+    """
+    count, shape = len(array), column.spec.shape
+    out = np.zeros((count, *shape), np.uint8)
+    data = array.field("bytes")  # on the struct's offset
+    stored = np.ones(count, bool) if not array.null_count else from_arrow(column.validity(), array)
+    if data.null_count and (~np.asarray(data.is_valid()) & stored).any():
+        raise InvalidValueError("a cell holds no image bytes (a path alone?); expected a PNG")
+    offsets = np.frombuffer(data.buffers()[1], np.int32, count + 1, data.offset * 4)
+    values = data.buffers()[2]
+    view = memoryview(values) if values is not None else memoryview(b"")
+
+    def decode(at: int) -> None:
+        try:
+            decode_png(view[offsets[at] : offsets[at + 1]], shape, out[at])
+        except InvalidValueError as e:
+            raise InvalidValueError(f"row {at:,} of a row group {e}") from e
+
+    wanted = np.flatnonzero(stored).tolist()
+    if len(wanted) > 1:
+        list(shared_pool("expcli-png", _CODERS).map(decode, wanted))
+    else:
+        for at in wanted:
+            decode(at)
+    return out
 
 
 def positions(state_start: int, count: int, cells: int) -> np.ndarray:

@@ -56,15 +56,18 @@ from expcli.formats._guards import (
     load_json,
     regular_size,
 )
+from expcli.formats._hf_features import HF_KEY, hf_metadata
 from expcli.formats._manifest import file_crc32
 from expcli.formats._parquet_columns import (
     BOOKKEEPING,
     BOOKKEEPING_DTYPES,
     EMPTY,
+    PNG,
     VALID,
     Carry,
     Column,
     column_for,
+    column_read,
     flat_array,
     from_arrow,
     positions,
@@ -79,6 +82,8 @@ from expcli.formats._parquet_open import (
     refuse_extension_types,
 )
 from expcli.formats._parquet_set import open_files
+from expcli.formats._png_gather import PngCells, png_cells
+from expcli.formats._table_images import check_group_images
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.builtin.parquet_file import PARQUET_FILE
 from expcli.formats.column_roles import ColumnRoles
@@ -90,7 +95,7 @@ from expcli.formats.lazy import SLICE_BYTES, LazyRows
 from expcli.formats.parquet_sources import is_pattern, table_files
 from expcli.formats.row_gather import flat_rows, gather_flat
 from expcli.formats.rows import WritePlan, WrittenShard
-from expcli.spec import FRAMES_SCHEMA, FramesForm, TensorSpec, done_flags
+from expcli.spec import FRAMES_SCHEMA, FramesForm, ImagesForm, TensorSpec, done_flags
 
 __all__ = [
     "LAYOUT",
@@ -107,6 +112,8 @@ LAYOUT = "expcli-parquet/1"
 """The value of ``layout`` in a file's ``expcli.parquet`` metadata."""
 
 HEADER_KEY, LAYOUT_KEY = b"expcli", b"expcli.parquet"
+ENCODED_BYTES = 64 << 20
+"""PNG bytes of row groups kept for random gathers (Pong: about 40,000 frames)."""
 NULLS = "nulls"
 """The ``form`` of a next-observation column null where it is the next row's observation."""
 GROUP_BYTES = 8 << 20
@@ -139,7 +146,7 @@ def write(dataset: Dataset, plan: WritePlan) -> None:
     """
     codec = plan.compression or PARQUET_FILE.compressions[0]
     carry = Carry.start(dataset.num_envs)
-    _write(dataset, plan.target, plan.overwrite, codec, carry, plan.frames, True)
+    _write(dataset, plan.target, plan.overwrite, codec, carry, plan.frames, True, plan.images)
 
 
 def write_shard(
@@ -149,11 +156,13 @@ def write_shard(
     compression: str,
     carry: object | None = None,
     frames: FramesForm = FramesForm.FULL,
+    images: ImagesForm = ImagesForm.PNG,
 ) -> WrittenShard:
     """``write`` a folder's shard (full rows), its bookkeeping going on from ``carry``.
 
     ``carry``: what the shard before handed on (a ``Carry``; None: the first shard).
     ``frames``: as ``write``'s, over the shard's rows alone: its last row is kept.
+    ``images``: as the write plan's (``_parquet_columns``).
 
     Returns:
         Its size and CRC-32 (read back), whether some next observations are stored once
@@ -161,7 +170,7 @@ def write_shard(
         folder's next shard).
     """
     start = carry if isinstance(carry, Carry) else Carry.start(dataset.num_envs)
-    after, once = _write(dataset, path, True, compression, start, frames, False)
+    after, once = _write(dataset, path, True, compression, start, frames, False, images)
     size, crc = regular_size(path), file_crc32(path)
     return WrittenShard(size, crc, once, after.next_shard(dataset.memory_size))
 
@@ -204,6 +213,7 @@ def _write(
     carry: Carry,
     frames: FramesForm = FramesForm.FULL,
     wrap: bool = True,
+    images: ImagesForm = ImagesForm.PNG,
 ) -> tuple[Carry, bool]:
     """Write the file, a row group at a time.
 
@@ -215,7 +225,7 @@ def _write(
 
     codec = compression.lower()
     kept = _null_cells(dataset, FramesForm(frames), wrap)
-    columns = [column_for(spec) for spec in dataset.specs()]
+    columns = [column_for(spec, ImagesForm(images)) for spec in dataset.specs()]
     for column in columns:
         if column.spec.name in BOOKKEEPING:
             raise SchemaError(
@@ -245,6 +255,8 @@ def _write(
         + [pa.field(c.spec.name, c.arrow_type()) for c in stored],
         metadata={HEADER_KEY: text.encode(), LAYOUT_KEY: json.dumps(layout).encode()},
     )
+    pngs = {c.spec.name for c in stored if c.encoding == PNG}
+    schema = schema.with_metadata({**schema.metadata, HF_KEY: hf_metadata(schema, pngs)})
     row_bytes = sum(c.row_bytes for c in stored) + 36
     # Whole rows of the (T, N) tensors a group, so that each group reads rows the last one
     # did not and the source's read-ahead of the next slice is the one asked for next.
@@ -261,7 +273,11 @@ def _write(
             compression=codec,
             use_dictionary=False,
             # min/max of frames' bytes filter nothing and cost a third of a frame's write
-            write_statistics=[f.name for f in schema if not pa.types.is_fixed_size_binary(f.type)],
+            write_statistics=[
+                f.name
+                for f in schema
+                if not pa.types.is_fixed_size_binary(f.type) and f.name not in pngs
+            ],
             write_page_checksum=True,
         ) as writer,
     ):
@@ -471,7 +487,8 @@ def _open(
     encodings, rows = layout.get("columns"), layout.get("rows")
     stored = parquet.metadata.num_rows
     nullable = _nullable(header, path, stored)
-    columns = [column_for(spec) for spec in header_specs(header, path)]
+    said = encodings if isinstance(encodings, dict) else {}
+    columns = [column_read(spec, said.get(spec.name)) for spec in header_specs(header, path)]
     columns = [dataclasses.replace(c, nullable=c.spec.name in nullable) for c in columns]
     if not isinstance(encodings, dict) or encodings != {c.spec.name: c.encoding for c in columns}:
         raise FormatError(
@@ -507,6 +524,10 @@ def _open(
                 path=path,
                 key=column.spec.name,
             )
+        if column.encoding == PNG:  # its footer says the PNGs' bytes, not their pixels'
+            meta = parquet.metadata
+            most = max((meta.row_group(g).num_rows for g in range(meta.num_row_groups)), default=0)
+            check_group_images(most, column.spec.shape, path, column.spec.name)
     groups = _Groups(parquet, path, identity, keep=cache is None)
     start = (state.memory_index * envs + state.env_index) % max(cells, 1) if state.filled else 0
     bounds = (
@@ -550,11 +571,16 @@ def _lazy(
     shape = (cells // max(envs, 1), envs, *column.spec.shape)
     dtype = np.dtype(column.spec.dtype)
     reader = _TensorRows(groups, column, start, cells, envs, stored)
-    if cache is None or bounds is None:
-        return LazyRows(shape, dtype, reader.read)
-    name = (groups.path, identity, column.key)
-    blocks = CachedBlocks(reader.block, bounds, cache, name, shape, dtype)
-    return LazyRows(shape, dtype, blocks.read, blocks=blocks)
+    blocks = None
+    if cache is not None and bounds is not None:
+        name = (groups.path, identity, column.key)
+        blocks = CachedBlocks(reader.block, bounds, cache, name, shape, dtype)
+    read = reader.read if blocks is None else blocks.read
+    if column.encoding == PNG:  # gathers decode the cells drawn, not their groups
+        encoded = functools.partial(groups.encoded, column)
+        gather = functools.partial(groups.png_cells, column, where, encoded)
+        return PngCells(shape, dtype, read, blocks, gather)
+    return LazyRows(shape, dtype, read, blocks=blocks)
 
 
 def _nullable(header: dict[str, Any], path: Path, stored: int) -> dict[str, tuple[bool, int]]:
@@ -689,6 +715,7 @@ class _Groups:
         # a nullable column's null bitmap of each group decoded, until it is asked for
         self._bitmaps: dict[tuple[str, int], np.ndarray] = {}
         self._bitmaps_lock = threading.Lock()
+        self._encoded: dict[tuple[str, int], Any] = {}  # PNG groups read for gathers
 
     def copy_rows(self, column: Column, first: int, stop: int, out: np.ndarray) -> None:
         """Copy stored rows ``first..stop`` of ``column`` to ``out``, a row group at a time."""
@@ -726,6 +753,46 @@ class _Groups:
                 future = self._decoder().submit(self._decode_ahead, column, following, rows)
                 self._ahead[name] = (following, future)
             return decoded
+
+    def encoded(self, column: Column, group: int) -> Any:
+        """Group ``group`` of a PNG column as Arrow (its PNG bytes), kept for the next draws.
+
+        Kept up to ``ENCODED_BYTES`` over all columns, the least recently used dropped.
+        """
+        key = (column.spec.name, group)
+        with self._lock:
+            found = self._encoded.pop(key, None)
+            if found is None:
+                try:
+                    table = self.parquet.read_row_group(
+                        group, columns=[column.spec.name], use_threads=False
+                    )
+                except Exception as e:
+                    raise unreadable_group(e, self.path, column.spec.name, group) from e
+                found = table.column(0).combine_chunks()
+            self._encoded[key] = found  # the most recent last
+            while sum(a.nbytes for a in self._encoded.values()) > ENCODED_BYTES:
+                if len(self._encoded) == 1:
+                    break
+                self._encoded.pop(next(iter(self._encoded)))
+            return found
+
+    def png_cells(
+        self,
+        column: Column,
+        where: tuple[int, int, int, int],
+        encoded: Callable[[int], Any],
+        flat: np.ndarray,
+    ) -> np.ndarray:
+        """``_png_gather.png_cells`` of this file, a refused PNG named with file and column."""
+        try:
+            return png_cells(column, where, self.ends, encoded, flat)
+        except InvalidValueError as e:
+            raise FormatError(
+                f"a PNG cell cannot be read ({e}); the file is damaged",
+                path=self.path,
+                key=column.spec.name,
+            ) from e
 
     def _decoder(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -783,6 +850,7 @@ class _Groups:
                 self._own = None
             self._kept.clear()
             self._ahead.clear()
+            self._encoded.clear()
             self.parquet.close()
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from expcli.errors import ConfigError, FormatError, SchemaError, SourceNotFoundError
 from expcli.formats._guards import check_source
@@ -41,7 +42,7 @@ from expcli.formats.table import (
     shard_formats,
     sniff_format,
 )
-from expcli.spec import METADATA_KEY, FramesForm
+from expcli.spec import METADATA_KEY, FramesForm, ImagesForm
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
@@ -55,6 +56,7 @@ __all__ = [
     "detect_format",
     "format_from_suffix",
     "frames_form",
+    "images_form",
     "layout_format",
     "storage_or_format",
     "open_lazy",
@@ -304,11 +306,32 @@ def frames_form(frames: FramesForm | str) -> FramesForm:
     Raises:
         ConfigError: It is none of them.
     """
+    return _form(frames, FramesForm, "frames")
+
+
+def images_form(images: ImagesForm | str) -> ImagesForm:
+    """``images`` as an ``ImagesForm``.
+
+    Raises:
+        ConfigError: It is none of them.
+    """
+    return _form(images, ImagesForm, "images")
+
+
+_Form = TypeVar("_Form", bound=StrEnum)
+
+
+def _form(value: object, choices: type[_Form], what: str) -> _Form:
+    """``value`` (any case) as a member of ``choices``.
+
+    Raises:
+        ConfigError: It is none of them, naming ``what`` and the spellings there are.
+    """
     try:
-        return FramesForm(str(frames).lower())
+        return choices(str(value).lower())
     except ValueError:
         raise ConfigError(
-            f"unknown frames {frames!r}; expected one of {', '.join(f.value for f in FramesForm)}"
+            f"unknown {what} {value!r}; expected one of {', '.join(f.value for f in choices)}"
         ) from None
 
 

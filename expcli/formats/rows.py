@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from expcli.errors import ConfigError
 from expcli.formats.authorship import Authorship
-from expcli.spec import FramesForm
+from expcli.spec import FramesForm, ImagesForm
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
@@ -385,6 +385,7 @@ class WritePlan:
             (``FileLayout.keeps_authorship``: Minari); None: nothing given.
         license: The dataset card's license, where the output is a folder with a card
             (``dataset_card``; None: the one a collect run recorded, else ``other``).
+        images: How Parquet stores image-like uint8 frames: PNG cells (HF ``Image``) or raw.
     """
 
     target: Path
@@ -396,6 +397,7 @@ class WritePlan:
     overwrite: bool = True
     authorship: Authorship | None = None
     license: str | None = None
+    images: ImagesForm = ImagesForm.PNG
 
 
 @dataclass(frozen=True, slots=True)

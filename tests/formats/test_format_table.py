@@ -96,18 +96,18 @@ def test_help_lists_a_registered_format_and_forgets_it_after(tmp_path: Path) -> 
         assert result.exit_code == 0, result.output
         return " ".join(result.output.replace("│", " ").split())
 
-    assert "--to [pt|npz|csv|hdf5|parquet|folder|arrow|video]" in help_text()
+    assert "--to [pt|npz|csv|hdf5|parquet|folder]" in help_text()
     unregister = register_format(TINY)
     try:
         text = help_text()
-        assert "--to [pt|npz|csv|hdf5|parquet|tiny|folder|arrow|video]" in text
+        assert "--to [pt|npz|csv|hdf5|parquet|tiny|folder]" in text
         assert (
             "(.pt, .npz, .csv, .h5, .parquet, .arrow, .tiny, or a Minari or LeRobot folder)" in text
         )
         assert "between pt, npz, csv, HDF5, Parquet and tiny" in text
     finally:
         unregister()
-    assert "--to [pt|npz|csv|hdf5|parquet|folder|arrow|video]" in help_text()
+    assert "--to [pt|npz|csv|hdf5|parquet|folder]" in help_text()
 
 
 def test_a_row_may_not_take_a_name_or_suffix_that_is_taken() -> None:

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from expcli.conversion import save
 from expcli.errors import ConfigError, FormatError, MissingDependencyError
 from expcli.formats import Dataset, read_dataset, write_dataset
 from expcli.formats.lazy import LazyRows
@@ -158,7 +159,8 @@ def test_column_types_and_footer_metadata(tmp_path: Path) -> None:
     path = write_dataset(dataset, tmp_path / "run.parquet")
     schema = pq.read_schema(path)
     assert schema.field("observations").type == pa.list_(pa.float32(), 4)
-    assert schema.field("frames").type == pa.binary(42 * 42 * 3)  # 5,292 bytes: binary
+    png = pa.struct([("bytes", pa.binary()), ("path", pa.string())])  # HF's Image
+    assert schema.field("frames").type == png  # 42x42x3 uint8: an image, a PNG a cell
     assert schema.field("rewards").type == pa.float32()
     assert schema.field("terminated").type == pa.bool_()
     assert schema.field("actions").type == pa.int64()
@@ -167,8 +169,18 @@ def test_column_types_and_footer_metadata(tmp_path: Path) -> None:
     assert header["tensors"]["frames"] == {"dtype": "uint8", "shape": [42, 42, 3]}
     assert header["env_id"] == "CartPole-v1" and header["filled"] is True
     layout = json.loads(kv[b"expcli.parquet"])
-    assert layout["layout"] == "expcli-parquet/1" and layout["columns"]["frames"] == "binary"
-    assert b"pandas" not in kv and b"huggingface" not in kv
+    assert layout["layout"] == "expcli-parquet/1" and layout["columns"]["frames"] == "png"
+    assert b"pandas" not in kv
+    features = json.loads(kv[b"huggingface"])["info"]["features"]
+    assert features["frames"] == {"_type": "Image"}
+    assert features["observations"] == {
+        "feature": {"dtype": "float32", "_type": "Value"},
+        "length": 4,
+        "_type": "List",
+    }
+    assert features["index"] == {"dtype": "int64", "_type": "Value"}
+    raw = pq.read_schema(save(dataset, tmp_path / "raw.parquet", images="raw"))
+    assert raw.field("frames").type == pa.binary(42 * 42 * 3)  # 5,292 bytes: binary
 
 
 @pytest.mark.parametrize(

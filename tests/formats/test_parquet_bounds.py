@@ -38,7 +38,7 @@ zeros = np.zeros((4, 1, 48, 48, 3), np.uint8)
 flags = np.zeros((4, 1, 1), bool)
 small = expcli.Dataset({"observations": zeros, "terminated": flags, "truncated": flags},
                        CircularState(0, 0, True))
-expcli.save(small, path + ".small.parquet")
+expcli.save(small, path + ".small.parquet", images="raw")  # PNG cells: test_parquet_images
 source = pq.ParquetFile(path + ".small.parquet")
 table, kv = source.read(), dict(source.metadata.metadata)
 kv.pop(b"ARROW:schema")

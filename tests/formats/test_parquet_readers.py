@@ -1,8 +1,10 @@
 """expcli's Parquet files open unchanged in pyarrow, polars, duckdb and HF ``datasets``, and
-each gives back the values expcli holds (episode returns included)."""
+each gives back the values expcli holds (episode returns included; frames as PNG cells that
+each decodes, HF to ``uint8`` arrays)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -52,6 +54,15 @@ def at(dataset: Dataset, name: str, rows: Any, envs: Any) -> np.ndarray:
     return np.asarray(dataset.tensors[name][np.asarray(rows), np.asarray(envs)])
 
 
+def png(blob: bytes) -> np.ndarray:
+    """A PNG cell's pixels, decoded by Pillow (as any reader of the column would)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(blob)) as image:
+        assert image.format == "PNG"
+        return np.asarray(image)
+
+
 def test_pyarrow_read_table(run: tuple[Dataset, Path, dict[str, Any]]) -> None:
     import pyarrow.parquet as pq
 
@@ -60,8 +71,10 @@ def test_pyarrow_read_table(run: tuple[Dataset, Path, dict[str, Any]]) -> None:
     rows, envs = table["row"].to_numpy(), table["env"].to_numpy()
     obs = table["observations"].combine_chunks().flatten().to_numpy().reshape(-1, 4)
     assert np.array_equal(obs, at(dataset, "observations", rows, envs))
-    frames = np.frombuffer(b"".join(table["frames"].to_pylist()), np.uint8)
-    assert np.array_equal(frames.reshape(-1, 42, 42, 3), at(dataset, "frames", rows, envs))
+    cells = table["frames"].combine_chunks()
+    assert cells.field("path").null_count == len(cells)  # HF's Image struct, bytes alone
+    frames = np.stack([png(b) for b in cells.field("bytes").to_pylist()])
+    assert np.array_equal(frames, at(dataset, "frames", rows, envs))
 
 
 def test_polars_read_and_scan(run: tuple[Dataset, Path, dict[str, Any]]) -> None:
@@ -69,11 +82,13 @@ def test_polars_read_and_scan(run: tuple[Dataset, Path, dict[str, Any]]) -> None
     dataset, path, report = run
     frame = pl.read_parquet(path)
     assert frame.schema["observations"] == pl.Array(pl.Float32, 4)
-    assert frame.schema["frames"] == pl.Binary
+    assert frame.schema["frames"] == pl.Struct({"bytes": pl.Binary, "path": pl.String})
     assert frame.schema["terminated"] == pl.Boolean
     rows, envs = frame["row"].to_numpy(), frame["env"].to_numpy()
     assert np.array_equal(frame["observations"].to_numpy(), at(dataset, "observations", rows, envs))
     assert np.array_equal(frame["actions"].to_numpy(), at(dataset, "actions", rows, envs))
+    cell = frame["frames"].struct.field("bytes")[9]
+    assert np.array_equal(png(cell), at(dataset, "frames", rows[9], envs[9]))
     episodes = (
         pl.scan_parquet(path)
         .group_by("episode_index")
@@ -104,9 +119,9 @@ def test_duckdb_sql_over_the_file(run: tuple[Dataset, Path, dict[str, Any]]) -> 
     assert complete[1:4] == pytest.approx([episodes["return"][k] for k in ("mean", "min", "max")])
     assert complete[4] == pytest.approx(episodes["length"]["mean"])
     row, env, frame = con.execute(
-        "SELECT row, env, frames FROM read_parquet(?) WHERE index = 77", [str(path)]
+        "SELECT row, env, frames.bytes FROM read_parquet(?) WHERE index = 77", [str(path)]
     ).fetchone()
-    assert frame == dataset.tensors["frames"][row, env].tobytes()  # a BLOB of the frame
+    assert np.array_equal(png(frame), dataset.tensors["frames"][row, env])  # a BLOB: a PNG
     kv = dict(
         con.execute(
             "SELECT decode(key), decode(value) FROM parquet_kv_metadata(?)", [str(path)]
@@ -130,7 +145,10 @@ def test_hf_datasets_load_dataset(
     rows, envs = numpy["row"], numpy["env"]
     assert np.array_equal(numpy["observations"], at(dataset, "observations", rows, envs))
     assert np.array_equal(numpy["terminated"], at(dataset, "terminated", rows, envs))
-    assert bytes(numpy["frames"][5]) == dataset.tensors["frames"][rows[5], envs[5]].tobytes()
+    assert hf.features["frames"] == datasets.Image()
+    frames = numpy["frames"]  # decoded by HF: arrays equal to expcli's frames
+    assert frames.dtype == np.uint8 and frames.shape == (SIZE * ENVS, 42, 42, 3)
+    assert np.array_equal(frames, at(dataset, "frames", rows, envs))
 
 
 @pytest.mark.parametrize(("chosen", "expected"), [(None, "system"), ("mimalloc", "mimalloc")])

@@ -79,7 +79,7 @@ class ParquetFile(TableFormat):
         """Write a shard whose bookkeeping columns continue those of the shard before."""
         codec = plan.compression or self.compressions[0]
         written: WrittenShard = self.module.write_shard(
-            shard, path, compression=codec, carry=after, frames=plan.frames
+            shard, path, compression=codec, carry=after, frames=plan.frames, images=plan.images
         )
         return written
 
