@@ -111,7 +111,8 @@ def test_golden_episode_parquet_holds_its_episodes_one_after_another() -> None:
     """``expcli-parquet/2``: episodes in the order they start at the write head (row 1, env 1)."""
     pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow cannot be installed")
     cols = pq.read_table(DATA / "golden_episodes.parquet").to_pydict()
-    assert list(zip(cols["episode_index"], cols["env"], cols["row"], cols["frame_index"])) == [
+    keys = ("episode_index", "env", "row", "frame_index")
+    assert list(zip(*(cols[k] for k in keys), strict=True)) == [
         (0, 1, 1, 0), (0, 1, 2, 1),  # the oldest transition, row 1 of env 1: terminated at 2
         (1, 0, 2, 0), (1, 0, 0, 1), (1, 0, 1, 2),  # wrapped round, terminated at row 1
         (2, 1, 0, 0),  # truncated

@@ -126,9 +126,13 @@ def _spooled(
             found, carry = transition_chunk(flat, ends, shape.envs, carry)
             at = np.arange(first, stop, dtype=np.int64)
             place = episodes.rows_of(found["episode_index"], found["frame_index"], at)
-            for name, values in rows.items():
-                raw = np.ascontiguousarray(values).reshape(len(values), -1).view(np.uint8)
-                spool.put(name, place, raw)
+            spool.put(
+                place,
+                {
+                    name: np.ascontiguousarray(values).reshape(len(values), -1).view(np.uint8)
+                    for name, values in rows.items()
+                },
+            )
             ready = episodes.complete(stop) if stop < shape.count else shape.count
             while due < len(bounds) and bounds[due][1] <= ready:
                 yield _taken(spool, bounds[due], episodes, shape, book, kinds)

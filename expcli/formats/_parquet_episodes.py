@@ -81,7 +81,9 @@ class Episodes:
         inside = rows < self.written
         k = np.where(inside, k, -1)
         safe = np.maximum(k, 0)
-        at = np.where(inside, _pick(self.firsts, safe) + (rows - self.offsets[safe]) * self.envs, rows)
+        at = np.where(
+            inside, _pick(self.firsts, safe) + (rows - self.offsets[safe]) * self.envs, rows
+        )
         return at.astype(np.int64), k
 
     def bookkeeping(
@@ -130,7 +132,7 @@ def find_episodes(
     where: tuple[int, int, int],
     carry: Carry,
 ) -> tuple[Episodes, Carry]:
-    """The episodes of the written transitions (their flags read a chunk at a time), the carry after.
+    """The episodes of the written transitions (flags read a chunk at a time), the carry after.
 
     Args:
         chunks: Chronological positions ``(first, stop)`` covering the written ones in order.
@@ -245,16 +247,16 @@ class EpisodeCells:
         env_of = cat["env"][order]
         cuts = np.searchsorted(env_of, np.arange(envs + 1))
         out = cls([], [], [])
-        for env in range(envs):
-            take = order[cuts[env] : cuts[env + 1]]
+        for column in range(envs):
+            take = order[cuts[column] : cuts[column + 1]]
             begins, lengths = cat["begin"][take], cat["n"][take]
             ends = begins + lengths
-            if int(lengths.sum()) != int(expected[env]) or (
+            if int(lengths.sum()) != int(expected[column]) or (
                 len(begins) and (begins[0] != 0 or (begins[1:] != ends[:-1]).any())
             ):
                 raise FormatError(
-                    f"its row and env columns do not hold each of env {env}'s "
-                    f"{int(expected[env]):,} stored rows once",
+                    f"its row and env columns do not hold each of env {column}'s "
+                    f"{int(expected[column]):,} stored rows once",
                     path=path,
                     key="row",
                 )

@@ -47,15 +47,18 @@ class _Segment:
             self.fd = open_own(file, os.O_RDWR)
         self.bytes = offset
 
-    def put(self, name: str, row: int, data: np.ndarray) -> None:
+    def put(self, name: str, rows: np.ndarray, data: np.ndarray) -> None:
+        """Rows ``data`` at local rows ``rows`` (increasing): a scatter, or a write a run."""
         if self.fd < 0:
-            self.arrays[name][row : row + len(data)] = data
+            self.arrays[name][rows] = data
             return
-        view = memoryview(np.ascontiguousarray(data)).cast("B")
-        at = self.at[name] + row * data.shape[1]
-        while len(view):  # a write to a regular file may be short only when the disk is full
-            written = os.pwrite(self.fd, view, at)
-            view, at = view[written:], at + written
+        cut = np.flatnonzero(np.diff(rows) != 1) + 1
+        for lo, hi in zip(np.append(0, cut), np.append(cut, len(rows)), strict=True):
+            view = np.ascontiguousarray(data[lo:hi]).data.cast("B")
+            at = self.at[name] + int(rows[lo]) * data.shape[1]
+            while len(view):  # a write to a regular file is short only when the disk is full
+                written = os.pwrite(self.fd, view, at)
+                view, at = view[written:], at + written
 
     def take(self, name: str, row: int, count: int, width: int) -> np.ndarray:
         if self.fd < 0:
@@ -116,18 +119,21 @@ class Spool:
                 found = self._segments[number] = _Segment(self.widths, self.rows, file)
         return found
 
-    def put(self, name: str, rows: np.ndarray, data: np.ndarray) -> None:
-        """Put ``data`` (``(n, width)`` uint8) at file rows ``rows`` (any order, distinct)."""
+    def put(self, rows: np.ndarray, columns: dict[str, np.ndarray]) -> None:
+        """Put each column's ``(n, width)`` uint8 rows at file rows ``rows`` (distinct)."""
         if not len(rows):
             return
         order = np.argsort(rows, kind="stable")
-        at, data = rows[order], data[order]
+        at = rows[order]
         segment = at // self.rows
-        cut = np.flatnonzero((np.diff(at) != 1) | (np.diff(segment) != 0)) + 1
+        cut = np.flatnonzero(np.diff(segment)) + 1
         with output_errors(self.target):
             for lo, hi in zip(np.append(0, cut), np.append(cut, len(at)), strict=True):
                 number = int(segment[lo])
-                self._segment(number).put(name, int(at[lo]) - number * self.rows, data[lo:hi])
+                found = self._segment(number)
+                local = at[lo:hi] - number * self.rows
+                for name, data in columns.items():
+                    found.put(name, local, data[order[lo:hi]])
 
     def take(self, name: str, first: int, stop: int) -> np.ndarray:
         """File rows ``first..stop`` of column ``name``, ``(n, width)`` uint8."""

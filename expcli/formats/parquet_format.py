@@ -33,9 +33,9 @@ import json
 import math
 import os
 import threading
-from enum import StrEnum
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +58,6 @@ from expcli.formats._guards import (
     regular_size,
 )
 from expcli.formats._manifest import file_crc32
-from expcli.formats._parquet_episode_read import EpisodeFile
-from expcli.formats._parquet_episode_groups import Group, Shape, episode_groups
-from expcli.formats._parquet_episodes import timestamps
 from expcli.formats._parquet_columns import (
     BOOKKEEPING,
     BOOKKEEPING_DTYPES,
@@ -75,6 +72,9 @@ from expcli.formats._parquet_columns import (
     to_arrow,
     transition_chunk,
 )
+from expcli.formats._parquet_episode_groups import Group, Shape, episode_groups
+from expcli.formats._parquet_episode_read import EpisodeFile
+from expcli.formats._parquet_episodes import timestamps
 from expcli.formats._parquet_open import (
     SecondHandle,
     file_identity,
@@ -353,7 +353,12 @@ def _fps(metadata: dict[str, Any]) -> tuple[float, str]:
     The env's ``render_fps`` where the dataset records one (at collect time), else 1.0.
     """
     fps = metadata.get("render_fps")
-    if isinstance(fps, int | float) and not isinstance(fps, bool) and math.isfinite(fps) and fps > 0:
+    if (
+        isinstance(fps, int | float)
+        and not isinstance(fps, bool)
+        and math.isfinite(fps)
+        and fps > 0
+    ):
         return float(fps), "render_fps"
     return 1.0, "none recorded: 1.0, timestamp is frame_index"
 

@@ -34,6 +34,7 @@ def _in_steps(dataset: Dataset, path: Path) -> Path:
     parquet_format.write(dataset, WritePlan(path, "parquet"), order=parquet_format.RowOrder.STEPS)
     return path
 
+
 CLI = [sys.executable, "-m", "expcli"]
 
 # Feature shapes: scalar, small (nested lists), empty, and one of 4,160 bytes (binary).
@@ -139,12 +140,19 @@ def test_rows_are_transitions_episode_by_episode(tmp_path: Path) -> None:
     table = pq.read_table(path)
     cols = table.to_pydict()
     assert table.column_names[:6] == [
-        "index", "episode_index", "frame_index", "env", "row", "timestamp"
+        "index",
+        "episode_index",
+        "frame_index",
+        "env",
+        "row",
+        "timestamp",
     ]
     obs = np.array(cols["observations"], np.float32)
     assert np.array_equal(obs, dataset.tensors["observations"][cols["row"], cols["env"]])
     # env 0: rows 3, 4, 5 (done) | 0, 1, 2 (done); env 1: rows 2, 3 (done) | 4 (done) | 5, 0, 1
-    rows = list(zip(cols["episode_index"], cols["env"], cols["row"], cols["frame_index"], strict=True))
+    rows = list(
+        zip(cols["episode_index"], cols["env"], cols["row"], cols["frame_index"], strict=True)
+    )
     assert rows == [
         (0, 1, 2, 0), (0, 1, 3, 1),
         (1, 0, 3, 0), (1, 0, 4, 1), (1, 0, 5, 2),

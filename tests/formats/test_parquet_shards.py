@@ -70,7 +70,11 @@ def _same_as_one_file(folder: Path, dataset: Dataset) -> None:
     continued = 0
     for shard in sorted(folder.glob("shard-*.parquet")):
         cols = pq.read_table(shard, columns=["episode_index", "frame_index"]).to_pydict()
-        runs = [e for k, e in enumerate(cols["episode_index"]) if k == 0 or e != cols["episode_index"][k - 1]]
+        runs = [
+            e
+            for k, e in enumerate(cols["episode_index"])
+            if k == 0 or e != cols["episode_index"][k - 1]
+        ]
         assert runs == sorted(set(runs)), shard.name  # each episode one run, in order
         for k in range(1, len(runs and cols["frame_index"])):
             if cols["episode_index"][k] == cols["episode_index"][k - 1]:
