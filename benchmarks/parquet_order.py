@@ -6,12 +6,14 @@ What it measures
     episode by episode (``expcli-parquet/2``, the default) and time after time
     (``RowOrder.STEPS``, the ``/1`` layout), for CartPole-like numbers (4 float32
     observations and next observations, 8 envs) and 84x84 Atari-like frames (8 envs,
-    episodes of about 100 steps). Each rate is marginal: the raw megabytes between a small
-    and a large run over the seconds between them (medians of ``--repeats``), so that
-    start-up costs cancel. The target: episodes >= 0.8x steps.
+    episodes of about 100 steps). With ``--sampling``: uniform batches of 256 a second
+    drawn by ``ReplayBuffer`` from each order's file (its block cache cold: the first 50
+    batches; then warm: the next 200). Each write rate is marginal: the raw megabytes
+    between a small and a large run over the seconds between them (medians of
+    ``--repeats``), so that start-up costs cancel. The target: episodes >= 0.8x steps.
 
 Run it
-    python benchmarks/parquet_order.py [--scale 1.0] [--repeats 3]
+    python benchmarks/parquet_order.py [--scale 1.0] [--repeats 3] [--sampling]
 """
 
 from __future__ import annotations
@@ -80,11 +82,40 @@ def _write(dataset: Any, npz: Path, source: str, order: Any, folder: Path) -> No
         close()
 
 
+def sampling(folder: Path, scale: float) -> None:
+    """Print uniform batches a second from a file of each order (cold cache, then warm)."""
+    from expcli.formats import Dataset
+    from expcli.formats import parquet_format as pf
+    from expcli.formats.rows import WritePlan
+    from expcli.replay import ReplayBuffer
+    from expcli.spec import CircularState
+
+    print(f"\n{'case':14} {'order':9} {'cold batches/s':>14} {'warm batches/s':>14}")
+    rng = np.random.default_rng(1)
+    for case, tensors in (
+        ("CartPole-like", _cartpole(int(60_000 * scale), rng)),
+        ("84x84 frames", _frames(int(2_000 * scale), rng)),
+    ):
+        dataset = Dataset(tensors, CircularState(0, 0, True), {"env_id": "X-v0"})
+        for order in (pf.RowOrder.STEPS, pf.RowOrder.EPISODES):
+            path = folder / f"sample-{order}.parquet"
+            pf.write(dataset, WritePlan(path, "parquet"), order=order)
+            buffer = ReplayBuffer(str(path), seed=0)
+            rates = []
+            for count in (50, 200):
+                start = time.perf_counter()
+                for _ in range(count):
+                    buffer.sample_arrays(256)
+                rates.append(count / (time.perf_counter() - start))
+            print(f"{case:14} {order!s:9} {rates[0]:14.0f} {rates[1]:14.0f}")
+
+
 def main() -> None:
     """Print the table: case, source, MB/s of each order, and their ratio."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the run sizes")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sampling", action="store_true", help="also time uniform sampling")
     args = parser.parse_args()
 
     from expcli.formats import Dataset, write_dataset
@@ -126,6 +157,8 @@ def main() -> None:
                     f"{case:14} {source:7} {steps_rate:10.0f} {episodes_rate:13.0f} "
                     f"{episodes_rate / steps_rate:6.2f}"
                 )
+        if args.sampling:
+            sampling(folder, args.scale)
 
 
 if __name__ == "__main__":

@@ -1,29 +1,55 @@
 """The tensors of a Parquet file written episode by episode, read through its ``row``/``env``.
 
-The file's ``row`` and ``env`` columns are read first, a span of row groups at a time, and
-kept as runs (``_parquet_episodes.EpisodeCells``: about one an episode); each tensor is
-then ``LazyRows`` whose cells are gathered from the row groups they lie in by the foreign
-table reader's ``RowGroups`` (given the footer's specs, it decodes expcli's own encodings),
-a few decoded spans kept. Drawn at random through a ``BlockCache``, a block is a range of
-rows of one env column: one run of file rows, decoded without the other envs' rows.
+The file's ``row`` and ``env`` columns are read first, a span of row groups at a time (by
+the foreign table reader's ``RowGroups``, which decodes the next span meanwhile), and kept
+as runs (``_parquet_episodes.EpisodeCells``: about one an episode); each tensor is then
+``LazyRows`` whose cells are gathered from the row groups they lie in, each decoded whole
+by the file's own reader (``parquet_format._Groups``: ``read_row_group``, frames left on
+Arrow's buffer, the last group of each column kept and the next decoded ahead of reads in
+order). Through ``RowGroups`` a draw at random decoded 3-4x slower (spans in batches of 1
+MB, copied; measured by ``benchmarks/parquet_order.py --sampling``). Drawn at random
+through a ``BlockCache``, a block of a wide column (frames) is a range of rows of one env
+column: one run of file rows, decoded without the other envs' rows.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from expcli.formats._parquet_columns import BINARY, LIST, VALID, Column
+from expcli.formats._parquet_columns import VALID, Column
 from expcli.formats._parquet_episodes import EpisodeCells
 from expcli.formats._table_columns import ColumnKind
 from expcli.formats._table_groups import RowGroups
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.lazy import LazyRows
+from expcli.formats.row_gather import by_block
 
-__all__ = ["EpisodeFile", "stored_rows"]
+__all__ = ["WIDE_ROW_BYTES", "Decoder", "EpisodeFile", "stored_rows"]
+
+WIDE_ROW_BYTES = 1 << 10
+"""A column of rows at least this wide is cached a block of one env column at a time."""
+
+KEPT_BYTES = 64 << 20
+"""Decoded row groups kept, all columns together (the latest used, one at least): the runs
+of N env columns lie in N places of the file, each read a slice at a time."""
+
+
+class Decoder(Protocol):
+    """A file's row groups decoded whole, one column at a time (``parquet_format._Groups``)."""
+
+    ends: np.ndarray
+
+    def group(self, column: Column, group: int, count: int) -> np.ndarray:
+        """Group ``group`` (of ``count`` rows) of ``column``, decoded."""
+
+    def close(self) -> None:
+        """Close the file."""
 
 
 def stored_rows(envs: int, stored: int, cells: int, size: int) -> np.ndarray:
@@ -41,33 +67,42 @@ class EpisodeFile:
 
     def __init__(
         self,
-        parquet: Any,
-        path: Path,
-        reopen: Callable[[], Any] | None,
+        decoder: Decoder,
+        opened: tuple[Any, Path, Callable[[], Any] | None],
         shape: tuple[int, int, int],
         first_row: int,
     ) -> None:
-        """Place the rows of ``parquet`` (owned from now on).
+        """Place the rows of the file that ``decoder`` decodes (owned from now on).
 
+        ``opened``: its ``ParquetFile``, its path and how to open another handle on it.
         ``shape``: T, N and the rows stored; ``first_row``: the ``row`` of tensor row 0 (a
         folder's shard: the rows of the shards before it).
 
         Raises:
             FormatError: The ``row`` and ``env`` columns do not place every stored cell once.
         """
-        self.groups = RowGroups(parquet, path, reopen)
-        self.path = path
+        parquet, path, reopen = opened
+        self.decoder, self.path = decoder, path
+        self._kept: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.starts = np.concatenate([[0], decoder.ends]).astype(np.int64)
         size, envs, stored = shape
         self.size, self.envs = size, envs
-        self.groups.columns["row"] = (ColumnKind("int64", ()), (), False)
-        self.groups.columns["env"] = (ColumnKind("int32", ()), (), False)
+        keys_of = RowGroups(parquet, path, reopen)
+        keys_of.columns["row"] = (ColumnKind("int64", ()), (), False)
+        keys_of.columns["env"] = (ColumnKind("int32", ()), (), False)
 
         def keys() -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-            for first, found, _ in self.groups.keys({"row": "row", "env": "env"}):
+            for first, found, _ in keys_of.keys({"row": "row", "env": "env"}):
                 yield first, found["row"] - first_row, found["env"]
 
         expected = stored_rows(envs, stored, size * envs, size)
-        self.placement = EpisodeCells.from_columns(keys(), (size, envs), expected, path)
+        try:
+            self.placement = EpisodeCells.from_columns(keys(), (size, envs), expected, path)
+        finally:  # its decoding thread and second handle; the file stays the decoder's
+            keys_of.parquet = _Kept()
+            keys_of.close()
 
     def tensor(
         self, column: Column, cache: BlockCache | None, key: Any, block_rows: int
@@ -77,22 +112,46 @@ class EpisodeFile:
         ``block_rows``: rows of one env column a cached block holds.
         """
         spec = column.spec
-        if column.encoding != VALID:  # a bitmap is read with its column's values
-            levels = tuple(spec.shape) if column.encoding in (LIST, BINARY) else ()
-            kind = ColumnKind(spec.dtype, levels, binary=column.encoding == BINARY)
-            self.groups.columns[spec.name] = (kind, levels, column.nullable)
         reader = _Cells(self, column)
         shape = (self.size, self.envs, *spec.shape)
         dtype = np.dtype(spec.dtype)
         if cache is None:
             return LazyRows(shape, dtype, reader.read)
-        bounds = np.unique(np.append(np.arange(0, self.size, max(1, block_rows)), self.size))
-        blocks = CachedBlocks(reader.read, bounds, cache, key, shape, dtype, reader.env_rows)
+        wide = column.row_bytes >= WIDE_ROW_BYTES
+        rows = max(1, block_rows if wide else block_rows // max(1, self.envs))
+        bounds = np.unique(np.append(np.arange(0, self.size, rows), self.size))
+        by_env = reader.env_rows if wide else None
+        blocks = CachedBlocks(reader.read, bounds, cache, key, shape, dtype, by_env)
         return LazyRows(shape, dtype, blocks.read, blocks=blocks)
+
+    def group(self, column: Column, group: int) -> np.ndarray:
+        """Row group ``group`` of ``column`` decoded, the latest ``KEPT_BYTES`` of them kept."""
+        with self._lock:
+            found = self._kept.get((column.key, group))
+            if found is not None:
+                self._kept.move_to_end((column.key, group))
+                return found
+            count = int(self.starts[group + 1] - self.starts[group])
+            decoded = self.decoder.group(column, group, count)
+            self._kept[column.key, group] = decoded
+            self._bytes += decoded.nbytes
+            while self._bytes > KEPT_BYTES and len(self._kept) > 1:
+                self._bytes -= self._kept.popitem(last=False)[1].nbytes
+            return decoded
 
     def close(self) -> None:
         """Close the file and drop the decoded groups."""
-        self.groups.close()
+        with self._lock:
+            self._kept.clear()
+            self._bytes = 0
+        self.decoder.close()
+
+
+class _Kept:
+    """Stands for a file another object closes."""
+
+    def close(self) -> None:
+        """Nothing: the file is not this holder's to close."""
 
 
 class _Cells:
@@ -100,21 +159,27 @@ class _Cells:
 
     def __init__(self, file: EpisodeFile, column: Column) -> None:
         self.file, self.column = file, column
-        self.valid = column.encoding == VALID
-        self.feature = () if self.valid else tuple(column.spec.shape)
+        self.feature = tuple(column.spec.shape)
 
     def _gather(self, rows: np.ndarray) -> np.ndarray:
         """The values (or validity) at file rows ``rows`` (-1: not stored), ``(n, *feature)``."""
         spec = self.column.spec
-        have = rows >= 0
-        fill = np.ones if self.valid else np.zeros  # unstored: zeros, stored as they are
+        valid = self.column.encoding == VALID
+        fill = np.ones if valid else np.zeros  # unstored: zeros, stored as they are
         out = fill((len(rows), *self.feature), np.dtype(spec.dtype))
-        if have.any():
-            values, valid = self.file.groups.take(spec.name, rows[have])
-            if self.valid:
-                out[have] = True if valid is None else valid
+        have = np.flatnonzero(rows >= 0)
+        starts = self.file.starts
+        for group, at in by_block(starts, rows[have]):
+            decoded = self.file.group(self.column, group)
+            local = rows[have[at]] - starts[group]
+            if (
+                len(local) > 1
+                and local[-1] - local[0] == len(local) - 1
+                and (np.diff(local) == 1).all()
+            ):
+                out[have[at]] = decoded[int(local[0]) : int(local[-1]) + 1]  # a run: a slice
             else:
-                out[have] = values.reshape(-1, *self.feature)
+                out[have[at]] = decoded[local]
         return out
 
     def read(self, first: int, stop: int) -> np.ndarray:

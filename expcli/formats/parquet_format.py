@@ -1,13 +1,19 @@
 """Parquet ``.parquet`` files: one row per transition, readable by pyarrow, polars, duckdb, HF.
 
-Rows are the transitions in chronological (write) order, oldest first. The columns:
-``index`` (the transition's number), ``episode_index`` and ``frame_index`` (derived: per env
-column, an episode ends at a terminated or truncated step; numbered as they start),
-``env`` and ``row`` (where it sits in the ``(T, N)`` tensors), then one column per tensor
-under its own name (``observations``, ``infos/x``, ``observations/pos``...), encoded as
-``_parquet_columns`` says: scalars, nested fixed-size lists, or fixed-size binary for large
-features such as frames. Rows never written are left out when they hold only zero bytes
-(they read back as zeros), else stored last with episode and frame index -1.
+Rows go episode by episode (``expcli-parquet/2``, ``"order": "episodes"``): each episode's
+transitions one after another, ``frame_index`` 0, 1, 2..., episodes in the order they start
+(``_parquet_episodes``), so that ``ds[a:b]`` slices an episode and a filter on
+``episode_index`` reads one run. ``RowOrder.STEPS`` writes them in chronological (write)
+order, oldest first, time after time (``expcli-parquet/1``, read as before). The columns:
+``index`` (the transition's chronological number), ``episode_index`` and ``frame_index``
+(derived: per env column, an episode ends at a terminated or truncated step; numbered as
+they start), ``env`` and ``row`` (where it sits in the ``(T, N)`` tensors), ``timestamp``
+(``frame_index / fps``: the env's ``render_fps`` where the dataset records one, else 1, as
+the footer's ``fps_from`` says), then one column per tensor under its own name
+(``observations``, ``infos/x``, ``observations/pos``...), encoded as ``_parquet_columns``
+says: scalars, nested fixed-size lists, or fixed-size binary for large features such as
+frames. Rows never written are left out when they hold only zero bytes (they read back as
+zeros), else stored last with episode and frame index -1.
 
 The footer's key-value metadata holds the whole expcli header under ``expcli`` (the JSON
 that ``.npz`` and ``.h5`` files carry: circular state, tensor specs, env, spaces) and the
@@ -595,7 +601,8 @@ def _open(
         first_row = layout.get("first_row")
         if type(first_row) is not int or first_row < 0:
             raise FormatError("expected a first_row of 0 or more", path=path, key="first_row")
-        file = EpisodeFile(parquet, path, reopen, (size, envs, stored), first_row)
+        decoder = _Groups(parquet, path, identity, keep=False)  # EpisodeFile keeps groups
+        file = EpisodeFile(decoder, (parquet, path, reopen), (size, envs, stored), first_row)
         return _episode_dataset(file, columns, header, nullable, cache, identity), file.close
     groups = _Groups(parquet, path, identity, keep=cache is None)
     start = (state.memory_index * envs + state.env_index) % max(cells, 1) if state.filled else 0
@@ -656,9 +663,9 @@ def _episode_dataset(
 ) -> Dataset:
     """The dataset of an episode-ordered file, its tensors read through its placement."""
     size, envs, path = file.size, file.envs, file.path
-    stored_bytes = sum(c.row_bytes for c in columns if c.encoding != EMPTY)
-    block_rows = max(1, GROUP_BYTES // max(1, stored_bytes))  # of one env column
-    stored = file.groups.count
+    # a block of one env column holds a row group's rows, as the writer cut them
+    block_rows = int(np.diff(file.starts).max()) if len(file.starts) > 1 else 1
+    stored = int(file.starts[-1])
     arrays: dict[str, Any] = {}
     for column in columns:
         if column.encoding == EMPTY or size * envs == 0:
