@@ -10,7 +10,7 @@ What it measures
     drawn by ``ReplayBuffer`` from each order's file (its block cache cold: the first 50
     batches; then warm: the next 200). Each write rate is marginal: the raw megabytes
     between a small and a large run over the seconds between them (medians of
-    ``--repeats``), so that start-up costs cancel. The target: episodes >= 0.8x steps.
+    ``--repeats``, run round-robin over the orders), so that start-up costs cancel. The target: episodes >= 0.8x steps.
 
 Run it
     python benchmarks/parquet_order.py [--scale 1.0] [--repeats 3] [--sampling]
@@ -56,13 +56,10 @@ def _frames(steps: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     }
 
 
-def _median_seconds(call: Callable[[], Any], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def _seconds(call: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
 
 
 def _write(dataset: Any, npz: Path, source: str, order: Any, folder: Path) -> None:
@@ -141,17 +138,18 @@ def main() -> None:
                 npz = write_dataset(dataset, folder / f"{steps}.npz")
                 runs.append((dataset, npz, sum(a.nbytes for a in tensors.values()) / 1e6))
             for source in ("npz", "memory"):
+                orders = (pf.RowOrder.STEPS, pf.RowOrder.EPISODES)
+                times: dict[tuple[Any, int], list[float]] = {}
+                for _ in range(args.repeats):  # round-robin: load on the machine hits both
+                    for order in orders:
+                        for at, (dataset, npz, _) in enumerate(runs):
+                            call = functools.partial(_write, dataset, npz, source, order, folder)
+                            times.setdefault((order, at), []).append(_seconds(call))
+                megabytes = runs[1][2] - runs[0][2]
                 rates = {}
-                for order in (pf.RowOrder.STEPS, pf.RowOrder.EPISODES):
-                    seconds = [
-                        _median_seconds(
-                            functools.partial(_write, dataset, npz, source, order, folder),
-                            args.repeats,
-                        )
-                        for dataset, npz, _ in runs
-                    ]
-                    megabytes = runs[1][2] - runs[0][2]
-                    rates[order] = megabytes / max(seconds[1] - seconds[0], 1e-9)
+                for order in orders:
+                    small, large = (statistics.median(times[order, at]) for at in (0, 1))
+                    rates[order] = megabytes / max(large - small, 1e-9)
                 steps_rate, episodes_rate = rates[pf.RowOrder.STEPS], rates[pf.RowOrder.EPISODES]
                 print(
                     f"{case:14} {source:7} {steps_rate:10.0f} {episodes_rate:13.0f} "

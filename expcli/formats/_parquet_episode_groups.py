@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from expcli.formats._parquet_columns import Carry, Column, positions, transition_chunk
+from expcli.formats._parquet_columns import Carry, Column, positions
 from expcli.formats._parquet_episodes import Episodes, find_episodes
 from expcli.formats._parquet_spool import Spool
 
@@ -111,21 +111,16 @@ def _spooled(
     io: tuple[CellsOf, Callable[[dict[str, np.ndarray], int], np.ndarray], Path],
 ) -> Iterator[Group]:
     """Row groups of a source read a chunk at a time, its rows put in a spool until due."""
-    cells_of, done, target = io
-    carry = book[0]
+    cells_of, _, target = io
     bounds = _bounds(shape)
-    flags = [c.spec.name for c in stored if c.spec.name in ("terminated", "truncated")]
     kinds = {c.spec.name: (np.dtype(tensors[c.spec.name].dtype), c.spec.shape) for c in stored}
+    per_env = episodes.by_env(shape.start)
     with Spool(target, {c.spec.name: c.row_bytes for c in stored}) as spool:
         due = 0  # the next group to hand on
         for first, stop in shape.chunks:
             flat = positions(shape.start + first, stop - first, shape.cells)
             rows = {c.spec.name: cells_of(tensors[c.spec.name], flat) for c in stored}
-            valid = max(0, min(stop, shape.written) - first)
-            ends = done({name: rows[name] for name in flags}, valid)
-            found, carry = transition_chunk(flat, ends, shape.envs, carry)
-            at = np.arange(first, stop, dtype=np.int64)
-            place = episodes.rows_of(found["episode_index"], found["frame_index"], at)
+            place = episodes.rows_at(first, stop, shape.start, per_env)
             spool.put(
                 place,
                 {

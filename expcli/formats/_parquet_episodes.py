@@ -61,15 +61,39 @@ class Episodes:
         """The written transitions: the file rows episodes hold."""
         return int(self.offsets[-1])
 
-    def rows_of(self, episodes: np.ndarray, frames: np.ndarray, at: np.ndarray) -> np.ndarray:
-        """The file rows of transitions at chronological ``at`` of ``episodes`` and ``frames``.
+    def by_env(self, start: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per env column, its episodes' first positions (increasing) and their slots.
 
-        A transition of episode -1 (never written) keeps its chronological position.
+        ``start``: the first transition's flat cell (position ``i`` is of env
+        ``(start + i) % N``).
         """
-        k = np.searchsorted(self.numbers, episodes)
-        inside = episodes >= 0
-        k = np.where(inside, k, 0)
-        return np.where(inside, self.offsets[k] + frames - self.frames[k], at)
+        envs = max(self.envs, 1)
+        column = (start + self.firsts) % envs
+        order = np.argsort(column, kind="stable")  # in each env, in the order they start
+        cuts = np.searchsorted(column[order], np.arange(envs + 1))
+        return [
+            (self.firsts[order[lo:hi]], order[lo:hi])
+            for lo, hi in zip(cuts[:-1], cuts[1:], strict=True)
+        ]
+
+    def rows_at(
+        self, first: int, stop: int, start: int, per_env: list[tuple[np.ndarray, np.ndarray]]
+    ) -> np.ndarray:
+        """The file rows of chronological positions ``first..stop``.
+
+        Each env's positions one in N are found among its episodes' starts (``by_env``); a
+        position past the written ones (never written) keeps its number.
+        """
+        envs = max(self.envs, 1)
+        out = np.arange(first, stop, dtype=np.int64)
+        written = min(stop, self.written)
+        for env, (firsts, slots) in enumerate(per_env):
+            at = np.arange(first + (env - start - first) % envs, written, envs, dtype=np.int64)
+            if not len(at):
+                continue
+            slot = slots[np.searchsorted(firsts, at, side="right") - 1]
+            out[at - first] = self.offsets[slot] + (at - self.firsts[slot]) // envs
+        return out
 
     def positions(self, first: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """The chronological position of file rows ``first..stop``, and each one's episode slot.
@@ -77,14 +101,17 @@ class Episodes:
         The slot is the episode's place in ``numbers`` (-1: a row never written).
         """
         rows = np.arange(first, stop, dtype=np.int64)
-        k = np.searchsorted(self.offsets, rows, side="right") - 1
-        inside = rows < self.written
-        k = np.where(inside, k, -1)
+        k = np.full(stop - first, -1, np.int64)
+        written = min(stop, self.written)
+        if written > first:  # the episodes the rows lie in, each as many times as it has rows
+            low, high = np.searchsorted(self.offsets, [first, written - 1], side="right") - 1
+            slots = np.arange(low, high + 1)
+            counts = np.minimum(self.offsets[slots + 1], written)
+            counts -= np.maximum(self.offsets[slots], first)
+            k[: written - first] = np.repeat(slots, counts)
         safe = np.maximum(k, 0)
-        at = np.where(
-            inside, _pick(self.firsts, safe) + (rows - self.offsets[safe]) * self.envs, rows
-        )
-        return at.astype(np.int64), k
+        at = _pick(self.firsts, safe) + (rows - self.offsets[safe]) * self.envs
+        return np.where(k >= 0, at, rows), k
 
     def bookkeeping(
         self, first: int, stop: int, where: tuple[int, int], carry: Carry, fps: float

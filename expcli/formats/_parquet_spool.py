@@ -48,7 +48,7 @@ class _Segment:
         self.bytes = offset
 
     def put(self, name: str, rows: np.ndarray, data: np.ndarray) -> None:
-        """Rows ``data`` at local rows ``rows`` (increasing): a scatter, or a write a run."""
+        """Rows ``data`` at local rows ``rows``: a scatter, or (increasing) a write a run."""
         if self.fd < 0:
             self.arrays[name][rows] = data
             return
@@ -123,17 +123,24 @@ class Spool:
         """Put each column's ``(n, width)`` uint8 rows at file rows ``rows`` (distinct)."""
         if not len(rows):
             return
-        order = np.argsort(rows, kind="stable")
-        at = rows[order]
-        segment = at // self.rows
-        cut = np.flatnonzero(np.diff(segment)) + 1
+        segment = rows // self.rows
+        low, high = int(segment.min()), int(segment.max())
         with output_errors(self.target):
-            for lo, hi in zip(np.append(0, cut), np.append(cut, len(at)), strict=True):
-                number = int(segment[lo])
+            for number in range(low, high + 1):
+                picked, local = columns, rows - number * self.rows  # one segment: all
+                if low != high:
+                    inside = segment == number
+                    if not inside.any():
+                        continue
+                    picked = {name: data[inside] for name, data in columns.items()}
+                    local = local[inside]
                 found = self._segment(number)
-                local = at[lo:hi] - number * self.rows
-                for name, data in columns.items():
-                    found.put(name, local, data[order[lo:hi]])
+                if found.fd >= 0:  # a file: its runs written in order
+                    order = np.argsort(local, kind="stable")
+                    picked = {name: data[order] for name, data in picked.items()}
+                    local = local[order]
+                for name, data in picked.items():
+                    found.put(name, local, data)
 
     def take(self, name: str, first: int, stop: int) -> np.ndarray:
         """File rows ``first..stop`` of column ``name``, ``(n, width)`` uint8."""
