@@ -10,7 +10,8 @@ What it measures
     drawn by ``ReplayBuffer`` from each order's file (its block cache cold: the first 50
     batches; then warm: the next 200). Each write rate is marginal: the raw megabytes
     between a small and a large run over the seconds between them (medians of
-    ``--repeats``, run round-robin over the orders), so that start-up costs cancel. The target: episodes >= 0.8x steps.
+    ``--repeats``, run round-robin over the orders), so that start-up costs cancel. The
+    target: episodes >= 0.8x steps.
 
 Run it
     python benchmarks/parquet_order.py [--scale 1.0] [--repeats 3] [--sampling]
