@@ -21,9 +21,9 @@ from expcli.formats._parquet_columns import Carry, Column, positions
 from expcli.formats._parquet_episodes import Episodes, find_episodes
 from expcli.formats._parquet_spool import Spool
 
-__all__ = ["Group", "episode_groups"]
+__all__ = ["RowGroup", "episode_groups"]
 
-Group = tuple[dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray]]
+RowGroup = tuple[dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray]]
 """A row group: its bookkeeping columns, its transitions' flat cells, each column's rows."""
 
 CellsOf = Callable[[Any, np.ndarray], np.ndarray]
@@ -60,7 +60,7 @@ def episode_groups(
     carry: Carry,
     fps: float,
     io: tuple[CellsOf, Callable[[dict[str, np.ndarray], int], np.ndarray], Path],
-) -> tuple[Iterator[Group], Carry]:
+) -> tuple[Iterator[RowGroup], Carry]:
     """The row groups in file order, and the carry after the file's transitions.
 
     ``io``: how a tensor's cells are read, whether each of the first ``n`` transitions of
@@ -91,7 +91,7 @@ def _gathered(
     shape: Shape,
     episodes: Episodes,
     book: tuple[Carry, float],
-) -> Iterator[Group]:
+) -> Iterator[RowGroup]:
     """Row groups gathered from tensors held in memory."""
     flat_of = {
         c.spec.name: tensors[c.spec.name].reshape(shape.cells, *tensors[c.spec.name].shape[2:])
@@ -109,7 +109,7 @@ def _spooled(
     episodes: Episodes,
     book: tuple[Carry, float],
     io: tuple[CellsOf, Callable[[dict[str, np.ndarray], int], np.ndarray], Path],
-) -> Iterator[Group]:
+) -> Iterator[RowGroup]:
     """Row groups of a source read a chunk at a time, its rows put in a spool until due."""
     cells_of, _, target = io
     bounds = _bounds(shape)
@@ -142,7 +142,7 @@ def _taken(
     shape: Shape,
     book: tuple[Carry, float],
     kinds: dict[str, tuple[np.dtype[Any], tuple[int, ...]]],
-) -> Group:
+) -> RowGroup:
     """Row group ``bound`` taken from the spool."""
     first, stop = bound
     columns, flat = episodes.bookkeeping(first, stop, (shape.start, shape.cells), *book)

@@ -35,7 +35,13 @@ __all__ = ["WIDE_ROW_BYTES", "Decoder", "EpisodeFile", "stored_rows"]
 WIDE_ROW_BYTES = 1 << 10
 """A column of rows at least this wide is cached a block of one env column at a time."""
 
-KEPT_BYTES = 64 << 20
+GROUPS_INDEX_CELLS = 1 << 20
+"""Cells of a read whose file rows are found at once (8 MiB of index)."""
+
+INDEX_CELLS = 1 << 20
+"""Cells of a read whose file rows are found at once (8 MiB of index)."""
+
+GROUPS_KEPT_BYTES = 64 << 20
 """Decoded row groups kept, all columns together (the latest used, one at least): the runs
 of N env columns lie in N places of the file, each read a slice at a time."""
 
@@ -125,7 +131,7 @@ class EpisodeFile:
         return LazyRows(shape, dtype, blocks.read, blocks=blocks)
 
     def group(self, column: Column, group: int) -> np.ndarray:
-        """Row group ``group`` of ``column`` decoded, the latest ``KEPT_BYTES`` of them kept."""
+        """Row group ``group`` of ``column`` decoded; the latest ``GROUPS_KEPT_BYTES`` kept."""
         with self._lock:
             found = self._kept.get((column.key, group))
             if found is not None:
@@ -135,7 +141,7 @@ class EpisodeFile:
             decoded = self.decoder.group(column, group, count)
             self._kept[column.key, group] = decoded
             self._bytes += decoded.nbytes
-            while self._bytes > KEPT_BYTES and len(self._kept) > 1:
+            while self._bytes > GROUPS_KEPT_BYTES and len(self._kept) > 1:
                 self._bytes -= self._kept.popitem(last=False)[1].nbytes
             return decoded
 
@@ -183,9 +189,21 @@ class _Cells:
         return out
 
     def read(self, first: int, stop: int) -> np.ndarray:
-        """Tensor rows ``first..stop``."""
-        rows = self.file.placement.cells(first, stop).reshape(-1)
-        return self._gather(rows).reshape(stop - first, self.file.envs, *self.feature)
+        """Tensor rows ``first..stop``, ``INDEX_CELLS`` cells at a time.
+
+        The file row of each cell is 8 bytes (and its sort as much again): for a flag,
+        sixteen times the cell's own; a slice's index is bounded, not the slice's cells.
+        """
+        envs = self.file.envs
+        out = np.empty((stop - first, envs, *self.feature), np.dtype(self.column.spec.dtype))
+        step = max(1, INDEX_CELLS // max(1, envs))
+        for low in range(first, stop, step):
+            high = min(stop, low + step)
+            rows = self.file.placement.cells(low, high).reshape(-1)
+            out[low - first : high - first] = self._gather(rows).reshape(
+                high - low, envs, *self.feature
+            )
+        return out
 
     def env_rows(self, first: int, stop: int, env: int) -> np.ndarray:
         """Rows ``first..stop`` of env column ``env``: about one run of file rows."""

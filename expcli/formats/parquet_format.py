@@ -78,7 +78,7 @@ from expcli.formats._parquet_columns import (
     to_arrow,
     transition_chunk,
 )
-from expcli.formats._parquet_episode_groups import Group, Shape, episode_groups
+from expcli.formats._parquet_episode_groups import RowGroup, Shape, episode_groups
 from expcli.formats._parquet_episode_read import EpisodeFile
 from expcli.formats._parquet_episodes import timestamps
 from expcli.formats._parquet_open import (
@@ -307,7 +307,7 @@ def _write(
         ) as writer,
     ):
         after = [carry]
-        groups: Iterator[Group]
+        groups: Iterator[RowGroup]
         if order is RowOrder.STEPS:
             where = (start, cells, valid)
             groups = _step_groups(dataset, stored, where, chunks, (after, fps))
@@ -335,7 +335,7 @@ def _step_groups(
     where: tuple[int, int, int],
     chunks: list[tuple[int, int]],
     book: tuple[list[Carry], float],
-) -> Iterator[Group]:
+) -> Iterator[RowGroup]:
     """Row groups of the transitions in time order (step-major, as expcli-parquet/1).
 
     ``where``: the first transition's flat cell, the cells, the transitions written.
@@ -854,7 +854,7 @@ class _Groups:
             first, at, group = first + take, at + take, group + 1
 
     def group(self, column: Column, group: int, count: int) -> np.ndarray:
-        """Group ``group`` (of ``count`` rows) of ``column``, decoded."""
+        """RowGroup ``group`` (of ``count`` rows) of ``column``, decoded."""
         name = column.key
         with self._lock:
             kept = self._kept.get(name)
