@@ -609,25 +609,14 @@ def _open(
     bounds = (
         _tensor_bounds(groups.ends, start, cells, envs) if cache is not None and cells else None
     )
-    arrays: dict[str, Any] = {}
-    for column in columns:
-        shape = (size, envs, *column.spec.shape)
-        dtype = np.dtype(column.spec.dtype)
-        if column.encoding == EMPTY or cells == 0:
-            arrays[column.spec.name] = np.zeros(shape, dtype)
-            continue
-        tensor = _lazy(groups, column, (start, cells, envs, stored), bounds, cache, identity)
-        if column.nullable:
-            bitmap = _lazy(
-                groups, column.validity(), (start, cells, envs, stored), bounds, cache, identity
-            )
-            wrap, kept = nullable[column.spec.name]
-            once = StoredOnce(kept, stored, (stored - kept) * column.row_bytes, NULLS)
-            tensor = _NullRows(tensor, bitmap, (path, column.spec.name), wrap, once)
-        arrays[column.spec.name] = tensor
-    for name, array in arrays.items():
-        if isinstance(array, _NullRows):
-            array.observations = arrays[name.removeprefix("next_")]
+    where = (start, cells, envs, stored)
+    arrays = _tensors(
+        columns,
+        (size, envs, stored),
+        lambda column: _lazy(groups, column, where, bounds, cache, identity),
+        nullable,
+        path,
+    )
     return dataset_from_header(arrays, header, path), groups.close
 
 
@@ -666,24 +655,45 @@ def _episode_dataset(
     # a block of one env column holds a row group's rows, as the writer cut them
     block_rows = int(np.diff(file.starts).max()) if len(file.starts) > 1 else 1
     stored = int(file.starts[-1])
+    arrays = _tensors(
+        columns,
+        (size, envs, stored),
+        lambda column: file.tensor(column, cache, (path, identity, column.key), block_rows),
+        nullable,
+        path,
+    )
+    return dataset_from_header(arrays, header, path)
+
+
+def _tensors(
+    columns: list[Column],
+    shape: tuple[int, int, int],
+    lazy: Callable[[Column], LazyRows],
+    nullable: dict[str, tuple[bool, int]],
+    path: Path,
+) -> dict[str, Any]:
+    """Each column's tensor read by ``lazy``; a next observation null where derived filled.
+
+    ``shape``: T, N and the file's rows.
+    """
+    size, envs, stored = shape
     arrays: dict[str, Any] = {}
     for column in columns:
         if column.encoding == EMPTY or size * envs == 0:
             arrays[column.spec.name] = np.zeros((size, envs, *column.spec.shape), column.spec.dtype)
             continue
-        key = (path, identity, column.key)
-        tensor = file.tensor(column, cache, key, block_rows)
+        tensor: Any = lazy(column)
         if column.nullable:
-            valid = column.validity()
-            bitmap = file.tensor(valid, cache, (path, identity, valid.key), block_rows)
             wrap, kept = nullable[column.spec.name]
             once = StoredOnce(kept, stored, (stored - kept) * column.row_bytes, NULLS)
-            tensor = _NullRows(tensor, bitmap, (path, column.spec.name), wrap, once)
+            tensor = _NullRows(
+                tensor, lazy(column.validity()), (path, column.spec.name), wrap, once
+            )
         arrays[column.spec.name] = tensor
     for name, array in arrays.items():
         if isinstance(array, _NullRows):
             array.observations = arrays[name.removeprefix("next_")]
-    return dataset_from_header(arrays, header, path)
+    return arrays
 
 
 def _lazy(

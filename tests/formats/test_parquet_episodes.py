@@ -132,22 +132,28 @@ def _long_run(size: int = 600, envs: int = 4) -> Dataset:
     )
 
 
-def test_a_lazy_source_spills_its_episodes_under_way_and_leaves_no_temporaries(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    dataset = _long_run()
-    source = write_dataset(dataset, tmp_path / "run.npz")
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The spool's temporary files, as they are made (a spool of 1 MiB in memory)."""
     monkeypatch.setattr(_parquet_spool, "RAM_BYTES", 1 << 20)
     monkeypatch.setattr(_parquet_spool, "SEGMENT_BYTES", 256 << 10)
-    monkeypatch.setattr(parquet_format, "GROUP_BYTES", 512 << 10)  # groups handed on as due
-    made: list[Path] = []
+    files: list[Path] = []
     real = _parquet_spool.create_temp
 
     def counting(target: Path, **kwargs: Any) -> Path:
-        made.append(real(target, **kwargs))
-        return made[-1]
+        files.append(real(target, **kwargs))
+        return files[-1]
 
     monkeypatch.setattr(_parquet_spool, "create_temp", counting)
+    return files
+
+
+def test_a_lazy_source_spills_its_episodes_under_way_and_leaves_no_temporaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made: list[Path]
+) -> None:
+    dataset = _long_run()
+    source = write_dataset(dataset, tmp_path / "run.npz")
+    monkeypatch.setattr(parquet_format, "GROUP_BYTES", 512 << 10)  # groups handed on as due
     out = tmp_path / "out" / "run.parquet"
     out.parent.mkdir()
     expcli.convert(source, out)
@@ -160,13 +166,11 @@ def test_a_lazy_source_spills_its_episodes_under_way_and_leaves_no_temporaries(
 
 
 def test_a_failing_source_leaves_no_spool_behind(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made: list[Path]
 ) -> None:
     from expcli.formats import lazy
 
     dataset = _long_run()
-    monkeypatch.setattr(_parquet_spool, "RAM_BYTES", 1 << 20)
-    monkeypatch.setattr(_parquet_spool, "SEGMENT_BYTES", 256 << 10)
     monkeypatch.setattr(parquet_format, "GROUP_BYTES", 256 << 10)
     reads = {"left": 6}  # the flags are read first, then these a chunk at a time
 
@@ -178,14 +182,6 @@ def test_a_failing_source_leaves_no_spool_behind(
 
     frames = lazy.LazyRows(dataset.tensors["frames"].shape, np.dtype(np.uint8), failing)
     broken = Dataset({**dataset.tensors, "frames": frames}, dataset.state, dataset.metadata)  # type: ignore[dict-item]
-    made: list[Path] = []
-    real = _parquet_spool.create_temp
-
-    def counting(target: Path, **kwargs: Any) -> Path:
-        made.append(real(target, **kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(_parquet_spool, "create_temp", counting)
     with pytest.raises(OSError, match="went away"):
         parquet_format.write(broken, WritePlan(tmp_path / "run.parquet", "parquet"))
     assert made and os.listdir(tmp_path) == []
