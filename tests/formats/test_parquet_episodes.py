@@ -258,3 +258,18 @@ def test_sigterm_while_spooling_removes_the_spool_and_the_temporary(tmp_path: Pa
     assert child.returncode in (130, 0, -signal.SIGTERM), stderr
     left = sorted(os.listdir(out))
     assert all(not name.startswith(".") for name in left), f"temporary left: {left}"
+
+
+def test_row_and_env_columns_that_place_a_cell_twice_are_refused(tmp_path: Path) -> None:
+    """The placement comes from the file's ``row`` and ``env``: a cell twice is a damaged file."""
+    import pyarrow as pa
+
+    dataset = _long_run(size=30, envs=2)
+    path = write_dataset(dataset, tmp_path / "run.parquet")
+    table = pq.read_table(path)
+    rows = table["row"].to_numpy().copy()
+    rows[5] = rows[6]  # two file rows at one cell, another cell at none
+    table = table.set_column(table.schema.get_field_index("row"), "row", pa.array(rows))
+    pq.write_table(table.replace_schema_metadata(table.schema.metadata), path)
+    with pytest.raises(expcli.errors.FormatError, match="row and env columns do not hold"):
+        read_dataset(path)
