@@ -49,6 +49,7 @@ FILES = {
     "golden.csv": "csv",
     "golden.h5": "hdf5",
     "golden.parquet": "parquet",
+    "golden_episodes.parquet": "parquet",
 }
 
 
@@ -104,6 +105,20 @@ def test_golden_file_of_the_once_form_reads_back_exactly(name: str) -> None:
     assert np.flatnonzero(dataset.tensors["terminated"]).tolist() == [2]
     assert dataset.state == CircularState(memory_index=0, env_index=0, filled=True)
     assert dataset.metadata == {"env_id": "GoldenFrames-v0", "created": "2026-11-27T00:00:00+00:00"}
+
+
+def test_golden_episode_parquet_holds_its_episodes_one_after_another() -> None:
+    """``expcli-parquet/2``: episodes in the order they start at the write head (row 1, env 1)."""
+    pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow cannot be installed")
+    cols = pq.read_table(DATA / "golden_episodes.parquet").to_pydict()
+    keys = ("episode_index", "env", "row", "frame_index")
+    assert list(zip(*(cols[k] for k in keys), strict=True)) == [
+        (0, 1, 1, 0), (0, 1, 2, 1),  # the oldest transition, row 1 of env 1: terminated at 2
+        (1, 0, 2, 0), (1, 0, 0, 1), (1, 0, 1, 2),  # wrapped round, terminated at row 1
+        (2, 1, 0, 0),  # truncated
+    ]  # fmt: skip
+    assert cols["index"] == [0, 2, 1, 3, 5, 4]  # chronological, from the write head
+    assert cols["timestamp"] == [0.0, 1.0, 0.0, 1.0, 2.0, 0.0]  # no fps recorded: 1
 
 
 def test_golden_csv_without_its_sidecar_is_rows_only(tmp_path: Path) -> None:

@@ -45,11 +45,13 @@ __all__ = [
 LIST_MAX_BYTES = 4096
 """Largest feature (bytes per transition) stored as a fixed-size list; larger: binary."""
 
-BOOKKEEPING = ("index", "episode_index", "frame_index", "env", "row")
-"""The columns before the tensors: chronological number, episode and step, ``(t, n)``."""
+BOOKKEEPING = ("index", "episode_index", "frame_index", "env", "row", "timestamp")
+"""The columns before the tensors: chronological number, episode and step, ``(t, n)``, and
+the step's time in its episode (``frame_index / fps``, as LeRobot's ``timestamp``)."""
 
 BOOKKEEPING_DTYPES = {
-    name: np.dtype(np.int32 if name == "env" else np.int64) for name in BOOKKEEPING
+    name: np.dtype({"env": np.int32, "timestamp": np.float32}.get(name, np.int64))
+    for name in BOOKKEEPING
 }
 """Each bookkeeping column's dtype."""
 

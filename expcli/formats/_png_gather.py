@@ -19,7 +19,7 @@ from expcli.formats.block_cache import CachedBlocks
 from expcli.formats.lazy import LazyRows
 from expcli.formats.row_gather import flat_rows
 
-__all__ = ["PngCells", "png_cells"]
+__all__ = ["PngCells", "png_rows"]
 
 
 class PngCells(LazyRows):
@@ -53,26 +53,19 @@ class PngCells(LazyRows):
         return self._gather(flat).reshape(*wanted.shape, *self.shape[2:])
 
 
-def png_cells(
-    column: Column,
-    where: tuple[int, int, int, int],
-    ends: np.ndarray,
-    encoded: Callable[[int], Any],
-    flat: np.ndarray,
+def png_rows(
+    column: Column, ends: np.ndarray, encoded: Callable[[int], Any], rows: np.ndarray
 ) -> np.ndarray:
-    """The cells at flat ``flat`` of a PNG column, as ``(n, *frame)`` uint8.
+    """The PNG cells at file rows ``rows`` (-1: not stored, zeros), ``(n, *frame)`` uint8.
 
-    ``where``: the first cell's flat index, the cells, N and the file's rows, as the
-    tensor's reader has them (a cell past the stored rows reads zeros); ``ends``: each row
-    group's end row; ``encoded(group)``: that group's column as Arrow (PNG bytes).
+    ``ends``: each row group's end row; ``encoded(group)``: that group's column as Arrow
+    (PNG bytes).
 
     Raises:
         InvalidValueError: A cell's PNG is refused (``_parquet_columns.from_arrow``).
     """
-    start, cells, _, stored = where
-    out = np.zeros((len(flat), *column.spec.shape), np.uint8)
-    rows = (flat - start) % max(cells, 1)  # file rows
-    have = np.flatnonzero(rows < stored)
+    out = np.zeros((len(rows), *column.spec.shape), np.uint8)
+    have = np.flatnonzero(rows >= 0)
     groups = np.searchsorted(ends, rows[have], side="right")
     for group in np.unique(groups):
         mine = have[groups == group]

@@ -67,9 +67,15 @@ _LEROBOT_PREFIXES = {
 _LEROBOT_IGNORED = ("timestamp", "task_index")
 """LeRobot's bookkeeping that no tensor holds, left out of a table of LeRobot's columns."""
 
+_EXPCLI_MARKS = ("env", "row", "frame_index")
+"""Columns only expcli's own tables hold together (its ``timestamp`` is LeRobot's too)."""
+
+_LEROBOT_MARKS = ("next.reward", "next.done", "task_index", "timestamp")
+"""Columns of LeRobot's tables (``timestamp`` not, beside expcli's own marks)."""
+
 _CONVENTIONS = (
-    ("LeRobot's columns", ("next.reward", "next.done", "task_index", "timestamp")),
-    ("expcli's columns", ("env", "row", "frame_index")),
+    ("expcli's columns", _EXPCLI_MARKS),
+    ("LeRobot's columns", _LEROBOT_MARKS),
     ("Minari's columns", ("terminations", "truncations")),
     ("D4RL's columns", ("terminals", "timeouts")),
 )
@@ -140,8 +146,11 @@ def roles_of(names: list[str], path: Path, mapping: ColumnRoles | None = None) -
         else:
             columns[role] = name
     placed = {*columns.values(), *left_out}
+    expcli = set(_EXPCLI_MARKS) <= set(names)  # its timestamp: frame_index / fps, no tensor
     for name in names:
-        ignored = _IGNORED + (_LEROBOT_IGNORED if lerobot else ())
+        ignored = (
+            _IGNORED + (_LEROBOT_IGNORED if lerobot else ()) + (("timestamp",) if expcli else ())
+        )
         if name not in placed and name not in ignored:
             others.append(name)
     if not any(r.partition("/")[0] in ("observations", "actions") for r in columns):
@@ -183,7 +192,11 @@ def _recognised(names: list[str], lerobot: bool) -> list[tuple[str, str]]:
 
 def _is_lerobot(names: list[str]) -> bool:
     """Whether the columns are LeRobot's: its marks, or its ``observation.*`` features."""
-    return bool(set(names).intersection(_CONVENTIONS[0][1])) or any(
+    present = set(names)
+    marks = set(_LEROBOT_MARKS)
+    if set(_EXPCLI_MARKS) <= present:  # expcli's table: its timestamp is its own
+        marks.discard("timestamp")
+    return bool(present & marks) or any(
         n.startswith(("observation.", "next.observation.")) for n in names
     )
 

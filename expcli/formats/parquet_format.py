@@ -1,13 +1,19 @@
 """Parquet ``.parquet`` files: one row per transition, readable by pyarrow, polars, duckdb, HF.
 
-Rows are the transitions in chronological (write) order, oldest first. The columns:
-``index`` (the transition's number), ``episode_index`` and ``frame_index`` (derived: per env
-column, an episode ends at a terminated or truncated step; numbered as they start),
-``env`` and ``row`` (where it sits in the ``(T, N)`` tensors), then one column per tensor
-under its own name (``observations``, ``infos/x``, ``observations/pos``...), encoded as
-``_parquet_columns`` says: scalars, nested fixed-size lists, or fixed-size binary for large
-features such as frames. Rows never written are left out when they hold only zero bytes
-(they read back as zeros), else stored last with episode and frame index -1.
+Rows go episode by episode (``expcli-parquet/2``, ``"order": "episodes"``): each episode's
+transitions one after another, ``frame_index`` 0, 1, 2..., episodes in the order they start
+(``_parquet_episodes``), so that ``ds[a:b]`` slices an episode and a filter on
+``episode_index`` reads one run. ``RowOrder.STEPS`` writes them in chronological (write)
+order, oldest first, time after time (``expcli-parquet/1``, read as before). The columns:
+``index`` (the transition's chronological number), ``episode_index`` and ``frame_index``
+(derived: per env column, an episode ends at a terminated or truncated step; numbered as
+they start), ``env`` and ``row`` (where it sits in the ``(T, N)`` tensors), ``timestamp``
+(``frame_index / fps``: the env's ``render_fps`` where the dataset records one, else 1, as
+the footer's ``fps_from`` says), then one column per tensor under its own name
+(``observations``, ``infos/x``, ``observations/pos``...), encoded as ``_parquet_columns``
+says: scalars, nested fixed-size lists, or fixed-size binary for large features such as
+frames. Rows never written are left out when they hold only zero bytes (they read back as
+zeros), else stored last with episode and frame index -1.
 
 The footer's key-value metadata holds the whole expcli header under ``expcli`` (the JSON
 that ``.npz`` and ``.h5`` files carry: circular state, tensor specs, env, spaces) and the
@@ -33,8 +39,9 @@ import json
 import math
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +81,9 @@ from expcli.formats._parquet_columns import (
     to_arrow,
     transition_chunk,
 )
+from expcli.formats._parquet_episode_groups import RowGroup, Shape, episode_groups
+from expcli.formats._parquet_episode_read import EpisodeFile
+from expcli.formats._parquet_episodes import timestamps
 from expcli.formats._parquet_open import (
     SecondHandle,
     file_identity,
@@ -82,7 +92,7 @@ from expcli.formats._parquet_open import (
     refuse_extension_types,
 )
 from expcli.formats._parquet_set import open_files
-from expcli.formats._png_gather import PngCells, png_cells
+from expcli.formats._png_gather import PngCells, png_rows
 from expcli.formats._table_images import check_group_images
 from expcli.formats.block_cache import BlockCache, CachedBlocks
 from expcli.formats.builtin.parquet_file import PARQUET_FILE
@@ -98,7 +108,9 @@ from expcli.formats.rows import WritePlan, WrittenShard
 from expcli.spec import FRAMES_SCHEMA, FramesForm, ImagesForm, TensorSpec, done_flags
 
 __all__ = [
+    "EPISODES_LAYOUT",
     "LAYOUT",
+    "RowOrder",
     "open_lazy",
     "read",
     "pyarrow_parquet",
@@ -109,7 +121,24 @@ __all__ = [
 ]
 
 LAYOUT = "expcli-parquet/1"
-"""The value of ``layout`` in a file's ``expcli.parquet`` metadata."""
+"""The value of ``layout`` in the ``expcli.parquet`` metadata of a file in time order."""
+EPISODES_LAYOUT = "expcli-parquet/2"
+"""Its value in a file episode by episode (``"order": "episodes"``): an expcli that reads
+only ``/1`` refuses it rather than misreads it."""
+
+
+class RowOrder(StrEnum):
+    """The order of a file's rows.
+
+    ``episodes``: each episode's transitions one after another, ``frame_index`` 0, 1, 2...,
+    episodes in the order they start (what LeRobot, HF ``datasets`` and duckdb users slice
+    and filter); ``steps``: time after time, env after env (step-major, the ``(T, N)``
+    tensors' own order).
+    """
+
+    EPISODES = "episodes"
+    STEPS = "steps"
+
 
 HEADER_KEY, LAYOUT_KEY = b"expcli", b"expcli.parquet"
 ENCODED_BYTES = 64 << 20
@@ -126,7 +155,7 @@ a reader one decoded group a tensor: well under 200 MB at peak either way, whate
 file's size (benchmarks/parquet_scale)."""
 
 
-def write(dataset: Dataset, plan: WritePlan) -> None:
+def write(dataset: Dataset, plan: WritePlan, *, order: RowOrder = RowOrder.EPISODES) -> None:
     """Write ``dataset`` as one Parquet file, a row group of about 8 MB at a time.
 
     Args:
@@ -139,6 +168,9 @@ def write(dataset: Dataset, plan: WritePlan) -> None:
             HF ``datasets``) see those nulls: the value is the ``observations`` of the row of
             the same ``env`` whose ``row`` is one more (row 0 after the last, unless the
             ``frames`` entry says ``"wrap": false``).
+        order: The rows' order (``RowOrder``): episode by episode (read in time order
+            twice, the first time its flags alone; episodes under way kept in a spool, on
+            disk beside the target past ``_parquet_spool.RAM_BYTES``), or time after time.
 
     Raises:
         SchemaError: A tensor is named as a bookkeeping column, or the metadata is not JSON.
@@ -146,7 +178,8 @@ def write(dataset: Dataset, plan: WritePlan) -> None:
     """
     codec = plan.compression or PARQUET_FILE.compressions[0]
     carry = Carry.start(dataset.num_envs)
-    _write(dataset, plan.target, plan.overwrite, codec, carry, plan.frames, True, plan.images)
+    where = (plan.target, plan.overwrite)
+    _write(dataset, *where, codec, carry, plan.frames, True, plan.images, RowOrder(order))
 
 
 def write_shard(
@@ -157,12 +190,15 @@ def write_shard(
     carry: object | None = None,
     frames: FramesForm = FramesForm.FULL,
     images: ImagesForm = ImagesForm.PNG,
+    order: RowOrder = RowOrder.EPISODES,
 ) -> WrittenShard:
     """``write`` a folder's shard (full rows), its bookkeeping going on from ``carry``.
 
     ``carry``: what the shard before handed on (a ``Carry``; None: the first shard).
     ``frames``: as ``write``'s, over the shard's rows alone: its last row is kept.
     ``images``: as the write plan's (``_parquet_columns``).
+    ``order``: as ``write``'s, within the shard: an episode under way at its end goes on
+    at the start of the next shard (its ``frame_index`` going on).
 
     Returns:
         Its size and CRC-32 (read back), whether some next observations are stored once
@@ -170,7 +206,8 @@ def write_shard(
         folder's next shard).
     """
     start = carry if isinstance(carry, Carry) else Carry.start(dataset.num_envs)
-    after, once = _write(dataset, path, True, compression, start, frames, False, images)
+    forms = (frames, False, images, RowOrder(order))
+    after, once = _write(dataset, path, True, compression, start, *forms)
     size, crc = regular_size(path), file_crc32(path)
     return WrittenShard(size, crc, once, after.next_shard(dataset.memory_size))
 
@@ -214,8 +251,9 @@ def _write(
     frames: FramesForm = FramesForm.FULL,
     wrap: bool = True,
     images: ImagesForm = ImagesForm.PNG,
+    order: RowOrder = RowOrder.EPISODES,
 ) -> tuple[Carry, bool]:
-    """Write the file, a row group at a time.
+    """Write the file, a row group at a time, its rows in ``order``.
 
     Returns the carry after its rows, and whether some next observations are null where
     derived.
@@ -244,9 +282,14 @@ def _write(
         forms = _frames_object(kept, wrap, start, count, cells)
         header = {**header, "schema": FRAMES_SCHEMA, "frames": forms}
     text = encode_header(header, path)
+    fps, fps_from = _fps(dataset.metadata)
     layout = {
-        "layout": LAYOUT,
+        "layout": LAYOUT if order is RowOrder.STEPS else EPISODES_LAYOUT,
+        "order": str(order),
         "rows": count,
+        "first_row": carry.row,
+        "fps": fps,
+        "fps_from": fps_from,
         "columns": {c.spec.name: c.encoding for c in columns},
     }
     stored = [c for c in columns if c.encoding != EMPTY]
@@ -257,14 +300,14 @@ def _write(
     )
     pngs = {c.spec.name for c in stored if c.encoding == PNG}
     schema = schema.with_metadata({**schema.metadata, HF_KEY: hf_metadata(schema, pngs)})
-    row_bytes = sum(c.row_bytes for c in stored) + 36
+    row_bytes = sum(c.row_bytes for c in stored) + 40
     # Whole rows of the (T, N) tensors a group, so that each group reads rows the last one
     # did not and the source's read-ahead of the next slice is the one asked for next.
     rows_per_group = max(1, min(1 << 20, GROUP_BYTES // row_bytes) // max(envs, 1))
     group = rows_per_group * max(envs, 1)
     head = (-start) % max(envs, 1)  # cells before the first row boundary
     firsts = sorted(f for f in {0, *range(head, count, group)} if f < count)
-    stops = [*firsts[1:], count] if firsts else []
+    chunks = list(zip(firsts, [*firsts[1:], count] if firsts else [], strict=True))
     with (
         atomic_path(path, overwrite=overwrite) as tmp,
         pq.ParquetWriter(
@@ -281,19 +324,67 @@ def _write(
             write_page_checksum=True,
         ) as writer,
     ):
-        for first, stop in zip(firsts, stops, strict=True):
-            flat = positions(start + first, stop - first, cells)
-            rows = {c.spec.name: _cells(dataset.tensors[c.spec.name], flat, envs) for c in stored}
-            done = _done(rows, max(0, min(stop, valid) - first))
-            book, carry = transition_chunk(flat, done, envs, carry)
+        after = [carry]
+        groups: Iterator[RowGroup]
+        if order is RowOrder.STEPS:
+            where = (start, cells, valid)
+            groups = _step_groups(dataset, stored, where, chunks, (after, fps))
+        else:
+            shape = Shape(start, cells, envs, count, valid, chunks, group)
+            read = functools.partial(_cells, envs=envs)
+            groups, after[0] = episode_groups(
+                dataset.tensors, stored, shape, carry, fps, (read, _done, path)
+            )
+        for book, flat, rows in groups:
             arrays = [flat_array(book[name]) for name in BOOKKEEPING]
             for c in stored:
                 at = kept.get(c.spec.name)
                 arrays.append(
                     to_arrow(c, rows[c.spec.name], None if at is None else find_cells(at, flat)[1])
                 )
-            writer.write_table(pa.Table.from_arrays(arrays, schema=schema), row_group_size=stop)
-    return carry, bool(kept)
+            table = pa.Table.from_arrays(arrays, schema=schema)
+            writer.write_table(table, row_group_size=max(1, table.num_rows))
+    return after[0], bool(kept)
+
+
+def _step_groups(
+    dataset: Dataset,
+    stored: list[Column],
+    where: tuple[int, int, int],
+    chunks: list[tuple[int, int]],
+    book: tuple[list[Carry], float],
+) -> Iterator[RowGroup]:
+    """Row groups of the transitions in time order (step-major, as expcli-parquet/1).
+
+    ``where``: the first transition's flat cell, the cells, the transitions written.
+    ``book``: the carry, replaced by the one after each group as it goes, and the fps.
+    """
+    start, cells, valid = where
+    after, fps = book
+    envs = dataset.num_envs
+    for first, stop in chunks:
+        flat = positions(start + first, stop - first, cells)
+        rows = {c.spec.name: _cells(dataset.tensors[c.spec.name], flat, envs) for c in stored}
+        done = _done(rows, max(0, min(stop, valid) - first))
+        columns, after[0] = transition_chunk(flat, done, envs, after[0])
+        columns["timestamp"] = timestamps(columns["frame_index"], fps)
+        yield columns, flat, rows
+
+
+def _fps(metadata: dict[str, Any]) -> tuple[float, str]:
+    """The frames a second that ``timestamp`` counts in, and where it came from.
+
+    The env's ``render_fps`` where the dataset records one (at collect time), else 1.0.
+    """
+    fps = metadata.get("render_fps")
+    if (
+        isinstance(fps, int | float)
+        and not isinstance(fps, bool)
+        and math.isfinite(fps)
+        and fps > 0
+    ):
+        return float(fps), "render_fps"
+    return 1.0, "none recorded: 1.0, timestamp is frame_index"
 
 
 def _done(rows: dict[str, np.ndarray], written: int) -> np.ndarray:
@@ -329,34 +420,38 @@ def shard_carry(path: Path) -> Carry:
                 done = done_flags(flags, 1, envs).reshape(-1)
     finally:
         close()
-    names = ["index", "row", *BOOKKEEPING[1:3]]
+    names = ["index", "row", *BOOKKEEPING[1:3], "env"]
     book: dict[str, np.ndarray] = {name: np.zeros(0, np.int64) for name in names}
-    top, count = -1, 0  # the largest episode index, the rows read
+    top, count, last = -1, 0, -1  # the largest episode index and index, the rows read
     parquet = open_parquet(path)
-    try:  # a group at a time (open_lazy bounded them), keeping the last row of every env
+    try:  # a group at a time (open_lazy bounded them), keeping the cells of the last row
         for group in range(parquet.metadata.num_row_groups):
             table = parquet.read_row_group(group, columns=names, use_threads=False)
             read = {name: _ints(table.column(name).combine_chunks()) for name in names}
             count += len(read["index"])
             if len(read["index"]):
                 top = max(top, int(read["episode_index"].max()))
-            book = {k: np.concatenate([book[k], v])[-max(envs, 1) :] for k, v in read.items()}
+                last = max(last, int(read["index"].max()))
+            book = {k: np.concatenate([book[k], v]) for k, v in read.items()}
+            latest = book["row"] == book["row"].max() if len(book["row"]) else []
+            book = {k: v[latest] for k, v in book.items()}
     except Exception as e:
         raise _damaged(path, e) from e
     finally:
         parquet.close()
     if not rows * envs:
         return dataclasses.replace(Carry.start(envs), row=int(rows))
-    if count != rows * envs:
+    if count != rows * envs or not np.array_equal(np.sort(book["env"]), np.arange(envs)):
         raise FormatError(
             f"bookkeeping columns disagree with its {rows} rows of {envs} envs", path=path
         )
+    by_env = np.argsort(book["env"])
     return Carry(
-        int(book["index"][-1]) + 1,
-        int(book["row"][-1]) + 1,
+        last + 1,
+        int(book["row"][0]) + 1,
         top + 1,
-        book["episode_index"].copy(),
-        book["frame_index"].copy(),
+        book["episode_index"][by_env],
+        book["frame_index"][by_env],
         done,
     )
 
@@ -364,9 +459,9 @@ def shard_carry(path: Path) -> Carry:
 def _ints(array: Any) -> np.ndarray:
     import pyarrow as pa
 
-    if array.type != pa.int64() or array.null_count:
+    if array.type not in (pa.int64(), pa.int32()) or array.null_count:
         raise InvalidValueError(f"a bookkeeping column is {array.type}; expected int64")
-    return values_as(array, np.dtype(np.int64))
+    return values_as(array, np.dtype(np.int64 if array.type == pa.int64() else np.int32))
 
 
 def _cells(tensor: Any, flat: np.ndarray, envs: int) -> np.ndarray:
@@ -480,10 +575,7 @@ def _open(
             raise FormatError("metadata too large", path=path, key=key.decode())
     header = parse_header(kv[HEADER_KEY], path, HEADER_KEY.decode())
     layout = load_json(kv.get(LAYOUT_KEY, b"null"), path, LAYOUT_KEY.decode())
-    if not isinstance(layout, dict) or layout.get("layout") != LAYOUT:
-        raise FormatError(
-            f"expected an object with layout {LAYOUT!r}", path=path, key=LAYOUT_KEY.decode()
-        )
+    order = _order(layout, path)
     encodings, rows = layout.get("columns"), layout.get("rows")
     stored = parquet.metadata.num_rows
     nullable = _nullable(header, path, stored)
@@ -528,31 +620,103 @@ def _open(
             meta = parquet.metadata
             most = max((meta.row_group(g).num_rows for g in range(meta.num_row_groups)), default=0)
             check_group_images(most, column.spec.shape, path, column.spec.name)
+    if order is RowOrder.EPISODES:
+        first_row = layout.get("first_row")
+        if type(first_row) is not int or first_row < 0:
+            raise FormatError("expected a first_row of 0 or more", path=path, key="first_row")
+        decoder = _Groups(parquet, path, identity, keep=False)  # EpisodeFile keeps groups
+        file = EpisodeFile(decoder, (parquet, path, reopen), (size, envs, stored), first_row)
+        return _episode_dataset(file, columns, header, nullable, cache, identity), file.close
     groups = _Groups(parquet, path, identity, keep=cache is None)
     start = (state.memory_index * envs + state.env_index) % max(cells, 1) if state.filled else 0
     bounds = (
         _tensor_bounds(groups.ends, start, cells, envs) if cache is not None and cells else None
     )
+    where = (start, cells, envs, stored)
+    arrays = _tensors(
+        columns,
+        (size, envs, stored),
+        lambda column: _lazy(groups, column, where, bounds, cache, identity),
+        nullable,
+        path,
+    )
+    return dataset_from_header(arrays, header, path), groups.close
+
+
+def _order(layout: Any, path: Path) -> RowOrder:
+    """The rows' order a file's ``expcli.parquet`` object says (``/1``: time order).
+
+    Raises:
+        FormatError: Not an object of a layout this expcli reads.
+    """
+    if isinstance(layout, dict) and layout.get("layout") == LAYOUT:
+        return RowOrder.STEPS
+    if (
+        isinstance(layout, dict)
+        and layout.get("layout") == EPISODES_LAYOUT
+        and layout.get("order") == RowOrder.EPISODES
+    ):
+        return RowOrder.EPISODES
+    raise FormatError(
+        f"expected an object with layout {LAYOUT!r}, or {EPISODES_LAYOUT!r} with order "
+        f"{str(RowOrder.EPISODES)!r}",
+        path=path,
+        key=LAYOUT_KEY.decode(),
+    )
+
+
+def _episode_dataset(
+    file: EpisodeFile,
+    columns: list[Column],
+    header: dict[str, Any],
+    nullable: dict[str, tuple[bool, int]],
+    cache: BlockCache | None,
+    identity: tuple[int, ...],
+) -> Dataset:
+    """The dataset of an episode-ordered file, its tensors read through its placement."""
+    size, envs, path = file.size, file.envs, file.path
+    # a block of one env column holds a row group's rows, as the writer cut them
+    block_rows = int(np.diff(file.starts).max()) if len(file.starts) > 1 else 1
+    stored = int(file.starts[-1])
+    arrays = _tensors(
+        columns,
+        (size, envs, stored),
+        lambda column: file.tensor(column, cache, (path, identity, column.key), block_rows),
+        nullable,
+        path,
+    )
+    return dataset_from_header(arrays, header, path)
+
+
+def _tensors(
+    columns: list[Column],
+    shape: tuple[int, int, int],
+    lazy: Callable[[Column], LazyRows],
+    nullable: dict[str, tuple[bool, int]],
+    path: Path,
+) -> dict[str, Any]:
+    """Each column's tensor read by ``lazy``; a next observation null where derived filled.
+
+    ``shape``: T, N and the file's rows.
+    """
+    size, envs, stored = shape
     arrays: dict[str, Any] = {}
     for column in columns:
-        shape = (size, envs, *column.spec.shape)
-        dtype = np.dtype(column.spec.dtype)
-        if column.encoding == EMPTY or cells == 0:
-            arrays[column.spec.name] = np.zeros(shape, dtype)
+        if column.encoding == EMPTY or size * envs == 0:
+            arrays[column.spec.name] = np.zeros((size, envs, *column.spec.shape), column.spec.dtype)
             continue
-        tensor = _lazy(groups, column, (start, cells, envs, stored), bounds, cache, identity)
+        tensor: Any = lazy(column)
         if column.nullable:
-            bitmap = _lazy(
-                groups, column.validity(), (start, cells, envs, stored), bounds, cache, identity
-            )
             wrap, kept = nullable[column.spec.name]
             once = StoredOnce(kept, stored, (stored - kept) * column.row_bytes, NULLS)
-            tensor = _NullRows(tensor, bitmap, (path, column.spec.name), wrap, once)
+            tensor = _NullRows(
+                tensor, lazy(column.validity()), (path, column.spec.name), wrap, once
+            )
         arrays[column.spec.name] = tensor
     for name, array in arrays.items():
         if isinstance(array, _NullRows):
             array.observations = arrays[name.removeprefix("next_")]
-    return dataset_from_header(arrays, header, path), groups.close
+    return arrays
 
 
 def _lazy(
@@ -729,7 +893,7 @@ class _Groups:
             first, at, group = first + take, at + take, group + 1
 
     def group(self, column: Column, group: int, count: int) -> np.ndarray:
-        """Group ``group`` (of ``count`` rows) of ``column``, decoded."""
+        """RowGroup ``group`` (of ``count`` rows) of ``column``, decoded."""
         name = column.key
         with self._lock:
             kept = self._kept.get(name)
@@ -784,9 +948,23 @@ class _Groups:
         encoded: Callable[[int], Any],
         flat: np.ndarray,
     ) -> np.ndarray:
-        """``_png_gather.png_cells`` of this file, a refused PNG named with file and column."""
+        """The PNG cells at flat ``flat`` of a file in time order (``where`` as ``_lazy``'s)."""
+        start, cells, _, stored = where
+        rows = (flat - start) % max(cells, 1)  # file rows
+        return self.png_rows(column, np.where(rows < stored, rows, -1), encoded)
+
+    def png_rows(
+        self, column: Column, rows: np.ndarray, encoded: Callable[[int], Any] | None = None
+    ) -> np.ndarray:
+        """The PNG cells of ``column`` at file rows ``rows`` (-1: zeros), each decoded alone.
+
+        A refused PNG is named with file and column. ``encoded(group)``: that group's PNG
+        bytes as Arrow (None: this file's ``encoded``, which keeps them for later draws).
+        """
+        if encoded is None:
+            encoded = functools.partial(self.encoded, column)
         try:
-            return png_cells(column, where, self.ends, encoded, flat)
+            return png_rows(column, self.ends, encoded, rows)
         except InvalidValueError as e:
             raise FormatError(
                 f"a PNG cell cannot be read ({e}); the file is damaged",

@@ -178,19 +178,26 @@ class ShardWriter:
             if rows == 0:
                 self.replace_metadata(metadata)
                 return None
-            entry = self._write(tensors)
+            entry = self._write(tensors, metadata)
             self.manifest.shards.append(entry)
             if self._counted and self._tally is not None:
                 self._tally.add_tensors(tensors, rows)
             self._save(metadata)
             return entry
 
-    def _write(self, tensors: Mapping[str, Any]) -> ShardEntry:
-        """Write ``tensors`` as a new shard after the listed ones; its entry, not yet listed."""
+    def _write(self, tensors: Mapping[str, Any], metadata: Mapping[str, Any]) -> ShardEntry:
+        """Write ``tensors`` as a new shard after the listed ones; its entry, not yet listed.
+
+        Of ``metadata``, the shard's own header keeps the env's ``render_fps`` (a Parquet
+        shard's ``timestamp`` counts in it).
+        """
         name = shard_name(self._next, self.shard)
         self._next += 1
         first = self.manifest.rows
-        shard = Dataset(dict(tensors), CircularState(0, 0, True), {"shard": {"first_row": first}})
+        own: dict[str, Any] = {"shard": {"first_row": first}}
+        if "render_fps" in metadata:
+            own["render_fps"] = metadata["render_fps"]
+        shard = Dataset(dict(tensors), CircularState(0, 0, True), own)
         missing = self._schema(shard)
         path = self.folder / name
         position = len(self.manifest.shards)
@@ -252,7 +259,7 @@ class ShardWriter:
         with self._lock:
             self._carry(len(self.manifest.shards) - 2)  # read before the shard goes
             old = self.manifest.shards.pop()
-            self.manifest.shards.append(self._write(tensors))
+            self.manifest.shards.append(self._write(tensors, metadata))
             if self._counted and self._tally is not None:
                 self._tally = self._count_listed()
             self._save(metadata)

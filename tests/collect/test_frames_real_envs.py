@@ -242,7 +242,12 @@ def test_once_reads_back_as_the_full_run(
     nexts = [name for name in tensors if name.startswith("next_observations")]
     big = [name for name in nexts if tensors[name][0, 0].nbytes >= FRAMES_CELL_BYTES]
     assert nexts and big == list(run.once)
-    if run.once:
+    if run.once and "parquet" in target:
+        # episode by episode, a next observation is the next row's in the file: zstd finds
+        # the repeat in the full form too (MiniGrid's small shards: once 53,958 bytes,
+        # full 53,521); the nulls save the bytes before compression, not always after
+        assert disk_bytes(once_path) < disk_bytes(full_path) * 1.05
+    elif run.once:
         assert disk_bytes(once_path) < disk_bytes(full_path)
     check_episode_ends(tensors, run.once, run.truncates)
     if label not in replayed and not oldest:

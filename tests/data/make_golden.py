@@ -15,7 +15,9 @@ from expcli.formats import Dataset, write_dataset
 from expcli.spec import CircularState
 
 HERE = Path(__file__).parent
-NAMES = ("golden.pt", "golden.npz", "golden.csv", "golden.h5", "golden.parquet")
+NAMES = ("golden.pt", "golden.npz", "golden.csv", "golden.h5", "golden_episodes.parquet")
+"""Written by ``main``. ``golden.parquet`` is not: it is the step-major ``expcli-parquet/1``
+file expcli 0.1.0 wrote, kept so that files of that layout are still read as they were."""
 
 
 def golden_dataset() -> Dataset:

@@ -303,12 +303,19 @@ def test_a_second_draw_of_the_same_cells_decodes_nothing(
 def test_a_parquet_draw_reads_each_row_group_it_touches_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_index: int, groups: list[int]
 ) -> None:
-    """Row groups of 2 rows (8 cells); the draw's cells lie in rows 0, 1, 4 and 18."""
+    """Row groups of 2 rows (8 cells); the draw's cells lie in rows 0, 1, 4 and 18.
+
+    A step-major file (``expcli-parquet/1``): its row groups are the cache's blocks.
+    """
     import pyarrow.parquet as pq
 
-    monkeypatch.setattr(parquet_format, "GROUP_BYTES", 2 * 4 * (42 + 8 + 1 + 36))
+    from expcli.formats.rows import WritePlan
+
+    monkeypatch.setattr(parquet_format, "GROUP_BYTES", 2 * 4 * (42 + 8 + 1 + 40))
     dataset = Dataset(wrapped_frames().tensors, CircularState(memory_index, 0, True))
-    path = write_dataset(dataset, tmp_path / "data.parquet")
+    path = tmp_path / "data.parquet"
+    plan = WritePlan(path, "parquet")
+    parquet_format.write(dataset, plan, order=parquet_format.RowOrder.STEPS)
     assert pq.ParquetFile(path).metadata.num_row_groups == 20
     read = []
     real = pq.ParquetFile.read_row_group

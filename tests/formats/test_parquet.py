@@ -19,6 +19,7 @@ from expcli.conversion import save
 from expcli.errors import ConfigError, FormatError, MissingDependencyError
 from expcli.formats import Dataset, read_dataset, write_dataset
 from expcli.formats.lazy import LazyRows
+from expcli.formats.rows import WritePlan
 from expcli.spec import CircularState
 from tests.format_catalogue import COMPRESSIONS
 from tests.formats.test_roundtrip import assert_same_dataset
@@ -27,6 +28,13 @@ pa = pytest.importorskip("pyarrow", reason="pyarrow cannot be installed on this 
 pq = pytest.importorskip("pyarrow.parquet")
 
 from expcli.formats import parquet_format  # noqa: E402
+
+
+def _in_steps(dataset: Dataset, path: Path) -> Path:
+    """Write ``dataset`` step-major (``expcli-parquet/1``), the order ``_Groups`` reads."""
+    parquet_format.write(dataset, WritePlan(path, "parquet"), order=parquet_format.RowOrder.STEPS)
+    return path
+
 
 CLI = [sys.executable, "-m", "expcli"]
 
@@ -127,18 +135,48 @@ def cartpole(size: int = 6, envs: int = 2, state: CircularState | None = None) -
     )
 
 
-def test_rows_are_transitions_in_write_order_with_episodes(tmp_path: Path) -> None:
+def test_rows_are_transitions_episode_by_episode(tmp_path: Path) -> None:
     dataset = cartpole(state=CircularState(2, 1, True, 25))  # wrapped: oldest is row 2, env 1
     path = write_dataset(dataset, tmp_path / "run.parquet")
     table = pq.read_table(path)
     cols = table.to_pydict()
-    assert table.column_names[:5] == ["index", "episode_index", "frame_index", "env", "row"]
-    flat = [r * 2 + e for r, e in zip(cols["row"], cols["env"], strict=True)]
-    assert flat == [(5 + k) % 12 for k in range(12)]  # from the write head round
-    assert cols["index"] == list(range(12))
+    assert table.column_names[:6] == [
+        "index",
+        "episode_index",
+        "frame_index",
+        "env",
+        "row",
+        "timestamp",
+    ]
     obs = np.array(cols["observations"], np.float32)
     assert np.array_equal(obs, dataset.tensors["observations"][cols["row"], cols["env"]])
     # env 0: rows 3, 4, 5 (done) | 0, 1, 2 (done); env 1: rows 2, 3 (done) | 4 (done) | 5, 0, 1
+    rows = list(
+        zip(cols["episode_index"], cols["env"], cols["row"], cols["frame_index"], strict=True)
+    )
+    assert rows == [
+        (0, 1, 2, 0), (0, 1, 3, 1),
+        (1, 0, 3, 0), (1, 0, 4, 1), (1, 0, 5, 2),
+        (2, 1, 4, 0),
+        (3, 1, 5, 0), (3, 1, 0, 1), (3, 1, 1, 2),
+        (4, 0, 0, 0), (4, 0, 1, 1), (4, 0, 2, 2),
+    ]  # fmt: skip
+    flat = [r * 2 + e for r, e in zip(cols["row"], cols["env"], strict=True)]
+    assert cols["index"] == [(f - 5) % 12 for f in flat]  # counted from the write head round
+    assert cols["timestamp"] == [float(f) for f in cols["frame_index"]]  # no fps recorded: 1
+    layout = json.loads(pq.ParquetFile(path).metadata.metadata[b"expcli.parquet"])
+    assert layout["layout"] == "expcli-parquet/2" and layout["order"] == "episodes"
+
+
+def test_rows_in_step_order_are_transitions_in_write_order(tmp_path: Path) -> None:
+    dataset = cartpole(state=CircularState(2, 1, True, 25))
+    dataset.metadata["render_fps"] = 50
+    path = tmp_path / "run.parquet"
+    parquet_format.write(dataset, WritePlan(path, "parquet"), order=parquet_format.RowOrder.STEPS)
+    cols = pq.read_table(path).to_pydict()
+    flat = [r * 2 + e for r, e in zip(cols["row"], cols["env"], strict=True)]
+    assert flat == [(5 + k) % 12 for k in range(12)]  # from the write head round
+    assert cols["index"] == list(range(12))
     episodes = {}
     for k in range(12):
         episodes.setdefault(cols["episode_index"][k], []).append(
@@ -151,6 +189,12 @@ def test_rows_are_transitions_in_write_order_with_episodes(tmp_path: Path) -> No
         [(1, 5, 0), (1, 0, 1), (1, 1, 2)],
         [(0, 0, 0), (0, 1, 1), (0, 2, 2)],
     ]
+    assert np.allclose(cols["timestamp"], np.array(cols["frame_index"]) / 50)
+    layout = json.loads(pq.ParquetFile(path).metadata.metadata[b"expcli.parquet"])
+    assert layout["layout"] == "expcli-parquet/1" and layout["fps_from"] == "render_fps"
+    back = read_dataset(path)
+    for name, tensor in dataset.tensors.items():
+        assert np.array_equal(np.asarray(back.tensors[name]), tensor), name
 
 
 def test_column_types_and_footer_metadata(tmp_path: Path) -> None:
@@ -169,7 +213,7 @@ def test_column_types_and_footer_metadata(tmp_path: Path) -> None:
     assert header["tensors"]["frames"] == {"dtype": "uint8", "shape": [42, 42, 3]}
     assert header["env_id"] == "CartPole-v1" and header["filled"] is True
     layout = json.loads(kv[b"expcli.parquet"])
-    assert layout["layout"] == "expcli-parquet/1" and layout["columns"]["frames"] == "png"
+    assert layout["layout"] == "expcli-parquet/2" and layout["columns"]["frames"] == "png"
     assert b"pandas" not in kv
     features = json.loads(kv[b"huggingface"])["info"]["features"]
     assert features["frames"] == {"_type": "Image"}
@@ -231,7 +275,7 @@ def test_rows_read_in_order_decode_the_next_group_ahead_on_its_own_handle(
 ) -> None:
     monkeypatch.setattr(parquet_format, "GROUP_BYTES", 6000)  # one row a group
     dataset = cartpole(size=12)
-    path = write_dataset(dataset, tmp_path / "run.parquet")
+    path = _in_steps(dataset, tmp_path / "run.parquet")
     lazy, close = parquet_format.open_lazy(path)
     frames = lazy.tensors["frames"]
     assert isinstance(frames, LazyRows)
@@ -256,12 +300,12 @@ def test_a_file_replaced_while_read_in_order_is_refused_not_parsed(
     another put in its place (it could declare what the checks refuse)."""
     monkeypatch.setattr(parquet_format, "GROUP_BYTES", 6000)  # one row a group
     dataset = cartpole(size=12)
-    path = write_dataset(dataset, tmp_path / "run.parquet")
+    path = _in_steps(dataset, tmp_path / "run.parquet")
     lazy, close = parquet_format.open_lazy(path)
     frames = lazy.tensors["frames"]
     assert isinstance(frames, LazyRows)
     try:
-        write_dataset(cartpole(size=12), tmp_path / "other.parquet")
+        _in_steps(cartpole(size=12), tmp_path / "other.parquet")
         (tmp_path / "other.parquet").replace(path)
         with pytest.raises(FormatError, match="replaced or changed while it was read"):
             for row in range(12):
@@ -275,7 +319,7 @@ def test_row_groups_bound_what_a_read_decodes(
 ) -> None:
     monkeypatch.setattr(parquet_format, "GROUP_BYTES", 6000)  # one row (2 transitions) a group
     dataset = cartpole(size=8)
-    path = write_dataset(dataset, tmp_path / "run.parquet")
+    path = _in_steps(dataset, tmp_path / "run.parquet")
     assert pq.ParquetFile(path).metadata.num_row_groups == 8
     decoded: list[int] = []
     real = pq.ParquetFile.read_row_group

@@ -193,20 +193,21 @@ def test_pngs_of_other_writers_decode(tmp_path: Path) -> None:
     dataset = frames_run((42, 42, 3))
     path = save(dataset, tmp_path / "run.parquet", frames="full")
     table = pq.read_table(path)
-    frames = dataset.tensors["observations"].reshape(-1, 42, 42, 3)
-    blobs = []
-    for at, frame in enumerate(frames):
+    frames = np.array(dataset.tensors["observations"])  # (T, N, 42, 42, 3)
+    blobs = []  # in the file's row order, each the frame of its (row, env) cell
+    cells = zip(table.column("row").to_pylist(), table.column("env").to_pylist(), strict=True)
+    for at, (row, env) in enumerate(cells):
         out = io.BytesIO()
-        image = Image.fromarray(frame)
+        image = Image.fromarray(frames[row, env])
         if at == 3:  # a palette image of few colours decodes to the same RGB
-            flat = np.zeros_like(frame)
+            flat = np.zeros_like(frames[row, env])
             flat[::2] = (200, 10, 10)
             image = Image.fromarray(flat).convert("P", palette=Image.Palette.ADAPTIVE)
-            frames[at] = flat
+            frames[row, env] = flat
         image.save(out, format="PNG", compress_level=9)
         blobs.append(out.getvalue())
     with_cells(path, table, blobs)
-    got = np.asarray(load(path).tensors["observations"]).reshape(-1, 42, 42, 3)
+    got = np.asarray(load(path).tensors["observations"])
     assert np.array_equal(got, frames)
 
 
@@ -249,11 +250,15 @@ def test_hostile_png_cells_are_refused_naming_file_and_column(tmp_path: Path, ca
         np.asarray(load(path).tensors["observations"])
     message = str(raised.value)
     assert str(path) in message and "observations" in message and said in message
+    envs = dataset.num_envs  # file row 5 holds the cell (row, env) of its bookkeeping
+    hit = table.column("row")[5].as_py() * envs + table.column("env")[5].as_py()
+    other = (hit + 1) % (dataset.memory_size * envs)
     lazy, close = open_lazy(path)
     try:  # a random draw decodes that cell alone, and refuses it the same way
-        assert gather_flat(lazy.tensors["observations"], np.array([4]), 2).shape == (1, 42, 42, 3)
+        drawn_one = gather_flat(lazy.tensors["observations"], np.array([other]), envs)
+        assert drawn_one.shape == (1, 42, 42, 3)
         with pytest.raises(FormatError, match=said) as drawn:
-            gather_flat(lazy.tensors["observations"], np.array([4, 5]), 2)
+            gather_flat(lazy.tensors["observations"], np.array([other, hit]), envs)
         assert str(path) in str(drawn.value) and "observations" in str(drawn.value)
     finally:
         close()

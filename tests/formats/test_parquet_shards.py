@@ -52,12 +52,35 @@ def _bookkeeping(folder: Path) -> dict[str, np.ndarray]:
 
 
 def _same_as_one_file(folder: Path, dataset: Dataset) -> None:
+    """Each transition's bookkeeping is as in one file; each shard holds its episodes whole.
+
+    Within a shard, an episode's rows are one run, ``frame_index`` one up each row (going on
+    from the shard before where it began there), episodes in the order they start.
+    """
+    import pyarrow.parquet as pq
+
     flat = positions(0, SIZE * ENVS, SIZE * ENVS)
     episode, frame = reference(flat, done_flags(dataset.tensors, SIZE, ENVS).reshape(-1), ENVS)
     got = _bookkeeping(folder)
-    assert got["episode_index"].tolist() == episode and got["frame_index"].tolist() == frame
-    assert got["index"].tolist() == list(range(SIZE * ENVS))
-    assert got["row"].tolist() == (flat // ENVS).tolist()
+    order = np.argsort(got["index"])  # in time order
+    assert got["index"][order].tolist() == list(range(SIZE * ENVS))
+    assert got["episode_index"][order].tolist() == episode
+    assert got["frame_index"][order].tolist() == frame
+    assert got["row"][order].tolist() == (flat // ENVS).tolist()
+    continued = 0
+    for shard in sorted(folder.glob("shard-*.parquet")):
+        cols = pq.read_table(shard, columns=["episode_index", "frame_index"]).to_pydict()
+        runs = [
+            e
+            for k, e in enumerate(cols["episode_index"])
+            if k == 0 or e != cols["episode_index"][k - 1]
+        ]
+        assert runs == sorted(set(runs)), shard.name  # each episode one run, in order
+        for k in range(1, len(runs and cols["frame_index"])):
+            if cols["episode_index"][k] == cols["episode_index"][k - 1]:
+                assert cols["frame_index"][k] == cols["frame_index"][k - 1] + 1
+        continued += cols["frame_index"][0] > 0
+    assert continued  # some episode went on into the next shard
 
 
 @settings(max_examples=12, deadline=None)
