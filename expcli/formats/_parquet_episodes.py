@@ -173,8 +173,14 @@ def find_episodes(
         flat = positions(start + first, stop - first, cells)
         book, carry = transition_chunk(flat, done_of(flat, stop - first), envs, carry)
         episode = book["episode_index"]
-        numbers, at, counts = np.unique(episode, return_index=True, return_counts=True)
-        last = len(episode) - 1 - np.unique(episode[::-1], return_index=True)[1]
+        # one stable sort gives each episode's first and last transition in the chunk
+        by = np.argsort(episode, kind="stable")
+        ordered = episode[by]
+        cut = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+        begins = np.concatenate([[0], cut]).astype(np.int64)
+        ends = np.concatenate([cut, [len(ordered)]]).astype(np.int64)
+        numbers, at, last = ordered[begins], by[begins], by[ends - 1]
+        counts = ends - begins
         for key, values in (
             ("number", numbers),
             ("first", first + at),

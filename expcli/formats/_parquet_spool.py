@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -125,15 +126,19 @@ class Spool:
             return
         segment = rows // self.rows
         low, high = int(segment.min()), int(segment.max())
+        parts: list[tuple[int, Any]] = [(low, slice(None))]  # one segment: all rows
+        if low != high:  # one sort by segment, then a slice of it each
+            by = np.argsort(segment, kind="stable")
+            cuts = np.searchsorted(segment[by], np.arange(low, high + 2))
+            parts = [
+                (low + k, by[cuts[k] : cuts[k + 1]])
+                for k in range(high - low + 1)
+                if cuts[k + 1] > cuts[k]
+            ]
         with output_errors(self.target):
-            for number in range(low, high + 1):
-                picked, local = columns, rows - number * self.rows  # one segment: all
-                if low != high:
-                    inside = segment == number
-                    if not inside.any():
-                        continue
-                    picked = {name: data[inside] for name, data in columns.items()}
-                    local = local[inside]
+            for number, inside in parts:
+                local = rows[inside] - number * self.rows
+                picked = columns if low == high else {n: d[inside] for n, d in columns.items()}
                 found = self._segment(number)
                 if found.fd >= 0:  # a file: its runs written in order
                     order = np.argsort(local, kind="stable")
