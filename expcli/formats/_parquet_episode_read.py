@@ -14,6 +14,7 @@ column: one run of file rows, decoded without the other envs' rows.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -43,8 +44,42 @@ INDEX_CELLS = 1 << 20
 """Cells of a read whose file rows are found at once (8 MiB of index)."""
 
 GROUPS_KEPT_BYTES = 64 << 20
-"""Decoded row groups kept, all columns together (the latest used, one at least): the runs
-of N env columns lie in N places of the file, each read a slice at a time."""
+"""Decoded row groups kept, all columns and all open files together (the latest used, one
+at least): the runs of N env columns lie in N places of a file, each read a slice at a
+time; a folder's shards are open together, and their groups share the one budget."""
+
+
+class _KeptGroups:
+    """Decoded row groups of every open episode file, the least recently used dropped."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[tuple[int, str, int], np.ndarray] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: tuple[int, str, int]) -> np.ndarray | None:
+        with self._lock:
+            found = self._kept.get(key)
+            if found is not None:
+                self._kept.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[int, str, int], decoded: np.ndarray) -> None:
+        with self._lock:
+            old = self._kept.pop(key, None)
+            self._bytes += decoded.nbytes - (0 if old is None else old.nbytes)
+            self._kept[key] = decoded
+            while self._bytes > GROUPS_KEPT_BYTES and len(self._kept) > 1:
+                self._bytes -= self._kept.popitem(last=False)[1].nbytes
+
+    def drop(self, owner: int) -> None:
+        with self._lock:
+            for key in [k for k in self._kept if k[0] == owner]:
+                self._bytes -= self._kept.pop(key).nbytes
+
+
+_KEPT = _KeptGroups()
+_OWNERS = itertools.count()  # never reused, unlike id(): a file dropped unclosed misleads none
 
 
 class Decoder(Protocol):
@@ -93,9 +128,8 @@ class EpisodeFile:
         """
         parquet, path, reopen = opened
         self.decoder, self.path = decoder, path
-        self._kept: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
-        self._bytes = 0
         self._lock = threading.Lock()
+        self._owner = next(_OWNERS)
         self.starts = np.concatenate([[0], decoder.ends]).astype(np.int64)
         size, envs, stored = shape
         self.size, self.envs = size, envs
@@ -142,26 +176,24 @@ class EpisodeFile:
         return LazyRows(shape, dtype, read, blocks=blocks)
 
     def group(self, column: Column, group: int) -> np.ndarray:
-        """Row group ``group`` of ``column`` decoded; the latest ``GROUPS_KEPT_BYTES`` kept."""
-        with self._lock:
-            found = self._kept.get((column.key, group))
-            if found is not None:
-                self._kept.move_to_end((column.key, group))
-                return found
-            count = int(self.starts[group + 1] - self.starts[group])
-            decoded = self.decoder.group(column, group, count)
-            self._kept[column.key, group] = decoded
-            self._bytes += decoded.nbytes
-            while self._bytes > GROUPS_KEPT_BYTES and len(self._kept) > 1:
-                self._bytes -= self._kept.popitem(last=False)[1].nbytes
-            return decoded
+        """Row group ``group`` of ``column`` decoded; kept within ``GROUPS_KEPT_BYTES``."""
+        key = (self._owner, column.key, group)
+        found = _KEPT.get(key)
+        if found is not None:
+            return found
+        with self._lock:  # one decode at a time on this file's handle
+            found = _KEPT.get(key)
+            if found is None:
+                count = int(self.starts[group + 1] - self.starts[group])
+                found = self.decoder.group(column, group, count)
+                _KEPT.put(key, found)
+            return found
 
     def close(self) -> None:
-        """Close the file and drop the decoded groups."""
+        """Close the file and drop its decoded groups."""
+        _KEPT.drop(self._owner)
         with self._lock:
-            self._kept.clear()
-            self._bytes = 0
-        self.decoder.close()
+            self.decoder.close()
 
 
 class _Kept:

@@ -68,6 +68,7 @@ ALLOWED: dict[str, tuple[int, str]] = {
     "formats/test_detect.py": (1, "an exclusion: the formats whose reader is torch's or h5py's"),
     "cli/test_help_pages.py": (1, "a stand-in list of choices for the completion helper"),
     "cli/test_convert_stdout.py": (1, "refused argument lists, each with its message"),
+    "cli/test_storage_option.py": (1, "refused storage options, each with its message"),
     "cli/test_write_signals.py": (1, "one killed write per verb, each a subprocess: a sample"),
     "collect/test_folder_collect.py": (1, "kill -9 runs, seconds each: a sample of seeds"),
     "collect/test_spooled_collect.py": (1, "3,001 steps twice a format: two formats, for time"),
