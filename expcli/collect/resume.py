@@ -192,7 +192,7 @@ def continue_folder(folder: Path, settings: CollectSettings, rows: RunRows) -> C
                 f"{folder} holds {tracker.complete:,} of {s.episodes:,} episodes; nothing to resume"
             )
         s.episodes -= tracker.complete
-    writer = ShardWriter(folder, manifest, frames=s.frames, license=s.license)
+    writer = ShardWriter(folder, manifest, frames=s.frames, license=s.license, images=s.images)
     if last is not None:
         writer.replace_last(last, user_metadata(manifest.header))
     segments.append({"segment": len(segments), "seed": s.seed, "first_row": manifest.rows})

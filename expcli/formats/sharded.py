@@ -73,7 +73,7 @@ from expcli.formats.header import header_specs
 from expcli.formats.lazy import LazyRows
 from expcli.formats.rows import Format, WritePlan
 from expcli.formats.table import compressing_shard_formats
-from expcli.spec import FRAMES_SCHEMA, CircularState, FramesForm
+from expcli.spec import FRAMES_SCHEMA, CircularState, FramesForm, ImagesForm
 
 if TYPE_CHECKING:
     from expcli.formats.block_cache import BlockCache
@@ -128,6 +128,7 @@ class ShardWriter:
             run recorded, else ``other``), where the shard format gives the folder a card.
         tally: The episodes of all the rows to be written (a circular dataset's, counted
             oldest first); None: counted as shards land (rows in order).
+        images: How Parquet shards store image-like frames (PNG cells or raw bytes).
     """
 
     def __init__(
@@ -139,6 +140,7 @@ class ShardWriter:
         *,
         license: str | None = None,
         tally: EpisodeTally | None = None,
+        images: ImagesForm = ImagesForm.PNG,
     ) -> None:
         self.folder = folder
         self.manifest = manifest
@@ -146,7 +148,11 @@ class ShardWriter:
         self.shard = manifest.shard
         compression = manifest.header.get(COMPRESSION_KEY)
         self.plan = WritePlan(
-            folder, self.shard.name, compression=compression and str(compression), frames=frames
+            folder,
+            self.shard.name,
+            compression=compression and str(compression),
+            frames=frames,
+            images=images,
         )
         with output_errors(folder, every=True):
             folder.mkdir(parents=True, exist_ok=True)
@@ -361,13 +367,15 @@ def write(
     compression: str | None = None,
     frames: FramesForm = FramesForm.ONCE,
     license: str | None = None,
+    images: ImagesForm = ImagesForm.PNG,
 ) -> None:
     """Write ``dataset`` as a sharded folder, reading it a shard of rows at a time.
 
     The folder is built beside the target under a temporary name and renamed into place
     when complete (an existing folder is replaced only with ``overwrite``). Its shards are
     ``shard_format`` files (npz by default; Parquet ones ``compression``-ed, zstd by default);
-    ``frames``: how they store next observations. A folder of Parquet shards gets a dataset
+    ``frames``: how they store next observations; ``images``: how Parquet shards store
+    image-like frames (``_parquet_columns``). A folder of Parquet shards gets a dataset
     card (``dataset_card``) under ``license``, its episodes counted first (a pass over the
     rewards and done flags, oldest first).
 
@@ -397,7 +405,9 @@ def write(
                     dataset.memory_size,
                     dataset.num_envs,
                 )
-            writer = ShardWriter(tmp, manifest, dataset.state, frames, license=license, tally=tally)
+            writer = ShardWriter(
+                tmp, manifest, dataset.state, frames, license=license, tally=tally, images=images
+            )
             metadata = user_metadata(manifest.header)
             step = shard_rows(dataset.tensors, shard_bytes)
             for start in range(0, dataset.memory_size, step):

@@ -321,6 +321,22 @@ def test_convert_and_collect_take_images_png_or_raw(tmp_path: Path) -> None:
             "dummy", "--seed", "0", "--images", images, "-o", str(out), "--overwrite", "-q",
         )  # fmt: skip
         assert pq.read_schema(out).field("observations").type == kind
+    for images, kind in (("raw", pa.binary(5292)), ("png", PNG)):  # folders of shards too
+        folder = tmp_path / f"{images}-folder"
+        run("convert", str(source), str(folder), "--shard-format", "parquet", "--images", images)
+        [shard] = folder.glob("shard-*.parquet")
+        assert pq.read_schema(shard).field("observations").type == kind
+        assert_same(load(folder), dataset)
+        collected = tmp_path / f"{images}-collected"
+        run(
+            "collect", "benchmarks.frame_env:ConstantFrame-v0", "--env-kwargs",
+            '{"shape": [70, 70, 3], "length": 7}', "--envs", "2", "--steps", "8", "--mode",
+            "dummy", "--seed", "0", "--images", images, "-o", str(collected),
+            "--shard-format", "parquet", "-q",
+        )  # fmt: skip
+        [shard] = collected.glob("shard-*.parquet")
+        expected = pa.binary(70 * 70 * 3) if images == "raw" else PNG
+        assert pq.read_schema(shard).field("observations").type == expected
 
 
 def test_a_row_group_of_png_cells_that_decodes_past_the_bound_is_refused_unread(

@@ -17,10 +17,11 @@ if TYPE_CHECKING:
 
 __all__ = ["PARQUET_CARD", "PARQUET_FILE", "ParquetFile"]
 
-PARQUET_CARD = """- `shard-*.parquet`: one row per transition, in the order collected: `index`,
-  `episode_index`, `frame_index`, `env`, `row`, then one column per tensor
-  (`observations`, `actions`, `rewards`, `terminated`, `truncated`, ...). Each shard's
-  footer holds the whole expcli metadata.
+PARQUET_CARD = """- `shard-*.parquet`: one row per transition, episode by episode (each episode's
+  rows together, `frame_index` 0, 1, 2...; one still running at a shard's end goes on in
+  the next shard): `index`, `episode_index`, `frame_index`, `env`, `row`, `timestamp`,
+  then one column per tensor (`observations`, `actions`, `rewards`, `terminated`,
+  `truncated`, ...). Each shard's footer holds the whole expcli metadata.
 - `manifest.json`: the complete shards (a reader of the glob sees the same rows once a run
   has ended), their sizes and CRC-32s.
 

@@ -37,6 +37,7 @@ class ShardedFolder(ModuleFormat):
             compression=plan.compression,
             frames=plan.frames,
             license=plan.license,
+            images=plan.images,
         )
 
 
