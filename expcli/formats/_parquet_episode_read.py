@@ -43,7 +43,7 @@ GROUPS_INDEX_CELLS = 1 << 20
 INDEX_CELLS = 1 << 20
 """Cells of a read whose file rows are found at once (8 MiB of index)."""
 
-GROUPS_KEPT_BYTES = 64 << 20
+GROUPS_KEPT_BYTES = 32 << 20
 """Decoded row groups kept, all columns and all open files together (the latest used, one
 at least): the runs of N env columns lie in N places of a file, each read a slice at a
 time; a folder's shards are open together, and their groups share the one budget."""
