@@ -165,14 +165,13 @@ def save(
     plan = WritePlan(
         target,
         fmt,
-        layout,
-        compression,
-        None,
-        form,
-        overwrite,
-        authorship,
-        _license(license),
-        images_form(images),
+        layout=layout,
+        compression=compression,
+        frames=form,
+        overwrite=overwrite,
+        authorship=authorship,
+        license=_license(license),
+        images=images_form(images),
     )
     check_target(plan)
     write_checked(dataset, plan, checksums(dataset) if verify else None)
@@ -231,14 +230,14 @@ def convert(
     plan = WritePlan(
         target,
         fmt,
-        layout,
-        compression,
-        shard_format,
-        form,
-        overwrite,
-        authorship,
-        _license(license),
-        images_form(images),
+        layout=layout,
+        compression=compression,
+        shard_format=shard_format,
+        frames=form,
+        overwrite=overwrite,
+        authorship=authorship,
+        license=_license(license),
+        images=images_form(images),
     )
     mapping = column_roles(columns, done_means)
     if lerobot is not None and layout is not Layout.LEROBOT:

@@ -114,7 +114,10 @@ def run_child(
 
 
 # The child measures itself: a fork's rusage would count the parent's pages. Its baseline
-# is its resident memory after the imports named; the peak is written at exit.
+# is its resident memory after the imports named; the peak is written at exit. pyarrow is
+# imported through expcli, which picks Arrow's pool when it imports pyarrow first: imported
+# before, pyarrow kept its own, and a test measured that pool or expcli's depending on
+# whether an earlier test in its worker had left ARROW_DEFAULT_MEMORY_POOL set.
 _BOOT = """
 import atexit, gc, importlib, json, runpy, sys
 memory_file, imports, mode, target, *rest = sys.argv[1:]
@@ -122,6 +125,8 @@ def _kib(field):
     with open("/proc/self/status") as status:
         return next((int(l.split()[1]) for l in status if l.startswith(field)), 0)
 for name in filter(None, imports.split(",")):
+    if name == "pyarrow":  # as expcli imports it, so that its pool is the one users get
+        importlib.import_module("expcli.formats._parquet_open").pyarrow_parquet()
     importlib.import_module(name)
 gc.collect()
 _baseline = _kib("VmRSS:")

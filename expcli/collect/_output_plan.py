@@ -12,7 +12,7 @@ from pathlib import Path
 
 from expcli.collect.settings import CollectSettings
 from expcli.errors import ConfigError
-from expcli.formats.rows import Format, Layout, WritePlan
+from expcli.formats.rows import Format, WritePlan
 from expcli.formats.sharded import find_shard_format
 from expcli.formats.table import (
     SHARDED_FOLDER,
@@ -55,11 +55,10 @@ def output_plan(settings: CollectSettings, output: Path, *, to_folder: bool) -> 
     return WritePlan(
         output,
         fmt,
-        Layout.EXPCLI,
-        compression,
-        settings.shard_format,
-        settings.frames,
-        settings.overwrite,
+        compression=compression,
+        shard_format=settings.shard_format,
+        frames=settings.frames,
+        overwrite=settings.overwrite,
         license=settings.license,
         images=settings.images,
     )

@@ -148,13 +148,12 @@ def layout_run(
     plan = WritePlan(
         target,
         fmt,
-        layout,
-        compression,
-        None,
-        settings.frames,
-        settings.overwrite,
-        authorship,
-        settings.license,
+        layout=layout,
+        compression=compression,
+        frames=settings.frames,
+        overwrite=settings.overwrite,
+        authorship=authorship,
+        license=settings.license,
     )
     check_target(plan)
     staging = target.with_name(target.name.replace(".", "-") + "-collecting")  # no suffix

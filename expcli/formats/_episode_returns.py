@@ -68,19 +68,21 @@ class EpisodeTally:
         if valid is not None:
             ends = ends & valid
             values = np.where(valid, values, 0.0)
-        for j in range(self.num_envs):
-            stops = np.flatnonzero(ends[:, j])
-            if not len(stops):
-                self._running[j] += values[:, j].sum()
-                continue
-            ends_at = values[: stops[-1] + 1, j]
-            sums = np.add.reduceat(ends_at, np.concatenate(([0], stops[:-1] + 1)))
-            sums[0] += self._running[j]
-            if not self._counting[j]:
-                sums = sums[1:]
-            self._record(sums)
-            self._counting[j] = True
-            self._running[j] = values[stops[-1] + 1 :, j].sum()
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN or inf rewards: such returns
+            for j in range(self.num_envs):
+                self._add_column(j, values[:, j], np.flatnonzero(ends[:, j]))
+
+    def _add_column(self, j: int, values: np.ndarray, stops: np.ndarray) -> None:
+        if not len(stops):
+            self._running[j] += values.sum()
+            return
+        sums = np.add.reduceat(values[: stops[-1] + 1], np.concatenate(([0], stops[:-1] + 1)))
+        sums[0] += self._running[j]
+        if not self._counting[j]:
+            sums = sums[1:]
+        self._record(sums)
+        self._counting[j] = True
+        self._running[j] = values[stops[-1] + 1 :].sum()
 
     def add_tensors(self, tensors: Mapping[str, Any], rows: int) -> None:
         """Feed the first ``rows`` rows of ``tensors`` (a shard's, oldest first), in chunks."""

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from expcli.errors import FormatError
-from expcli.formats._parquet_columns import Carry, positions, transition_chunk
+from expcli.formats._parquet_columns import Carry, positions
 
 __all__ = ["EpisodeCells", "Episodes", "find_episodes", "timestamps"]
 
@@ -81,18 +81,27 @@ class Episodes:
     ) -> np.ndarray:
         """The file rows of chronological positions ``first..stop``.
 
-        Each env's positions one in N are found among its episodes' starts (``by_env``); a
-        position past the written ones (never written) keeps its number.
+        Each env's positions one in N run through its episodes in order (``by_env``): an
+        episode's are consecutive file rows. A position past the written ones (never
+        written) keeps its number.
         """
         envs = max(self.envs, 1)
         out = np.arange(first, stop, dtype=np.int64)
         written = min(stop, self.written)
         for env, (firsts, slots) in enumerate(per_env):
-            at = np.arange(first + (env - start - first) % envs, written, envs, dtype=np.int64)
-            if not len(at):
+            at = first + (env - start - first) % envs  # the env's first position here
+            count = len(range(at, written, envs))
+            if count <= 0:
                 continue
-            slot = slots[np.searchsorted(firsts, at, side="right") - 1]
-            out[at - first] = self.offsets[slot] + (at - self.firsts[slot]) // envs
+            low = int(np.searchsorted(firsts, at, side="right")) - 1  # the episode it is in
+            high = int(np.searchsorted(firsts, at + (count - 1) * envs, side="right"))
+            begins = np.maximum(0, -(-(firsts[low:high] - at) // envs))  # each one's first j
+            begins[0] = 0
+            held = slots[low:high]
+            base = self.offsets[held] + (at - self.firsts[held]) // envs
+            lengths = np.diff(np.append(begins, count))
+            rows = np.repeat(base, lengths) + np.arange(count, dtype=np.int64)
+            out[at - first : at - first + count * envs : envs] = rows
         return out
 
     def positions(self, first: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
@@ -141,11 +150,12 @@ class Episodes:
     def complete(self, seen: int) -> int:
         """The file rows before the first episode not over once ``seen`` transitions were read.
 
-        Rows never written follow the written ones: complete once all are seen.
+        Rows never written follow the written ones, each at its own position: complete
+        once the episodes all are and it is seen.
         """
         done = np.maximum.accumulate(self.lasts) < seen if len(self.lasts) else np.zeros(0, bool)
         over = int(np.searchsorted(~done, True))  # episodes 0..over-1 are all over
-        return int(self.offsets[over]) if over < len(self.lasts) else self.written
+        return int(self.offsets[over]) if over < len(self.lasts) else max(self.written, seen)
 
 
 def _pick(values: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -161,6 +171,9 @@ def find_episodes(
 ) -> tuple[Episodes, Carry]:
     """The episodes of the written transitions (flags read a chunk at a time), the carry after.
 
+    Numbered and carried as ``transition_chunk`` numbers them, but found from the flags
+    alone: a transition starts an episode where its env's transition before it ended one.
+
     Args:
         chunks: Chronological positions ``(first, stop)`` covering the written ones in order.
         done_of: The done flag of each of the flat cells given, the first ``n`` written.
@@ -170,24 +183,9 @@ def find_episodes(
     start, cells, envs = where
     found: dict[str, list[np.ndarray]] = {k: [] for k in ("number", "first", "frame", "last", "n")}
     for first, stop in chunks:
-        flat = positions(start + first, stop - first, cells)
-        book, carry = transition_chunk(flat, done_of(flat, stop - first), envs, carry)
-        episode = book["episode_index"]
-        # one stable sort gives each episode's first and last transition in the chunk
-        by = np.argsort(episode, kind="stable")
-        ordered = episode[by]
-        cut = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-        begins = np.concatenate([[0], cut]).astype(np.int64)
-        ends = np.concatenate([cut, [len(ordered)]]).astype(np.int64)
-        numbers, at, last = ordered[begins], by[begins], by[ends - 1]
-        counts = ends - begins
-        for key, values in (
-            ("number", numbers),
-            ("first", first + at),
-            ("frame", book["frame_index"][at]),
-            ("last", first + last),
-            ("n", counts),
-        ):
+        done = np.asarray(done_of(positions(start + first, stop - first, cells), stop - first))
+        pieces, carry = _chunk_episodes(first, done, (start + first) % max(envs, 1), carry)
+        for key, values in pieces.items():
             found[key].append(values)
     if not found["number"]:
         none = np.zeros(0, np.int64)
@@ -205,6 +203,52 @@ def find_episodes(
         np.maximum.reduceat(np.concatenate(found["last"])[order], begins),
         envs,
     ), carry
+
+
+def _chunk_episodes(
+    first: int, done: np.ndarray, phase: int, carry: Carry
+) -> tuple[dict[str, np.ndarray], Carry]:
+    """The pieces of episodes among chronological positions ``first..first + len(done)``.
+
+    One piece per episode the chunk holds part of: its number, first and last position,
+    the frame index of its first transition here, its transitions here. ``phase``: the env
+    of position ``first`` (position ``first + j`` is of env ``(phase + j) % N``).
+    """
+    n, envs = len(done), max(len(carry.ended), 1)
+    env = (phase + np.arange(n, dtype=np.int64)) % envs
+    head = min(envs, n)  # each env's first transition in the chunk
+    begins = np.empty(n, bool)
+    begins[head:] = done[: n - head]
+    begins[:head] = carry.ended[env[:head]]
+    opens = begins.copy()
+    opens[:head] = True  # a piece: an episode begun here, or one going on from before
+    at = np.flatnonzero(opens)
+    of = env[at]
+    new = begins[at]
+    number = np.where(new, carry.next_episode + np.cumsum(new) - 1, carry.episode[of])
+    frame = np.where(new, 0, carry.frame[of] + 1)
+    # a piece ends before the next piece of its env, else at its env's last transition here
+    order = np.argsort(of, kind="stable")
+    ordered = of[order]
+    last_here = np.ones(len(at), bool)
+    last_here[:-1] = ordered[1:] != ordered[:-1]
+    offset = (ordered - phase) % envs
+    end = np.where(last_here, offset + (n - 1 - offset) // envs * envs, 0)
+    end[:-1] = np.where(last_here[:-1], end[:-1], at[order][1:] - envs)
+    last = np.empty(len(at), np.int64)
+    last[order] = end
+    count = (last - at) // envs + 1
+    closing = order[last_here]  # each env's last piece: what the carry holds after
+    columns = of[closing]
+    episode, frames, ended = carry.episode.copy(), carry.frame.copy(), carry.ended.copy()
+    episode[columns] = number[closing]
+    frames[columns] = frame[closing] + count[closing] - 1
+    ended[columns] = done[last[closing]]
+    after = Carry(
+        carry.index + n, carry.row, carry.next_episode + int(new.sum()), episode, frames, ended
+    )
+    pieces = {"number": number, "first": first + at, "frame": frame, "last": first + last}
+    return {**pieces, "n": count}, after
 
 
 @dataclass(frozen=True, slots=True)

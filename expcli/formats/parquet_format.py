@@ -169,8 +169,9 @@ def write(dataset: Dataset, plan: WritePlan, *, order: RowOrder = RowOrder.EPISO
             the same ``env`` whose ``row`` is one more (row 0 after the last, unless the
             ``frames`` entry says ``"wrap": false``).
         order: The rows' order (``RowOrder``): episode by episode (read in time order
-            twice, the first time its flags alone; episodes under way kept in a spool, on
-            disk beside the target past ``_parquet_spool.RAM_BYTES``), or time after time.
+            twice, the first time its flags alone; episodes under way kept in a window of
+            the latest transitions where it fits in ``_parquet_spool.RAM_BYTES``, else in
+            a spool, on disk beside the target past that), or time after time.
 
     Raises:
         SchemaError: A tensor is named as a bookkeeping column, or the metadata is not JSON.

@@ -252,7 +252,14 @@ def write_dataset(
                 path=path,
             )
         fmt = found
-    plan = WritePlan(target, fmt, Layout.EXPCLI, compression, shard_format, form, overwrite)
+    plan = WritePlan(
+        target,
+        fmt,
+        compression=compression,
+        shard_format=shard_format,
+        frames=form,
+        overwrite=overwrite,
+    )
     return write_planned(dataset, plan)
 
 

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ import pytest
 
 import expcli
 from expcli.spec import CircularState
+from tests.signals import sigterm_once
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS, ENVS, WIDTH = 40_000, 4, 64  # 41 MB of noise: seconds to gzip, enough to be caught
@@ -67,28 +67,11 @@ def test_sigterm_during_a_write_cleans_up_and_exits_130(
 ) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
-    child = subprocess.Popen(
-        [sys.executable, "-m", "expcli", *_command(verb, source, out, suffix)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        first = f".t{suffix}.expcli-"  # the first output's temporary file
-        while not any(name.startswith(first) for name in os.listdir(out)):
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < deadline, "no temporary file appeared"
-            time.sleep(0.01)
-        child.send_signal(signal.SIGTERM)
-        _, stderr = child.communicate(timeout=60)
-    finally:
-        child.kill()
-        child.wait()
+    first = f".t{suffix}.expcli-"  # the first output's temporary file
+    argv = ["-m", "expcli", *_command(verb, source, out, suffix)]
+    returncode, stderr = sigterm_once(argv, out, lambda name: name.startswith(first))
     assert "Traceback" not in stderr
-    assert child.returncode in (130, 0, -signal.SIGTERM), stderr  # 0, -15: it came too late
+    assert returncode in (130, 0, -signal.SIGTERM), stderr  # 0, -15: it came too late
     left = sorted(os.listdir(out))
     assert all(not name.startswith(".") for name in left), f"temporary or lock left: {left}"
     for name in left:  # a signal after an output was renamed into place leaves it complete

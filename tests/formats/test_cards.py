@@ -10,6 +10,7 @@ the data, a wrapped memory's included; LeRobot and Minari folders carry a card t
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -299,3 +300,15 @@ def test_a_kill_9_leaves_a_whole_card_and_resume_brings_it_up_to_date(
     card = (folder / "README.md").read_text(encoding="utf-8")
     assert f"{stored + 100:,} transitions" in card
     assert _load(folder, tmp_path / "cache", caplog).num_rows == stored + 100
+
+
+def test_rewards_of_nan_and_inf_give_such_returns_without_a_warning() -> None:
+    """A NaN or infinite reward is data: its episode's return says so, nothing is raised."""
+    rewards = np.array([[np.nan, 1.0], [1.0, np.inf], [2.0, -np.inf]])
+    done = np.array([[False, False], [True, True], [False, True]])
+    tally = EpisodeTally(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tally.add(rewards, done)
+    assert tally.count == 3 and np.isnan(tally.total)
+    assert "3 complete episodes" in tally.summary()

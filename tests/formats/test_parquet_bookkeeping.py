@@ -3,7 +3,8 @@
 ``episode_index`` and ``frame_index`` follow each env column through time: an episode
 begins at a column's first transition and after each done one, and episodes are numbered
 in the order they begin. A file (or a folder of shards) is written a row group at a time,
-so the numbering carries from chunk to chunk; whatever the chunks, it is the loop's.
+so the numbering carries from chunk to chunk; whatever the chunks, it is the loop's. The
+episode writer finds the same episodes from the flags alone (``find_episodes``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from expcli.formats._parquet_columns import Carry, positions, transition_chunk
+from expcli.formats._parquet_episodes import find_episodes
 
 
 def reference(flat: np.ndarray, done: np.ndarray, envs: int) -> tuple[list[int], list[int]]:
@@ -76,3 +78,57 @@ def test_a_carried_episode_goes_on_in_the_next_chunk() -> None:
     ]  # fmt: skip
     assert second["frame_index"].tolist() == [0, 2, 1, 3]
     assert carry.next_episode == 3
+
+
+@st.composite
+def carried_runs(draw: st.DrawFn) -> tuple[tuple[int, int, int], np.ndarray, list[int], Carry]:
+    """A written run cut into chunks, after a carry an earlier shard could have left."""
+    envs = draw(st.integers(1, 5))
+    cells = draw(st.integers(1, 30)) * envs
+    start = draw(st.integers(0, cells - 1))
+    count = draw(st.integers(1, cells))
+    done = np.array(draw(st.lists(st.booleans(), min_size=count, max_size=count)), bool)
+    cuts = sorted(set(draw(st.lists(st.integers(1, count - 1), max_size=6)) if count > 1 else []))
+    carry = Carry.start(envs)
+    if draw(st.booleans()):  # an earlier shard: some envs' episodes go on
+        ended = np.array(draw(st.lists(st.booleans(), min_size=envs, max_size=envs)), bool)
+        frame = np.array(draw(st.lists(st.integers(0, 9), min_size=envs, max_size=envs)))
+        top = draw(st.integers(envs, 3 * envs))
+        episode = np.array(draw(st.permutations(range(top)))[:envs], np.int64)
+        carry = Carry(draw(st.integers(0, 99)), 7, top, episode, frame.astype(np.int64), ended)
+    return (start, cells, envs), done, cuts, carry
+
+
+@settings(max_examples=300, deadline=None)
+@given(run=carried_runs())
+def test_episodes_found_from_the_flags_are_those_the_bookkeeping_numbers(
+    run: tuple[tuple[int, int, int], np.ndarray, list[int], Carry],
+) -> None:
+    """``find_episodes`` (flags alone) against ``transition_chunk`` (every column), chunked."""
+    (start, cells, envs), done, cuts, carry = run
+    flat = positions(start, len(done), cells)
+    chunks = list(zip([0, *cuts], [*cuts, len(done)], strict=True))
+    books, reference_carry = [], carry
+    for first, stop in chunks:
+        book, reference_carry = transition_chunk(
+            flat[first:stop], done[first:stop], envs, reference_carry
+        )
+        books.append(book)
+    episode = np.concatenate([b["episode_index"] for b in books])
+    frame = np.concatenate([b["frame_index"] for b in books])
+    numbers = np.unique(episode)
+    held = [np.flatnonzero(episode == k) for k in numbers]
+
+    def done_of(at: np.ndarray, n: int) -> np.ndarray:
+        return done[(at[:n] - start) % cells]
+
+    found, after = find_episodes(chunks, done_of, (start, cells, envs), carry)
+    assert found.numbers.tolist() == numbers.tolist()
+    assert found.firsts.tolist() == [int(h[0]) for h in held]
+    assert found.frames.tolist() == [int(frame[h[0]]) for h in held]
+    assert found.lasts.tolist() == [int(h[-1]) for h in held]
+    assert found.offsets.tolist() == [0, *np.cumsum([len(h) for h in held]).tolist()]
+    for name in ("index", "row", "next_episode"):
+        assert getattr(after, name) == getattr(reference_carry, name)
+    for name in ("episode", "frame", "ended"):
+        assert getattr(after, name).tolist() == getattr(reference_carry, name).tolist()

@@ -3,8 +3,10 @@
 Files and folders of shards (``expcli-parquet/2``, ``"order": "episodes"``) hold each
 episode's transitions one after another, ``frame_index`` 0, 1, 2... (in a shard, going on
 from the shard before), ``timestamp`` ``frame_index / fps``; the rows never written last.
-expcli reads them back with the circular state intact, from a file read lazily through
-a spool that spills to temporaries beside the target (removed however the write ends).
+expcli reads them back with the circular state intact. A source read lazily waits in a
+window of the latest transitions where its episodes end, else in a spool that spills to
+temporaries beside the target (removed however the write ends); either writes the file
+a source in memory writes.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from expcli.formats import Dataset, read_dataset, sharded, write_dataset
 from expcli.formats.rows import WritePlan
 from expcli.spec import CircularState
 from tests.formats.test_roundtrip import assert_same_dataset
+from tests.signals import sigterm_once
 
 pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow cannot be installed on this Python")
 
@@ -113,6 +115,71 @@ def test_files_and_folders_round_trip_bit_for_bit_episode_by_episode(
         assert_episodes_contiguous([pq.read_table(s) for s in shards], fps)
         assert_same_dataset(dataset, read_dataset(folder))
         assert set(os.listdir(tmp)) == {"run.parquet", "d"}
+
+
+def _footer(table: Any) -> dict[bytes, Any]:
+    """The file's footer, but for the time it was written."""
+    footer = dict(table.schema.metadata)
+    header = json.loads(footer.pop(b"expcli"))
+    header.pop("created")
+    return {**footer, b"expcli": header}
+
+
+def _lazy(dataset: Dataset) -> Dataset:
+    """The dataset with every tensor read a slice of rows at a time, as a file is."""
+    from expcli.formats.lazy import LazyRows
+
+    tensors = {
+        name: LazyRows(array.shape, array.dtype, lambda a, b, array=array: array[a:b])
+        for name, array in dataset.tensors.items()
+    }
+    return Dataset(tensors, dataset.state, dataset.metadata)  # type: ignore[arg-type]
+
+
+@settings(max_examples=40, deadline=None)
+@given(dataset=runs(), group_bytes=st.integers(1, 40_000), spool=st.booleans())
+def test_a_lazy_source_writes_the_file_a_source_in_memory_writes(
+    dataset: Dataset, group_bytes: int, spool: bool
+) -> None:
+    """Through the window (wrapping, small groups) or the spool (all of it in files)."""
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(parquet_format, "GROUP_BYTES", group_bytes)
+        if spool:  # no window fits: every spool segment a file
+            patch.setattr(_parquet_spool, "RAM_BYTES", 0)
+        expected = Path(tmp) / "memory.parquet"
+        parquet_format.write(dataset, WritePlan(expected, "parquet"))
+        got = Path(tmp) / "lazy.parquet"
+        parquet_format.write(_lazy(dataset), WritePlan(got, "parquet"))
+        lazy, memory = pq.read_table(got), pq.read_table(expected)
+        assert _footer(lazy) == _footer(memory)
+        for name in memory.column_names:
+            assert lazy[name].equals(memory[name]), name
+        assert sorted(os.listdir(tmp)) == ["lazy.parquet", "memory.parquet"]
+
+
+def test_episodes_that_end_wait_in_a_window_not_in_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made: list[Path]
+) -> None:
+    """Eight times the memory budget, short episodes: no spool file; one long one: files."""
+    rng = np.random.default_rng(3)
+    size, envs = 2000, 4
+    done = rng.random((size, envs, 1)) < 0.1
+    dataset = Dataset(
+        {
+            "observations": rng.standard_normal((size, envs, 256)).astype(np.float32),
+            "terminated": done,
+        },
+        CircularState(size // 2, 2, True),
+        {"env_id": "X-v0"},
+    )
+    monkeypatch.setattr(parquet_format, "GROUP_BYTES", 64 << 10)
+    for name, flags in (("ending", done), ("long", np.zeros_like(done))):
+        source = Dataset({**dataset.tensors, "terminated": flags}, dataset.state, dataset.metadata)
+        out = tmp_path / f"{name}.parquet"
+        parquet_format.write(_lazy(source), WritePlan(out, "parquet"))
+        assert_episodes_contiguous([pq.read_table(out)])
+        assert_same_dataset(source, read_dataset(out))
+        assert (len(made) > 0) == (name == "long"), made
 
 
 def _long_run(size: int = 600, envs: int = 4) -> Dataset:
@@ -235,27 +302,10 @@ def test_sigterm_while_spooling_removes_the_spool_and_the_temporary(tmp_path: Pa
         "sys.argv = ['expcli', 'convert', sys.argv[1], sys.argv[2], '--compression', 'gzip']; "
         "runpy.run_module('expcli', run_name='__main__')"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
-    child = subprocess.Popen(
-        [sys.executable, "-c", script, str(source), str(out / "t.parquet")],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not any(".spool.expcli-" in name for name in os.listdir(out)):
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < deadline, "no spool file appeared"
-            time.sleep(0.005)
-        child.send_signal(signal.SIGTERM)
-        _, stderr = child.communicate(timeout=60)
-    finally:
-        child.kill()
-        child.wait()
+    argv = ["-c", script, str(source), str(out / "t.parquet")]
+    returncode, stderr = sigterm_once(argv, out, lambda name: ".spool.expcli-" in name)
     assert "Traceback" not in stderr
-    assert child.returncode in (130, 0, -signal.SIGTERM), stderr
+    assert returncode in (130, 0, -signal.SIGTERM), stderr
     left = sorted(os.listdir(out))
     assert all(not name.startswith(".") for name in left), f"temporary left: {left}"
 

@@ -151,15 +151,23 @@ def test_hf_datasets_load_dataset(
     assert np.array_equal(frames, at(dataset, "frames", rows, envs))
 
 
-@pytest.mark.parametrize(("chosen", "expected"), [(None, "system"), ("mimalloc", "mimalloc")])
-def test_expcli_reads_arrow_data_with_the_system_allocator_unless_told(
+@pytest.mark.parametrize(
+    ("chosen", "expected"), [(None, "jemalloc"), ("mimalloc", "mimalloc"), ("system", "system")]
+)
+def test_expcli_reads_arrow_data_with_jemalloc_unless_told(
     chosen: str | None, expected: str
 ) -> None:
-    """mimalloc keeps freed pages per thread; a user's ``ARROW_DEFAULT_MEMORY_POOL`` wins."""
+    """mimalloc keeps freed pages per thread, glibc's heaps grow with the shards read; a
+    user's ``ARROW_DEFAULT_MEMORY_POOL`` wins, and so does a pyarrow imported before."""
     code = (
         "from expcli.formats.parquet_format import pyarrow_parquet; pyarrow_parquet(); "
         "import pyarrow; print(pyarrow.default_memory_pool().backend_name)"
     )
+    pa = pytest.importorskip("pyarrow")
+    try:
+        pa.jemalloc_memory_pool()
+    except NotImplementedError:  # a wheel without it: the system allocator
+        expected = "system" if chosen is None else expected
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     if chosen is not None:
         env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
@@ -168,3 +176,11 @@ def test_expcli_reads_arrow_data_with_the_system_allocator_unless_told(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == expected
+    pools = []  # pyarrow's own pool, then expcli's after a program imported pyarrow first
+    for program in ("", "from expcli.formats.parquet_format import pyarrow_parquet as p; p(); "):
+        line = f"import pyarrow; {program}print(pyarrow.default_memory_pool().backend_name)"
+        ran = subprocess.run(
+            [sys.executable, "-c", line], env=env, capture_output=True, text=True, check=True
+        )
+        pools.append(ran.stdout.strip())
+    assert pools[0] == pools[1]

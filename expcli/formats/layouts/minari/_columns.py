@@ -647,8 +647,8 @@ def _release_unused(decoded: int) -> None:
     folder; giving them back after every episode (of 50 steps) doubles the time to read.
     After every MiB, Parquet episodes of 4 MB decode 30 % slower (27 ms, not 21); after
     every 16 MiB, as fast, for about 20 MiB more at peak. These figures are mimalloc's, the
-    pool a user gets by setting ``ARROW_DEFAULT_MEMORY_POOL``; with expcli's default, the
-    system allocator (``pyarrow_parquet``), the call is a ``malloc_trim`` of about 2 us.
+    pool a user gets by setting ``ARROW_DEFAULT_MEMORY_POOL``; with expcli's default,
+    jemalloc (``pyarrow_parquet``), the call purges what jemalloc kept.
     """
     _decoded[0] += decoded
     if _decoded[0] < _RELEASE_BYTES:
