@@ -263,14 +263,13 @@ class EpisodeCells:
     ends: list[np.ndarray]
     files: list[np.ndarray]
 
-    def cells(self, first: int, stop: int, only: int | None = None) -> np.ndarray:
+    def cells(self, first: int, stop: int) -> np.ndarray:
         """The file row of each cell of tensor rows ``first..stop``, ``(stop - first, N)``.
 
         -1 where the file holds no row for the cell (a row never written, left out).
-        ``only``: of that env column alone, ``(stop - first, 1)``.
         """
         t = np.arange(first, stop, dtype=np.int64)
-        envs = range(len(self.begins)) if only is None else [only]
+        envs = range(len(self.begins))
         out = np.full((stop - first, len(envs)), -1, np.int64)
         for at, env in enumerate(envs):
             begins, ends, files = self.begins[env], self.ends[env], self.files[env]
