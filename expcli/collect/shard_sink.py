@@ -81,21 +81,17 @@ class ShardSink:
         self.memory = memory
         self._metadata = metadata
         tensors = memory.to_dataset().tensors
-        folder, frames, license = plan.target, plan.frames, plan.license
-        images = plan.images
+        fresh = manifest is None
         if manifest is None:
             empty = {name: tensors[name][:0] for name in sorted(tensors)}
             header = Dataset(empty, metadata=metadata()).header()
             shard = find_shard_format(plan.shard_format)
             manifest = new_manifest(header, shard, plan.compression)
-            self.writer = ShardWriter(
-                folder, manifest, frames=frames, license=license, images=images
-            )
+        self.writer = ShardWriter(
+            plan.target, manifest, frames=plan.frames, license=plan.license, images=plan.images
+        )
+        if fresh:
             self.writer.replace_metadata(metadata())
-        else:
-            self.writer = ShardWriter(
-                folder, manifest, frames=frames, license=license, images=images
-            )
         self._spare: dict[str, Any] = {}  # name -> the tensor (or array) not in the memory
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="expcli-shards")
         self._pending: Future[Any] | None = None

@@ -122,7 +122,7 @@ def _ready_at(episodes: Episodes, shape: Shape, ends: np.ndarray) -> np.ndarray:
     """
     written = episodes.written
     slot = np.searchsorted(episodes.offsets, np.minimum(ends, written) - 1, side="right") - 1
-    latest = np.maximum.accumulate(episodes.lasts) if len(episodes.lasts) else np.zeros(1, int)
+    latest = episodes.latest if len(episodes.latest) else np.zeros(1, np.int64)
     need = np.where(ends > written, ends, latest[np.maximum(slot, 0)] + 1)
     stops = np.array([stop for _, stop in shape.chunks], np.int64)
     return stops[np.minimum(np.searchsorted(stops, need), len(stops) - 1)]

@@ -8,8 +8,8 @@ by the file's own reader (``parquet_format._Groups``: ``read_row_group``, frames
 Arrow's buffer, the last group of each column kept and the next decoded ahead of reads in
 order). Through ``RowGroups`` a draw at random decoded 3-4x slower (spans in batches of 1
 MB, copied; measured by ``benchmarks/parquet_order.py --sampling``). Drawn at random
-through a ``BlockCache``, a block of a wide column (frames) is a range of rows of one env
-column: one run of file rows, decoded without the other envs' rows.
+through a ``BlockCache``, a block is a range of whole rows: every env's episodes of a
+stretch of time lie in the same row groups, decoded once for the block.
 """
 
 from __future__ import annotations

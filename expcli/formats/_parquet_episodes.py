@@ -47,6 +47,8 @@ class Episodes:
         offsets: The file row where each begins, and the written transitions' count last.
         lasts: The chronological position of each one's last transition.
         envs: N.
+        latest: The running maximum of ``lasts``: the episodes up to each are all over
+            once the reading passes it (``complete``).
     """
 
     numbers: np.ndarray
@@ -55,6 +57,7 @@ class Episodes:
     offsets: np.ndarray
     lasts: np.ndarray
     envs: int
+    latest: np.ndarray
 
     @property
     def written(self) -> int:
@@ -153,8 +156,7 @@ class Episodes:
         Rows never written follow the written ones, each at its own position: complete
         once the episodes all are and it is seen.
         """
-        done = np.maximum.accumulate(self.lasts) < seen if len(self.lasts) else np.zeros(0, bool)
-        over = int(np.searchsorted(~done, True))  # episodes 0..over-1 are all over
+        over = int(np.searchsorted(self.latest, seen))  # episodes 0..over-1 are all over
         return int(self.offsets[over]) if over < len(self.lasts) else max(self.written, seen)
 
 
@@ -189,19 +191,21 @@ def find_episodes(
             found[key].append(values)
     if not found["number"]:
         none = np.zeros(0, np.int64)
-        return Episodes(none, none, none, np.zeros(1, np.int64), none, envs), carry
+        return Episodes(none, none, none, np.zeros(1, np.int64), none, envs, none), carry
     number = np.concatenate(found["number"])
     order = np.argsort(number, kind="stable")  # chunks in time: an episode's first chunk first
     number = number[order]
     begins = np.flatnonzero(np.concatenate([[True], number[1:] != number[:-1]]))
     lengths = np.add.reduceat(np.concatenate(found["n"])[order], begins)
+    lasts = np.maximum.reduceat(np.concatenate(found["last"])[order], begins)
     return Episodes(
         number[begins],
         np.concatenate(found["first"])[order][begins],
         np.concatenate(found["frame"])[order][begins],
         np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-        np.maximum.reduceat(np.concatenate(found["last"])[order], begins),
+        lasts,
         envs,
+        np.maximum.accumulate(lasts),
     ), carry
 
 
@@ -233,8 +237,8 @@ def _chunk_episodes(
     last_here = np.ones(len(at), bool)
     last_here[:-1] = ordered[1:] != ordered[:-1]
     offset = (ordered - phase) % envs
-    end = np.where(last_here, offset + (n - 1 - offset) // envs * envs, 0)
-    end[:-1] = np.where(last_here[:-1], end[:-1], at[order][1:] - envs)
+    following = np.append(at[order][1:], 0) - envs  # the next piece of the env, less N
+    end = np.where(last_here, offset + (n - 1 - offset) // envs * envs, following)
     last = np.empty(len(at), np.int64)
     last[order] = end
     count = (last - at) // envs + 1
